@@ -1,0 +1,211 @@
+//! The command line, in kubectl's conventions.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Ordered, safe pruning and dependency graphs for GitOps stacks.
+#[derive(Debug, Parser)]
+#[command(
+    name = "kubectl-stack",
+    bin_name = "kubectl stack",
+    version,
+    about = "Ordered, safe pruning and dependency graphs for GitOps stacks",
+    long_about = "kubectl stack lists what a GitOps stack tracks (Flux, Argo CD, kapp, kpt, ApplySet, Helm), \
+shows which tracked objects git no longer has, draws the dependency graph, and prunes in dependency \
+order: dependents first, each wave fully gone before the next.",
+    after_help = "Exit codes: 0 ok, 1 found (orphans/stuck objects), 2 usage, 3 failed, 4 refused by a safety guard, \
+5 incomplete (a wave timed out or a delete failed), 6 dependency cycle, 130 interrupted."
+)]
+pub struct Cli {
+    /// Connection and scope flags shared by every command.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every command takes, named as kubectl names them.
+#[derive(Debug, Clone, Args, Default)]
+pub struct GlobalArgs {
+    /// Path to the kubeconfig file (default: $KUBECONFIG, several paths merged, else ~/.kube/config).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// The kubeconfig cluster to use.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub cluster: Option<String>,
+    /// The kubeconfig user to use.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub user: Option<String>,
+    /// The namespace (default: the context's namespace).
+    #[arg(short = 'n', long, global = true, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Look in every namespace.
+    #[arg(short = 'A', long = "all-namespaces", global = true)]
+    pub all_namespaces: bool,
+    /// User to impersonate.
+    #[arg(long = "as", global = true, value_name = "USER")]
+    pub as_user: Option<String>,
+    /// Group to impersonate (repeatable).
+    #[arg(long = "as-group", global = true, value_name = "GROUP")]
+    pub as_group: Vec<String>,
+    /// How long to wait for one API request ("0" waits forever), e.g. 30s, 1m.
+    #[arg(long = "request-timeout", global = true, value_name = "DURATION", value_parser = parse_duration, default_value = "0")]
+    pub request_timeout: Duration,
+    /// Log level: 0 warnings, 2 info, 4 debug, 6+ every request.
+    #[arg(short = 'v', long = "v", global = true, value_name = "LEVEL", default_value_t = 0)]
+    pub verbosity: u8,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the objects a stack tracks.
+    #[command(after_help = LIST_EXAMPLES)]
+    List(ListArgs),
+}
+
+const LIST_EXAMPLES: &str = "Examples:
+  # everything any GitOps tool tracks in the current namespace
+  kubectl stack list
+  # what the Flux Kustomization flux-system/apps applied, in every namespace
+  kubectl stack list -A --tracker flux=apps.flux-system
+  # by label
+  kubectl stack list -A -l app.kubernetes.io/part-of=shop -o wide";
+
+/// How to choose the objects of a stack.
+#[derive(Debug, Clone, Args, Default)]
+pub struct SelectionArgs {
+    /// Label selector, as kubectl takes it (e.g. app=web,tier!=db).
+    #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
+    pub selector: Option<String>,
+    /// A tool's own tracking marker: flux, flux-helm, flux-v1, applyset, kpt, kapp, argocd, helm,
+    /// optionally with =VALUE (e.g. flux=apps.flux-system, helm=podinfo.web, argocd=guestbook).
+    #[arg(long = "tracker", value_name = "PRESET[=VALUE]")]
+    pub tracker: Option<String>,
+}
+
+/// Tuning for listing across many kinds.
+#[derive(Debug, Clone, Args)]
+pub struct ListTuning {
+    /// How many kinds to list at once.
+    #[arg(long, default_value_t = 16, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub concurrency: u16,
+    /// Page size of each list request.
+    #[arg(long = "chunk-size", default_value_t = 500, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub chunk_size: u32,
+}
+
+/// `kubectl stack list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Which objects.
+    #[command(flatten)]
+    pub selection: SelectionArgs,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = ListOutput::Table)]
+    pub output: ListOutput,
+    /// Listing tuning.
+    #[command(flatten)]
+    pub tuning: ListTuning,
+}
+
+/// Output formats of `list`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListOutput {
+    /// A table (default).
+    Table,
+    /// A table with more columns.
+    Wide,
+    /// A JSON `List` of object metadata.
+    Json,
+    /// A YAML `List` of object metadata.
+    Yaml,
+    /// `kind.group/name`, one a line.
+    Name,
+}
+
+/// Parses a kubectl-style duration: `0`, `30`, `30s`, `5m`, `1h`, `1m30s`, `500ms`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if let Ok(seconds) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(seconds));
+    }
+    let mut total = Duration::ZERO;
+    let mut number = String::new();
+    let mut chars = text.chars().peekable();
+    let mut saw_unit = false;
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() || c == '.' {
+            number.push(c);
+            continue;
+        }
+        let unit = match (c, chars.peek()) {
+            ('m', Some('s')) => {
+                chars.next();
+                0.001
+            }
+            ('h', _) => 3600.0,
+            ('m', _) => 60.0,
+            ('s', _) => 1.0,
+            _ => return Err(format!("invalid duration {text:?}: unknown unit {c:?} (use ms, s, m or h)")),
+        };
+        let value: f64 = number
+            .parse()
+            .map_err(|_| format!("invalid duration {text:?}: expected a number before the unit"))?;
+        total += Duration::from_secs_f64(value * unit);
+        number.clear();
+        saw_unit = true;
+    }
+    if !number.is_empty() || !saw_unit {
+        return Err(format!("invalid duration {text:?}: expected e.g. 30s, 5m, 1h30m"));
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_parse_like_kubectl() {
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("m").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn kubectl_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "kubectl-stack", "list", "-n", "web", "--context", "prod", "--as", "jane", "--as-group", "ops",
+            "--as-group", "dev", "-v", "4", "--request-timeout", "10s", "-l", "a=b", "-o", "json",
+        ])
+        .unwrap();
+        assert_eq!(cli.global.namespace.as_deref(), Some("web"));
+        assert_eq!(cli.global.context.as_deref(), Some("prod"));
+        assert_eq!(cli.global.as_user.as_deref(), Some("jane"));
+        assert_eq!(cli.global.as_group, vec!["ops", "dev"]);
+        assert_eq!(cli.global.verbosity, 4);
+        assert_eq!(cli.global.request_timeout, Duration::from_secs(10));
+        let Command::List(list) = cli.command;
+        assert_eq!(list.selection.selector.as_deref(), Some("a=b"));
+        assert_eq!(list.output, ListOutput::Json);
+    }
+}

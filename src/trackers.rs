@@ -1,0 +1,452 @@
+//! How each GitOps tool marks what it owns, and what it marks as never to be pruned.
+//! Every label and annotation here comes from the tools' own documentation (see README).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use kube::core::ObjectMeta;
+
+use crate::error::UserError;
+
+/// Flux kustomize-controller labels.
+pub const FLUX_KS_NAME: &str = "kustomize.toolkit.fluxcd.io/name";
+/// Flux kustomize-controller namespace label.
+pub const FLUX_KS_NAMESPACE: &str = "kustomize.toolkit.fluxcd.io/namespace";
+/// Flux helm-controller name label.
+pub const FLUX_HR_NAME: &str = "helm.toolkit.fluxcd.io/name";
+/// Flux helm-controller namespace label.
+pub const FLUX_HR_NAMESPACE: &str = "helm.toolkit.fluxcd.io/namespace";
+/// Flux v1 stack label.
+pub const FLUX_V1_STACK: &str = "flux.weave.works/stack";
+/// Flux v1 later garbage-collection mark label.
+pub const FLUX_V1_GC_MARK: &str = "fluxcd.io/sync-gc-mark";
+/// ApplySet member label.
+pub const APPLYSET_PART_OF: &str = "applyset.kubernetes.io/part-of";
+/// cli-utils / kpt owning inventory annotation.
+pub const KPT_OWNING_INVENTORY: &str = "config.k8s.io/owning-inventory";
+/// kapp app label.
+pub const KAPP_APP: &str = "kapp.k14s.io/app";
+/// Argo CD tracking annotation.
+pub const ARGOCD_TRACKING_ID: &str = "argocd.argoproj.io/tracking-id";
+/// Argo CD (label tracking mode) and many charts: instance label.
+pub const ARGOCD_INSTANCE: &str = "app.kubernetes.io/instance";
+/// Helm release name annotation.
+pub const HELM_RELEASE_NAME: &str = "meta.helm.sh/release-name";
+/// Helm release namespace annotation.
+pub const HELM_RELEASE_NAMESPACE: &str = "meta.helm.sh/release-namespace";
+/// Helm's managed-by label.
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+
+/// A tool whose tracking kubectl-stack reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Preset {
+    /// Flux v2 kustomize-controller.
+    Flux,
+    /// Flux v2 helm-controller.
+    FluxHelm,
+    /// Flux v1 stacks.
+    FluxV1,
+    /// kubectl ApplySet.
+    ApplySet,
+    /// cli-utils / kpt live.
+    Kpt,
+    /// Carvel kapp.
+    Kapp,
+    /// Argo CD.
+    ArgoCd,
+    /// Helm.
+    Helm,
+}
+
+impl Preset {
+    /// Every preset, in the order marks are reported.
+    pub const ALL: [Preset; 8] = [
+        Preset::Flux,
+        Preset::FluxHelm,
+        Preset::FluxV1,
+        Preset::ApplySet,
+        Preset::Kpt,
+        Preset::Kapp,
+        Preset::ArgoCd,
+        Preset::Helm,
+    ];
+
+    /// The preset's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Flux => "flux",
+            Preset::FluxHelm => "flux-helm",
+            Preset::FluxV1 => "flux-v1",
+            Preset::ApplySet => "applyset",
+            Preset::Kpt => "kpt",
+            Preset::Kapp => "kapp",
+            Preset::ArgoCd => "argocd",
+            Preset::Helm => "helm",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// Whether the preset's value names something in a namespace (`NAME[.NAMESPACE]`).
+    fn value_has_namespace(self) -> bool {
+        matches!(self, Preset::Flux | Preset::FluxHelm | Preset::Helm)
+    }
+
+    /// The mark this tool left on an object, if any (without regard to other tools).
+    fn own_mark(self, meta: &ObjectMeta) -> Option<MarkValue> {
+        let labels = meta.labels.as_ref();
+        let annotations = meta.annotations.as_ref();
+        let label = |key: &str| labels.and_then(|l| l.get(key)).filter(|v| !v.is_empty());
+        let annotation = |key: &str| annotations.and_then(|a| a.get(key)).filter(|v| !v.is_empty());
+        match self {
+            Preset::Flux => Some(MarkValue::named(label(FLUX_KS_NAME)?, label(FLUX_KS_NAMESPACE))),
+            Preset::FluxHelm => Some(MarkValue::named(label(FLUX_HR_NAME)?, label(FLUX_HR_NAMESPACE))),
+            Preset::FluxV1 => label(FLUX_V1_STACK).or_else(|| label(FLUX_V1_GC_MARK)).map(|v| MarkValue::named(v, None)),
+            Preset::ApplySet => label(APPLYSET_PART_OF).map(|v| MarkValue::named(v, None)),
+            Preset::Kpt => annotation(KPT_OWNING_INVENTORY).map(|v| MarkValue::named(v, None)),
+            Preset::Kapp => label(KAPP_APP).map(|v| MarkValue::named(v, None)),
+            Preset::ArgoCd => match annotation(ARGOCD_TRACKING_ID) {
+                Some(id) => id.split_once(':').map(|(app, _)| MarkValue::named(app, None)),
+                None => label(ARGOCD_INSTANCE).map(|v| MarkValue::named(v, None)),
+            },
+            Preset::Helm => Some(MarkValue::named(annotation(HELM_RELEASE_NAME)?, annotation(HELM_RELEASE_NAMESPACE))),
+        }
+    }
+
+    /// Server-side label selector that narrows a list to this tool's objects (a superset of
+    /// what `matches` accepts), when the tool's marker is a label.
+    fn server_selector(self, value: Option<&MarkValue>) -> Option<String> {
+        let pair = |key: &str, value: &str| format!("{key}={value}");
+        match (self, value) {
+            (Preset::Flux, Some(v)) => Some(join_selector(
+                std::iter::once(pair(FLUX_KS_NAME, &v.name)).chain(v.namespace.as_ref().map(|n| pair(FLUX_KS_NAMESPACE, n))),
+            )),
+            (Preset::Flux, None) => Some(FLUX_KS_NAME.to_string()),
+            (Preset::FluxHelm, Some(v)) => Some(join_selector(
+                std::iter::once(pair(FLUX_HR_NAME, &v.name)).chain(v.namespace.as_ref().map(|n| pair(FLUX_HR_NAMESPACE, n))),
+            )),
+            (Preset::FluxHelm, None) => Some(FLUX_HR_NAME.to_string()),
+            (Preset::FluxV1, Some(v)) => Some(pair(FLUX_V1_STACK, &v.name)),
+            (Preset::ApplySet, Some(v)) => Some(pair(APPLYSET_PART_OF, &v.name)),
+            (Preset::ApplySet, None) => Some(APPLYSET_PART_OF.to_string()),
+            (Preset::Kapp, Some(v)) => Some(pair(KAPP_APP, &v.name)),
+            (Preset::Kapp, None) => Some(KAPP_APP.to_string()),
+            (Preset::Helm, _) => Some(pair(MANAGED_BY, "Helm")),
+            (Preset::FluxV1 | Preset::Kpt | Preset::ArgoCd, _) => None,
+        }
+    }
+}
+
+fn join_selector(parts: impl Iterator<Item = String>) -> String {
+    parts.collect::<Vec<_>>().join(",")
+}
+
+/// The value of a tool's mark: an id or a name, with the namespace where the tool records one.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MarkValue {
+    /// Name or id.
+    pub name: String,
+    /// Namespace, where the tool records one.
+    pub namespace: Option<String>,
+}
+
+impl MarkValue {
+    fn named(name: &str, namespace: Option<&String>) -> Self {
+        Self { name: name.to_string(), namespace: namespace.cloned() }
+    }
+
+    /// Whether this mark satisfies what the user asked for (a missing namespace matches any).
+    fn satisfies(&self, wanted: &MarkValue) -> bool {
+        self.name == wanted.name && (wanted.namespace.is_none() || self.namespace == wanted.namespace)
+    }
+}
+
+/// One tool's mark on an object, e.g. `flux:flux-system/apps`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Mark {
+    /// The tool.
+    pub preset: Preset,
+    /// What the tool recorded.
+    pub value: MarkValue,
+}
+
+impl fmt::Display for Mark {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.value.namespace {
+            Some(ns) => write!(f, "{}:{}/{}", self.preset.name(), ns, self.value.name),
+            None => write!(f, "{}:{}", self.preset.name(), self.value.name),
+        }
+    }
+}
+
+/// Every tool mark on an object. The `app.kubernetes.io/instance` label counts for Argo CD only
+/// when no other tool marked the object (Helm charts set it too).
+pub fn marks(meta: &ObjectMeta) -> Vec<Mark> {
+    let mut found: Vec<Mark> = Preset::ALL
+        .into_iter()
+        .filter(|p| *p != Preset::ArgoCd)
+        .filter_map(|preset| preset.own_mark(meta).map(|value| Mark { preset, value }))
+        .collect();
+    if let Some(value) = argocd_mark(meta, found.is_empty()) {
+        found.push(Mark { preset: Preset::ArgoCd, value });
+    }
+    found
+}
+
+fn argocd_mark(meta: &ObjectMeta, label_counts: bool) -> Option<MarkValue> {
+    let tracked_by_annotation = meta.annotations.as_ref().is_some_and(|a| a.contains_key(ARGOCD_TRACKING_ID));
+    if tracked_by_annotation || label_counts {
+        Preset::ArgoCd.own_mark(meta)
+    } else {
+        None
+    }
+}
+
+/// `--tracker PRESET[=VALUE]`: one tool's stack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tracker {
+    /// The tool.
+    pub preset: Preset,
+    /// The stack (name, id) asked for; `None` means any stack of that tool.
+    pub value: Option<MarkValue>,
+}
+
+impl Tracker {
+    /// Parses `PRESET[=VALUE]`. `VALUE` is `NAME[.NAMESPACE]` or `NAMESPACE/NAME` for flux,
+    /// flux-helm and helm; an id or name otherwise.
+    pub fn parse(text: &str) -> Result<Self, UserError> {
+        let (name, value) = match text.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (text, None),
+        };
+        let preset = Preset::parse(name).ok_or_else(|| {
+            let known: Vec<&str> = Preset::ALL.iter().map(|p| p.name()).collect();
+            UserError::usage(format!("unknown tracker preset {name:?}")).hint(format!("use one of: {}", known.join(", ")))
+        })?;
+        let value = match value {
+            None => None,
+            Some("") => return Err(UserError::usage(format!("--tracker {name}= needs a value after '='"))),
+            Some(v) if preset.value_has_namespace() => Some(split_name_namespace(v)),
+            Some(v) => Some(MarkValue { name: v.to_string(), namespace: None }),
+        };
+        Ok(Self { preset, value })
+    }
+
+    /// Whether the object carries this tracker's mark.
+    pub fn matches(&self, meta: &ObjectMeta) -> bool {
+        let mark = if self.preset == Preset::ArgoCd { argocd_mark(meta, true) } else { self.preset.own_mark(meta) };
+        match (mark, &self.value) {
+            (Some(mark), Some(wanted)) => mark.satisfies(wanted),
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
+    }
+
+    /// The label selector the server can apply for this tracker, if any.
+    pub fn server_selector(&self) -> Option<String> {
+        self.preset.server_selector(self.value.as_ref())
+    }
+}
+
+fn split_name_namespace(value: &str) -> MarkValue {
+    if let Some((namespace, name)) = value.split_once('/') {
+        return MarkValue { name: name.to_string(), namespace: Some(namespace.to_string()) };
+    }
+    match value.rsplit_once('.') {
+        Some((name, namespace)) => MarkValue { name: name.to_string(), namespace: Some(namespace.to_string()) },
+        None => MarkValue { name: value.to_string(), namespace: None },
+    }
+}
+
+/// What selects a stack's objects: a label selector (sent to the server) and a tracker (the
+/// server narrows by its label where it has one; the rest is checked here).
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    /// The user's `-l` selector.
+    pub user_selector: Option<String>,
+    /// The `--tracker`.
+    pub tracker: Option<Tracker>,
+}
+
+impl Selection {
+    /// Builds a selection from `-l` and `--tracker`.
+    pub fn new(user_selector: Option<String>, tracker: Option<Tracker>) -> Self {
+        Self { user_selector: user_selector.filter(|s| !s.trim().is_empty()), tracker }
+    }
+
+    /// The label selector sent with every list request.
+    pub fn server_selector(&self) -> Option<String> {
+        let parts: Vec<String> = self
+            .user_selector
+            .iter()
+            .cloned()
+            .chain(self.tracker.as_ref().and_then(Tracker::server_selector))
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(","))
+    }
+
+    /// Whether a listed object belongs to the selection. With neither `-l` nor `--tracker`,
+    /// an object belongs when any tool marked it.
+    pub fn matches(&self, meta: &ObjectMeta) -> bool {
+        match (&self.tracker, &self.user_selector) {
+            (Some(tracker), _) => tracker.matches(meta),
+            (None, Some(_)) => true,
+            (None, None) => !marks(meta).is_empty(),
+        }
+    }
+
+    /// A short description for messages, e.g. `--tracker flux=apps -l tier=web`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(tracker) = &self.tracker {
+            let value = tracker.value.as_ref().map(|v| match &v.namespace {
+                Some(ns) => format!("={}/{}", ns, v.name),
+                None => format!("={}", v.name),
+            });
+            parts.push(format!("--tracker {}{}", tracker.preset.name(), value.unwrap_or_default()));
+        }
+        if let Some(selector) = &self.user_selector {
+            parts.push(format!("-l {selector}"));
+        }
+        if parts.is_empty() {
+            "objects any GitOps tool tracks".to_string()
+        } else {
+            parts.join(" ")
+        }
+    }
+}
+
+/// Why an object must never be pruned: the tool marker that says so, e.g.
+/// `helm.sh/resource-policy=keep`.
+pub fn keep_marker(meta: &ObjectMeta) -> Option<String> {
+    let empty = BTreeMap::new();
+    let labels = meta.labels.as_ref().unwrap_or(&empty);
+    let annotations = meta.annotations.as_ref().unwrap_or(&empty);
+    let found = |map: &BTreeMap<String, String>, key: &str, accept: &dyn Fn(&str) -> bool| {
+        map.get(key).filter(|v| accept(v)).map(|v| format!("{key}={v}"))
+    };
+    let eq = |wanted: &'static str| move |v: &str| v.eq_ignore_ascii_case(wanted);
+    let either = |key: &str, accept: &dyn Fn(&str) -> bool| found(annotations, key, accept).or_else(|| found(labels, key, accept));
+    either("kustomize.toolkit.fluxcd.io/prune", &eq("disabled"))
+        .or_else(|| either("kustomize.toolkit.fluxcd.io/reconcile", &eq("disabled")))
+        .or_else(|| either("kustomize.toolkit.fluxcd.io/ssa", &eq("ignore")))
+        .or_else(|| found(annotations, "flux.weave.works/ignore", &|v| v == "true" || v == "sync_only"))
+        .or_else(|| found(annotations, "fluxcd.io/ignore", &|v| v == "true" || v == "sync_only"))
+        .or_else(|| found(annotations, "cli-utils.sigs.k8s.io/on-remove", &eq("keep")))
+        .or_else(|| found(annotations, "client.lifecycle.config.k8s.io/deletion", &eq("detach")))
+        .or_else(|| found(annotations, "kapp.k14s.io/delete-strategy", &eq("orphan")))
+        .or_else(|| found(annotations, "argocd.argoproj.io/sync-options", &argo_keeps))
+        .or_else(|| found(annotations, "helm.sh/resource-policy", &eq("keep")))
+}
+
+fn argo_keeps(options: &str) -> bool {
+    options.split(',').map(str::trim).any(|o| o == "Prune=false" || o == "Delete=false")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> ObjectMeta {
+        let map = |pairs: &[(&str, &str)]| {
+            Some(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>())
+        };
+        ObjectMeta { labels: map(labels), annotations: map(annotations), ..Default::default() }
+    }
+
+    #[test]
+    fn flux_tracker_matches_name_and_namespace() {
+        let object = meta(&[(FLUX_KS_NAME, "apps"), (FLUX_KS_NAMESPACE, "flux-system")], &[]);
+        assert!(Tracker::parse("flux=apps").unwrap().matches(&object));
+        assert!(Tracker::parse("flux=apps.flux-system").unwrap().matches(&object));
+        assert!(Tracker::parse("flux=flux-system/apps").unwrap().matches(&object));
+        assert!(!Tracker::parse("flux=apps.other").unwrap().matches(&object));
+        assert!(!Tracker::parse("flux=infra").unwrap().matches(&object));
+        assert!(Tracker::parse("flux").unwrap().matches(&object));
+        assert!(!Tracker::parse("flux-helm").unwrap().matches(&object));
+        assert_eq!(
+            Tracker::parse("flux=apps.flux-system").unwrap().server_selector().unwrap(),
+            "kustomize.toolkit.fluxcd.io/name=apps,kustomize.toolkit.fluxcd.io/namespace=flux-system"
+        );
+    }
+
+    #[test]
+    fn argocd_tracks_by_annotation_or_label() {
+        let annotated = meta(&[], &[(ARGOCD_TRACKING_ID, "guestbook:apps/Deployment:web/ui")]);
+        let labelled = meta(&[(ARGOCD_INSTANCE, "guestbook")], &[]);
+        let tracker = Tracker::parse("argocd=guestbook").unwrap();
+        assert!(tracker.matches(&annotated));
+        assert!(tracker.matches(&labelled));
+        assert!(!Tracker::parse("argocd=other").unwrap().matches(&annotated));
+        assert_eq!(tracker.server_selector(), None);
+    }
+
+    #[test]
+    fn helm_chart_instance_label_is_not_called_argocd() {
+        let chart = meta(&[(ARGOCD_INSTANCE, "web"), (MANAGED_BY, "Helm")], &[(HELM_RELEASE_NAME, "web"), (HELM_RELEASE_NAMESPACE, "shop")]);
+        let found: Vec<String> = marks(&chart).iter().map(ToString::to_string).collect();
+        assert_eq!(found, vec!["helm:shop/web"]);
+        assert!(Tracker::parse("helm=web.shop").unwrap().matches(&chart));
+        assert!(!Tracker::parse("helm=web.other").unwrap().matches(&chart));
+    }
+
+    #[test]
+    fn each_preset_reads_its_marker() {
+        let cases = [
+            ("flux-helm=podinfo", meta(&[(FLUX_HR_NAME, "podinfo"), (FLUX_HR_NAMESPACE, "web")], &[])),
+            ("flux-v1=mystack", meta(&[(FLUX_V1_STACK, "mystack")], &[])),
+            ("applyset=applyset-abc-v1", meta(&[(APPLYSET_PART_OF, "applyset-abc-v1")], &[])),
+            ("kpt=inv-1", meta(&[], &[(KPT_OWNING_INVENTORY, "inv-1")])),
+            ("kapp=123", meta(&[(KAPP_APP, "123")], &[])),
+        ];
+        for (tracker, object) in cases {
+            let tracker = Tracker::parse(tracker).unwrap();
+            assert!(tracker.matches(&object), "{tracker:?}");
+            for other in Preset::ALL.iter().filter(|p| **p != tracker.preset) {
+                assert!(!Tracker { preset: *other, value: None }.matches(&object), "{other:?} on {tracker:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_preset_is_a_usage_error() {
+        let err = Tracker::parse("fluxx=a").unwrap_err();
+        assert_eq!(err.code, crate::error::exit::USAGE);
+        assert!(err.hint.unwrap().contains("flux-helm"));
+    }
+
+    #[test]
+    fn selection_without_tracker_needs_some_tool_mark() {
+        let any = Selection::new(None, None);
+        assert!(!any.matches(&meta(&[("app", "x")], &[])));
+        assert!(any.matches(&meta(&[(KAPP_APP, "1")], &[])));
+        let labelled = Selection::new(Some("app=x".into()), Some(Tracker::parse("kapp=1").unwrap()));
+        assert_eq!(labelled.server_selector().unwrap(), "app=x,kapp.k14s.io/app=1");
+    }
+
+    #[test]
+    fn keep_markers_of_every_tool() {
+        let kept = [
+            meta(&[("kustomize.toolkit.fluxcd.io/prune", "disabled")], &[]),
+            meta(&[], &[("kustomize.toolkit.fluxcd.io/prune", "disabled")]),
+            meta(&[], &[("kustomize.toolkit.fluxcd.io/reconcile", "disabled")]),
+            meta(&[], &[("kustomize.toolkit.fluxcd.io/ssa", "Ignore")]),
+            meta(&[], &[("flux.weave.works/ignore", "true")]),
+            meta(&[], &[("fluxcd.io/ignore", "sync_only")]),
+            meta(&[], &[("cli-utils.sigs.k8s.io/on-remove", "keep")]),
+            meta(&[], &[("client.lifecycle.config.k8s.io/deletion", "detach")]),
+            meta(&[], &[("kapp.k14s.io/delete-strategy", "orphan")]),
+            meta(&[], &[("argocd.argoproj.io/sync-options", "ServerSideApply=true,Prune=false")]),
+            meta(&[], &[("argocd.argoproj.io/sync-options", "Delete=false")]),
+            meta(&[], &[("helm.sh/resource-policy", "keep")]),
+        ];
+        for object in &kept {
+            assert!(keep_marker(object).is_some(), "{object:?}");
+        }
+        assert!(keep_marker(&meta(&[], &[("argocd.argoproj.io/sync-options", "Prune=true")])).is_none());
+        assert!(keep_marker(&meta(&[], &[("fluxcd.io/ignore", "false")])).is_none());
+        assert!(keep_marker(&meta(&[("app", "x")], &[])).is_none());
+    }
+}
