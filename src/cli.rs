@@ -153,7 +153,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             ('h', _) => 3600.0,
             ('m', _) => 60.0,
             ('s', _) => 1.0,
-            _ => return Err(format!("invalid duration {text:?}: unknown unit {c:?} (use ms, s, m or h)")),
+            _ => {
+                return Err(format!(
+                    "invalid duration {text:?}: unknown unit {c:?} (use ms, s, m or h)"
+                ))
+            }
         };
         let value: f64 = number
             .parse()
@@ -194,8 +198,26 @@ mod tests {
     #[test]
     fn kubectl_flags_parse() {
         let cli = Cli::try_parse_from([
-            "kubectl-stack", "list", "-n", "web", "--context", "prod", "--as", "jane", "--as-group", "ops",
-            "--as-group", "dev", "-v", "4", "--request-timeout", "10s", "-l", "a=b", "-o", "json",
+            "kubectl-stack",
+            "list",
+            "-n",
+            "web",
+            "--context",
+            "prod",
+            "--as",
+            "jane",
+            "--as-group",
+            "ops",
+            "--as-group",
+            "dev",
+            "-v",
+            "4",
+            "--request-timeout",
+            "10s",
+            "-l",
+            "a=b",
+            "-o",
+            "json",
         ])
         .unwrap();
         assert_eq!(cli.global.namespace.as_deref(), Some("web"));

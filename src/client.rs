@@ -89,7 +89,12 @@ pub async fn connect(args: &GlobalArgs) -> Result<Connection, UserError> {
     let namespace = config.default_namespace.clone();
     let client = Client::try_from(config)
         .map_err(|err| UserError::failed(format!("cannot build a client for {server}: {err}")))?;
-    Ok(Connection { client, namespace, server, user })
+    Ok(Connection {
+        client,
+        namespace,
+        server,
+        user,
+    })
 }
 
 fn check_names(kubeconfig: &Kubeconfig, args: &GlobalArgs) -> Result<(), UserError> {
@@ -98,13 +103,32 @@ fn check_names(kubeconfig: &Kubeconfig, args: &GlobalArgs) -> Result<(), UserErr
             Some(name) if !names.contains(&name.as_str()) => Err(UserError::failed(format!(
                 "{what} \"{name}\" is not in the kubeconfig"
             ))
-            .hint(format!("known {what}s: {}", if names.is_empty() { "none".to_string() } else { names.join(", ") }))),
+            .hint(format!(
+                "known {what}s: {}",
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            ))),
             _ => Ok(()),
         }
     };
-    known(kubeconfig.contexts.iter().map(|c| c.name.as_str()).collect(), "context", &args.context)?;
-    known(kubeconfig.clusters.iter().map(|c| c.name.as_str()).collect(), "cluster", &args.cluster)?;
-    known(kubeconfig.auth_infos.iter().map(|u| u.name.as_str()).collect(), "user", &args.user)
+    known(
+        kubeconfig.contexts.iter().map(|c| c.name.as_str()).collect(),
+        "context",
+        &args.context,
+    )?;
+    known(
+        kubeconfig.clusters.iter().map(|c| c.name.as_str()).collect(),
+        "cluster",
+        &args.cluster,
+    )?;
+    known(
+        kubeconfig.auth_infos.iter().map(|u| u.name.as_str()).collect(),
+        "user",
+        &args.user,
+    )
 }
 
 fn current_user(kubeconfig: &Kubeconfig, context: Option<&str>) -> Option<String> {

@@ -116,7 +116,12 @@ impl Catalog {
             .enumerate()
             .map(|(index, k)| ((k.group.clone(), k.kind.clone()), index))
             .collect();
-        Self { kinds, by_group_kind, failures, source }
+        Self {
+            kinds,
+            by_group_kind,
+            failures,
+            source,
+        }
     }
 
     /// All kinds, core group first, then by group and kind.
@@ -192,7 +197,10 @@ pub fn choose_kinds(group: &ServedGroup) -> Vec<KindInfo> {
     let mut versions: Vec<&(String, Vec<ServedResource>)> = group.versions.iter().collect();
     versions.sort_by_key(|(version, _)| {
         let preferred = group.preferred.as_deref() == Some(version.as_str());
-        (std::cmp::Reverse(preferred), std::cmp::Reverse(Version::parse(version).priority()))
+        (
+            std::cmp::Reverse(preferred),
+            std::cmp::Reverse(Version::parse(version).priority()),
+        )
     });
     let mut seen = HashSet::new();
     let mut chosen = Vec::new();
@@ -223,15 +231,28 @@ const DISCOVERY_CONCURRENCY: usize = 16;
 pub async fn discover(client: &Client) -> Result<Catalog, kube::Error> {
     match discover_aggregated(client).await {
         Ok(Some(catalog)) => return Ok(catalog),
-        Ok(None) => tracing::debug!("aggregated discovery unusable; falling back to per-group discovery"),
-        Err(err) => tracing::debug!("aggregated discovery failed ({err}); falling back to per-group discovery"),
+        Ok(None) => {
+            tracing::debug!("aggregated discovery unusable; falling back to per-group discovery")
+        }
+        // The server answered but cannot do aggregated discovery (e.g. 404/406): ask per group.
+        Err(kube::Error::Api(status)) => {
+            tracing::debug!(
+                "aggregated discovery refused ({}); falling back to per-group discovery",
+                status.message
+            )
+        }
+        // A server that did not answer at all will not answer per group either.
+        Err(err) => return Err(err),
     }
     discover_per_group(client).await
 }
 
 /// Aggregated discovery; `None` when the answer is unusable (no core group, or no groups at all).
 pub async fn discover_aggregated(client: &Client) -> Result<Option<Catalog>, kube::Error> {
-    let core = with_retries("aggregated discovery /api", || client.list_core_api_versions_aggregated()).await?;
+    let core = with_retries("aggregated discovery /api", || {
+        client.list_core_api_versions_aggregated()
+    })
+    .await?;
     let groups = with_retries("aggregated discovery /apis", || client.list_api_groups_aggregated()).await?;
     let core_served = core.items.iter().any(|g| !g.versions.is_empty());
     if !core_served {
@@ -248,11 +269,17 @@ pub async fn discover_aggregated(client: &Client) -> Result<Option<Catalog>, kub
 }
 
 fn served_group_from_aggregated(discovered: &APIGroupDiscovery) -> (ServedGroup, Vec<DiscoveryFailure>) {
-    let group = discovered.metadata.as_ref().and_then(|m| m.name.clone()).unwrap_or_default();
+    let group = discovered
+        .metadata
+        .as_ref()
+        .and_then(|m| m.name.clone())
+        .unwrap_or_default();
     let mut failures = Vec::new();
     let mut versions = Vec::new();
     for version in &discovered.versions {
-        let Some(name) = version.version.clone() else { continue };
+        let Some(name) = version.version.clone() else {
+            continue;
+        };
         if version.freshness.as_deref() == Some("Stale") {
             failures.push(DiscoveryFailure {
                 group_version: group_version(&group, &name),
@@ -265,7 +292,14 @@ fn served_group_from_aggregated(discovered: &APIGroupDiscovery) -> (ServedGroup,
     }
     // Aggregated discovery lists versions in descending preference: the first is preferred.
     let preferred = versions.first().map(|(v, _)| v.clone());
-    (ServedGroup { group, preferred, versions }, failures)
+    (
+        ServedGroup {
+            group,
+            preferred,
+            versions,
+        },
+        failures,
+    )
 }
 
 fn served_from_aggregated(resource: &APIResourceDiscovery) -> Option<ServedResource> {
@@ -292,8 +326,7 @@ pub async fn discover_per_group(client: &Client) -> Result<Catalog, kube::Error>
         preferred: core_versions.versions.first().cloned(),
         versions: Vec::new(),
     }];
-    let mut requests: Vec<(usize, String)> =
-        core_versions.versions.iter().map(|v| (0, v.clone())).collect();
+    let mut requests: Vec<(usize, String)> = core_versions.versions.iter().map(|v| (0, v.clone())).collect();
     for api_group in api_groups.groups {
         let index = groups.len();
         requests.extend(api_group.versions.iter().map(|v| (index, v.group_version.clone())));
@@ -336,7 +369,10 @@ pub async fn discover_per_group(client: &Client) -> Result<Catalog, kube::Error>
                     .collect();
                 groups[index].versions.push((version, resources));
             }
-            Err(err) => failures.push(DiscoveryFailure { group_version, message: crate::error::root_cause(&err) }),
+            Err(err) => failures.push(DiscoveryFailure {
+                group_version,
+                message: crate::error::root_cause(&err),
+            }),
         }
     }
     failures.sort_by(|a, b| a.group_version.cmp(&b.group_version));
@@ -374,7 +410,10 @@ mod tests {
             preferred: Some("v1".into()),
             versions: vec![
                 ("v2beta1".into(), vec![resource("widgets", "Widget")]),
-                ("v1".into(), vec![resource("widgets", "Widget"), resource("widgets/status", "Widget")]),
+                (
+                    "v1".into(),
+                    vec![resource("widgets", "Widget"), resource("widgets/status", "Widget")],
+                ),
             ],
         };
         let kinds = choose_kinds(&group);
@@ -405,7 +444,10 @@ mod tests {
         let group = ServedGroup {
             group: String::new(),
             preferred: Some("v1".into()),
-            versions: vec![("v1".into(), vec![resource("pods/log", "Pod"), resource("pods/status", "Pod")])],
+            versions: vec![(
+                "v1".into(),
+                vec![resource("pods/log", "Pod"), resource("pods/status", "Pod")],
+            )],
         };
         assert!(choose_kinds(&group).is_empty());
     }
@@ -423,8 +465,19 @@ mod tests {
             verbs: vec!["list".into()],
         };
         let catalog = Catalog::new(vec![deploy.clone()], vec![], DiscoverySource::PerGroup);
-        for typed in ["deployments", "deployment", "Deployment", "deploy", "deployments.apps", "deployment.v1.apps"] {
-            assert_eq!(catalog.resolve(typed).map(|k| k.kind.as_str()), Some("Deployment"), "{typed}");
+        for typed in [
+            "deployments",
+            "deployment",
+            "Deployment",
+            "deploy",
+            "deployments.apps",
+            "deployment.v1.apps",
+        ] {
+            assert_eq!(
+                catalog.resolve(typed).map(|k| k.kind.as_str()),
+                Some("Deployment"),
+                "{typed}"
+            );
         }
         assert!(catalog.resolve("deployments.extensions").is_none());
         deploy.kind = "Other".into();

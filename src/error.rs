@@ -37,7 +37,11 @@ pub struct UserError {
 impl UserError {
     /// An error with the given exit code.
     pub fn new(code: u8, message: impl Into<String>) -> Self {
-        Self { message: message.into(), hint: None, code }
+        Self {
+            message: message.into(),
+            hint: None,
+            code,
+        }
     }
 
     /// Bad command line or input.

@@ -44,7 +44,13 @@ impl ObjectId {
 
     /// The Flux inventory entry id of this object.
     pub fn to_flux_inventory_id(&self) -> String {
-        format!("{}_{}_{}_{}", self.namespace.as_deref().unwrap_or(""), self.name, self.group, self.kind)
+        format!(
+            "{}_{}_{}_{}",
+            self.namespace.as_deref().unwrap_or(""),
+            self.name,
+            self.group,
+            self.kind
+        )
     }
 
     /// Parses one cli-utils/kpt `config.kubernetes.io/depends-on` reference:
@@ -95,8 +101,14 @@ mod tests {
         let service = ObjectId::from_flux_inventory_id("default_podinfo__Service").unwrap();
         assert_eq!(service, ObjectId::new("", "Service", Some("default"), "podinfo"));
         let role = ObjectId::from_flux_inventory_id("_admin_rbac.authorization.k8s.io_ClusterRole").unwrap();
-        assert_eq!(role, ObjectId::new("rbac.authorization.k8s.io", "ClusterRole", None, "admin"));
-        assert_eq!(role.to_flux_inventory_id(), "_admin_rbac.authorization.k8s.io_ClusterRole");
+        assert_eq!(
+            role,
+            ObjectId::new("rbac.authorization.k8s.io", "ClusterRole", None, "admin")
+        );
+        assert_eq!(
+            role.to_flux_inventory_id(),
+            "_admin_rbac.authorization.k8s.io_ClusterRole"
+        );
         assert_eq!(service.to_flux_inventory_id(), "default_podinfo__Service");
         assert!(ObjectId::from_flux_inventory_id("nonsense").is_none());
     }
@@ -108,8 +120,14 @@ mod tests {
             ObjectId::new("", "Pod", Some("test"), "pod-a")
         );
         assert_eq!(
-            ObjectId::from_depends_on_ref("apiextensions.k8s.io/CustomResourceDefinition/crontabs.example.com").unwrap(),
-            ObjectId::new("apiextensions.k8s.io", "CustomResourceDefinition", None, "crontabs.example.com")
+            ObjectId::from_depends_on_ref("apiextensions.k8s.io/CustomResourceDefinition/crontabs.example.com")
+                .unwrap(),
+            ObjectId::new(
+                "apiextensions.k8s.io",
+                "CustomResourceDefinition",
+                None,
+                "crontabs.example.com"
+            )
         );
         assert!(ObjectId::from_depends_on_ref("apps/Deployment").is_none());
     }
@@ -119,6 +137,9 @@ mod tests {
         let id = ObjectId::new("apps", "Deployment", Some("web"), "api");
         assert_eq!(id.to_string(), "Deployment.apps/web/api");
         assert_eq!(id.kubectl_name(), "deployment.apps/api");
-        assert_eq!(ObjectId::new("", "Namespace", Some(""), "web").to_string(), "Namespace/web");
+        assert_eq!(
+            ObjectId::new("", "Namespace", Some(""), "web").to_string(),
+            "Namespace/web"
+        );
     }
 }

@@ -86,7 +86,13 @@ mod tests {
         let calls = AtomicU32::new(0);
         let result = with_retries("test", || {
             let n = calls.fetch_add(1, Ordering::SeqCst);
-            async move { if n < 2 { Err(api_error(500)) } else { Ok(n) } }
+            async move {
+                if n < 2 {
+                    Err(api_error(500))
+                } else {
+                    Ok(n)
+                }
+            }
         })
         .await;
         assert_eq!(result.unwrap(), 2);

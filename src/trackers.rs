@@ -103,7 +103,9 @@ impl Preset {
         match self {
             Preset::Flux => Some(MarkValue::named(label(FLUX_KS_NAME)?, label(FLUX_KS_NAMESPACE))),
             Preset::FluxHelm => Some(MarkValue::named(label(FLUX_HR_NAME)?, label(FLUX_HR_NAMESPACE))),
-            Preset::FluxV1 => label(FLUX_V1_STACK).or_else(|| label(FLUX_V1_GC_MARK)).map(|v| MarkValue::named(v, None)),
+            Preset::FluxV1 => label(FLUX_V1_STACK)
+                .or_else(|| label(FLUX_V1_GC_MARK))
+                .map(|v| MarkValue::named(v, None)),
             Preset::ApplySet => label(APPLYSET_PART_OF).map(|v| MarkValue::named(v, None)),
             Preset::Kpt => annotation(KPT_OWNING_INVENTORY).map(|v| MarkValue::named(v, None)),
             Preset::Kapp => label(KAPP_APP).map(|v| MarkValue::named(v, None)),
@@ -111,7 +113,10 @@ impl Preset {
                 Some(id) => id.split_once(':').map(|(app, _)| MarkValue::named(app, None)),
                 None => label(ARGOCD_INSTANCE).map(|v| MarkValue::named(v, None)),
             },
-            Preset::Helm => Some(MarkValue::named(annotation(HELM_RELEASE_NAME)?, annotation(HELM_RELEASE_NAMESPACE))),
+            Preset::Helm => Some(MarkValue::named(
+                annotation(HELM_RELEASE_NAME)?,
+                annotation(HELM_RELEASE_NAMESPACE),
+            )),
         }
     }
 
@@ -121,11 +126,13 @@ impl Preset {
         let pair = |key: &str, value: &str| format!("{key}={value}");
         match (self, value) {
             (Preset::Flux, Some(v)) => Some(join_selector(
-                std::iter::once(pair(FLUX_KS_NAME, &v.name)).chain(v.namespace.as_ref().map(|n| pair(FLUX_KS_NAMESPACE, n))),
+                std::iter::once(pair(FLUX_KS_NAME, &v.name))
+                    .chain(v.namespace.as_ref().map(|n| pair(FLUX_KS_NAMESPACE, n))),
             )),
             (Preset::Flux, None) => Some(FLUX_KS_NAME.to_string()),
             (Preset::FluxHelm, Some(v)) => Some(join_selector(
-                std::iter::once(pair(FLUX_HR_NAME, &v.name)).chain(v.namespace.as_ref().map(|n| pair(FLUX_HR_NAMESPACE, n))),
+                std::iter::once(pair(FLUX_HR_NAME, &v.name))
+                    .chain(v.namespace.as_ref().map(|n| pair(FLUX_HR_NAMESPACE, n))),
             )),
             (Preset::FluxHelm, None) => Some(FLUX_HR_NAME.to_string()),
             (Preset::FluxV1, Some(v)) => Some(pair(FLUX_V1_STACK, &v.name)),
@@ -154,7 +161,10 @@ pub struct MarkValue {
 
 impl MarkValue {
     fn named(name: &str, namespace: Option<&String>) -> Self {
-        Self { name: name.to_string(), namespace: namespace.cloned() }
+        Self {
+            name: name.to_string(),
+            namespace: namespace.cloned(),
+        }
     }
 
     /// Whether this mark satisfies what the user asked for (a missing namespace matches any).
@@ -190,13 +200,19 @@ pub fn marks(meta: &ObjectMeta) -> Vec<Mark> {
         .filter_map(|preset| preset.own_mark(meta).map(|value| Mark { preset, value }))
         .collect();
     if let Some(value) = argocd_mark(meta, found.is_empty()) {
-        found.push(Mark { preset: Preset::ArgoCd, value });
+        found.push(Mark {
+            preset: Preset::ArgoCd,
+            value,
+        });
     }
     found
 }
 
 fn argocd_mark(meta: &ObjectMeta, label_counts: bool) -> Option<MarkValue> {
-    let tracked_by_annotation = meta.annotations.as_ref().is_some_and(|a| a.contains_key(ARGOCD_TRACKING_ID));
+    let tracked_by_annotation = meta
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(ARGOCD_TRACKING_ID));
     if tracked_by_annotation || label_counts {
         Preset::ArgoCd.own_mark(meta)
     } else {
@@ -223,20 +239,28 @@ impl Tracker {
         };
         let preset = Preset::parse(name).ok_or_else(|| {
             let known: Vec<&str> = Preset::ALL.iter().map(|p| p.name()).collect();
-            UserError::usage(format!("unknown tracker preset {name:?}")).hint(format!("use one of: {}", known.join(", ")))
+            UserError::usage(format!("unknown tracker preset {name:?}"))
+                .hint(format!("use one of: {}", known.join(", ")))
         })?;
         let value = match value {
             None => None,
             Some("") => return Err(UserError::usage(format!("--tracker {name}= needs a value after '='"))),
             Some(v) if preset.value_has_namespace() => Some(split_name_namespace(v)),
-            Some(v) => Some(MarkValue { name: v.to_string(), namespace: None }),
+            Some(v) => Some(MarkValue {
+                name: v.to_string(),
+                namespace: None,
+            }),
         };
         Ok(Self { preset, value })
     }
 
     /// Whether the object carries this tracker's mark.
     pub fn matches(&self, meta: &ObjectMeta) -> bool {
-        let mark = if self.preset == Preset::ArgoCd { argocd_mark(meta, true) } else { self.preset.own_mark(meta) };
+        let mark = if self.preset == Preset::ArgoCd {
+            argocd_mark(meta, true)
+        } else {
+            self.preset.own_mark(meta)
+        };
         match (mark, &self.value) {
             (Some(mark), Some(wanted)) => mark.satisfies(wanted),
             (Some(_), None) => true,
@@ -250,13 +274,34 @@ impl Tracker {
     }
 }
 
+/// The ApplySet id of a parent object (KEP-3659): `applyset-` + unpadded base64url of
+/// sha256(`<name>.<namespace>.<Kind>.<group>`) + `-v1`.
+pub fn applyset_id(name: &str, namespace: &str, kind: &str, group: &str) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("{name}.{namespace}.{kind}.{group}").as_bytes());
+    format!(
+        "applyset-{}-v1",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest)
+    )
+}
+
 fn split_name_namespace(value: &str) -> MarkValue {
     if let Some((namespace, name)) = value.split_once('/') {
-        return MarkValue { name: name.to_string(), namespace: Some(namespace.to_string()) };
+        return MarkValue {
+            name: name.to_string(),
+            namespace: Some(namespace.to_string()),
+        };
     }
     match value.rsplit_once('.') {
-        Some((name, namespace)) => MarkValue { name: name.to_string(), namespace: Some(namespace.to_string()) },
-        None => MarkValue { name: value.to_string(), namespace: None },
+        Some((name, namespace)) => MarkValue {
+            name: name.to_string(),
+            namespace: Some(namespace.to_string()),
+        },
+        None => MarkValue {
+            name: value.to_string(),
+            namespace: None,
+        },
     }
 }
 
@@ -273,7 +318,10 @@ pub struct Selection {
 impl Selection {
     /// Builds a selection from `-l` and `--tracker`.
     pub fn new(user_selector: Option<String>, tracker: Option<Tracker>) -> Self {
-        Self { user_selector: user_selector.filter(|s| !s.trim().is_empty()), tracker }
+        Self {
+            user_selector: user_selector.filter(|s| !s.trim().is_empty()),
+            tracker,
+        }
     }
 
     /// The label selector sent with every list request.
@@ -305,7 +353,11 @@ impl Selection {
                 Some(ns) => format!("={}/{}", ns, v.name),
                 None => format!("={}", v.name),
             });
-            parts.push(format!("--tracker {}{}", tracker.preset.name(), value.unwrap_or_default()));
+            parts.push(format!(
+                "--tracker {}{}",
+                tracker.preset.name(),
+                value.unwrap_or_default()
+            ));
         }
         if let Some(selector) = &self.user_selector {
             parts.push(format!("-l {selector}"));
@@ -328,11 +380,17 @@ pub fn keep_marker(meta: &ObjectMeta) -> Option<String> {
         map.get(key).filter(|v| accept(v)).map(|v| format!("{key}={v}"))
     };
     let eq = |wanted: &'static str| move |v: &str| v.eq_ignore_ascii_case(wanted);
-    let either = |key: &str, accept: &dyn Fn(&str) -> bool| found(annotations, key, accept).or_else(|| found(labels, key, accept));
+    let either = |key: &str, accept: &dyn Fn(&str) -> bool| {
+        found(annotations, key, accept).or_else(|| found(labels, key, accept))
+    };
     either("kustomize.toolkit.fluxcd.io/prune", &eq("disabled"))
         .or_else(|| either("kustomize.toolkit.fluxcd.io/reconcile", &eq("disabled")))
         .or_else(|| either("kustomize.toolkit.fluxcd.io/ssa", &eq("ignore")))
-        .or_else(|| found(annotations, "flux.weave.works/ignore", &|v| v == "true" || v == "sync_only"))
+        .or_else(|| {
+            found(annotations, "flux.weave.works/ignore", &|v| {
+                v == "true" || v == "sync_only"
+            })
+        })
         .or_else(|| found(annotations, "fluxcd.io/ignore", &|v| v == "true" || v == "sync_only"))
         .or_else(|| found(annotations, "cli-utils.sigs.k8s.io/on-remove", &eq("keep")))
         .or_else(|| found(annotations, "client.lifecycle.config.k8s.io/deletion", &eq("detach")))
@@ -342,7 +400,10 @@ pub fn keep_marker(meta: &ObjectMeta) -> Option<String> {
 }
 
 fn argo_keeps(options: &str) -> bool {
-    options.split(',').map(str::trim).any(|o| o == "Prune=false" || o == "Delete=false")
+    options
+        .split(',')
+        .map(str::trim)
+        .any(|o| o == "Prune=false" || o == "Delete=false")
 }
 
 #[cfg(test)]
@@ -351,9 +412,18 @@ mod tests {
 
     fn meta(labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> ObjectMeta {
         let map = |pairs: &[(&str, &str)]| {
-            Some(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>())
+            Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<BTreeMap<_, _>>(),
+            )
         };
-        ObjectMeta { labels: map(labels), annotations: map(annotations), ..Default::default() }
+        ObjectMeta {
+            labels: map(labels),
+            annotations: map(annotations),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -367,7 +437,10 @@ mod tests {
         assert!(Tracker::parse("flux").unwrap().matches(&object));
         assert!(!Tracker::parse("flux-helm").unwrap().matches(&object));
         assert_eq!(
-            Tracker::parse("flux=apps.flux-system").unwrap().server_selector().unwrap(),
+            Tracker::parse("flux=apps.flux-system")
+                .unwrap()
+                .server_selector()
+                .unwrap(),
             "kustomize.toolkit.fluxcd.io/name=apps,kustomize.toolkit.fluxcd.io/namespace=flux-system"
         );
     }
@@ -385,7 +458,10 @@ mod tests {
 
     #[test]
     fn helm_chart_instance_label_is_not_called_argocd() {
-        let chart = meta(&[(ARGOCD_INSTANCE, "web"), (MANAGED_BY, "Helm")], &[(HELM_RELEASE_NAME, "web"), (HELM_RELEASE_NAMESPACE, "shop")]);
+        let chart = meta(
+            &[(ARGOCD_INSTANCE, "web"), (MANAGED_BY, "Helm")],
+            &[(HELM_RELEASE_NAME, "web"), (HELM_RELEASE_NAMESPACE, "shop")],
+        );
         let found: Vec<String> = marks(&chart).iter().map(ToString::to_string).collect();
         assert_eq!(found, vec!["helm:shop/web"]);
         assert!(Tracker::parse("helm=web.shop").unwrap().matches(&chart));
@@ -395,9 +471,15 @@ mod tests {
     #[test]
     fn each_preset_reads_its_marker() {
         let cases = [
-            ("flux-helm=podinfo", meta(&[(FLUX_HR_NAME, "podinfo"), (FLUX_HR_NAMESPACE, "web")], &[])),
+            (
+                "flux-helm=podinfo",
+                meta(&[(FLUX_HR_NAME, "podinfo"), (FLUX_HR_NAMESPACE, "web")], &[]),
+            ),
             ("flux-v1=mystack", meta(&[(FLUX_V1_STACK, "mystack")], &[])),
-            ("applyset=applyset-abc-v1", meta(&[(APPLYSET_PART_OF, "applyset-abc-v1")], &[])),
+            (
+                "applyset=applyset-abc-v1",
+                meta(&[(APPLYSET_PART_OF, "applyset-abc-v1")], &[]),
+            ),
             ("kpt=inv-1", meta(&[], &[(KPT_OWNING_INVENTORY, "inv-1")])),
             ("kapp=123", meta(&[(KAPP_APP, "123")], &[])),
         ];
@@ -405,9 +487,25 @@ mod tests {
             let tracker = Tracker::parse(tracker).unwrap();
             assert!(tracker.matches(&object), "{tracker:?}");
             for other in Preset::ALL.iter().filter(|p| **p != tracker.preset) {
-                assert!(!Tracker { preset: *other, value: None }.matches(&object), "{other:?} on {tracker:?}");
+                assert!(
+                    !Tracker {
+                        preset: *other,
+                        value: None
+                    }
+                    .matches(&object),
+                    "{other:?} on {tracker:?}"
+                );
             }
         }
+    }
+
+    #[test]
+    fn applyset_id_matches_kubectl() {
+        // Computed by kubectl 1.32 for `kubectl apply -n as1 --prune --applyset=myset`.
+        assert_eq!(
+            applyset_id("myset", "as1", "Secret", ""),
+            "applyset-0Zqv7eVfPCxmh0VRYPZn6st-Gcl54_RDjPu4HYU8Ls4-v1"
+        );
     }
 
     #[test]
@@ -438,7 +536,10 @@ mod tests {
             meta(&[], &[("cli-utils.sigs.k8s.io/on-remove", "keep")]),
             meta(&[], &[("client.lifecycle.config.k8s.io/deletion", "detach")]),
             meta(&[], &[("kapp.k14s.io/delete-strategy", "orphan")]),
-            meta(&[], &[("argocd.argoproj.io/sync-options", "ServerSideApply=true,Prune=false")]),
+            meta(
+                &[],
+                &[("argocd.argoproj.io/sync-options", "ServerSideApply=true,Prune=false")],
+            ),
             meta(&[], &[("argocd.argoproj.io/sync-options", "Delete=false")]),
             meta(&[], &[("helm.sh/resource-policy", "keep")]),
         ];

@@ -1,0 +1,323 @@
+//! Collect: metadata-only, paginated lists of every listable kind, with bounded concurrency.
+//! A kind that cannot be listed is reported, never taken as empty.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures::{stream, StreamExt};
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::core::ObjectMeta;
+use kube::Client;
+
+use crate::discovery::{Catalog, KindInfo};
+use crate::error::{api_status, is_forbidden, root_cause};
+use crate::identity::ObjectId;
+use crate::retry::with_retries;
+use crate::trackers::Selection;
+
+/// Annotation that holds a full copy of the last applied manifest (Secret data included).
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// One listed object: its kind and its metadata (managed fields and last-applied copies dropped).
+#[derive(Debug, Clone)]
+pub struct Listed {
+    /// The kind, at the version it was listed with.
+    pub kind: Arc<KindInfo>,
+    /// The object's metadata.
+    pub meta: ObjectMeta,
+}
+
+impl Listed {
+    /// Wraps metadata, dropping what is large and never needed (managed fields, last-applied).
+    pub fn new(kind: Arc<KindInfo>, mut meta: ObjectMeta) -> Self {
+        meta.managed_fields = None;
+        if let Some(annotations) = meta.annotations.as_mut() {
+            annotations.remove(LAST_APPLIED);
+        }
+        Self { kind, meta }
+    }
+
+    /// (group, kind, namespace, name).
+    pub fn id(&self) -> ObjectId {
+        ObjectId::new(
+            &self.kind.group,
+            &self.kind.kind,
+            self.meta.namespace.as_deref(),
+            self.meta.name.as_deref().unwrap_or_default(),
+        )
+    }
+
+    /// The object's UID.
+    pub fn uid(&self) -> &str {
+        self.meta.uid.as_deref().unwrap_or_default()
+    }
+
+    /// The object's name.
+    pub fn name(&self) -> &str {
+        self.meta.name.as_deref().unwrap_or_default()
+    }
+
+    /// The object's namespace, if namespaced.
+    pub fn namespace(&self) -> Option<&str> {
+        self.meta.namespace.as_deref()
+    }
+
+    /// Whether the object is being deleted.
+    pub fn is_terminating(&self) -> bool {
+        self.meta.deletion_timestamp.is_some()
+    }
+
+    /// The object's finalizers.
+    pub fn finalizers(&self) -> &[String] {
+        self.meta.finalizers.as_deref().unwrap_or_default()
+    }
+
+    /// The owner that controls this object (`controller: true`), if any.
+    pub fn controller_owner(&self) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+        self.meta
+            .owner_references
+            .as_ref()?
+            .iter()
+            .find(|o| o.controller == Some(true))
+    }
+}
+
+/// Why a kind could not be listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListFailure {
+    /// The user may not list it (403).
+    Forbidden,
+    /// Anything else: the HTTP status (if the server answered) and what was said.
+    Error(Option<u16>, String),
+}
+
+/// A kind that could not be listed.
+#[derive(Debug, Clone)]
+pub struct KindFailure {
+    /// The kind.
+    pub kind: Arc<KindInfo>,
+    /// Why.
+    pub failure: ListFailure,
+}
+
+/// Kinds whose listing failed the same way.
+#[derive(Debug, Clone)]
+pub struct ErrorGroup {
+    /// What the server or connection said.
+    pub message: String,
+    /// The HTTP status, if the server answered.
+    pub status: Option<u16>,
+    /// The kinds.
+    pub kinds: Vec<Arc<KindInfo>>,
+}
+
+/// The outcome of listing one kind: its place in the catalog order, the kind, and the objects.
+type KindOutcome = (usize, Arc<KindInfo>, Result<Vec<Listed>, kube::Error>);
+
+/// Where to list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListScope {
+    /// Namespaced kinds in this namespace; cluster-scoped kinds everywhere.
+    Namespace(String),
+    /// Every namespace.
+    AllNamespaces,
+}
+
+/// How to list.
+#[derive(Debug, Clone, Copy)]
+pub struct ListOptions {
+    /// Kinds listed at once.
+    pub concurrency: usize,
+    /// Page size.
+    pub page_size: u32,
+}
+
+impl Default for ListOptions {
+    fn default() -> Self {
+        Self {
+            concurrency: 16,
+            page_size: 500,
+        }
+    }
+}
+
+/// What a collection found.
+#[derive(Debug, Clone, Default)]
+pub struct Collection {
+    /// Matching objects, each once (by UID), sorted by kind, namespace, name.
+    pub objects: Vec<Listed>,
+    /// Kinds that could not be listed.
+    pub failures: Vec<KindFailure>,
+    /// How many kinds were listed successfully.
+    pub listed_kinds: usize,
+}
+
+impl Collection {
+    /// Kinds the user may not list (403).
+    pub fn forbidden(&self) -> impl Iterator<Item = &Arc<KindInfo>> {
+        self.failures
+            .iter()
+            .filter(|f| f.failure == ListFailure::Forbidden)
+            .map(|f| &f.kind)
+    }
+
+    /// Kinds that failed for another reason than 403, grouped by what the server said.
+    pub fn errors(&self) -> Vec<ErrorGroup> {
+        let mut grouped: Vec<ErrorGroup> = Vec::new();
+        for failure in &self.failures {
+            let ListFailure::Error(status, message) = &failure.failure else {
+                continue;
+            };
+            match grouped
+                .iter_mut()
+                .find(|g| g.message == *message && g.status == *status)
+            {
+                Some(group) => group.kinds.push(failure.kind.clone()),
+                None => grouped.push(ErrorGroup {
+                    message: message.clone(),
+                    status: *status,
+                    kinds: vec![failure.kind.clone()],
+                }),
+            }
+        }
+        grouped
+    }
+
+    /// Whether a kind (group, kind) was listed in full.
+    pub fn kind_failed(&self, group: &str, kind: &str) -> bool {
+        self.failures
+            .iter()
+            .any(|f| f.kind.group == group && f.kind.kind == kind)
+    }
+}
+
+/// Lists every listable kind of the catalog and keeps the objects the selection matches.
+pub async fn collect(
+    client: &Client,
+    catalog: &Catalog,
+    scope: &ListScope,
+    selection: &Selection,
+    options: ListOptions,
+) -> Collection {
+    let kinds: Vec<Arc<KindInfo>> = catalog.listable().cloned().collect();
+    collect_kinds(client, &kinds, scope, selection, options).await
+}
+
+/// Lists the given kinds and keeps the objects the selection matches.
+pub async fn collect_kinds(
+    client: &Client,
+    kinds: &[Arc<KindInfo>],
+    scope: &ListScope,
+    selection: &Selection,
+    options: ListOptions,
+) -> Collection {
+    let server_selector = selection.server_selector();
+    let results: Vec<KindOutcome> = stream::iter(kinds.iter().cloned().enumerate())
+        .map(|(order, kind)| {
+            let server_selector = server_selector.clone();
+            async move {
+                let listed = list_kind(
+                    client,
+                    &kind,
+                    scope,
+                    server_selector.as_deref(),
+                    selection,
+                    options.page_size,
+                )
+                .await;
+                (order, kind, listed)
+            }
+        })
+        .buffer_unordered(options.concurrency.max(1))
+        .collect()
+        .await;
+    assemble(results)
+}
+
+fn assemble(mut results: Vec<KindOutcome>) -> Collection {
+    // Kind order (core group first) decides which copy of an object served twice is kept.
+    results.sort_by_key(|(order, _, _)| *order);
+    let mut collection = Collection::default();
+    let mut seen_uids = HashSet::new();
+    for (_, kind, listed) in results {
+        match listed {
+            Ok(objects) => {
+                collection.listed_kinds += 1;
+                collection.objects.extend(
+                    objects
+                        .into_iter()
+                        .filter(|o| o.uid().is_empty() || seen_uids.insert(o.uid().to_string())),
+                );
+            }
+            Err(err) => {
+                let failure = if is_forbidden(&err) {
+                    ListFailure::Forbidden
+                } else {
+                    ListFailure::Error(api_status(&err), root_cause(&err))
+                };
+                collection.failures.push(KindFailure { kind, failure });
+            }
+        }
+    }
+    sort_objects(&mut collection.objects);
+    collection
+}
+
+/// Sorts objects by group, kind, namespace, name: a stable order for every output.
+pub fn sort_objects(objects: &mut [Listed]) {
+    objects.sort_by(|a, b| {
+        (&a.kind.group, &a.kind.kind, a.namespace(), a.name()).cmp(&(
+            &b.kind.group,
+            &b.kind.kind,
+            b.namespace(),
+            b.name(),
+        ))
+    });
+}
+
+/// The dynamic API for a kind in a scope.
+pub fn api_for(client: &Client, kind: &KindInfo, namespace: Option<&str>) -> Api<DynamicObject> {
+    let resource = kind.api_resource();
+    match namespace {
+        Some(ns) if kind.namespaced => Api::namespaced_with(client.clone(), ns, &resource),
+        _ => Api::all_with(client.clone(), &resource),
+    }
+}
+
+async fn list_kind(
+    client: &Client,
+    kind: &Arc<KindInfo>,
+    scope: &ListScope,
+    server_selector: Option<&str>,
+    selection: &Selection,
+    page_size: u32,
+) -> Result<Vec<Listed>, kube::Error> {
+    let namespace = match scope {
+        ListScope::Namespace(ns) => Some(ns.as_str()),
+        ListScope::AllNamespaces => None,
+    };
+    let api = api_for(client, kind, namespace);
+    let mut params = ListParams::default().limit(page_size);
+    if let Some(selector) = server_selector {
+        params = params.labels(selector);
+    }
+    let mut found = Vec::new();
+    loop {
+        let page = with_retries(&format!("list {}", kind.kind_with_group()), || {
+            api.list_metadata(&params)
+        })
+        .await?;
+        found.extend(
+            page.items
+                .into_iter()
+                .filter(|item| selection.matches(&item.metadata))
+                .map(|item| Listed::new(kind.clone(), item.metadata)),
+        );
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params.continue_token = Some(token),
+            _ => break,
+        }
+    }
+    tracing::debug!("listed {}: {} matching", kind.kind_with_group(), found.len());
+    Ok(found)
+}

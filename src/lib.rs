@@ -1,0 +1,121 @@
+//! kubectl-stack: ordered, safe pruning and dependency graphs for GitOps stacks.
+//!
+//! The data flows through small modules: [`client`] (kubeconfig) -> [`discovery`] -> [`collect`]
+//! (metadata lists) -> [`trackers`] (who tracks what, keep markers) -> [`render`].
+//! [`commands`] composes them; `main.rs` only calls [`run`].
+
+pub mod cli;
+pub mod client;
+pub mod collect;
+pub mod commands;
+pub mod discovery;
+pub mod error;
+pub mod identity;
+pub mod render;
+pub mod retry;
+pub mod trackers;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::error::{exit, UserError};
+
+/// Parses the command line, runs the command, prints errors with hints, and returns the exit code.
+pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> ExitCode {
+    let cli = match cli::Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            return ExitCode::from(if err.use_stderr() { exit::USAGE } else { exit::OK });
+        }
+    };
+    init_logging(cli.global.verbosity);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::from(exit::FAILED);
+        }
+    };
+    match runtime.block_on(commands::dispatch(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => ExitCode::from(report(&err)),
+    }
+}
+
+/// Prints an error (and its hint) on stderr; returns the exit code it calls for.
+fn report(err: &anyhow::Error) -> u8 {
+    if let Some(user_error) = err.downcast_ref::<UserError>() {
+        eprintln!("error: {}", user_error.message);
+        if let Some(hint) = &user_error.hint {
+            eprintln!("hint: {hint}");
+        }
+        return user_error.code;
+    }
+    eprintln!("error: {err:#}");
+    exit::FAILED
+}
+
+fn init_logging(verbosity: u8) {
+    let (ours, kube) = match verbosity {
+        0 | 1 => ("warn", "off"),
+        2 | 3 => ("info", "warn"),
+        4 | 5 => ("debug", "info"),
+        _ => ("trace", "debug"),
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("KUBECTL_STACK_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!("kubectl_stack={ours},kube={kube},kube_client={kube}"))
+    });
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .event_format(logging::PlainFormat {
+            color: render::color_allowed(),
+        })
+        .try_init();
+}
+
+mod logging {
+    //! `warning: ...` lines on stderr, as kubectl prints them.
+    use std::fmt;
+
+    use tracing::{Event, Level, Subscriber};
+    use tracing_subscriber::fmt::format::Writer;
+    use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+    use tracing_subscriber::registry::LookupSpan;
+
+    /// Formats each event as `level: message`.
+    pub struct PlainFormat {
+        /// Whether to colour the level.
+        pub color: bool,
+    }
+
+    impl<S, N> FormatEvent<S, N> for PlainFormat
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+        N: for<'a> FormatFields<'a> + 'static,
+    {
+        fn format_event(&self, ctx: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
+            let (label, color) = match *event.metadata().level() {
+                Level::ERROR => ("error", "31"),
+                Level::WARN => ("warning", "33"),
+                Level::INFO => ("info", "36"),
+                Level::DEBUG => ("debug", "2"),
+                Level::TRACE => ("trace", "2"),
+            };
+            if self.color {
+                write!(writer, "\x1b[{color}m{label}\x1b[0m: ")?;
+            } else {
+                write!(writer, "{label}: ")?;
+            }
+            ctx.field_format().format_fields(writer.by_ref(), event)?;
+            writeln!(writer)
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! Rendering: kubectl-like tables, JSON, YAML and names on stdout.
+
+use std::io::Write;
+
+use comfy_table::{presets, CellAlignment, ContentArrangement, Table};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+use crate::error::UserError;
+
+/// Writes data to stdout. A closed pipe (`| head`) ends the program quietly, as kubectl does.
+pub fn emit(text: &str) -> Result<(), UserError> {
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
+    match written {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(err) => Err(UserError::failed(format!("cannot write output: {err}"))),
+    }
+}
+
+/// A kubectl-style table: upper-case headers, no borders, three spaces between columns.
+pub fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut table = Table::new();
+    table
+        .load_preset(presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(headers.iter().map(|h| h.to_string()));
+    for row in rows {
+        table.add_row(row);
+    }
+    for column in table.column_iter_mut() {
+        column.set_padding((0, 3));
+        column.set_cell_alignment(CellAlignment::Left);
+    }
+    let mut text: String = table.lines().map(|line| line.trim_end().to_string() + "\n").collect();
+    if text.is_empty() {
+        text.push('\n');
+    }
+    text
+}
+
+/// JSON, pretty-printed, with a final newline.
+pub fn json<T: Serialize>(value: &T) -> Result<String, UserError> {
+    serde_json::to_string_pretty(value)
+        .map(|s| s + "\n")
+        .map_err(|err| UserError::failed(format!("cannot render JSON: {err}")))
+}
+
+/// YAML.
+pub fn yaml<T: Serialize>(value: &T) -> Result<String, UserError> {
+    serde_saphyr::to_string(value).map_err(|err| UserError::failed(format!("cannot render YAML: {err}")))
+}
+
+/// Age as kubectl prints it (`45s`, `3m20s`, `5h`, `12d`, `2y`), from a timestamp to now.
+pub fn age(since: Option<&Time>) -> String {
+    match since {
+        Some(t) => human_duration(Timestamp::now().duration_since(t.0).as_secs()),
+        None => "<unknown>".to_string(),
+    }
+}
+
+/// kubectl's `HumanDuration` for a number of seconds.
+pub fn human_duration(seconds: i64) -> String {
+    let s = seconds.max(0);
+    let (minute, hour, day, year) = (60, 3600, 86_400, 365 * 86_400);
+    match s {
+        s if s < 2 * minute => format!("{s}s"),
+        s if s < 10 * minute => {
+            let (m, rest) = (s / minute, s % minute);
+            if rest == 0 {
+                format!("{m}m")
+            } else {
+                format!("{m}m{rest}s")
+            }
+        }
+        s if s < 3 * hour => format!("{}m", s / minute),
+        s if s < 8 * hour => {
+            let (h, m) = (s / hour, (s % hour) / minute);
+            if m == 0 {
+                format!("{h}h")
+            } else {
+                format!("{h}h{m}m")
+            }
+        }
+        s if s < 2 * day => format!("{}h", s / hour),
+        s if s < 8 * day => {
+            let (d, h) = (s / day, (s % day) / hour);
+            if h == 0 {
+                format!("{d}d")
+            } else {
+                format!("{d}d{h}h")
+            }
+        }
+        s if s < 2 * year => format!("{}d", s / day),
+        s if s < 8 * year => {
+            let (y, d) = (s / year, (s % year) / day);
+            if d == 0 {
+                format!("{y}y")
+            } else {
+                format!("{y}y{d}d")
+            }
+        }
+        s => format!("{}y", s / year),
+    }
+}
+
+/// Whether colour is allowed on stderr: a terminal, and `NO_COLOR` unset.
+pub fn color_allowed() -> bool {
+    use std::io::IsTerminal;
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_durations_match_kubectl() {
+        assert_eq!(human_duration(5), "5s");
+        assert_eq!(human_duration(119), "119s");
+        assert_eq!(human_duration(200), "3m20s");
+        assert_eq!(human_duration(600), "10m");
+        assert_eq!(human_duration(3 * 3600 + 60), "3h1m");
+        assert_eq!(human_duration(30 * 3600), "30h");
+        assert_eq!(human_duration(3 * 86_400), "3d");
+        assert_eq!(human_duration(20 * 86_400), "20d");
+        assert_eq!(human_duration(-5), "0s");
+    }
+
+    #[test]
+    fn tables_are_kubectl_like() {
+        let text = table(
+            &["KIND", "NAME"],
+            vec![
+                vec!["ConfigMap".into(), "a".into()],
+                vec!["Deployment.apps".into(), "bb".into()],
+            ],
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "KIND              NAME");
+        assert_eq!(lines[1], "ConfigMap         a");
+        assert_eq!(lines[2], "Deployment.apps   bb");
+    }
+}

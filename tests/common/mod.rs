@@ -1,0 +1,268 @@
+//! End-to-end test harness: the real test cluster (started by `scripts/test-cluster.sh` when
+//! no cluster is given), kubectl for set-up, and the built `kubectl-stack` binary.
+//! A missing cluster fails the tests; it never skips them.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Kubeconfigs of the running test cluster.
+pub struct Cluster {
+    /// Admin (system:masters).
+    pub admin: PathBuf,
+    /// A user with no rights.
+    pub nobody: PathBuf,
+    /// A user with no rights until a test binds some.
+    pub limited: PathBuf,
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The running test cluster; starts it with the project's script when not given by the
+/// environment. Panics (fails the test) when it cannot be had.
+pub fn cluster() -> &'static Cluster {
+    static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+    CLUSTER.get_or_init(|| {
+        if let Ok(admin) = std::env::var("STACK_TEST_KUBECONFIG") {
+            let dir = Path::new(&admin)
+                .parent()
+                .expect("kubeconfig has a folder")
+                .to_path_buf();
+            return Cluster {
+                admin: admin.into(),
+                nobody: dir.join("nobody.kubeconfig"),
+                limited: dir.join("limited.kubeconfig"),
+            };
+        }
+        let script = repo_root().join("scripts/test-cluster.sh");
+        let output = Command::new("bash")
+            .arg(&script)
+            .arg("start")
+            .output()
+            .expect("run scripts/test-cluster.sh");
+        assert!(
+            output.status.success(),
+            "the test cluster is missing and could not be started (CI={:?}):\n{}",
+            std::env::var("CI").ok(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let env = String::from_utf8_lossy(&output.stdout);
+        let value = |key: &str| {
+            env.lines()
+                .find_map(|l| l.strip_prefix(&format!("export {key}=")))
+                .unwrap_or_else(|| panic!("{key} missing from test-cluster.sh output:\n{env}"))
+                .to_string()
+        };
+        Cluster {
+            admin: value("STACK_TEST_KUBECONFIG").into(),
+            nobody: value("STACK_TEST_NOBODY_KUBECONFIG").into(),
+            limited: value("STACK_TEST_LIMITED_KUBECONFIG").into(),
+        }
+    })
+}
+
+/// Prints the cluster's log tails when the test that holds it fails.
+pub struct LogsOnFailure;
+
+impl Drop for LogsOnFailure {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let script = repo_root().join("scripts/test-cluster.sh");
+            if let Ok(output) = Command::new("bash").arg(script).args(["logs", "25"]).output() {
+                eprintln!("{}", String::from_utf8_lossy(&output.stdout));
+            }
+        }
+    }
+}
+
+/// Starts a test: makes sure the cluster runs and arms the log printer.
+pub fn start() -> LogsOnFailure {
+    cluster();
+    LogsOnFailure
+}
+
+/// A name unique to this test run, e.g. `t-4821-3`.
+pub fn unique(prefix: &str) -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos()
+        % 100_000;
+    format!("{prefix}-{}-{nanos}-{n}", std::process::id() % 100_000)
+}
+
+/// What a command printed and how it exited.
+#[derive(Debug)]
+pub struct Run {
+    /// Exit code (-1 when killed by a signal).
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl Run {
+    fn from(output: Output) -> Self {
+        Self {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// Panics with both streams unless the exit code is `code`.
+    pub fn expect_code(self, code: i32) -> Self {
+        assert_eq!(
+            self.code, code,
+            "unexpected exit code\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+
+    /// Standard output as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", self.stdout))
+    }
+
+    /// Standard output's lines, sorted.
+    pub fn sorted_lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self.stdout.lines().map(str::to_string).collect();
+        lines.sort();
+        lines
+    }
+}
+
+fn run(mut command: Command, stdin: Option<&str>) -> Run {
+    command.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = command.spawn().expect("spawn");
+    if let Some(input) = stdin {
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    }
+    Run::from(child.wait_with_output().expect("wait"))
+}
+
+/// The kubectl-stack binary with the admin kubeconfig.
+pub fn stack_command(kubeconfig: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_kubectl-stack"));
+    command
+        .env("KUBECONFIG", kubeconfig)
+        .env("NO_COLOR", "1")
+        .env_remove("KUBECTL_STACK_LOG");
+    command
+}
+
+/// Runs `kubectl-stack ARGS` as admin.
+pub fn stack(args: &[&str]) -> Run {
+    stack_as(&cluster().admin, args)
+}
+
+/// Runs `kubectl-stack ARGS` with another kubeconfig.
+pub fn stack_as(kubeconfig: &Path, args: &[&str]) -> Run {
+    let mut command = stack_command(kubeconfig);
+    command.args(args);
+    run(command, None)
+}
+
+/// Runs `kubectl-stack ARGS` as admin with text on stdin.
+pub fn stack_with_stdin(args: &[&str], stdin: &str) -> Run {
+    let mut command = stack_command(&cluster().admin);
+    command.args(args);
+    run(command, Some(stdin))
+}
+
+/// Runs kubectl as admin.
+pub fn kubectl(args: &[&str]) -> Run {
+    kubectl_with_stdin(args, None)
+}
+
+/// Runs kubectl as admin with text on stdin.
+pub fn kubectl_with_stdin(args: &[&str], stdin: Option<&str>) -> Run {
+    let mut command = Command::new("kubectl");
+    command
+        .env("KUBECONFIG", &cluster().admin)
+        .env("KUBECTL_APPLYSET", "true")
+        .args(args);
+    run(command, stdin)
+}
+
+/// `kubectl apply -f -` of the given YAML; panics when it fails.
+pub fn apply(yaml: &str) {
+    let result = kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml));
+    assert_eq!(result.code, 0, "kubectl apply failed:\n{}\n{yaml}", result.stderr);
+}
+
+/// `kubectl create -f -` of the given YAML; panics when it fails.
+pub fn create(yaml: &str) {
+    let result = kubectl_with_stdin(&["create", "-f", "-"], Some(yaml));
+    assert_eq!(result.code, 0, "kubectl create failed:\n{}\n{yaml}", result.stderr);
+}
+
+/// Installs the shared test CRDs once and waits until they are served.
+pub fn ensure_crds() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let fixtures = repo_root().join("tests/fixtures/crds.yaml");
+        let result = kubectl(&["apply", "-f", fixtures.to_str().unwrap()]);
+        assert_eq!(result.code, 0, "{}", result.stderr);
+        for crd in ["widgets.stack-test.example.com", "gadgets.stack-test.example.com"] {
+            let result = kubectl(&[
+                "wait",
+                "--for",
+                "condition=established",
+                "--timeout",
+                "60s",
+                &format!("crd/{crd}"),
+            ]);
+            assert_eq!(result.code, 0, "{}", result.stderr);
+        }
+        wait_until(Duration::from_secs(30), || kubectl(&["get", "widgets", "-A"]).code == 0);
+    });
+}
+
+/// A namespace that is deleted (without waiting) when dropped.
+pub struct Namespace(pub String);
+
+impl Namespace {
+    /// Creates a namespace with a unique name.
+    pub fn new(prefix: &str) -> Self {
+        let name = unique(prefix);
+        let result = kubectl(&["create", "namespace", &name]);
+        assert_eq!(result.code, 0, "{}", result.stderr);
+        Self(name)
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", "namespace", &self.0, "--wait=false", "--ignore-not-found"]);
+    }
+}
+
+/// Polls until `check` is true; panics after `timeout`.
+pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(start.elapsed() < timeout, "condition not met within {timeout:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Whether an object exists (`kubectl get`).
+pub fn exists(kind: &str, namespace: Option<&str>, name: &str) -> bool {
+    let mut args = vec!["get", kind, name, "-o", "name"];
+    if let Some(ns) = namespace {
+        args.extend(["-n", ns]);
+    }
+    kubectl(&args).code == 0
+}
