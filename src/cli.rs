@@ -68,6 +68,62 @@ pub enum Command {
     /// List the objects a stack tracks.
     #[command(after_help = LIST_EXAMPLES)]
     List(ListArgs),
+    /// Show the tracked objects that are no longer desired, each with the reason.
+    #[command(after_help = ORPHANS_EXAMPLES)]
+    Orphans(OrphansArgs),
+}
+
+const ORPHANS_EXAMPLES: &str = "Examples:
+  # objects of Flux Kustomization apps that are no longer in the repository
+  kubectl stack orphans -A --tracker flux=apps.flux-system -f ./clusters/prod/apps
+  # what the Kustomization's own inventory no longer lists
+  kubectl stack orphans -A --inventory flux=apps.flux-system
+  # Flux v1: objects of stack 'default' whose checksum is not the current one
+  kubectl stack orphans -A --tracker flux-v1=default --checksum cf23df2207d9
+  # from a kustomization, as JSON
+  kubectl kustomize ./overlays/prod | kubectl stack orphans -l app.kubernetes.io/part-of=shop -f - -o json
+
+Exit codes: 0 no orphans, 1 orphans found, 2 usage, 3 failed, 4 refused (empty desired set).";
+
+/// Where the desired set comes from.
+#[derive(Debug, Clone, Args, Default)]
+pub struct DesiredArgs {
+    /// Manifests: a file, a directory (recursively), or - for stdin. Repeatable.
+    #[arg(short = 'f', long = "filename", value_name = "PATH")]
+    pub filenames: Vec<PathBuf>,
+    /// A kustomization directory, rendered with `kubectl kustomize`. Repeatable.
+    #[arg(short = 'k', long = "kustomize", value_name = "DIR")]
+    pub kustomize: Vec<PathBuf>,
+    /// A tool's live inventory: flux=NAME[.NS], kpt=INVENTORY-ID, helm=RELEASE[.NS], applyset=[RESOURCE/]NAME.
+    #[arg(long, value_name = "PRESET=REF", conflicts_with_all = ["filenames", "kustomize", "checksum"])]
+    pub inventory: Option<String>,
+    /// Flux v1: the current stack checksum; tracked objects with another checksum are orphans.
+    #[arg(long, value_name = "VALUE", conflicts_with_all = ["filenames", "kustomize"])]
+    pub checksum: Option<String>,
+    /// Accept an empty desired set (every tracked object is then an orphan).
+    #[arg(long = "allow-empty")]
+    pub allow_empty: bool,
+}
+
+/// `kubectl stack orphans`.
+#[derive(Debug, Args)]
+pub struct OrphansArgs {
+    /// Which objects the stack tracks.
+    #[command(flatten)]
+    pub selection: SelectionArgs,
+    /// What is desired.
+    #[command(flatten)]
+    pub desired: DesiredArgs,
+    /// Also list tracked objects that are not desired but kept (keep marker, made by a
+    /// controller, already being deleted), with the reason.
+    #[arg(long = "show-skipped")]
+    pub show_skipped: bool,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = ListOutput::Table)]
+    pub output: ListOutput,
+    /// Listing tuning.
+    #[command(flatten)]
+    pub tuning: ListTuning,
 }
 
 const LIST_EXAMPLES: &str = "Examples:
@@ -226,7 +282,9 @@ mod tests {
         assert_eq!(cli.global.as_group, vec!["ops", "dev"]);
         assert_eq!(cli.global.verbosity, 4);
         assert_eq!(cli.global.request_timeout, Duration::from_secs(10));
-        let Command::List(list) = cli.command;
+        let Command::List(list) = cli.command else {
+            panic!("not list")
+        };
         assert_eq!(list.selection.selector.as_deref(), Some("a=b"));
         assert_eq!(list.output, ListOutput::Json);
     }

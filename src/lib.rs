@@ -1,16 +1,21 @@
 //! kubectl-stack: ordered, safe pruning and dependency graphs for GitOps stacks.
 //!
 //! The data flows through small modules: [`client`] (kubeconfig) -> [`discovery`] -> [`collect`]
-//! (metadata lists) -> [`trackers`] (who tracks what, keep markers) -> [`render`].
+//! (metadata lists) -> [`trackers`] (who tracks what, keep markers) -> [`manifest`], [`desired`]
+//! and [`inventory`] (what should exist) -> [`classify`] (orphans) -> [`render`].
 //! [`commands`] composes them; `main.rs` only calls [`run`].
 
+pub mod classify;
 pub mod cli;
 pub mod client;
 pub mod collect;
 pub mod commands;
+pub mod desired;
 pub mod discovery;
 pub mod error;
 pub mod identity;
+pub mod inventory;
+pub mod manifest;
 pub mod render;
 pub mod retry;
 pub mod trackers;

@@ -280,7 +280,11 @@ metadata:
     // With no selection at all: everything any tool tracks, and not the untracked object
     // (cluster-scoped objects of other tests may appear too: only this namespace's count).
     let all = stack(&["list", "-n", n, "-o", "name"]).expect_code(0);
-    let lines: Vec<String> = all.sorted_lines().into_iter().filter(|l| l.starts_with("configmap/")).collect();
+    let lines: Vec<String> = all
+        .sorted_lines()
+        .into_iter()
+        .filter(|l| l.starts_with("configmap/"))
+        .collect();
     assert_eq!(lines.len(), 10, "{lines:?}");
     assert!(!lines.contains(&"configmap/untracked".to_string()));
 

@@ -23,6 +23,10 @@ pub async fn run(global: &GlobalArgs, args: ListArgs) -> anyhow::Result<u8> {
     )
     .await;
     warn_unlisted(&collection, &session)?;
+    if collection.objects.is_empty() && matches!(args.output, ListOutput::Table | ListOutput::Wide) {
+        eprintln!("No tracked objects found ({}).", selection.describe());
+        return Ok(exit::OK);
+    }
     render::emit(&render_list(&collection.objects, args.output)?)?;
     Ok(exit::OK)
 }

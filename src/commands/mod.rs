@@ -1,6 +1,7 @@
 //! Commands: each a thin composition of the library's modules.
 
 pub mod list;
+pub mod orphans;
 
 use std::sync::Arc;
 
@@ -15,6 +16,7 @@ use crate::trackers::{applyset_id, Preset, Selection, Tracker};
 pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::List(args) => list::run(&cli.global, args).await,
+        Command::Orphans(args) => orphans::run(&cli.global, args).await,
     }
 }
 

@@ -266,3 +266,56 @@ pub fn exists(kind: &str, namespace: Option<&str>, name: &str) -> bool {
     }
     kubectl(&args).code == 0
 }
+
+/// A copy of the admin kubeconfig whose context's namespace is `namespace`.
+pub fn kubeconfig_with_namespace(namespace: &str) -> PathBuf {
+    let admin = std::fs::read_to_string(&cluster().admin).unwrap();
+    let scoped = admin.replace("namespace: default", &format!("namespace: {namespace}"));
+    assert_ne!(admin, scoped, "admin kubeconfig has no context namespace to replace");
+    let path = std::env::temp_dir().join(format!("{}.kubeconfig", unique("scoped")));
+    std::fs::write(&path, scoped).unwrap();
+    path
+}
+
+/// Writes text to a fresh temporary file and returns its path.
+pub fn temp_file(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(unique("manifests"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The UID of an object.
+pub fn uid_of(kind: &str, namespace: Option<&str>, name: &str) -> String {
+    let mut args = vec!["get", kind, name, "-o", "jsonpath={.metadata.uid}"];
+    if let Some(ns) = namespace {
+        args.extend(["-n", ns]);
+    }
+    let result = kubectl(&args);
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    result.stdout
+}
+
+/// Installs the Flux stand-in CRDs from examples/ once.
+pub fn ensure_flux_crds() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let path = repo_root().join("examples/crds/flux.yaml");
+        let result = kubectl(&["apply", "-f", path.to_str().unwrap()]);
+        assert_eq!(result.code, 0, "{}", result.stderr);
+        let result = kubectl(&[
+            "wait",
+            "--for",
+            "condition=established",
+            "--timeout",
+            "60s",
+            "-f",
+            path.to_str().unwrap(),
+        ]);
+        assert_eq!(result.code, 0, "{}", result.stderr);
+        wait_until(Duration::from_secs(30), || {
+            kubectl(&["get", "kustomizations", "-A"]).code == 0
+        });
+    });
+}

@@ -1,0 +1,394 @@
+//! Live inventories: what a tool recorded as applied (Flux Kustomization status, cli-utils/kpt
+//! inventory objects, Helm release Secrets, kubectl ApplySet parents), as a desired set.
+
+use std::collections::HashSet;
+use std::io::Read;
+
+use base64::Engine;
+use kube::api::{DynamicObject, ListParams};
+use serde_json::Value;
+
+use crate::classify::Desired;
+use crate::commands::Session;
+use crate::desired::{DesiredSet, Origin, Scopes};
+use crate::discovery::KindInfo;
+use crate::error::{is_not_found, UserError};
+use crate::identity::ObjectId;
+use crate::manifest::parse_text;
+use crate::retry::with_retries;
+use crate::trackers::{applyset_id, MarkValue, Preset, Tracker};
+
+/// `--inventory PRESET=REF`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InventoryRef {
+    /// Flux Kustomization `NAME[.NAMESPACE]`: its `status.inventory`.
+    Flux {
+        /// Name.
+        name: String,
+        /// Namespace (default: the current one).
+        namespace: Option<String>,
+    },
+    /// cli-utils / kpt inventory id: ConfigMaps and ResourceGroups labelled with it.
+    Kpt {
+        /// Inventory id.
+        id: String,
+    },
+    /// Helm release `NAME[.NAMESPACE]`: its latest release Secret.
+    Helm {
+        /// Release name.
+        name: String,
+        /// Namespace (default: the current one).
+        namespace: Option<String>,
+    },
+    /// kubectl ApplySet parent `[RESOURCE[.GROUP]/]NAME` (default a Secret).
+    ApplySet {
+        /// The parent reference.
+        parent: String,
+    },
+}
+
+impl InventoryRef {
+    /// Parses `flux=NAME[.NS]`, `kpt=ID`, `helm=NAME[.NS]`, `applyset=PARENT`.
+    pub fn parse(text: &str) -> Result<Self, UserError> {
+        let usage = || {
+            UserError::usage(format!("invalid --inventory {text:?}")).hint(
+                "use flux=NAME[.NAMESPACE], kpt=INVENTORY-ID, helm=RELEASE[.NAMESPACE] or applyset=[RESOURCE/]NAME",
+            )
+        };
+        let (preset, value) = text.split_once('=').ok_or_else(usage)?;
+        if value.is_empty() {
+            return Err(usage());
+        }
+        let (name, namespace) = split_name(value);
+        match preset {
+            "flux" => Ok(Self::Flux { name, namespace }),
+            "kpt" => Ok(Self::Kpt { id: value.to_string() }),
+            "helm" => Ok(Self::Helm { name, namespace }),
+            "applyset" => Ok(Self::ApplySet {
+                parent: value.to_string(),
+            }),
+            _ => Err(usage()),
+        }
+    }
+}
+
+fn split_name(value: &str) -> (String, Option<String>) {
+    if let Some((namespace, name)) = value.split_once('/') {
+        return (name.to_string(), Some(namespace.to_string()));
+    }
+    match value.rsplit_once('.') {
+        Some((name, namespace)) => (name.to_string(), Some(namespace.to_string())),
+        None => (value.to_string(), None),
+    }
+}
+
+/// A loaded inventory: what is desired, and the tracker that selects the stack's objects.
+pub struct Inventory {
+    /// What is desired.
+    pub desired: Desired,
+    /// The tracker for the inventory's own stack.
+    pub tracker: Tracker,
+}
+
+/// Reads a live inventory.
+pub async fn load(reference: &InventoryRef, session: &Session) -> Result<Inventory, UserError> {
+    match reference {
+        InventoryRef::Flux { name, namespace } => {
+            let namespace = namespace
+                .clone()
+                .unwrap_or_else(|| session.connection.namespace.clone());
+            load_flux(session, name, &namespace).await
+        }
+        InventoryRef::Kpt { id } => load_kpt(session, id).await,
+        InventoryRef::Helm { name, namespace } => {
+            let namespace = namespace
+                .clone()
+                .unwrap_or_else(|| session.connection.namespace.clone());
+            load_helm(session, name, &namespace).await
+        }
+        InventoryRef::ApplySet { parent } => load_applyset(session, parent).await,
+    }
+}
+
+fn served<'a>(session: &'a Session, group: &str, kind: &str) -> Result<&'a KindInfo, UserError> {
+    session.catalog.get(group, kind).map(|k| k.as_ref()).ok_or_else(|| {
+        UserError::failed(format!(
+            "the cluster does not serve {}",
+            crate::discovery::kind_with_group(kind, group)
+        ))
+    })
+}
+
+async fn get_object(
+    session: &Session,
+    kind: &KindInfo,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<DynamicObject, UserError> {
+    let api = crate::collect::api_for(&session.connection.client, kind, namespace);
+    with_retries("get inventory", || api.get(name)).await.map_err(|err| {
+        if is_not_found(&err) {
+            UserError::failed(format!(
+                "{} {}{name} not found",
+                kind.kind_with_group(),
+                namespace.map(|n| format!("{n}/")).unwrap_or_default()
+            ))
+        } else {
+            session.connection.explain(&err)
+        }
+    })
+}
+
+async fn load_flux(session: &Session, name: &str, namespace: &str) -> Result<Inventory, UserError> {
+    let kind = served(session, "kustomize.toolkit.fluxcd.io", "Kustomization")?;
+    let object = get_object(session, kind, Some(namespace), name).await?;
+    let entries = object
+        .data
+        .pointer("/status/inventory/entries")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut ids = Vec::new();
+    for entry in entries {
+        let id = entry.get("id").and_then(Value::as_str).unwrap_or_default();
+        ids.push(ObjectId::from_flux_inventory_id(id).ok_or_else(|| {
+            UserError::failed(format!(
+                "Kustomization {namespace}/{name}: inventory entry {id:?} is not <namespace>_<name>_<group>_<Kind>"
+            ))
+        })?);
+    }
+    let origin = Origin::Inventory(format!("Kustomization {namespace}/{name}"));
+    Ok(Inventory {
+        desired: Desired::Set(DesiredSet::from_ids(ids, origin)),
+        tracker: Tracker {
+            preset: Preset::Flux,
+            value: Some(MarkValue {
+                name: name.to_string(),
+                namespace: Some(namespace.to_string()),
+            }),
+        },
+    })
+}
+
+async fn load_kpt(session: &Session, id: &str) -> Result<Inventory, UserError> {
+    let selector = format!("cli-utils.sigs.k8s.io/inventory-id={id}");
+    let mut ids = Vec::new();
+    let mut found_any = false;
+    let config_maps = served(session, "", "ConfigMap")?;
+    for object in list_labelled(session, config_maps, &selector).await? {
+        found_any = true;
+        let data = object
+            .data
+            .get("data")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        ids.extend(data.keys().filter_map(|key| ObjectId::from_flux_inventory_id(key)));
+    }
+    if let Some(groups) = session.catalog.get("kpt.dev", "ResourceGroup") {
+        for object in list_labelled(session, groups, &selector).await? {
+            found_any = true;
+            let resources = object
+                .data
+                .pointer("/spec/resources")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            ids.extend(resources.iter().filter_map(|r| {
+                let field = |name: &str| r.get(name).and_then(Value::as_str).unwrap_or("");
+                (!field("kind").is_empty())
+                    .then(|| ObjectId::new(field("group"), field("kind"), Some(field("namespace")), field("name")))
+            }));
+        }
+    }
+    if !found_any {
+        return Err(UserError::failed(format!("no inventory object labelled {selector}"))
+            .hint("check the id (`kubectl get cm -A -l cli-utils.sigs.k8s.io/inventory-id`)"));
+    }
+    Ok(Inventory {
+        desired: Desired::Set(DesiredSet::from_ids(ids, Origin::Inventory(format!("inventory {id}")))),
+        tracker: Tracker {
+            preset: Preset::Kpt,
+            value: Some(MarkValue {
+                name: id.to_string(),
+                namespace: None,
+            }),
+        },
+    })
+}
+
+async fn list_labelled(session: &Session, kind: &KindInfo, selector: &str) -> Result<Vec<DynamicObject>, UserError> {
+    let api = crate::collect::api_for(&session.connection.client, kind, None);
+    let params = ListParams::default().labels(selector);
+    with_retries("list inventory", || api.list(&params))
+        .await
+        .map(|list| list.items)
+        .map_err(|err| session.connection.explain(&err))
+}
+
+async fn load_helm(session: &Session, release: &str, namespace: &str) -> Result<Inventory, UserError> {
+    let secrets = served(session, "", "Secret")?;
+    let api = crate::collect::api_for(&session.connection.client, secrets, Some(namespace));
+    let params = ListParams::default()
+        .labels(&format!("owner=helm,name={release}"))
+        .fields("type=helm.sh/release.v1");
+    let list = with_retries("list helm releases", || api.list(&params))
+        .await
+        .map_err(|err| session.connection.explain(&err))?;
+    let latest = list
+        .items
+        .into_iter()
+        .filter_map(|s| {
+            let version = s.metadata.labels.as_ref()?.get("version")?.parse::<u64>().ok()?;
+            Some((version, s))
+        })
+        .max_by_key(|(version, _)| *version);
+    let Some((version, secret)) = latest else {
+        return Err(
+            UserError::failed(format!("no release Secret for Helm release {namespace}/{release}"))
+                .hint("Helm keeps sh.helm.release.v1.<name>.v<revision> Secrets in the release namespace"),
+        );
+    };
+    let manifest = helm_manifest(&secret).map_err(|why| {
+        UserError::failed(format!(
+            "cannot read Helm release {namespace}/{release} v{version}: {why}"
+        ))
+    })?;
+    let manifests = parse_text(&manifest, &format!("helm release {namespace}/{release} v{version}"))?;
+    let scopes = Scopes::new(Some(&session.catalog), &manifests);
+    let origin = Origin::Inventory(format!("Helm release {namespace}/{release} v{version}"));
+    Ok(Inventory {
+        desired: Desired::Set(DesiredSet::from_manifests(&manifests, &scopes, namespace, origin)),
+        tracker: Tracker {
+            preset: Preset::Helm,
+            value: Some(MarkValue {
+                name: release.to_string(),
+                namespace: Some(namespace.to_string()),
+            }),
+        },
+    })
+}
+
+/// The `manifest` of a Helm release Secret: `data.release` is base64 (the API's) of base64
+/// (Helm's) of gzip of JSON. The Secret's data is never printed.
+pub fn helm_manifest(secret: &DynamicObject) -> Result<String, String> {
+    let engine = base64::engine::general_purpose::STANDARD;
+    let field = secret
+        .data
+        .pointer("/data/release")
+        .and_then(Value::as_str)
+        .ok_or("no data.release")?;
+    let helm_encoded = engine
+        .decode(field)
+        .map_err(|e| format!("data.release is not base64: {e}"))?;
+    let compressed = engine
+        .decode(&helm_encoded)
+        .map_err(|e| format!("release is not base64: {e}"))?;
+    let json = if compressed.starts_with(&[0x1f, 0x8b]) {
+        let mut text = Vec::new();
+        flate2::read::GzDecoder::new(compressed.as_slice())
+            .read_to_end(&mut text)
+            .map_err(|e| format!("release is not gzip: {e}"))?;
+        text
+    } else {
+        compressed
+    };
+    let release: Value = serde_json::from_slice(&json).map_err(|e| format!("release is not JSON: {e}"))?;
+    Ok(release
+        .get("manifest")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string())
+}
+
+async fn load_applyset(session: &Session, parent: &str) -> Result<Inventory, UserError> {
+    let (resource, name) = parent.split_once('/').unwrap_or(("secrets", parent));
+    let kind = session
+        .catalog
+        .resolve(resource)
+        .ok_or_else(|| UserError::usage(format!("unknown ApplySet parent kind {resource:?}")))?
+        .clone();
+    let namespace = kind.namespaced.then_some(session.connection.namespace.as_str());
+    let object = get_object(session, &kind, namespace, name).await?;
+    let annotations = object.metadata.annotations.clone().unwrap_or_default();
+    let listed = annotations
+        .get("applyset.kubernetes.io/contains-group-kinds")
+        .cloned()
+        .unwrap_or_default();
+    let kinds: HashSet<(String, String)> = listed
+        .split(',')
+        .map(str::trim)
+        .filter(|gk| !gk.is_empty())
+        .map(|gk| match gk.split_once('.') {
+            Some((kind, group)) => (group.to_string(), kind.to_string()),
+            None => (String::new(), gk.to_string()),
+        })
+        .collect();
+    let id = object
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("applyset.kubernetes.io/id").cloned())
+        .unwrap_or_else(|| applyset_id(name, namespace.unwrap_or(""), &kind.kind, &kind.group));
+    let parent_name = format!("ApplySet parent {}/{name}", kind.kind_with_group());
+    Ok(Inventory {
+        desired: Desired::GroupKinds {
+            kinds,
+            parent: parent_name,
+        },
+        tracker: Tracker {
+            preset: Preset::ApplySet,
+            value: Some(MarkValue {
+                name: id,
+                namespace: None,
+            }),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn inventory_refs_parse() {
+        assert_eq!(
+            InventoryRef::parse("flux=apps.flux-system").unwrap(),
+            InventoryRef::Flux {
+                name: "apps".into(),
+                namespace: Some("flux-system".into())
+            }
+        );
+        assert_eq!(
+            InventoryRef::parse("kpt=abc-123").unwrap(),
+            InventoryRef::Kpt { id: "abc-123".into() }
+        );
+        assert_eq!(
+            InventoryRef::parse("helm=web").unwrap(),
+            InventoryRef::Helm {
+                name: "web".into(),
+                namespace: None
+            }
+        );
+        assert!(InventoryRef::parse("flux").is_err());
+        assert!(InventoryRef::parse("argo=x").is_err());
+    }
+
+    #[test]
+    fn helm_release_secret_decodes() {
+        let release =
+            serde_json::json!({"name": "web", "manifest": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"});
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(release.to_string().as_bytes()).unwrap();
+        let engine = base64::engine::general_purpose::STANDARD;
+        let helm = engine.encode(gz.finish().unwrap());
+        let api = engine.encode(helm);
+        let secret: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sh.helm.release.v1.web.v1"},
+            "data": {"release": api}
+        }))
+        .unwrap();
+        assert!(helm_manifest(&secret).unwrap().contains("kind: ConfigMap"));
+    }
+}

@@ -1,0 +1,222 @@
+//! Manifests: the objects a repository declares, read from files, directories, stdin or
+//! `kubectl kustomize`. Multi-document YAML and JSON; `List` kinds are unwrapped.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::error::UserError;
+
+/// One object declared in a manifest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    /// `apiVersion` as written.
+    pub api_version: String,
+    /// `kind`.
+    pub kind: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.namespace` as written (may be absent).
+    pub namespace: Option<String>,
+    /// Where it was read: `path` and document number, for messages.
+    pub source: String,
+    /// The whole object.
+    pub body: Value,
+}
+
+impl Manifest {
+    /// The API group (empty for core).
+    pub fn group(&self) -> &str {
+        group_of(&self.api_version)
+    }
+
+    /// A string field anywhere in the object, by JSON pointer (e.g. `/spec/group`).
+    pub fn str_at(&self, pointer: &str) -> Option<&str> {
+        self.body.pointer(pointer).and_then(Value::as_str)
+    }
+
+    /// A metadata annotation.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.body
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_str)
+    }
+}
+
+/// The group of an `apiVersion`: `apps` of `apps/v1`, empty of `v1`.
+pub fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map(|(group, _)| group).unwrap_or("")
+}
+
+/// Reads manifests from files, directories (recursively: `.yaml`, `.yml`, `.json`) and `-` (stdin).
+/// A document that does not parse stops everything, naming the file and line.
+pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<Manifest>, UserError> {
+    let mut manifests = Vec::new();
+    for path in paths {
+        if path.as_os_str() == "-" {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|err| UserError::failed(format!("cannot read manifests from stdin: {err}")))?;
+            manifests.extend(parse_text(&text, "<stdin>")?);
+            continue;
+        }
+        for file in manifest_files(path)? {
+            let text = std::fs::read_to_string(&file)
+                .map_err(|err| UserError::usage(format!("cannot read {}: {err}", file.display())))?;
+            manifests.extend(parse_text(&text, &file.display().to_string())?);
+        }
+    }
+    Ok(manifests)
+}
+
+/// Renders a kustomization with `kubectl kustomize DIR` and reads the result.
+pub fn load_kustomize(dir: &Path) -> Result<Vec<Manifest>, UserError> {
+    let output = std::process::Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .map_err(|err| {
+            UserError::failed(format!("cannot run `kubectl kustomize`: {err}")).hint("kubectl must be on PATH for -k")
+        })?;
+    if !output.status.success() {
+        return Err(UserError::usage(format!(
+            "kubectl kustomize {} failed: {}",
+            dir.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    parse_text(
+        &String::from_utf8_lossy(&output.stdout),
+        &format!("kustomize {}", dir.display()),
+    )
+}
+
+fn manifest_files(path: &Path) -> Result<Vec<PathBuf>, UserError> {
+    let metadata =
+        std::fs::metadata(path).map_err(|err| UserError::usage(format!("cannot read {}: {err}", path.display())))?;
+    if metadata.is_file() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut files = Vec::new();
+    let mut pending = vec![path.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let entries =
+            std::fs::read_dir(&dir).map_err(|err| UserError::usage(format!("cannot read {}: {err}", dir.display())))?;
+        for entry in entries {
+            let entry = entry.map_err(|err| UserError::usage(format!("cannot read {}: {err}", dir.display())))?;
+            let child = entry.path();
+            if child.is_dir() {
+                pending.push(child);
+            } else if is_manifest_file(&child) {
+                files.push(child);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+fn is_manifest_file(path: &Path) -> bool {
+    matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
+}
+
+/// Parses one text of YAML documents (JSON is YAML too) into manifests; `source` names it in errors.
+pub fn parse_text(text: &str, source: &str) -> Result<Vec<Manifest>, UserError> {
+    let documents: Vec<Value> = if text.trim_start().starts_with(['{', '[']) {
+        serde_json::from_str::<Value>(text)
+            .map(|v| vec![v])
+            .map_err(|err| UserError::usage(format!("{source}:{}:{}: invalid JSON: {err}", err.line(), err.column())))?
+    } else {
+        serde_saphyr::from_multiple::<Value>(text).map_err(|err| {
+            let at = err
+                .location()
+                .map(|l| format!(":{}:{}", l.line(), l.column()))
+                .unwrap_or_default();
+            UserError::usage(format!("{source}{at}: invalid YAML: {err}"))
+        })?
+    };
+    let mut manifests = Vec::new();
+    for (index, document) in documents.into_iter().enumerate() {
+        unwrap_document(document, &format!("{source} (document {})", index + 1), &mut manifests)?;
+    }
+    Ok(manifests)
+}
+
+fn unwrap_document(document: Value, source: &str, out: &mut Vec<Manifest>) -> Result<(), UserError> {
+    if document.is_null() {
+        return Ok(());
+    }
+    let field = |name: &str| document.get(name).and_then(Value::as_str).unwrap_or("").to_string();
+    let (api_version, kind) = (field("apiVersion"), field("kind"));
+    if kind.ends_with("List") {
+        if let Some(items) = document.get("items").and_then(Value::as_array) {
+            for (index, item) in items.iter().enumerate() {
+                unwrap_document(item.clone(), &format!("{source} item {}", index + 1), out)?;
+            }
+            return Ok(());
+        }
+    }
+    let name = document
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if api_version.is_empty() || kind.is_empty() || name.is_empty() {
+        return Err(UserError::usage(format!(
+            "{source}: not a Kubernetes object (apiVersion, kind and metadata.name are required)"
+        )));
+    }
+    let namespace = document
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string);
+    out.push(Manifest {
+        api_version,
+        kind,
+        name,
+        namespace,
+        source: source.to_string(),
+        body: document,
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multi_document_yaml_and_lists_are_unwrapped() {
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n---\napiVersion: v1\nkind: List\nitems:\n- apiVersion: apps/v1\n  kind: Deployment\n  metadata: {name: b, namespace: web}\n";
+        let manifests = parse_text(text, "x.yaml").unwrap();
+        assert_eq!(manifests.len(), 2);
+        assert_eq!(manifests[0].namespace, None);
+        assert_eq!(manifests[1].group(), "apps");
+        assert_eq!(manifests[1].namespace.as_deref(), Some("web"));
+    }
+
+    #[test]
+    fn json_documents_parse() {
+        let text = r#"{"apiVersion":"v1","kind":"ConfigMapList","items":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}]}"#;
+        let manifests = parse_text(text, "x.json").unwrap();
+        assert_eq!(manifests.len(), 1);
+        assert_eq!(manifests[0].kind, "ConfigMap");
+    }
+
+    #[test]
+    fn parse_errors_name_the_file_and_line() {
+        let err = parse_text(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [oops\n",
+            "bad.yaml",
+        )
+        .unwrap_err();
+        assert_eq!(err.code, crate::error::exit::USAGE);
+        assert!(err.message.starts_with("bad.yaml:"), "{}", err.message);
+        let err = parse_text("kind: ConfigMap\nmetadata: {name: a}\n", "nokind.yaml").unwrap_err();
+        assert!(err.message.contains("nokind.yaml (document 1)"), "{}", err.message);
+    }
+}
