@@ -4,13 +4,14 @@ use std::fmt;
 
 /// The identity of an object: what a prune must get exactly right.
 /// `namespace` is `None` for cluster-scoped objects.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct ObjectId {
     /// API group; empty for core.
     pub group: String,
     /// Kind.
     pub kind: String,
     /// Namespace; `None` when cluster-scoped.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     /// Name.
     pub name: String,

@@ -1,0 +1,569 @@
+//! The dependency graph of a stack: objects and why one must outlive another.
+//!
+//! An edge `from -> to` means `from` depends on `to`: `to` is applied first and deleted last.
+//! Sources: Flux `spec.dependsOn` (Kustomization, HelmRelease), cli-utils/kpt
+//! `config.kubernetes.io/depends-on`, Argo CD sync waves, kapp change groups and rules, and the
+//! implicit custom resource -> CRD and namespaced object -> Namespace edges. Membership (an
+//! object a Kustomization, HelmRelease or inventory tracks) is kept apart from dependencies.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::identity::ObjectId;
+use crate::trackers::{marks, MarkValue, Preset};
+
+/// kpt / cli-utils explicit dependency annotation.
+pub const KPT_DEPENDS_ON: &str = "config.kubernetes.io/depends-on";
+/// Argo CD sync wave annotation.
+pub const ARGO_SYNC_WAVE: &str = "argocd.argoproj.io/sync-wave";
+/// kapp change group annotation (also `kapp.k14s.io/change-group.<suffix>`).
+pub const KAPP_CHANGE_GROUP: &str = "kapp.k14s.io/change-group";
+/// kapp change rule annotation (also `kapp.k14s.io/change-rule.<suffix>`).
+pub const KAPP_CHANGE_RULE: &str = "kapp.k14s.io/change-rule";
+
+/// Why one object depends on another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "camelCase")]
+pub enum EdgeKind {
+    /// Flux `spec.dependsOn`.
+    DependsOn,
+    /// cli-utils / kpt `config.kubernetes.io/depends-on`.
+    KptDependsOn,
+    /// Argo CD: a later sync wave depends on the earlier one.
+    SyncWave,
+    /// kapp change rule.
+    KappRule,
+    /// A custom resource depends on its CRD.
+    Crd,
+    /// A namespaced object depends on its Namespace.
+    Namespace,
+}
+
+impl EdgeKind {
+    /// A short label for rendering.
+    pub fn label(self) -> &'static str {
+        match self {
+            EdgeKind::DependsOn => "dependsOn",
+            EdgeKind::KptDependsOn => "depends-on",
+            EdgeKind::SyncWave => "sync-wave",
+            EdgeKind::KappRule => "change-rule",
+            EdgeKind::Crd => "crd",
+            EdgeKind::Namespace => "namespace",
+        }
+    }
+}
+
+/// Whether a node is part of the selection, or only referred to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum NodeStatus {
+    /// In the selection.
+    Selected,
+    /// Referred to, exists, but outside the selection.
+    External,
+    /// Referred to, and does not exist.
+    Missing,
+}
+
+/// An object as the graph builder needs it.
+#[derive(Debug, Clone, Default)]
+pub struct NodeInput {
+    /// Identity.
+    pub id: ObjectId,
+    /// UID, when live.
+    pub uid: Option<String>,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// `spec.dependsOn` of Flux objects, already resolved.
+    pub depends_on: Vec<ObjectId>,
+}
+
+impl NodeInput {
+    /// Reads Flux `spec.dependsOn` from a full object body; namespace defaults to the object's own.
+    pub fn flux_depends_on(id: &ObjectId, body: &Value) -> Vec<ObjectId> {
+        let is_flux = matches!(
+            (id.group.as_str(), id.kind.as_str()),
+            ("kustomize.toolkit.fluxcd.io", "Kustomization") | ("helm.toolkit.fluxcd.io", "HelmRelease")
+        );
+        if !is_flux {
+            return Vec::new();
+        }
+        let entries = body
+            .pointer("/spec/dependsOn")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        entries
+            .iter()
+            .filter_map(|entry| {
+                // Older Flux versions also accepted plain names.
+                let (name, namespace) = match entry {
+                    Value::String(name) => (name.as_str(), None),
+                    other => (
+                        other.get("name")?.as_str()?,
+                        other.get("namespace").and_then(Value::as_str),
+                    ),
+                };
+                let namespace = namespace.or(id.namespace.as_deref());
+                Some(ObjectId::new(&id.group, &id.kind, namespace, name))
+            })
+            .collect()
+    }
+}
+
+/// A node of the graph.
+#[derive(Debug, Clone, Serialize)]
+pub struct Node {
+    /// Identity.
+    pub id: ObjectId,
+    /// UID, when live and present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Selected, external or missing.
+    pub status: NodeStatus,
+}
+
+/// A dependency: `from` depends on `to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Edge {
+    /// The dependent (index into nodes).
+    pub from: usize,
+    /// The dependency.
+    pub to: usize,
+    /// Why.
+    pub kind: EdgeKind,
+}
+
+/// `owner` (a Kustomization, HelmRelease or inventory) tracks `member`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Membership {
+    /// The tracking object.
+    pub owner: usize,
+    /// The tracked object.
+    pub member: usize,
+}
+
+/// The dependency graph.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Graph {
+    /// Nodes: selected first, then referred-to ones.
+    pub nodes: Vec<Node>,
+    /// Dependencies.
+    pub edges: Vec<Edge>,
+    /// Memberships (with `--members`).
+    pub members: Vec<Membership>,
+    #[serde(skip)]
+    index: HashMap<ObjectId, usize>,
+}
+
+impl Graph {
+    /// The index of a node by identity.
+    pub fn find(&self, id: &ObjectId) -> Option<usize> {
+        self.index.get(id).copied()
+    }
+
+    fn add(&mut self, id: ObjectId, uid: Option<String>, status: NodeStatus) -> usize {
+        if let Some(&existing) = self.index.get(&id) {
+            return existing;
+        }
+        let index = self.nodes.len();
+        self.index.insert(id.clone(), index);
+        self.nodes.push(Node { id, uid, status });
+        index
+    }
+
+    /// Marks referred-to nodes as missing or external, as `exists` says.
+    pub fn mark_referenced(&mut self, exists: impl Fn(&ObjectId) -> bool) {
+        for node in self.nodes.iter_mut().filter(|n| n.status != NodeStatus::Selected) {
+            node.status = if exists(&node.id) {
+                NodeStatus::External
+            } else {
+                NodeStatus::Missing
+            };
+        }
+    }
+
+    /// Nodes referred to but not selected.
+    pub fn referenced(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(|n| n.status != NodeStatus::Selected)
+    }
+
+    /// The members of a node (with `--members`).
+    pub fn members_of(&self, owner: usize) -> Vec<usize> {
+        self.members
+            .iter()
+            .filter(|m| m.owner == owner)
+            .map(|m| m.member)
+            .collect()
+    }
+}
+
+/// How to build the graph.
+#[derive(Debug, Clone, Default)]
+pub struct BuildOptions {
+    /// Attach members to the objects that track them.
+    pub members: bool,
+    /// CRD object name (`plural.group`) of each custom (group, kind), for the implicit CR -> CRD edge.
+    pub crd_names: HashMap<(String, String), String>,
+}
+
+/// Builds the graph of the selected objects. Explicit dependencies outside the selection become
+/// referred-to nodes (status decided later by `mark_referenced`); implicit ones (CRD, Namespace)
+/// are kept only when the target is selected.
+pub fn build(inputs: &[NodeInput], options: &BuildOptions) -> Graph {
+    let mut graph = Graph::default();
+    for input in inputs {
+        graph.add(input.id.clone(), input.uid.clone(), NodeStatus::Selected);
+    }
+    let mut edges = Vec::new();
+    for (from, input) in inputs.iter().enumerate() {
+        for target in &input.depends_on {
+            edges.push((from, target.clone(), EdgeKind::DependsOn));
+        }
+        if let Some(list) = input.annotations.get(KPT_DEPENDS_ON) {
+            for target in list.split(',').filter_map(ObjectId::from_depends_on_ref) {
+                edges.push((from, target, EdgeKind::KptDependsOn));
+            }
+        }
+        implicit_edges(&graph, input, options, from, &mut edges);
+    }
+    for (from, target, kind) in edges {
+        let to = graph.add(target, None, NodeStatus::External);
+        if from != to || kind != EdgeKind::Namespace {
+            graph.edges.push(Edge { from, to, kind });
+        }
+    }
+    graph.edges.extend(sync_wave_edges(inputs));
+    graph.edges.extend(kapp_edges(inputs));
+    if options.members {
+        graph.members = memberships(inputs);
+    }
+    graph.edges.sort_by_key(|e| (e.from, e.to, e.kind));
+    graph.edges.dedup();
+    graph
+}
+
+fn implicit_edges(
+    graph: &Graph,
+    input: &NodeInput,
+    options: &BuildOptions,
+    from: usize,
+    out: &mut Vec<(usize, ObjectId, EdgeKind)>,
+) {
+    if let Some(namespace) = &input.id.namespace {
+        let target = ObjectId::new("", "Namespace", None, namespace);
+        if graph.find(&target).is_some() {
+            out.push((from, target, EdgeKind::Namespace));
+        }
+    }
+    if let Some(crd) = options.crd_names.get(&(input.id.group.clone(), input.id.kind.clone())) {
+        let target = ObjectId::new("apiextensions.k8s.io", "CustomResourceDefinition", None, crd);
+        if graph.find(&target).is_some() {
+            out.push((from, target, EdgeKind::Crd));
+        }
+    }
+}
+
+/// Argo CD: objects of one app in wave N depend on the objects of the nearest earlier wave
+/// (earlier waves follow transitively). No annotation means wave 0.
+fn sync_wave_edges(inputs: &[NodeInput]) -> Vec<Edge> {
+    let mut by_app: BTreeMap<String, BTreeMap<i64, Vec<usize>>> = BTreeMap::new();
+    for (index, input) in inputs.iter().enumerate() {
+        let meta = object_meta(input);
+        let Some(app) = marks(&meta).into_iter().find(|m| m.preset == Preset::ArgoCd) else {
+            continue;
+        };
+        let wave = input
+            .annotations
+            .get(ARGO_SYNC_WAVE)
+            .and_then(|w| w.trim().parse::<i64>().ok())
+            .unwrap_or(0);
+        by_app
+            .entry(app.value.name)
+            .or_default()
+            .entry(wave)
+            .or_default()
+            .push(index);
+    }
+    let mut edges = Vec::new();
+    for waves in by_app.values() {
+        let ordered: Vec<&Vec<usize>> = waves.values().collect();
+        for pair in ordered.windows(2) {
+            for &from in pair[1] {
+                for &to in pair[0] {
+                    edges.push(Edge {
+                        from,
+                        to,
+                        kind: EdgeKind::SyncWave,
+                    });
+                }
+            }
+        }
+    }
+    edges
+}
+
+/// kapp: `change-rule: "<delete|upsert> <before|after> <deleting|upserting> <group>"`.
+/// "delete before deleting G" and "upsert after upserting G" make the object depend on G's
+/// members; "delete after deleting G" and "upsert before upserting G" the reverse.
+fn kapp_edges(inputs: &[NodeInput]) -> Vec<Edge> {
+    let prefixed = |annotations: &BTreeMap<String, String>, key: &str| -> Vec<String> {
+        annotations
+            .iter()
+            .filter(|(k, _)| *k == key || k.starts_with(&format!("{key}.")))
+            .map(|(_, v)| v.trim().to_string())
+            .collect()
+    };
+    let mut groups: HashMap<String, Vec<usize>> = HashMap::new();
+    for (index, input) in inputs.iter().enumerate() {
+        for group in prefixed(&input.annotations, KAPP_CHANGE_GROUP) {
+            groups.entry(group).or_default().push(index);
+        }
+    }
+    let mut edges = Vec::new();
+    for (index, input) in inputs.iter().enumerate() {
+        for rule in prefixed(&input.annotations, KAPP_CHANGE_RULE) {
+            let words: Vec<&str> = rule.split_whitespace().collect();
+            let [_action, order, _target_action, group] = words.as_slice() else {
+                continue;
+            };
+            let object_first = match (words[0], *order) {
+                ("delete", "before") | ("upsert", "after") => true,
+                ("delete", "after") | ("upsert", "before") => false,
+                _ => continue,
+            };
+            for &other in groups.get(*group).map(Vec::as_slice).unwrap_or_default() {
+                if other == index {
+                    continue;
+                }
+                let (from, to) = if object_first { (index, other) } else { (other, index) };
+                edges.push(Edge {
+                    from,
+                    to,
+                    kind: EdgeKind::KappRule,
+                });
+            }
+        }
+    }
+    edges
+}
+
+fn object_meta(input: &NodeInput) -> kube::core::ObjectMeta {
+    kube::core::ObjectMeta {
+        labels: Some(input.labels.clone()),
+        annotations: Some(input.annotations.clone()),
+        ..Default::default()
+    }
+}
+
+/// The tracker identity an object stands for when it is a tracking object itself.
+fn owner_mark(input: &NodeInput) -> Option<(Preset, MarkValue)> {
+    let named = |preset| {
+        Some((
+            preset,
+            MarkValue {
+                name: input.id.name.clone(),
+                namespace: input.id.namespace.clone(),
+            },
+        ))
+    };
+    match (input.id.group.as_str(), input.id.kind.as_str()) {
+        ("kustomize.toolkit.fluxcd.io", "Kustomization") => named(Preset::Flux),
+        ("helm.toolkit.fluxcd.io", "HelmRelease") => named(Preset::FluxHelm),
+        ("argoproj.io", "Application") => Some((
+            Preset::ArgoCd,
+            MarkValue {
+                name: input.id.name.clone(),
+                namespace: None,
+            },
+        )),
+        _ => {
+            let id_label = |key: &str| {
+                input.labels.get(key).map(|id| MarkValue {
+                    name: id.clone(),
+                    namespace: None,
+                })
+            };
+            id_label("cli-utils.sigs.k8s.io/inventory-id")
+                .map(|v| (Preset::Kpt, v))
+                .or_else(|| id_label("applyset.kubernetes.io/id").map(|v| (Preset::ApplySet, v)))
+        }
+    }
+}
+
+fn memberships(inputs: &[NodeInput]) -> Vec<Membership> {
+    let owners: HashMap<(Preset, MarkValue), usize> = inputs
+        .iter()
+        .enumerate()
+        .filter_map(|(index, input)| owner_mark(input).map(|key| (key, index)))
+        .collect();
+    let mut found = Vec::new();
+    for (member, input) in inputs.iter().enumerate() {
+        for mark in marks(&object_meta(input)) {
+            let mut key = (mark.preset, mark.value.clone());
+            let owner = owners.get(&key).or_else(|| {
+                // A mark without a namespace still names an owner of that name.
+                key.1.namespace = None;
+                owners
+                    .iter()
+                    .find(|((p, v), _)| *p == key.0 && v.name == key.1.name)
+                    .map(|(_, i)| i)
+            });
+            if let Some(&owner) = owner {
+                if owner != member {
+                    found.push(Membership { owner, member });
+                }
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn node(group: &str, kind: &str, ns: Option<&str>, name: &str) -> NodeInput {
+        NodeInput {
+            id: ObjectId::new(group, kind, ns, name),
+            ..Default::default()
+        }
+    }
+
+    fn ks(name: &str, depends_on: &[(&str, Option<&str>)]) -> NodeInput {
+        let mut input = node(
+            "kustomize.toolkit.fluxcd.io",
+            "Kustomization",
+            Some("flux-system"),
+            name,
+        );
+        let body = serde_json::json!({"spec": {"dependsOn": depends_on.iter().map(|(n, ns)| match ns {
+            Some(ns) => serde_json::json!({"name": n, "namespace": ns}),
+            None => serde_json::json!({"name": n}),
+        }).collect::<Vec<_>>()}});
+        input.depends_on = NodeInput::flux_depends_on(&input.id, &body);
+        input
+    }
+
+    #[test]
+    fn flux_depends_on_defaults_to_the_objects_namespace() {
+        let graph = build(
+            &[
+                ks("usage", &[("operator", None), ("infra", Some("other"))]),
+                ks("operator", &[]),
+            ],
+            &BuildOptions::default(),
+        );
+        let usage = graph
+            .find(&ObjectId::new(
+                "kustomize.toolkit.fluxcd.io",
+                "Kustomization",
+                Some("flux-system"),
+                "usage",
+            ))
+            .unwrap();
+        let operator = graph
+            .find(&ObjectId::new(
+                "kustomize.toolkit.fluxcd.io",
+                "Kustomization",
+                Some("flux-system"),
+                "operator",
+            ))
+            .unwrap();
+        let infra = graph
+            .find(&ObjectId::new(
+                "kustomize.toolkit.fluxcd.io",
+                "Kustomization",
+                Some("other"),
+                "infra",
+            ))
+            .unwrap();
+        assert!(graph.edges.contains(&Edge {
+            from: usage,
+            to: operator,
+            kind: EdgeKind::DependsOn
+        }));
+        assert!(graph.edges.contains(&Edge {
+            from: usage,
+            to: infra,
+            kind: EdgeKind::DependsOn
+        }));
+        assert_eq!(graph.nodes[infra].status, NodeStatus::External);
+    }
+
+    #[test]
+    fn kpt_argo_kapp_and_implicit_edges() {
+        let mut pod = node("", "Pod", Some("test"), "pod-a");
+        pod.annotations.insert(
+            KPT_DEPENDS_ON.into(),
+            "/namespaces/test/ConfigMap/cm, apps/namespaces/test/Deployment/d".into(),
+        );
+        let cm = node("", "ConfigMap", Some("test"), "cm");
+        let namespace = node("", "Namespace", None, "test");
+        let crd = node(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            None,
+            "widgets.example.com",
+        );
+        let widget = node("example.com", "Widget", Some("test"), "w");
+        let mut wave1 = node("", "ConfigMap", Some("test"), "wave1");
+        wave1.annotations.insert(
+            "argocd.argoproj.io/tracking-id".into(),
+            "app:/ConfigMap:test/wave1".into(),
+        );
+        wave1.annotations.insert(ARGO_SYNC_WAVE.into(), "1".into());
+        let mut wave0 = node("", "ConfigMap", Some("test"), "wave0");
+        wave0.annotations.insert(
+            "argocd.argoproj.io/tracking-id".into(),
+            "app:/ConfigMap:test/wave0".into(),
+        );
+        let mut job = node("batch", "Job", Some("test"), "migrate");
+        job.annotations.insert(KAPP_CHANGE_GROUP.into(), "db-migrations".into());
+        let mut app = node("apps", "Deployment", Some("test"), "app");
+        app.annotations.insert(
+            format!("{KAPP_CHANGE_RULE}.0"),
+            "upsert after upserting db-migrations".into(),
+        );
+        let inputs = vec![pod, cm, namespace, crd, widget, wave1, wave0, job, app];
+        let mut options = BuildOptions::default();
+        options
+            .crd_names
+            .insert(("example.com".into(), "Widget".into()), "widgets.example.com".into());
+        let graph = build(&inputs, &options);
+        let has = |from: usize, to: usize, kind| graph.edges.contains(&Edge { from, to, kind });
+        assert!(has(0, 1, EdgeKind::KptDependsOn));
+        let deployment = graph
+            .find(&ObjectId::new("apps", "Deployment", Some("test"), "d"))
+            .unwrap();
+        assert!(has(0, deployment, EdgeKind::KptDependsOn));
+        assert!(has(0, 2, EdgeKind::Namespace) && has(1, 2, EdgeKind::Namespace) && has(4, 2, EdgeKind::Namespace));
+        assert!(has(4, 3, EdgeKind::Crd));
+        assert!(has(5, 6, EdgeKind::SyncWave));
+        assert!(!has(6, 5, EdgeKind::SyncWave));
+        assert!(has(8, 7, EdgeKind::KappRule));
+    }
+
+    #[test]
+    fn members_hang_under_their_tracking_objects() {
+        let usage = ks("usage", &[]);
+        let mut cm = node("", "ConfigMap", Some("shop"), "settings");
+        cm.labels
+            .insert("kustomize.toolkit.fluxcd.io/name".into(), "usage".into());
+        cm.labels
+            .insert("kustomize.toolkit.fluxcd.io/namespace".into(), "flux-system".into());
+        let stranger = node("", "ConfigMap", Some("shop"), "stranger");
+        let graph = build(
+            &[usage, cm, stranger],
+            &BuildOptions {
+                members: true,
+                ..Default::default()
+            },
+        );
+        assert_eq!(graph.members, vec![Membership { owner: 0, member: 1 }]);
+    }
+}

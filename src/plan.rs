@@ -1,0 +1,339 @@
+//! The planner: deletion waves from the dependency graph. Wave 1 holds what nothing depends
+//! on; each later wave only what every earlier wave no longer needs. `graph --order` and `prune`
+//! both plan with this one function.
+
+use std::collections::HashSet;
+
+use petgraph::algo::{tarjan_scc, toposort};
+use petgraph::graph::{DiGraph, NodeIndex};
+
+use crate::graph::{EdgeKind, Graph};
+
+/// Deletion waves: node indices, wave by wave, each wave sorted by identity.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Plan {
+    /// The waves, first to delete first.
+    pub waves: Vec<Vec<usize>>,
+}
+
+/// A dependency cycle, as a path of node indices that returns to its start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cycle {
+    /// The nodes of the cycle in order; the first follows the last.
+    pub path: Vec<usize>,
+}
+
+/// The "deleted before" relation of the graph: `a -> b` when `a` must be gone before `b` is
+/// deleted. A dependency `from -> to` is such an edge. A tracking object (Kustomization,
+/// HelmRelease, inventory) goes before its members, so a running controller prunes rather than
+/// re-creates them; and when it depends on another, all its members go before that other one.
+pub fn deletion_order(graph: &Graph) -> DiGraph<usize, ()> {
+    let mut order = DiGraph::with_capacity(graph.nodes.len(), graph.edges.len() + graph.members.len());
+    let indices: Vec<NodeIndex> = (0..graph.nodes.len()).map(|i| order.add_node(i)).collect();
+    for edge in &graph.edges {
+        order.add_edge(indices[edge.from], indices[edge.to], ());
+    }
+    for membership in &graph.members {
+        order.add_edge(indices[membership.owner], indices[membership.member], ());
+    }
+    if !graph.members.is_empty() {
+        for edge in graph.edges.iter().filter(|e| e.kind == EdgeKind::DependsOn) {
+            for member in graph.members_of(edge.from) {
+                order.add_edge(indices[member], indices[edge.to], ());
+            }
+        }
+    }
+    order
+}
+
+/// Plans the deletion of `targets` (node indices). Orders through every node of the graph, so a
+/// dependency that passes through an object outside the targets is still honoured.
+pub fn plan_deletion(graph: &Graph, targets: &HashSet<usize>) -> Result<Plan, Cycle> {
+    let order = deletion_order(graph);
+    let sorted = toposort(&order, None).map_err(|cycle| find_cycle(&order, cycle.node_id()))?;
+    let mut layer = vec![0usize; order.node_count()];
+    for node in sorted {
+        let next = layer[node.index()] + 1;
+        let successors: Vec<NodeIndex> = order.neighbors(node).collect();
+        for successor in successors {
+            layer[successor.index()] = layer[successor.index()].max(next);
+        }
+    }
+    let deepest = layer.iter().copied().max().unwrap_or(0);
+    let mut waves: Vec<Vec<usize>> = vec![Vec::new(); deepest + 1];
+    for &target in targets {
+        waves[layer[target]].push(target);
+    }
+    waves.retain(|wave| !wave.is_empty());
+    for wave in &mut waves {
+        wave.sort_by(|a, b| graph.nodes[*a].id.cmp(&graph.nodes[*b].id));
+    }
+    Ok(Plan { waves })
+}
+
+/// The apply order: the deletion waves reversed.
+pub fn plan_apply(graph: &Graph, targets: &HashSet<usize>) -> Result<Plan, Cycle> {
+    let mut plan = plan_deletion(graph, targets)?;
+    plan.waves.reverse();
+    Ok(plan)
+}
+
+/// Finds a cycle through the strongly connected component that holds `start`.
+fn find_cycle(order: &DiGraph<usize, ()>, start: NodeIndex) -> Cycle {
+    let component = tarjan_scc(order)
+        .into_iter()
+        .find(|scc| scc.contains(&start) && (scc.len() > 1 || order.contains_edge(start, start)))
+        .unwrap_or_else(|| vec![start]);
+    let members: HashSet<NodeIndex> = component.iter().copied().collect();
+    let first = component[0];
+    let mut path = vec![first];
+    let mut visited = HashSet::from([first]);
+    // Walk inside the component until the walk can close back on `first`.
+    let mut current = first;
+    loop {
+        if order.contains_edge(current, first) && (path.len() > 1 || current == first) {
+            break;
+        }
+        let next = order
+            .neighbors(current)
+            .filter(|n| members.contains(n))
+            .find(|n| !visited.contains(n))
+            .or_else(|| order.neighbors(current).find(|n| members.contains(n)));
+        match next {
+            Some(next) if !visited.contains(&next) => {
+                visited.insert(next);
+                path.push(next);
+                current = next;
+            }
+            _ => break,
+        }
+    }
+    Cycle {
+        path: path.into_iter().map(|n| order[n]).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{build, BuildOptions, NodeInput};
+    use crate::identity::ObjectId;
+
+    fn cm(name: &str, depends_on: &[&str]) -> NodeInput {
+        let mut input = NodeInput {
+            id: ObjectId::new("", "ConfigMap", Some("t"), name),
+            ..Default::default()
+        };
+        if !depends_on.is_empty() {
+            let refs: Vec<String> = depends_on
+                .iter()
+                .map(|d| format!("/namespaces/t/ConfigMap/{d}"))
+                .collect();
+            input
+                .annotations
+                .insert(crate::graph::KPT_DEPENDS_ON.into(), refs.join(","));
+        }
+        input
+    }
+
+    fn names(graph: &Graph, plan: &Plan) -> Vec<Vec<String>> {
+        plan.waves
+            .iter()
+            .map(|w| w.iter().map(|i| graph.nodes[*i].id.name.clone()).collect())
+            .collect()
+    }
+
+    fn all(graph: &Graph) -> HashSet<usize> {
+        (0..graph.nodes.len()).collect()
+    }
+
+    #[test]
+    fn dependents_are_deleted_first() {
+        // app -> db -> storage; cache independent.
+        let graph = build(
+            &[
+                cm("storage", &[]),
+                cm("db", &["storage"]),
+                cm("app", &["db"]),
+                cm("cache", &[]),
+            ],
+            &BuildOptions::default(),
+        );
+        let plan = plan_deletion(&graph, &all(&graph)).unwrap();
+        assert_eq!(
+            names(&graph, &plan),
+            vec![vec!["app", "cache"], vec!["db"], vec!["storage"]]
+        );
+        let apply = plan_apply(&graph, &all(&graph)).unwrap();
+        assert_eq!(names(&graph, &apply)[0], vec!["storage"]);
+    }
+
+    #[test]
+    fn a_diamond_waits_for_both_sides() {
+        let graph = build(
+            &[
+                cm("base", &[]),
+                cm("left", &["base"]),
+                cm("right", &["base"]),
+                cm("top", &["left", "right"]),
+                cm("slow", &["top"]),
+            ],
+            &BuildOptions::default(),
+        );
+        let plan = plan_deletion(&graph, &all(&graph)).unwrap();
+        assert_eq!(
+            names(&graph, &plan),
+            vec![vec!["slow"], vec!["top"], vec!["left", "right"], vec!["base"]]
+        );
+    }
+
+    #[test]
+    fn cycles_are_reported_as_a_path() {
+        let graph = build(
+            &[cm("a", &["b"]), cm("b", &["c"]), cm("c", &["a"]), cm("d", &[])],
+            &BuildOptions::default(),
+        );
+        let cycle = plan_deletion(&graph, &all(&graph)).unwrap_err();
+        let mut path: Vec<String> = cycle.path.iter().map(|i| graph.nodes[*i].id.name.clone()).collect();
+        assert_eq!(path.len(), 3);
+        path.sort();
+        assert_eq!(path, vec!["a", "b", "c"]);
+        // The path really is a cycle: each depends on the next.
+        for pair in cycle
+            .path
+            .windows(2)
+            .chain(std::iter::once(&[cycle.path[2], cycle.path[0]][..]))
+        {
+            assert!(
+                graph.edges.iter().any(|e| e.from == pair[0] && e.to == pair[1]),
+                "{pair:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn self_dependency_is_a_cycle() {
+        let graph = build(&[cm("a", &["a"])], &BuildOptions::default());
+        assert_eq!(plan_deletion(&graph, &all(&graph)).unwrap_err().path, vec![0]);
+    }
+
+    #[test]
+    fn order_passes_through_objects_outside_the_targets() {
+        let graph = build(
+            &[cm("a", &["x"]), cm("x", &["b"]), cm("b", &[])],
+            &BuildOptions::default(),
+        );
+        let targets: HashSet<usize> = [0, 2].into_iter().collect();
+        let plan = plan_deletion(&graph, &targets).unwrap();
+        assert_eq!(names(&graph, &plan), vec![vec!["a"], vec!["b"]]);
+    }
+
+    #[test]
+    fn missing_and_external_dependencies_are_nodes_not_waves() {
+        let mut graph = build(&[cm("a", &["gone"]), cm("b", &[])], &BuildOptions::default());
+        graph.mark_referenced(|_| false);
+        assert_eq!(graph.referenced().count(), 1);
+        let targets: HashSet<usize> = [0, 1].into_iter().collect();
+        let plan = plan_deletion(&graph, &targets).unwrap();
+        assert_eq!(names(&graph, &plan), vec![vec!["a", "b"]]);
+    }
+
+    #[test]
+    fn stacks_go_whole_in_dependency_order_tracker_first() {
+        let ks = |name: &str, deps: &[&str]| {
+            let mut input = NodeInput {
+                id: ObjectId::new(
+                    "kustomize.toolkit.fluxcd.io",
+                    "Kustomization",
+                    Some("flux-system"),
+                    name,
+                ),
+                ..Default::default()
+            };
+            input.depends_on = deps
+                .iter()
+                .map(|d| ObjectId::new("kustomize.toolkit.fluxcd.io", "Kustomization", Some("flux-system"), d))
+                .collect();
+            input
+        };
+        let member = |name: &str, stack: &str| {
+            let mut input = NodeInput {
+                id: ObjectId::new("", "ConfigMap", Some("shop"), name),
+                ..Default::default()
+            };
+            input
+                .labels
+                .insert("kustomize.toolkit.fluxcd.io/name".into(), stack.into());
+            input
+                .labels
+                .insert("kustomize.toolkit.fluxcd.io/namespace".into(), "flux-system".into());
+            input
+        };
+        let graph = build(
+            &[
+                ks("usage", &["operator"]),
+                ks("operator", &[]),
+                member("cr", "usage"),
+                member("controller", "operator"),
+            ],
+            &BuildOptions {
+                members: true,
+                ..Default::default()
+            },
+        );
+        let plan = plan_deletion(&graph, &all(&graph)).unwrap();
+        assert_eq!(
+            names(&graph, &plan),
+            vec![vec!["usage"], vec!["cr"], vec!["operator"], vec!["controller"]]
+        );
+    }
+
+    #[test]
+    fn cross_namespace_depends_on() {
+        let ks = |ns: &str, name: &str, dep: Option<(&str, &str)>| {
+            let mut input = NodeInput {
+                id: ObjectId::new("kustomize.toolkit.fluxcd.io", "Kustomization", Some(ns), name),
+                ..Default::default()
+            };
+            let body = match dep {
+                Some((dep_ns, dep_name)) => {
+                    serde_json::json!({"spec": {"dependsOn": [{"name": dep_name, "namespace": dep_ns}]}})
+                }
+                None => serde_json::json!({}),
+            };
+            input.depends_on = NodeInput::flux_depends_on(&input.id, &body);
+            input
+        };
+        let graph = build(
+            &[ks("team-a", "app", Some(("infra", "db"))), ks("infra", "db", None)],
+            &BuildOptions::default(),
+        );
+        let plan = plan_deletion(&graph, &all(&graph)).unwrap();
+        assert_eq!(names(&graph, &plan), vec![vec!["app"], vec!["db"]]);
+    }
+
+    #[test]
+    fn ten_thousand_nodes_plan_quickly() {
+        let inputs: Vec<NodeInput> = (0..10_000)
+            .map(|i| {
+                let deps: Vec<String> = [i / 2, i / 3, i / 5]
+                    .iter()
+                    .filter(|&&d| d < i)
+                    .map(|d| format!("n{d}"))
+                    .collect();
+                let deps: Vec<&str> = deps.iter().map(String::as_str).collect();
+                cm(&format!("n{i}"), &deps)
+            })
+            .collect();
+        let start = std::time::Instant::now();
+        let graph = build(&inputs, &BuildOptions::default());
+        let plan = plan_deletion(&graph, &all(&graph)).unwrap();
+        assert!(graph.edges.len() > 25_000, "{}", graph.edges.len());
+        assert_eq!(plan.waves.iter().map(Vec::len).sum::<usize>(), 10_000);
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+}
