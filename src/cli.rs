@@ -71,6 +71,67 @@ pub enum Command {
     /// Show the tracked objects that are no longer desired, each with the reason.
     #[command(after_help = ORPHANS_EXAMPLES)]
     Orphans(OrphansArgs),
+    /// Show the dependency graph (live, or offline from manifests) and the deletion waves.
+    #[command(after_help = GRAPH_EXAMPLES)]
+    Graph(GraphArgs),
+}
+
+const GRAPH_EXAMPLES: &str = "Examples:
+  # the Flux Kustomizations and HelmReleases of the cluster and what they depend on
+  kubectl stack graph -A
+  # with the objects each one tracks
+  kubectl stack graph -A --members
+  # offline, in a repository's CI: fails (exit 6) on a dependency cycle
+  kubectl stack graph -f ./clusters/prod -o dot | dot -Tsvg > graph.svg
+  # the deletion waves prune would use
+  kubectl stack graph -A --tracker flux --members --order delete";
+
+/// `kubectl stack graph`.
+#[derive(Debug, Args)]
+pub struct GraphArgs {
+    /// Objects to include besides the Flux Kustomizations and HelmReleases (live only).
+    #[command(flatten)]
+    pub selection: SelectionArgs,
+    /// Offline: manifests (file, directory, or - for stdin); no cluster is contacted. Repeatable.
+    #[arg(short = 'f', long = "filename", value_name = "PATH")]
+    pub filenames: Vec<PathBuf>,
+    /// Offline: a kustomization directory, rendered with `kubectl kustomize`. Repeatable.
+    #[arg(short = 'k', long = "kustomize", value_name = "DIR")]
+    pub kustomize: Vec<PathBuf>,
+    /// Hang the objects each Kustomization, HelmRelease or inventory tracks under it.
+    #[arg(long)]
+    pub members: bool,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = GraphOutput::Tree)]
+    pub output: GraphOutput,
+    /// Print the waves in this order instead of the graph.
+    #[arg(long, value_enum)]
+    pub order: Option<Order>,
+    /// Listing tuning.
+    #[command(flatten)]
+    pub tuning: ListTuning,
+}
+
+/// Output formats of `graph`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GraphOutput {
+    /// A tree like `flux tree` (default); with --order, a table of waves.
+    Tree,
+    /// Graphviz DOT.
+    Dot,
+    /// Mermaid flowchart.
+    Mermaid,
+    /// JSON: nodes, edges, members, waves.
+    Json,
+}
+
+/// Wave order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Order {
+    /// Deletion: dependents first.
+    Delete,
+    /// Apply: dependencies first.
+    Apply,
 }
 
 const ORPHANS_EXAMPLES: &str = "Examples:

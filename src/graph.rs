@@ -6,7 +6,7 @@
 //! implicit custom resource -> CRD and namespaced object -> Namespace edges. Membership (an
 //! object a Kustomization, HelmRelease or inventory tracks) is kept apart from dependencies.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -395,6 +395,23 @@ fn owner_mark(input: &NodeInput) -> Option<(Preset, MarkValue)> {
     }
 }
 
+/// Keeps the candidates that are tracking objects themselves or tracked by one of `owners` or of
+/// the candidates: the objects `--members` hangs under something.
+pub fn tracked_by_any(owners: &[NodeInput], candidates: Vec<NodeInput>) -> Vec<NodeInput> {
+    let keys: HashSet<(Preset, MarkValue)> = owners.iter().chain(candidates.iter()).filter_map(owner_mark).collect();
+    let names: HashSet<(Preset, String)> = keys.iter().map(|(p, v)| (*p, v.name.clone())).collect();
+    candidates
+        .into_iter()
+        .filter(|input| {
+            owner_mark(input).is_some()
+                || marks(&object_meta(input)).into_iter().any(|m| {
+                    keys.contains(&(m.preset, m.value.clone()))
+                        || (m.value.namespace.is_none() && names.contains(&(m.preset, m.value.name.clone())))
+                })
+        })
+        .collect()
+}
+
 fn memberships(inputs: &[NodeInput]) -> Vec<Membership> {
     let owners: HashMap<(Preset, MarkValue), usize> = inputs
         .iter()
@@ -404,14 +421,15 @@ fn memberships(inputs: &[NodeInput]) -> Vec<Membership> {
     let mut found = Vec::new();
     for (member, input) in inputs.iter().enumerate() {
         for mark in marks(&object_meta(input)) {
-            let mut key = (mark.preset, mark.value.clone());
-            let owner = owners.get(&key).or_else(|| {
-                // A mark without a namespace still names an owner of that name.
-                key.1.namespace = None;
-                owners
-                    .iter()
-                    .find(|((p, v), _)| *p == key.0 && v.name == key.1.name)
-                    .map(|(_, i)| i)
+            let exact = owners.get(&(mark.preset, mark.value.clone()));
+            // A mark that records no namespace (kpt, ApplySet, Argo CD) names its owner by name alone.
+            let owner = exact.or_else(|| {
+                mark.value.namespace.is_none().then(|| {
+                    owners
+                        .iter()
+                        .find(|((p, v), _)| *p == mark.preset && v.name == mark.value.name)
+                        .map(|(_, i)| i)
+                })?
             });
             if let Some(&owner) = owner {
                 if owner != member {

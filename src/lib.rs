@@ -14,6 +14,7 @@ pub mod desired;
 pub mod discovery;
 pub mod error;
 pub mod graph;
+pub mod graph_output;
 pub mod identity;
 pub mod inventory;
 pub mod manifest;

@@ -1,5 +1,6 @@
 //! Commands: each a thin composition of the library's modules.
 
+pub mod graph;
 pub mod list;
 pub mod orphans;
 
@@ -17,6 +18,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::List(args) => list::run(&cli.global, args).await,
         Command::Orphans(args) => orphans::run(&cli.global, args).await,
+        Command::Graph(args) => graph::run(&cli.global, args).await,
     }
 }
 

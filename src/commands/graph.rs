@@ -1,0 +1,252 @@
+//! `kubectl stack graph`: the dependency graph, live or from manifests, and its waves.
+
+use std::collections::{HashMap, HashSet};
+
+use futures::{stream, StreamExt};
+use kube::api::{DynamicObject, ListParams};
+
+use crate::cli::{GlobalArgs, GraphArgs, GraphOutput, ListTuning, Order};
+use crate::collect::{api_for, collect, ListScope, Listed};
+use crate::commands::list::warn_unlisted;
+use crate::commands::orphans::read_manifests;
+use crate::commands::{list_options, resolve_selection, Session};
+use crate::desired::{resolve, Scopes};
+use crate::error::{exit, is_forbidden, is_not_found, UserError};
+use crate::graph::{build, tracked_by_any, BuildOptions, Graph, NodeInput};
+use crate::graph_output;
+use crate::identity::ObjectId;
+use crate::manifest::Manifest;
+use crate::plan::{plan_apply, plan_deletion, Cycle, Plan};
+use crate::render;
+use crate::retry::with_retries;
+use crate::trackers::Selection;
+
+/// The kinds whose full objects carry `spec.dependsOn`.
+pub const FLUX_KINDS: [(&str, &str); 2] = [
+    ("kustomize.toolkit.fluxcd.io", "Kustomization"),
+    ("helm.toolkit.fluxcd.io", "HelmRelease"),
+];
+
+/// Runs `graph`.
+pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
+    let manifests = read_manifests(&crate::cli::DesiredArgs {
+        filenames: args.filenames.clone(),
+        kustomize: args.kustomize.clone(),
+        ..Default::default()
+    })?;
+    let graph = match manifests {
+        Some(manifests) => offline_graph(
+            &manifests,
+            global.namespace.as_deref().unwrap_or("default"),
+            args.members,
+        ),
+        None => {
+            let session = Session::open(global).await?;
+            let mut selection = crate::commands::selection(&args.selection)?;
+            resolve_selection(&mut selection, &session)?;
+            let wanted = (selection.tracker.is_some() || selection.user_selector.is_some()).then_some(selection);
+            live_graph(&session, wanted, args.members, &args.tuning).await?
+        }
+    };
+    report_references(&graph);
+    let all: HashSet<usize> = graph
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.status == crate::graph::NodeStatus::Selected)
+        .map(|(i, _)| i)
+        .collect();
+    let planned = match args.order {
+        Some(Order::Apply) => plan_apply(&graph, &all),
+        _ => plan_deletion(&graph, &all),
+    };
+    let (plan, cycle) = match planned {
+        Ok(plan) => (Some(plan), None),
+        Err(cycle) => (None, Some(cycle)),
+    };
+    render::emit(&render_graph(&graph, &args, plan.as_ref(), cycle.as_ref())?)?;
+    if let Some(cycle) = &cycle {
+        eprintln!("error: dependency cycle: {}", graph_output::cycle_path(&graph, cycle));
+        return Ok(exit::CYCLE);
+    }
+    Ok(exit::OK)
+}
+
+fn render_graph(
+    graph: &Graph,
+    args: &GraphArgs,
+    plan: Option<&Plan>,
+    cycle: Option<&Cycle>,
+) -> Result<String, UserError> {
+    Ok(match (args.output, args.order, plan) {
+        (GraphOutput::Json, order, _) => render::json(&graph_output::json(graph, order.and(plan), cycle))?,
+        (GraphOutput::Tree, Some(_), Some(plan)) => graph_output::waves_table(graph, plan),
+        (GraphOutput::Tree, _, _) => graph_output::tree(graph),
+        (GraphOutput::Dot, _, _) => graph_output::dot(graph),
+        (GraphOutput::Mermaid, _, _) => graph_output::mermaid(graph),
+    })
+}
+
+fn report_references(graph: &Graph) {
+    for node in graph.referenced() {
+        match node.status {
+            crate::graph::NodeStatus::Missing => tracing::warn!("dependency {} does not exist", node.id),
+            _ => tracing::info!("dependency {} is outside the selection", node.id),
+        }
+    }
+}
+
+/// The graph of manifests, with no cluster: scopes from the built-in table and the manifests'
+/// CRDs; a dependency that no manifest declares is marked missing.
+pub fn offline_graph(manifests: &[Manifest], namespace: &str, members: bool) -> Graph {
+    let scopes = Scopes::new(None, manifests);
+    let mut crd_names = HashMap::new();
+    let mut inputs = Vec::new();
+    for manifest in manifests {
+        let Ok(id) = resolve(manifest, &scopes, namespace) else {
+            continue;
+        };
+        if manifest.kind == "CustomResourceDefinition" {
+            if let (Some(group), Some(kind)) = (manifest.str_at("/spec/group"), manifest.str_at("/spec/names/kind")) {
+                crd_names.insert((group.to_string(), kind.to_string()), manifest.name.clone());
+            }
+        }
+        let map = |pointer: &str| {
+            manifest
+                .body
+                .pointer(pointer)
+                .and_then(|v| serde_json::from_value(v.clone()).ok())
+                .unwrap_or_default()
+        };
+        inputs.push(NodeInput {
+            depends_on: NodeInput::flux_depends_on(&id, &manifest.body),
+            id,
+            uid: None,
+            labels: map("/metadata/labels"),
+            annotations: map("/metadata/annotations"),
+        });
+    }
+    let mut graph = build(&inputs, &BuildOptions { members, crd_names });
+    graph.mark_referenced(|_| false);
+    graph
+}
+
+/// The live graph: Flux Kustomizations and HelmReleases in scope (full objects, for
+/// `spec.dependsOn`), plus the selected objects (metadata), plus, with `members`, every object a
+/// tool tracks. Referred-to objects are looked up to tell missing from external.
+pub async fn live_graph(
+    session: &Session,
+    selection: Option<Selection>,
+    members: bool,
+    tuning: &ListTuning,
+) -> Result<Graph, UserError> {
+    let mut inputs = flux_objects(session).await?;
+    let mut seen: HashSet<ObjectId> = inputs.iter().map(|i| i.id.clone()).collect();
+    if selection.is_some() || members {
+        let explicit = selection.is_some();
+        let selection = selection.unwrap_or_default();
+        let options = list_options(tuning);
+        let collection = collect(
+            &session.connection.client,
+            &session.catalog,
+            &session.scope,
+            &selection,
+            options,
+        )
+        .await;
+        warn_unlisted(&collection, session)?;
+        let mut listed: Vec<NodeInput> = collection
+            .objects
+            .iter()
+            .filter(|o| seen.insert(o.id()))
+            .map(input_from_listed)
+            .collect();
+        if !explicit {
+            // --members alone: only what hangs under a tracking object, not every tracked object.
+            listed = tracked_by_any(&inputs, listed);
+        }
+        inputs.extend(listed);
+    }
+    let crd_names = session
+        .catalog
+        .kinds()
+        .iter()
+        .filter(|k| !k.group.is_empty())
+        .map(|k| ((k.group.clone(), k.kind.clone()), format!("{}.{}", k.plural, k.group)))
+        .collect();
+    let mut graph = build(&inputs, &BuildOptions { members, crd_names });
+    let existing = existing_references(session, &graph).await;
+    graph.mark_referenced(|id| existing.contains(id));
+    Ok(graph)
+}
+
+/// A graph input from listed metadata.
+pub fn input_from_listed(object: &Listed) -> NodeInput {
+    NodeInput {
+        id: object.id(),
+        uid: Some(object.uid().to_string()),
+        labels: object.meta.labels.clone().unwrap_or_default(),
+        annotations: object.meta.annotations.clone().unwrap_or_default(),
+        depends_on: Vec::new(),
+    }
+}
+
+async fn flux_objects(session: &Session) -> Result<Vec<NodeInput>, UserError> {
+    let mut inputs = Vec::new();
+    for (group, kind) in FLUX_KINDS {
+        let Some(info) = session.catalog.get(group, kind) else {
+            continue;
+        };
+        let namespace = match &session.scope {
+            ListScope::Namespace(ns) => Some(ns.as_str()),
+            ListScope::AllNamespaces => None,
+        };
+        let api = api_for(&session.connection.client, info, namespace);
+        let mut params = ListParams::default().limit(500);
+        loop {
+            let page = match with_retries("list flux objects", || api.list(&params)).await {
+                Ok(page) => page,
+                Err(err) if is_forbidden(&err) => {
+                    tracing::warn!(
+                        "not allowed to list {}: their dependsOn edges are not shown",
+                        info.kind_with_group()
+                    );
+                    break;
+                }
+                Err(err) => return Err(session.connection.explain(&err)),
+            };
+            inputs.extend(page.items.iter().map(|object| input_from_full(info, object)));
+            match page.metadata.continue_ {
+                Some(token) if !token.is_empty() => params.continue_token = Some(token),
+                _ => break,
+            }
+        }
+    }
+    Ok(inputs)
+}
+
+fn input_from_full(kind: &crate::discovery::KindInfo, object: &DynamicObject) -> NodeInput {
+    let listed = Listed::new(std::sync::Arc::new(kind.clone()), object.metadata.clone());
+    let mut input = input_from_listed(&listed);
+    input.depends_on = NodeInput::flux_depends_on(&input.id, &object.data);
+    input
+}
+
+async fn existing_references(session: &Session, graph: &Graph) -> HashSet<ObjectId> {
+    let references: Vec<ObjectId> = graph.referenced().map(|n| n.id.clone()).collect();
+    let found: Vec<Option<ObjectId>> = stream::iter(references)
+        .map(|id| async move {
+            let kind = session.catalog.get(&id.group, &id.kind)?;
+            let api = api_for(&session.connection.client, kind, id.namespace.as_deref());
+            match with_retries("get dependency", || api.get_metadata(&id.name)).await {
+                Ok(_) => Some(id),
+                Err(err) if is_not_found(&err) => None,
+                // Cannot tell (e.g. forbidden): do not call it missing.
+                Err(_) => Some(id),
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    found.into_iter().flatten().collect()
+}
