@@ -74,6 +74,80 @@ pub enum Command {
     /// Show the dependency graph (live, or offline from manifests) and the deletion waves.
     #[command(after_help = GRAPH_EXAMPLES)]
     Graph(GraphArgs),
+    /// Delete orphans, or tear down whole stacks, in dependency order: dependents first, each
+    /// wave fully gone (finalizers done) before the next.
+    #[command(after_help = PRUNE_EXAMPLES)]
+    Prune(PruneArgs),
+}
+
+const PRUNE_EXAMPLES: &str = "Examples:
+  # tear down two Flux stacks and everything that depends on them, usage before operator
+  kubectl stack prune -n flux-system kustomization/usage kustomization/operator
+  # every Kustomization labelled team=a, with its dependents
+  kubectl stack prune -n flux-system kustomizations -l team=a
+  # the orphans of a stack (same flags as `orphans`), asking first
+  kubectl stack prune -A --tracker flux=apps.flux-system -f ./clusters/prod/apps
+  # what the server would do, deleting nothing
+  kubectl stack prune -A --inventory flux=apps.flux-system --dry-run=server
+
+Exit codes: 0 done, 2 usage, 3 failed, 4 refused (no --yes without a terminal, empty desired set),
+5 incomplete (a wave timed out or a delete failed: run the same command again to continue),
+6 dependency cycle, 130 interrupted.";
+
+/// `kubectl stack prune`.
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Stacks to tear down with everything that depends on them: TYPE/NAME (e.g.
+    /// kustomization/usage), or TYPE with -l. Without targets, the orphans are pruned.
+    #[arg(value_name = "TYPE[/NAME]")]
+    pub targets: Vec<String>,
+    /// Which objects the stack tracks (orphans), or which TYPE objects to tear down (targets).
+    #[command(flatten)]
+    pub selection: SelectionArgs,
+    /// What is desired (orphans).
+    #[command(flatten)]
+    pub desired: DesiredArgs,
+    /// Do not ask; required when not attached to a terminal.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    /// none: delete; client: print the plan only; server: send every delete with dryRun=All.
+    #[arg(long = "dry-run", value_enum, default_value_t = DryRun::None, num_args = 0..=1, default_missing_value = "client", require_equals = true)]
+    pub dry_run: DryRun,
+    /// How dependents of each deleted object are garbage-collected.
+    #[arg(long, value_enum, default_value_t)]
+    pub cascade: crate::execute::Cascade,
+    /// How long one wave may take to be gone.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5m")]
+    pub timeout: Duration,
+    /// Deletes in flight at once.
+    #[arg(long = "delete-concurrency", value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=512))]
+    pub delete_concurrency: u16,
+    /// Output: a table and a summary, or JSON lines (the plan, one line per event, the summary).
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = PruneOutput::Table)]
+    pub output: PruneOutput,
+    /// Listing tuning.
+    #[command(flatten)]
+    pub tuning: ListTuning,
+}
+
+/// `--dry-run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DryRun {
+    /// Really delete.
+    None,
+    /// Print the plan; send nothing.
+    Client,
+    /// Send every delete with dryRun=All; the server checks and persists nothing.
+    Server,
+}
+
+/// Output formats of `prune`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PruneOutput {
+    /// The plan as a table, progress on stderr, a summary.
+    Table,
+    /// JSON lines: the plan, each event, the summary.
+    Json,
 }
 
 const GRAPH_EXAMPLES: &str = "Examples:

@@ -13,6 +13,7 @@ pub mod commands;
 pub mod desired;
 pub mod discovery;
 pub mod error;
+pub mod execute;
 pub mod graph;
 pub mod graph_output;
 pub mod identity;

@@ -25,8 +25,8 @@ pub struct Cycle {
 
 /// The "deleted before" relation of the graph: `a -> b` when `a` must be gone before `b` is
 /// deleted. A dependency `from -> to` is such an edge. A tracking object (Kustomization,
-/// HelmRelease, inventory) goes before its members, so a running controller prunes rather than
-/// re-creates them; and when it depends on another, all its members go before that other one.
+/// HelmRelease, inventory) goes after its members, so that it, and its `dependsOn`, is still
+/// there when a run is resumed; and when it depends on another, the other's members go after it.
 pub fn deletion_order(graph: &Graph) -> DiGraph<usize, ()> {
     let mut order = DiGraph::with_capacity(graph.nodes.len(), graph.edges.len() + graph.members.len());
     let indices: Vec<NodeIndex> = (0..graph.nodes.len()).map(|i| order.add_node(i)).collect();
@@ -34,12 +34,12 @@ pub fn deletion_order(graph: &Graph) -> DiGraph<usize, ()> {
         order.add_edge(indices[edge.from], indices[edge.to], ());
     }
     for membership in &graph.members {
-        order.add_edge(indices[membership.owner], indices[membership.member], ());
+        order.add_edge(indices[membership.member], indices[membership.owner], ());
     }
     if !graph.members.is_empty() {
         for edge in graph.edges.iter().filter(|e| e.kind == EdgeKind::DependsOn) {
-            for member in graph.members_of(edge.from) {
-                order.add_edge(indices[member], indices[edge.to], ());
+            for member in graph.members_of(edge.to) {
+                order.add_edge(indices[edge.from], indices[member], ());
             }
         }
     }
@@ -239,7 +239,7 @@ mod tests {
     }
 
     #[test]
-    fn stacks_go_whole_in_dependency_order_tracker_first() {
+    fn stacks_go_whole_in_dependency_order_tracker_last() {
         let ks = |name: &str, deps: &[&str]| {
             let mut input = NodeInput {
                 id: ObjectId::new(
@@ -284,7 +284,7 @@ mod tests {
         let plan = plan_deletion(&graph, &all(&graph)).unwrap();
         assert_eq!(
             names(&graph, &plan),
-            vec![vec!["usage"], vec!["cr"], vec!["operator"], vec!["controller"]]
+            vec![vec!["cr"], vec!["usage"], vec!["controller"], vec!["operator"]]
         );
     }
 

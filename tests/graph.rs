@@ -168,10 +168,10 @@ metadata: {{name: operator-cm, namespace: {n}, labels: {}}}
     assert_eq!(
         waves(&json),
         vec![
-            vec!["Kustomization/usage"],
             vec!["ConfigMap/usage-cm"],
-            vec!["Kustomization/operator"],
-            vec!["ConfigMap/operator-cm"]
+            vec!["Kustomization/usage"],
+            vec!["ConfigMap/operator-cm"],
+            vec!["Kustomization/operator"]
         ]
     );
     let members: Vec<(String, String)> = json["members"]

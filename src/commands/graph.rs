@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 
 use futures::{stream, StreamExt};
-use kube::api::{DynamicObject, ListParams};
+use kube::api::ListParams;
 
 use crate::cli::{GlobalArgs, GraphArgs, GraphOutput, ListTuning, Order};
 use crate::collect::{api_for, collect, ListScope, Listed};
@@ -45,7 +45,7 @@ pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
             let mut selection = crate::commands::selection(&args.selection)?;
             resolve_selection(&mut selection, &session)?;
             let wanted = (selection.tracker.is_some() || selection.user_selector.is_some()).then_some(selection);
-            live_graph(&session, wanted, args.members, &args.tuning).await?
+            live_graph(&session, wanted, args.members, &args.tuning).await?.graph
         }
     };
     report_references(&graph);
@@ -131,19 +131,29 @@ pub fn offline_graph(manifests: &[Manifest], namespace: &str, members: bool) -> 
     graph
 }
 
+/// A live graph and the listed objects behind its selected nodes.
+pub struct LiveGraph {
+    /// The graph.
+    pub graph: Graph,
+    /// The listed object of each selected node.
+    pub objects: HashMap<ObjectId, Listed>,
+    /// Every tracked object that was listed, in the graph or not.
+    pub tracked: Vec<ObjectId>,
+}
+
 /// The live graph: Flux Kustomizations and HelmReleases in scope (full objects, for
-/// `spec.dependsOn`), plus the selected objects (metadata), plus, with `members`, every object a
-/// tool tracks. Referred-to objects are looked up to tell missing from external.
+/// `spec.dependsOn`), plus the selected objects (metadata), plus, with `members`, the objects
+/// that hang under a tracking object. Referred-to objects are looked up to tell missing from
+/// external.
 pub async fn live_graph(
     session: &Session,
     selection: Option<Selection>,
     members: bool,
     tuning: &ListTuning,
-) -> Result<Graph, UserError> {
-    let mut inputs = flux_objects(session).await?;
-    let mut seen: HashSet<ObjectId> = inputs.iter().map(|i| i.id.clone()).collect();
-    if selection.is_some() || members {
-        let explicit = selection.is_some();
+) -> Result<LiveGraph, UserError> {
+    let mut listed = Vec::new();
+    let explicit = selection.is_some();
+    if explicit || members {
         let selection = selection.unwrap_or_default();
         let options = list_options(tuning);
         let collection = collect(
@@ -155,18 +165,42 @@ pub async fn live_graph(
         )
         .await;
         warn_unlisted(&collection, session)?;
-        let mut listed: Vec<NodeInput> = collection
-            .objects
-            .iter()
-            .filter(|o| seen.insert(o.id()))
-            .map(input_from_listed)
-            .collect();
-        if !explicit {
-            // --members alone: only what hangs under a tracking object, not every tracked object.
-            listed = tracked_by_any(&inputs, listed);
-        }
-        inputs.extend(listed);
+        listed = collection.objects;
     }
+    graph_of(session, listed, members, !explicit).await
+}
+
+/// The live graph of the given objects plus the Flux objects in scope. With `only_members`,
+/// the given objects are kept only when they hang under a tracking object.
+pub async fn graph_of(
+    session: &Session,
+    listed: Vec<Listed>,
+    members: bool,
+    only_members: bool,
+) -> Result<LiveGraph, UserError> {
+    let flux = flux_objects(session).await?;
+    let mut objects: HashMap<ObjectId, Listed> = HashMap::new();
+    let mut inputs = Vec::new();
+    for (object, depends_on) in flux {
+        let mut input = input_from_listed(&object);
+        input.depends_on = depends_on;
+        objects.insert(object.id(), object);
+        inputs.push(input);
+    }
+    let tracked: Vec<ObjectId> = listed.iter().map(Listed::id).collect();
+    let mut others: Vec<NodeInput> = Vec::new();
+    for object in listed {
+        if let std::collections::hash_map::Entry::Vacant(slot) = objects.entry(object.id()) {
+            others.push(input_from_listed(&object));
+            slot.insert(object);
+        }
+    }
+    if only_members {
+        others = tracked_by_any(&inputs, others);
+        let kept: HashSet<&ObjectId> = inputs.iter().chain(others.iter()).map(|i| &i.id).collect();
+        objects.retain(|id, _| kept.contains(id));
+    }
+    inputs.extend(others);
     let crd_names = session
         .catalog
         .kinds()
@@ -177,7 +211,11 @@ pub async fn live_graph(
     let mut graph = build(&inputs, &BuildOptions { members, crd_names });
     let existing = existing_references(session, &graph).await;
     graph.mark_referenced(|id| existing.contains(id));
-    Ok(graph)
+    Ok(LiveGraph {
+        graph,
+        objects,
+        tracked,
+    })
 }
 
 /// A graph input from listed metadata.
@@ -191,8 +229,9 @@ pub fn input_from_listed(object: &Listed) -> NodeInput {
     }
 }
 
-async fn flux_objects(session: &Session) -> Result<Vec<NodeInput>, UserError> {
-    let mut inputs = Vec::new();
+/// Every Flux Kustomization and HelmRelease in scope, with its `spec.dependsOn`.
+async fn flux_objects(session: &Session) -> Result<Vec<(Listed, Vec<ObjectId>)>, UserError> {
+    let mut found = Vec::new();
     for (group, kind) in FLUX_KINDS {
         let Some(info) = session.catalog.get(group, kind) else {
             continue;
@@ -215,21 +254,18 @@ async fn flux_objects(session: &Session) -> Result<Vec<NodeInput>, UserError> {
                 }
                 Err(err) => return Err(session.connection.explain(&err)),
             };
-            inputs.extend(page.items.iter().map(|object| input_from_full(info, object)));
+            for object in &page.items {
+                let listed = Listed::new(info.clone(), object.metadata.clone());
+                let depends_on = NodeInput::flux_depends_on(&listed.id(), &object.data);
+                found.push((listed, depends_on));
+            }
             match page.metadata.continue_ {
                 Some(token) if !token.is_empty() => params.continue_token = Some(token),
                 _ => break,
             }
         }
     }
-    Ok(inputs)
-}
-
-fn input_from_full(kind: &crate::discovery::KindInfo, object: &DynamicObject) -> NodeInput {
-    let listed = Listed::new(std::sync::Arc::new(kind.clone()), object.metadata.clone());
-    let mut input = input_from_listed(&listed);
-    input.depends_on = NodeInput::flux_depends_on(&input.id, &object.data);
-    input
+    Ok(found)
 }
 
 async fn existing_references(session: &Session, graph: &Graph) -> HashSet<ObjectId> {

@@ -3,6 +3,7 @@
 pub mod graph;
 pub mod list;
 pub mod orphans;
+pub mod prune;
 
 use std::sync::Arc;
 
@@ -19,6 +20,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::List(args) => list::run(&cli.global, args).await,
         Command::Orphans(args) => orphans::run(&cli.global, args).await,
         Command::Graph(args) => graph::run(&cli.global, args).await,
+        Command::Prune(args) => prune::run(&cli.global, args).await,
     }
 }
 

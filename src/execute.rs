@@ -1,0 +1,427 @@
+//! Execute: delete a plan wave by wave. Within a wave, bounded concurrent deletes with a UID
+//! precondition; then wait, by watching, until every object of the wave is gone (NotFound, or
+//! the name now has another UID) before the next wave starts. A failed delete, a timed-out wave
+//! or Ctrl-C stops before the next wave: nothing a stuck object depends on is deleted.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::{stream, StreamExt, TryStreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{DeleteParams, ListParams, Preconditions, PropagationPolicy, WatchEvent, WatchParams};
+use kube::core::ObjectMeta;
+use kube::Client;
+use serde::Serialize;
+use tokio::sync::{mpsc, watch};
+
+use crate::collect::api_for;
+use crate::discovery::KindInfo;
+use crate::error::{api_status, root_cause};
+use crate::identity::ObjectId;
+use crate::retry::with_retries;
+
+/// One object to delete.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Identity.
+    pub id: ObjectId,
+    /// Its kind.
+    pub kind: Arc<KindInfo>,
+    /// The UID that was planned: only this object is deleted, never a namesake.
+    pub uid: String,
+    /// Why it is deleted (for the plan).
+    pub why: String,
+    /// Whether it was already being deleted when planned (no DELETE is sent; it is waited for).
+    pub terminating: bool,
+    /// Finalizers when planned.
+    pub finalizers: Vec<String>,
+    /// Which tools track it, for the blockers report.
+    pub tracked_by: String,
+}
+
+/// How dependents of a deleted object are garbage-collected (`--cascade`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum Cascade {
+    /// Dependents are deleted in the background (default).
+    #[default]
+    Background,
+    /// The object waits until its dependents are deleted.
+    Foreground,
+    /// Dependents are left alone.
+    Orphan,
+}
+
+/// How to execute.
+#[derive(Debug, Clone)]
+pub struct ExecOptions {
+    /// Send every delete with `dryRun=All` and do not wait.
+    pub server_dry_run: bool,
+    /// Garbage collection of dependents.
+    pub cascade: Cascade,
+    /// How long one wave may take to be gone.
+    pub wave_timeout: Duration,
+    /// Deletes in flight at once.
+    pub concurrency: usize,
+}
+
+/// What happened to one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Change {
+    /// The DELETE was accepted.
+    Deleted,
+    /// With server dry-run: the server would delete it.
+    WouldDelete,
+    /// It was already gone (NotFound).
+    AlreadyGone,
+    /// The name now belongs to another object (another UID): that one was left alone.
+    Replaced,
+    /// It was already being deleted: no DELETE was sent.
+    AlreadyTerminating,
+    /// The DELETE failed.
+    Failed,
+    /// It is gone (the wave's wait saw it go).
+    Gone,
+}
+
+/// One event of the execution, for progress and `-o json` lines.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    /// 1-based wave.
+    pub wave: usize,
+    /// What happened.
+    pub change: Change,
+    /// API group.
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+    /// The planned UID.
+    pub uid: String,
+    /// Error message, for failures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Event {
+    fn new(wave: usize, change: Change, target: &Target, error: Option<String>) -> Self {
+        Self {
+            wave,
+            change,
+            group: target.id.group.clone(),
+            kind: target.id.kind.clone(),
+            namespace: target.id.namespace.clone(),
+            name: target.id.name.clone(),
+            uid: target.uid.clone(),
+            error,
+        }
+    }
+}
+
+/// An object still there when its wave timed out.
+#[derive(Debug, Clone)]
+pub struct Blocker {
+    /// The object.
+    pub target: Target,
+    /// Its finalizers as last seen.
+    pub finalizers: Vec<String>,
+    /// When its deletion was requested, as last seen.
+    pub deletion_timestamp: Option<Time>,
+}
+
+/// How an execution ended.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// Every wave is gone.
+    Completed,
+    /// Deletes of a wave failed; later waves were not started.
+    DeleteFailed {
+        /// The 1-based wave.
+        wave: usize,
+    },
+    /// A wave was not gone in time; later waves were not started.
+    TimedOut {
+        /// The 1-based wave.
+        wave: usize,
+        /// What is still there.
+        blockers: Vec<Blocker>,
+    },
+    /// Ctrl-C: no new delete was started.
+    Interrupted {
+        /// The 1-based wave that was running.
+        wave: usize,
+    },
+}
+
+/// Receives events and progress as they happen.
+pub trait Observer {
+    /// One object's change.
+    fn event(&mut self, event: &Event);
+    /// A wave starts.
+    fn wave_started(&mut self, wave: usize, waves: usize, objects: usize);
+    /// Periodic progress while waiting: what is left of the wave.
+    fn waiting(&mut self, wave: usize, left: &[Blocker]);
+    /// The wave is gone.
+    fn wave_done(&mut self, wave: usize, elapsed: Duration);
+}
+
+/// Deletes the waves in order.
+pub async fn execute(
+    client: &Client,
+    waves: &[Vec<Target>],
+    options: &ExecOptions,
+    cancel: watch::Receiver<bool>,
+    observer: &mut dyn Observer,
+) -> Outcome {
+    for (index, wave) in waves.iter().enumerate() {
+        let number = index + 1;
+        if *cancel.borrow() {
+            return Outcome::Interrupted { wave: number };
+        }
+        observer.wave_started(number, waves.len(), wave.len());
+        let started = Instant::now();
+        let mut pending = Vec::new();
+        let mut failed = false;
+        let results = delete_wave(client, wave, options, cancel.clone()).await;
+        for (target, result) in results {
+            let change = match &result {
+                Ok(change) => *change,
+                Err(_) => Change::Failed,
+            };
+            failed |= change == Change::Failed;
+            if matches!(change, Change::Deleted | Change::AlreadyTerminating) {
+                pending.push(target.clone());
+            }
+            observer.event(&Event::new(number, change, &target, result.err()));
+        }
+        if *cancel.borrow() {
+            return Outcome::Interrupted { wave: number };
+        }
+        if options.server_dry_run {
+            continue;
+        }
+        let waited = wait_gone(client, number, pending, options.wave_timeout, cancel.clone(), observer).await;
+        match waited {
+            WaitResult::Gone => {}
+            WaitResult::TimedOut(blockers) => return Outcome::TimedOut { wave: number, blockers },
+            WaitResult::Interrupted => return Outcome::Interrupted { wave: number },
+        }
+        if failed {
+            return Outcome::DeleteFailed { wave: number };
+        }
+        observer.wave_done(number, started.elapsed());
+    }
+    Outcome::Completed
+}
+
+async fn delete_wave(
+    client: &Client,
+    wave: &[Target],
+    options: &ExecOptions,
+    cancel: watch::Receiver<bool>,
+) -> Vec<(Target, Result<Change, String>)> {
+    stream::iter(wave.iter().cloned())
+        .map(|target| {
+            let cancel = cancel.clone();
+            async move {
+                if target.terminating {
+                    return (target, Ok(Change::AlreadyTerminating));
+                }
+                if *cancel.borrow() {
+                    return (target, Err("interrupted before its delete was sent".to_string()));
+                }
+                let result = delete_one(client, &target, options).await;
+                (target, result)
+            }
+        })
+        .buffer_unordered(options.concurrency.max(1))
+        .collect()
+        .await
+}
+
+/// Sends one DELETE with a UID precondition. NotFound means our object is gone (also when an
+/// earlier attempt's answer was lost); a precondition conflict means the name has another UID.
+pub async fn delete_one(client: &Client, target: &Target, options: &ExecOptions) -> Result<Change, String> {
+    let api = api_for(client, &target.kind, target.id.namespace.as_deref());
+    let params = DeleteParams {
+        dry_run: options.server_dry_run,
+        propagation_policy: Some(match options.cascade {
+            Cascade::Background => PropagationPolicy::Background,
+            Cascade::Foreground => PropagationPolicy::Foreground,
+            Cascade::Orphan => PropagationPolicy::Orphan,
+        }),
+        preconditions: Some(Preconditions {
+            uid: Some(target.uid.clone()),
+            resource_version: None,
+        }),
+        grace_period_seconds: None,
+    };
+    match with_retries("delete", || api.delete(&target.id.name, &params)).await {
+        Ok(_) if options.server_dry_run => Ok(Change::WouldDelete),
+        Ok(_) => Ok(Change::Deleted),
+        Err(err) => match api_status(&err) {
+            Some(404) => Ok(Change::AlreadyGone),
+            Some(409) => Ok(Change::Replaced),
+            _ => Err(root_cause(&err)),
+        },
+    }
+}
+
+enum WaitResult {
+    Gone,
+    TimedOut(Vec<Blocker>),
+    Interrupted,
+}
+
+/// What a watcher reports about one planned UID.
+enum Sighting {
+    Gone(String),
+    Present(String, Box<ObjectMeta>),
+}
+
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+async fn wait_gone(
+    client: &Client,
+    wave: usize,
+    pending: Vec<Target>,
+    timeout: Duration,
+    mut cancel: watch::Receiver<bool>,
+    observer: &mut dyn Observer,
+) -> WaitResult {
+    let mut left: HashMap<String, Blocker> = pending
+        .into_iter()
+        .map(|t| {
+            let blocker = Blocker {
+                finalizers: t.finalizers.clone(),
+                deletion_timestamp: None,
+                target: t,
+            };
+            (blocker.target.uid.clone(), blocker)
+        })
+        .collect();
+    if left.is_empty() {
+        return WaitResult::Gone;
+    }
+    let (sender, mut sightings) = mpsc::channel(1024);
+    let mut groups: HashMap<(String, String, Option<String>), Vec<Target>> = HashMap::new();
+    for blocker in left.values() {
+        let t = &blocker.target;
+        groups
+            .entry((t.kind.group.clone(), t.kind.kind.clone(), t.id.namespace.clone()))
+            .or_default()
+            .push(t.clone());
+    }
+    let watchers: Vec<_> = groups
+        .into_values()
+        .map(|targets| tokio::spawn(watch_group(client.clone(), targets, sender.clone())))
+        .collect();
+    drop(sender);
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut ticker = tokio::time::interval(PROGRESS_EVERY);
+    ticker.tick().await;
+    let result = loop {
+        tokio::select! {
+            sighting = sightings.recv() => match sighting {
+                Some(Sighting::Gone(uid)) => {
+                    if let Some(blocker) = left.remove(&uid) {
+                        observer.event(&Event::new(wave, Change::Gone, &blocker.target, None));
+                    }
+                    if left.is_empty() {
+                        break WaitResult::Gone;
+                    }
+                }
+                Some(Sighting::Present(uid, meta)) => {
+                    if let Some(blocker) = left.get_mut(&uid) {
+                        blocker.finalizers = meta.finalizers.clone().unwrap_or_default();
+                        blocker.deletion_timestamp = meta.deletion_timestamp.clone();
+                    }
+                }
+                None => {
+                    // Every watcher ended (they only end on errors they cannot recover from).
+                    tokio::time::sleep_until(deadline).await;
+                    break WaitResult::TimedOut(sorted(left));
+                }
+            },
+            _ = ticker.tick() => observer.waiting(wave, &sorted(left.clone())),
+            _ = tokio::time::sleep_until(deadline) => break WaitResult::TimedOut(sorted(left)),
+            changed = cancel.changed() => if changed.is_err() || *cancel.borrow() { break WaitResult::Interrupted },
+        }
+    };
+    for watcher in watchers {
+        watcher.abort();
+    }
+    result
+}
+
+fn sorted(left: HashMap<String, Blocker>) -> Vec<Blocker> {
+    let mut blockers: Vec<Blocker> = left.into_values().collect();
+    blockers.sort_by(|a, b| a.target.id.cmp(&b.target.id));
+    blockers
+}
+
+const WATCH_SECONDS: u32 = 290;
+
+/// Watches one (kind, namespace) until the task is aborted: a list for a resourceVersion, a GET
+/// of every target (so nothing deleted before the watch started is missed), then a metadata
+/// watch from that version. Restarts on expiry (410) and on the server ending the watch.
+async fn watch_group(client: Client, targets: Vec<Target>, sightings: mpsc::Sender<Sighting>) {
+    let Some(first) = targets.first() else { return };
+    let kind = first.kind.clone();
+    let api = api_for(&client, &kind, first.id.namespace.as_deref());
+    let wanted: HashMap<String, String> = targets.iter().map(|t| (t.uid.clone(), t.id.name.clone())).collect();
+    let first_page = ListParams::default().limit(1);
+    loop {
+        let version = match with_retries("list for watch", || api.list_metadata(&first_page)).await {
+            Ok(list) => list.metadata.resource_version.unwrap_or_default(),
+            Err(err) => {
+                tracing::debug!("cannot list {} to watch it: {err}", kind.kind_with_group());
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        for (uid, name) in &wanted {
+            let sighting = match with_retries("get", || api.get_metadata_opt(name)).await {
+                Ok(None) => Sighting::Gone(uid.clone()),
+                Ok(Some(object)) if object.metadata.uid.as_deref() != Some(uid.as_str()) => Sighting::Gone(uid.clone()),
+                Ok(Some(object)) => Sighting::Present(uid.clone(), Box::new(object.metadata)),
+                Err(_) => continue,
+            };
+            if sightings.send(sighting).await.is_err() {
+                return;
+            }
+        }
+        let params = WatchParams::default().timeout(WATCH_SECONDS);
+        let events = match api.watch_metadata(&params, &version).await {
+            Ok(events) => events,
+            Err(_) => continue,
+        };
+        let mut events = std::pin::pin!(events.into_stream());
+        while let Ok(Some(event)) = events.try_next().await {
+            let sighting = match event {
+                WatchEvent::Deleted(object) => object
+                    .metadata
+                    .uid
+                    .filter(|u| wanted.contains_key(u))
+                    .map(Sighting::Gone),
+                WatchEvent::Added(object) | WatchEvent::Modified(object) => {
+                    let uid = object.metadata.uid.clone().filter(|u| wanted.contains_key(u));
+                    uid.map(|u| Sighting::Present(u, Box::new(object.metadata)))
+                }
+                WatchEvent::Bookmark(_) => None,
+                WatchEvent::Error(_) => break, // 410 Gone and the like: list again
+            };
+            if let Some(sighting) = sighting {
+                if sightings.send(sighting).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
