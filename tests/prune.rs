@@ -1,0 +1,512 @@
+//! `kubectl stack prune` on the real cluster: the seed's operator/usage story, UID
+//! preconditions, keep markers, dry runs, timeouts and resumption.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const FINALIZER: &str = "stack-test.example.com/cleanup";
+
+/// A stack pair as in the seed: `operator` (a CRD and the operator's ConfigMap and Deployment)
+/// and `usage` (a Namespace with custom resources that carry the operator's finalizer), usage
+/// dependsOn operator.
+struct Stacks {
+    flux_ns: Namespace,
+    app_ns: String,
+    crd: String,
+    plural: String,
+    group: String,
+}
+
+impl Stacks {
+    /// The fully qualified resource (other tests have a `gizmos` in another group).
+    fn resource(&self) -> String {
+        format!("{}.{}", self.plural, self.group)
+    }
+}
+
+fn seed_operator_and_usage(prefix: &str) -> Stacks {
+    ensure_flux_crds();
+    let flux_ns = Namespace::new(prefix);
+    let f = flux_ns.0.clone();
+    let run = unique(prefix);
+    let app_ns = format!("{run}-app");
+    let group = format!("{run}.example.com");
+    let plural = "gizmos".to_string();
+    let crd = format!("{plural}.{group}");
+    let operator =
+        format!("{{kustomize.toolkit.fluxcd.io/name: operator, kustomize.toolkit.fluxcd.io/namespace: {f}}}");
+    let usage = format!("{{kustomize.toolkit.fluxcd.io/name: usage, kustomize.toolkit.fluxcd.io/namespace: {f}}}");
+    apply(&format!(
+        r#"
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {{name: operator, namespace: {f}}}
+spec: {{prune: true}}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {{name: usage, namespace: {f}}}
+spec: {{prune: true, dependsOn: [{{name: operator}}]}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {crd}, labels: {operator}}}
+spec:
+  group: {group}
+  names: {{kind: Gizmo, plural: {plural}, singular: gizmo}}
+  scope: Namespaced
+  versions: [{{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: operator, namespace: {f}, labels: {operator}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: operator, namespace: {f}, labels: {operator}}}
+spec:
+  selector: {{matchLabels: {{app: operator}}}}
+  template: {{metadata: {{labels: {{app: operator}}}}, spec: {{containers: [{{name: operator, image: example/operator}}]}}}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {app_ns}, labels: {usage}}}
+"#
+    ));
+    let established = kubectl(&[
+        "wait",
+        "--for",
+        "condition=established",
+        "--timeout",
+        "60s",
+        &format!("crd/{crd}"),
+    ]);
+    assert_eq!(established.code, 0, "{}", established.stderr);
+    wait_until(Duration::from_secs(30), || kubectl(&["get", &crd, "-A"]).code == 0);
+    let mut crs = String::new();
+    for i in 0..3 {
+        crs.push_str(&format!(
+            "---\napiVersion: {group}/v1\nkind: Gizmo\nmetadata: {{name: g{i}, namespace: {app_ns}, labels: {usage}, finalizers: [{FINALIZER}]}}\n"
+        ));
+    }
+    crs.push_str(&format!(
+        "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: {app_ns}, labels: {usage}}}\n"
+    ));
+    apply(&crs);
+    Stacks {
+        flux_ns,
+        app_ns,
+        crd,
+        plural,
+        group,
+    }
+}
+
+/// The test "operator": while the operator stack's ConfigMap or Deployment exists, it removes
+/// its finalizer from custom resources that are being deleted. Returns how many it finalized.
+struct TestOperator {
+    stop: Arc<AtomicBool>,
+    finalized: Arc<AtomicUsize>,
+    handle: Option<thread::JoinHandle<()>>,
+}
+
+impl TestOperator {
+    fn start(stacks: &Stacks) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let finalized = Arc::new(AtomicUsize::new(0));
+        let (f, plural, group, app_ns) = (
+            stacks.flux_ns.0.clone(),
+            stacks.plural.clone(),
+            stacks.group.clone(),
+            stacks.app_ns.clone(),
+        );
+        let handle = {
+            let (stop, finalized) = (stop.clone(), finalized.clone());
+            thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let alive = exists("configmap", Some(&f), "operator") || exists("deployment", Some(&f), "operator");
+                    if alive {
+                        let resource = format!("{plural}.{group}");
+                        let listed = kubectl(&[
+                            "get",
+                            &resource,
+                            "-n",
+                            &app_ns,
+                            "-o",
+                            "jsonpath={range .items[?(@.metadata.deletionTimestamp)]}{.metadata.name}{\"\\n\"}{end}",
+                        ]);
+                        for name in listed.stdout.lines().filter(|l| !l.is_empty()) {
+                            let patched = kubectl(&[
+                                "patch",
+                                &resource,
+                                name,
+                                "-n",
+                                &app_ns,
+                                "--type",
+                                "json",
+                                "-p",
+                                r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+                            ]);
+                            if patched.code == 0 {
+                                finalized.fetch_add(1, Ordering::SeqCst);
+                            }
+                        }
+                    }
+                    thread::sleep(Duration::from_millis(200));
+                }
+            })
+        };
+        Self {
+            stop,
+            finalized,
+            handle: Some(handle),
+        }
+    }
+
+    fn stop(mut self) -> usize {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+        self.finalized.load(Ordering::SeqCst)
+    }
+}
+
+fn release_finalizers(resource: &str, namespace: &str) {
+    let listed = kubectl(&["get", resource, "-n", namespace, "-o", "name"]);
+    for name in listed.stdout.lines() {
+        let _ = kubectl(&[
+            "patch",
+            name,
+            "-n",
+            namespace,
+            "--type",
+            "merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ]);
+    }
+}
+
+fn events(run: &Run) -> Vec<serde_json::Value> {
+    run.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn the_seeds_story_ordered_teardown_completes_usage_before_operator() {
+    let _logs = start();
+    let stacks = seed_operator_and_usage("seed");
+    let f = stacks.flux_ns.0.clone();
+    let operator = TestOperator::start(&stacks);
+    let started = Instant::now();
+    let pruned = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/usage",
+        "kustomization/operator",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    let finalized = operator.stop();
+    assert_eq!(pruned.code, 0, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
+    assert_eq!(finalized, 3, "the operator finalized every custom resource");
+
+    // Everything is gone.
+    assert!(!exists(&stacks.resource(), Some(&stacks.app_ns), "g0"));
+    assert!(
+        kubectl(&["get", &stacks.resource(), "-A"]).code != 0,
+        "the CRD is gone too"
+    );
+    assert!(
+        !exists("namespace", None, &stacks.app_ns),
+        "the usage namespace is gone"
+    );
+    assert!(!exists("configmap", Some(&f), "operator"));
+    assert!(!exists("deployment", Some(&f), "operator"));
+    assert!(!exists("kustomization", Some(&f), "usage"));
+    assert!(!exists("kustomization", Some(&f), "operator"));
+    assert!(!exists("crd", None, &stacks.crd));
+
+    // Observed order: every usage object gone before the operator's first delete.
+    let events = events(&pruned);
+    let position = |pred: &dyn Fn(&serde_json::Value) -> bool| events.iter().position(pred);
+    let last_usage_gone = events
+        .iter()
+        .rposition(|e| e["type"] == "event" && e["kind"] == "Gizmo" && e["change"] == "gone")
+        .expect("custom resources seen gone");
+    let first_operator_delete =
+        position(&|e| e["type"] == "event" && e["name"] == "operator" && e["kind"] == "ConfigMap")
+            .expect("operator deleted");
+    assert!(
+        last_usage_gone < first_operator_delete,
+        "usage must be gone before the operator is deleted"
+    );
+    let summary = events.last().unwrap();
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(summary["status"], "completed");
+    assert_eq!(summary["failed"], 0);
+    eprintln!("ordered teardown took {:?}", started.elapsed());
+}
+
+#[test]
+fn the_same_teardown_as_one_unordered_delete_leaves_the_custom_resources_stuck() {
+    let _logs = start();
+    let stacks = seed_operator_and_usage("unordered");
+    let f = stacks.flux_ns.0.clone();
+    let operator = TestOperator::start(&stacks);
+    // What Flux does today: everything deleted at once, the operator first among equals.
+    let deleted = kubectl(&[
+        "delete",
+        "configmap/operator",
+        "deployment/operator",
+        "kustomization/usage",
+        "kustomization/operator",
+        "-n",
+        &f,
+        "--wait=false",
+    ]);
+    assert_eq!(deleted.code, 0, "{}", deleted.stderr);
+    let crs = kubectl(&[
+        "delete",
+        &stacks.resource(),
+        "--all",
+        "-n",
+        &stacks.app_ns,
+        "--wait=false",
+    ]);
+    assert_eq!(crs.code, 0, "{}", crs.stderr);
+    thread::sleep(Duration::from_secs(3));
+    let finalized = operator.stop();
+    assert_eq!(finalized, 0);
+    let stuck = kubectl(&["get", &stacks.resource(), "-n", &stacks.app_ns, "-o", "name"]);
+    assert_eq!(
+        stuck.stdout.lines().count(),
+        3,
+        "the custom resources hang on their finalizer: {}",
+        stuck.stdout
+    );
+    release_finalizers(&stacks.resource(), &stacks.app_ns);
+    let _ = kubectl(&["delete", "crd", &stacks.crd, "--wait=false"]);
+    let _ = kubectl(&["delete", "namespace", &stacks.app_ns, "--wait=false"]);
+}
+
+/// Orphans mode with a kpt dependency: `first` (held by a finalizer) must be gone before
+/// `second` is deleted.
+fn seed_chain(ns: &str, run: &str, second_extra: &str) {
+    apply(&format!(
+        r#"
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: first
+  namespace: {ns}
+  labels: {{stack-test/run: {run}}}
+  finalizers: [stack-test.example.com/hold]
+  annotations: {{config.kubernetes.io/depends-on: /namespaces/{ns}/ConfigMap/second}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: second
+  namespace: {ns}
+  labels: {{stack-test/run: {run}}}
+  {second_extra}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: desired, namespace: {ns}, labels: {{stack-test/run: {run}}}}}
+"#
+    ));
+}
+
+fn prune_orphans_args<'a>(ns: &'a str, selector: &'a str, desired: &'a str) -> Vec<&'a str> {
+    vec!["prune", "-n", ns, "-l", selector, "-f", desired]
+}
+
+#[test]
+fn a_timed_out_wave_stops_the_next_and_a_rerun_continues() {
+    let _logs = start();
+    let ns = Namespace::new("timeout");
+    let n = &ns.0;
+    let run = unique("to");
+    seed_chain(n, &run, "");
+    let selector = format!("stack-test/run={run}");
+    let desired = temp_file(
+        "desired.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desired}\n",
+    );
+    let mut args = prune_orphans_args(n, &selector, desired.to_str().unwrap());
+    args.extend(["--yes", "--timeout", "3s"]);
+
+    let first = stack(&args).expect_code(5);
+    assert!(exists("configmap", Some(n), "second"), "the next wave must not start");
+    assert!(exists("configmap", Some(n), "desired"));
+    assert!(first.stderr.contains("stack-test.example.com/hold"), "{}", first.stderr);
+    assert!(
+        first
+            .stderr
+            .contains(&format!("kubectl stack stuck -n {n} configmaps/first")),
+        "{}",
+        first.stderr
+    );
+    assert!(first.stdout.contains("1 deleted"), "{}", first.stdout);
+
+    // The operator of the finalizer comes back; the same command continues where it stopped.
+    release_finalizers("configmap/first", n);
+    let second = stack(&args).expect_code(0);
+    assert!(!exists("configmap", Some(n), "second"), "{}", second.stderr);
+    assert!(exists("configmap", Some(n), "desired"));
+}
+
+#[test]
+fn an_object_recreated_between_plan_and_delete_survives() {
+    let _logs = start();
+    let ns = Namespace::new("uid");
+    let n = ns.0.clone();
+    let run = unique("uid");
+    seed_chain(&n, &run, "");
+    let selector = format!("stack-test/run={run}");
+    let desired = temp_file(
+        "desired.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desired}\n",
+    );
+    let old_uid = uid_of("configmap", Some(&n), "second");
+
+    let mut command = stack_command(&cluster().admin);
+    command
+        .args(prune_orphans_args(&n, &selector, desired.to_str().unwrap()))
+        .args(["--yes", "-o", "json", "--timeout", "60s"]);
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    let child = command.spawn().unwrap();
+
+    // While wave 1 waits on `first`, `second` is deleted and re-created under the same name.
+    wait_until(Duration::from_secs(30), || {
+        !kubectl(&[
+            "get",
+            "configmap",
+            "first",
+            "-n",
+            &n,
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ])
+        .stdout
+        .is_empty()
+    });
+    assert_eq!(kubectl(&["delete", "configmap", "second", "-n", &n]).code, 0);
+    apply(&format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: second, namespace: {n}, labels: {{stack-test/run: {run}}}}}\n"));
+    let new_uid = uid_of("configmap", Some(&n), "second");
+    assert_ne!(old_uid, new_uid);
+    release_finalizers("configmap/first", &n);
+
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        uid_of("configmap", Some(&n), "second"),
+        new_uid,
+        "the new object must survive"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.contains("\"change\":\"replaced\"") && l.contains("\"name\":\"second\"")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn keep_markers_dry_runs_and_no_terminal_delete_nothing_they_should_not() {
+    let _logs = start();
+    let ns = Namespace::new("safe");
+    let n = &ns.0;
+    let run = unique("safe");
+    apply(&format!(
+        r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: orphan, namespace: {n}, labels: {{stack-test/run: {run}}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: kept, namespace: {n}, labels: {{stack-test/run: {run}}}, annotations: {{helm.sh/resource-policy: keep}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: desired, namespace: {n}, labels: {{stack-test/run: {run}}}}}
+"#
+    ));
+    let selector = format!("stack-test/run={run}");
+    let desired = temp_file(
+        "desired.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desired}\n",
+    );
+    let base = prune_orphans_args(n, &selector, desired.to_str().unwrap());
+
+    // No terminal and no --yes: refused, nothing deleted.
+    let refused = stack(&base).expect_code(4);
+    assert!(
+        refused.stdout.contains("orphan"),
+        "the plan is shown first: {}",
+        refused.stdout
+    );
+    assert!(refused.stderr.contains("--yes"), "{}", refused.stderr);
+    assert!(exists("configmap", Some(n), "orphan"));
+
+    // Client dry run prints the plan only.
+    let client = stack(&[&base[..], &["--dry-run"]].concat()).expect_code(0);
+    assert!(
+        client.stdout.contains("orphan") && client.stdout.starts_with("WAVE"),
+        "{}",
+        client.stdout
+    );
+    assert!(exists("configmap", Some(n), "orphan"));
+
+    // Server dry run sends the deletes with dryRun=All: nothing is deleted.
+    let server = stack(&[&base[..], &["--dry-run=server"]].concat()).expect_code(0);
+    assert!(server.stdout.contains("1 would be deleted"), "{}", server.stdout);
+    assert!(exists("configmap", Some(n), "orphan"));
+
+    // For real: the orphan goes, the keep-marked and the desired objects stay.
+    let done = stack(&[&base[..], &["--yes"]].concat()).expect_code(0);
+    assert!(
+        done.stderr.contains("kept: ConfigMap/") && done.stderr.contains("helm.sh/resource-policy=keep"),
+        "{}",
+        done.stderr
+    );
+    assert!(
+        done.stdout.contains("1 deleted") && done.stdout.contains("1 kept"),
+        "{}",
+        done.stdout
+    );
+    assert!(!exists("configmap", Some(n), "orphan"));
+    assert!(exists("configmap", Some(n), "kept"));
+    assert!(exists("configmap", Some(n), "desired"));
+
+    // Nothing left to do.
+    let again = stack(&[&base[..], &["--yes"]].concat()).expect_code(0);
+    assert!(again.stderr.contains("Nothing to prune"), "{}", again.stderr);
+    let _ = Command::new("true").status();
+}
