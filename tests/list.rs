@@ -132,10 +132,13 @@ fn every_output_format_parses_or_matches() {
     assert!(lines
         .iter()
         .any(|l| l.starts_with("Deployment.apps") && l.contains(&a.0) && l.contains(" api ")));
+    let again = stack(&["list", "-A", "-l", &selector, "-o", "name"])
+        .expect_code(0)
+        .stdout;
     assert_eq!(
-        table.stdout,
-        stack(&["list", "-A", "-l", &selector]).stdout,
-        "output is stable"
+        again,
+        stack(&["list", "-A", "-l", &selector, "-o", "name"]).stdout,
+        "output order is stable"
     );
 
     let wide = stack(&["list", "-A", "-l", &selector, "-o", "wide"]).expect_code(0);
