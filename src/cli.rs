@@ -78,6 +78,87 @@ pub enum Command {
     /// wave fully gone (finalizers done) before the next.
     #[command(after_help = PRUNE_EXAMPLES)]
     Prune(PruneArgs),
+    /// Diagnose objects stuck on finalizers: why they hang and what they belong to.
+    #[command(after_help = STUCK_EXAMPLES)]
+    Stuck(StuckArgs),
+    /// Break glass: remove finalizers from objects already being deleted, with a backup.
+    #[command(after_help = UNSTICK_EXAMPLES)]
+    Unstick(UnstickArgs),
+}
+
+const STUCK_EXAMPLES: &str = "Examples:
+  # every object being deleted, in every namespace, with a diagnosis
+  kubectl stack stuck -A
+  # the objects of one stack
+  kubectl stack stuck -A --tracker flux=usage.flux-system
+  # exactly the blockers a prune reported
+  kubectl stack stuck -n shop databases.demo.kubectl-stack.dev/orders
+
+Exit codes: 0 nothing stuck, 1 stuck objects found, 2 usage, 3 failed.";
+
+const UNSTICK_EXAMPLES: &str = "Examples:
+  # remove one finalizer from a custom resource whose operator is gone
+  kubectl stack unstick -n shop database/orders --finalizer demo.kubectl-stack.dev/cleanup
+  # a namespace stuck on discovery failure: clear spec.finalizers through /finalize
+  kubectl stack unstick namespace/shop --finalizer kubernetes
+  # check with the server first
+  kubectl stack unstick -n shop database/orders --all-finalizers --dry-run=server
+
+A backup of every object touched is written first (YAML, mode 0600; re-create with kubectl apply -f).
+Exit codes: 0 done, 2 usage, 3 failed, 4 refused, 5 incomplete (finalizers changed meanwhile).";
+
+/// `kubectl stack stuck`.
+#[derive(Debug, Args)]
+pub struct StuckArgs {
+    /// Objects to diagnose, TYPE/NAME; default: every object being deleted in scope.
+    #[arg(value_name = "TYPE/NAME")]
+    pub targets: Vec<String>,
+    /// Only the objects of a stack.
+    #[command(flatten)]
+    pub selection: SelectionArgs,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = StuckOutput::Text)]
+    pub output: StuckOutput,
+    /// Listing tuning.
+    #[command(flatten)]
+    pub tuning: ListTuning,
+}
+
+/// Output formats of `stuck`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StuckOutput {
+    /// One block per object, with its diagnosis.
+    Text,
+    /// JSON.
+    Json,
+    /// YAML.
+    Yaml,
+}
+
+/// `kubectl stack unstick`.
+#[derive(Debug, Args)]
+pub struct UnstickArgs {
+    /// Objects, TYPE/NAME (explicit names only).
+    #[arg(value_name = "TYPE/NAME", required = true)]
+    pub targets: Vec<String>,
+    /// A finalizer to remove (repeatable).
+    #[arg(long = "finalizer", value_name = "NAME", required_unless_present = "all_finalizers")]
+    pub finalizers: Vec<String>,
+    /// Remove every finalizer.
+    #[arg(long = "all-finalizers", conflicts_with = "finalizers")]
+    pub all_finalizers: bool,
+    /// Do not ask; required when not attached to a terminal.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    /// none: change; client: show what would change; server: send the changes with dryRun=All.
+    #[arg(long = "dry-run", value_enum, default_value_t = DryRun::None, num_args = 0..=1, default_missing_value = "client", require_equals = true)]
+    pub dry_run: DryRun,
+    /// Also act on objects that are not being deleted (only as named on the command line).
+    #[arg(long)]
+    pub force: bool,
+    /// Where to write the backups (default: ./kubectl-stack-backup-<time>).
+    #[arg(long = "backup-dir", value_name = "DIR")]
+    pub backup_dir: Option<PathBuf>,
 }
 
 const PRUNE_EXAMPLES: &str = "Examples:

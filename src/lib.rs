@@ -14,6 +14,7 @@ pub mod desired;
 pub mod discovery;
 pub mod error;
 pub mod execute;
+pub mod finalize;
 pub mod graph;
 pub mod graph_output;
 pub mod identity;
@@ -22,6 +23,7 @@ pub mod manifest;
 pub mod plan;
 pub mod render;
 pub mod retry;
+pub mod stuck;
 pub mod trackers;
 
 use std::ffi::OsString;

@@ -313,6 +313,8 @@ pub struct Selection {
     pub user_selector: Option<String>,
     /// The `--tracker`.
     pub tracker: Option<Tracker>,
+    /// Every object, tracked or not (for diagnosis, not for stacks).
+    pub everything: bool,
 }
 
 impl Selection {
@@ -321,6 +323,15 @@ impl Selection {
         Self {
             user_selector: user_selector.filter(|s| !s.trim().is_empty()),
             tracker,
+            everything: false,
+        }
+    }
+
+    /// Every object, whether a tool tracks it or not.
+    pub fn everything() -> Self {
+        Self {
+            everything: true,
+            ..Default::default()
         }
     }
 
@@ -338,6 +349,9 @@ impl Selection {
     /// Whether a listed object belongs to the selection. With neither `-l` nor `--tracker`,
     /// an object belongs when any tool marked it.
     pub fn matches(&self, meta: &ObjectMeta) -> bool {
+        if self.everything {
+            return true;
+        }
         match (&self.tracker, &self.user_selector) {
             (Some(tracker), _) => tracker.matches(meta),
             (None, Some(_)) => true,

@@ -4,14 +4,17 @@ pub mod graph;
 pub mod list;
 pub mod orphans;
 pub mod prune;
+pub mod stuck;
+pub mod unstick;
 
 use std::sync::Arc;
 
 use crate::cli::{Cli, Command, GlobalArgs, ListTuning, SelectionArgs};
 use crate::client::{connect, Connection};
 use crate::collect::{ListOptions, ListScope};
-use crate::discovery::{discover, Catalog};
+use crate::discovery::{discover, Catalog, KindInfo};
 use crate::error::UserError;
+use crate::identity::ObjectId;
 use crate::trackers::{applyset_id, Preset, Selection, Tracker};
 
 /// Runs the parsed command; returns the exit code.
@@ -21,6 +24,8 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Orphans(args) => orphans::run(&cli.global, args).await,
         Command::Graph(args) => graph::run(&cli.global, args).await,
         Command::Prune(args) => prune::run(&cli.global, args).await,
+        Command::Stuck(args) => stuck::run(&cli.global, args).await,
+        Command::Unstick(args) => unstick::run(&cli.global, args).await,
     }
 }
 
@@ -104,6 +109,51 @@ pub fn resolve_selection(selection: &mut Selection, session: &Session) -> Result
         value.name
     );
     Ok(())
+}
+
+/// Resolves `TYPE/NAME` (kubectl spellings of TYPE: `configmaps`, `deploy`, `gizmos.example.com`)
+/// to its kind and identity in the current namespace; `TYPE` alone gives no name.
+pub fn resolve_typed(session: &Session, typed: &str) -> Result<(Arc<KindInfo>, Option<ObjectId>), UserError> {
+    let (kind_text, name) = match typed.split_once('/') {
+        Some((kind, name)) if !name.is_empty() => (kind, Some(name)),
+        _ => (typed, None),
+    };
+    let kind = session
+        .catalog
+        .resolve(kind_text)
+        .ok_or_else(|| {
+            UserError::usage(format!("the server does not serve a kind {kind_text:?}"))
+                .hint("`kubectl api-resources` lists them")
+        })?
+        .clone();
+    let namespace = kind.namespaced.then_some(session.connection.namespace.as_str());
+    let id = name.map(|name| ObjectId::new(&kind.group, &kind.kind, namespace, name));
+    Ok((kind, id))
+}
+
+/// Asks before anything destructive: yes with `--yes`; on a terminal, a prompt (default No);
+/// without a terminal, a refusal. `done` says what did not happen, e.g. "nothing was deleted".
+pub fn confirm(prompt: &str, yes: bool, done: &str) -> Result<(), UserError> {
+    use std::io::IsTerminal;
+    if yes {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+        return Err(
+            UserError::refused(format!("not attached to a terminal, and --yes was not given: {done}"))
+                .hint("review what is shown above, then run again with --yes"),
+        );
+    }
+    let answer = dialoguer::Confirm::new()
+        .with_prompt(prompt)
+        .default(false)
+        .interact()
+        .map_err(|err| UserError::refused(format!("no answer ({err}): {done}")))?;
+    if answer {
+        Ok(())
+    } else {
+        Err(UserError::refused(format!("not confirmed: {done}")))
+    }
 }
 
 /// List options from the tuning flags.

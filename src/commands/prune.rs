@@ -2,7 +2,6 @@
 //! with a clear report of what blocks.
 
 use std::collections::{HashMap, HashSet};
-use std::io::IsTerminal;
 use std::time::Duration;
 
 use serde_json::json;
@@ -14,7 +13,7 @@ use crate::collect::{ListScope, Listed};
 use crate::commands::graph::{graph_of, live_graph, LiveGraph, FLUX_KINDS};
 use crate::commands::list::tracked_by;
 use crate::commands::orphans::{find, read_manifests};
-use crate::commands::Session;
+use crate::commands::{confirm, resolve_typed, Session};
 use crate::error::{exit, UserError};
 use crate::execute::{execute, Blocker, Change, Event, ExecOptions, Observer, Outcome, Target};
 use crate::graph::{Graph, NodeStatus};
@@ -70,7 +69,11 @@ pub async fn run(global: &GlobalArgs, args: PruneArgs) -> anyhow::Result<u8> {
         return Ok(exit::OK);
     }
     if args.dry_run == DryRun::None {
-        confirm(count, plan.waves.len(), args.yes)?;
+        confirm(
+            &format!("Delete {count} object(s) in {} wave(s)?", plan.waves.len()),
+            args.yes,
+            "nothing was deleted",
+        )?;
         suspend_flux_trackers(&session, &plan).await?;
     }
     let options = ExecOptions {
@@ -142,28 +145,22 @@ async fn teardown_plan(session: &Session, args: &PruneArgs) -> Result<PrunePlan,
 }
 
 async fn named_targets(session: &Session, args: &PruneArgs, graph: &Graph) -> Result<Vec<usize>, UserError> {
-    let namespace = session.connection.namespace.as_str();
     let mut found = Vec::new();
     for target in &args.targets {
-        let (typed, name) = match target.split_once('/') {
-            Some((typed, name)) => (typed, Some(name)),
-            None => (target.as_str(), None),
-        };
-        let kind = session
-            .catalog
-            .resolve(typed)
-            .ok_or_else(|| UserError::usage(format!("the server does not serve a kind {typed:?}")))?
-            .clone();
-        let ns = kind.namespaced.then_some(namespace);
-        let names: Vec<String> = match (name, &args.selection.selector) {
-            (Some(name), _) => vec![name.to_string()],
+        let (kind, id) = resolve_typed(session, target)?;
+        let ids: Vec<ObjectId> = match (id, &args.selection.selector) {
+            (Some(id), _) => vec![id],
             (None, Some(selector)) => {
-                let api = crate::collect::api_for(&session.connection.client, &kind, ns);
+                let namespace = kind.namespaced.then_some(session.connection.namespace.as_str());
+                let api = crate::collect::api_for(&session.connection.client, &kind, namespace);
                 let params = kube::api::ListParams::default().labels(selector);
                 let list = with_retries("list targets", || api.list_metadata(&params))
                     .await
                     .map_err(|err| session.connection.explain(&err))?;
-                list.items.into_iter().filter_map(|o| o.metadata.name).collect()
+                list.items
+                    .into_iter()
+                    .map(|o| Listed::new(kind.clone(), o.metadata).id())
+                    .collect()
             }
             (None, None) => {
                 return Err(UserError::usage(format!(
@@ -171,8 +168,7 @@ async fn named_targets(session: &Session, args: &PruneArgs, graph: &Graph) -> Re
                 )))
             }
         };
-        for name in names {
-            let id = ObjectId::new(&kind.group, &kind.kind, ns, &name);
+        for id in ids {
             match graph
                 .find(&id)
                 .filter(|&i| graph.nodes[i].status == NodeStatus::Selected)
@@ -335,28 +331,6 @@ fn print_plan(plan: &PrunePlan, output: PruneOutput) -> Result<(), UserError> {
                 .collect();
             render::emit(&(json!({"type": "plan", "waves": waves, "kept": kept}).to_string() + "\n"))
         }
-    }
-}
-
-fn confirm(count: usize, waves: usize, yes: bool) -> Result<(), UserError> {
-    if yes {
-        return Ok(());
-    }
-    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
-        return Err(
-            UserError::refused("not attached to a terminal, and --yes was not given: nothing was deleted")
-                .hint("review the plan above, then run again with --yes (or --dry-run=server to check it)"),
-        );
-    }
-    let answer = dialoguer::Confirm::new()
-        .with_prompt(format!("Delete {count} object(s) in {waves} wave(s)?"))
-        .default(false)
-        .interact()
-        .map_err(|err| UserError::refused(format!("no answer ({err}): nothing was deleted")))?;
-    if answer {
-        Ok(())
-    } else {
-        Err(UserError::refused("not confirmed: nothing was deleted"))
     }
 }
 
