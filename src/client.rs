@@ -67,6 +67,8 @@ pub async fn client_config(args: &GlobalArgs) -> Result<(Config, String), UserEr
     if let Some(namespace) = &args.namespace {
         config.default_namespace = namespace.clone();
     }
+    // Retries are bounded in `retry` instead: kube's layer would spend minutes on a 503.
+    config.default_retry = false;
     if let Some(as_user) = &args.as_user {
         config.auth_info.impersonate = Some(as_user.clone());
     }

@@ -13,7 +13,7 @@ use kube::core::Version;
 use kube::discovery::ApiResource;
 use kube::Client;
 
-use crate::retry::with_retries;
+use crate::retry::{with_attempts, with_retries};
 
 /// One kind the server serves, at the version kubectl-stack uses for it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -339,10 +339,11 @@ pub async fn discover_per_group(client: &Client) -> Result<Catalog, kube::Error>
 
     let answers: Vec<_> = stream::iter(requests)
         .map(|(index, group_version)| async move {
+            // An aggregated API whose service is down answers 503 for good: two tries only.
             let answer = if index == 0 {
-                with_retries("discovery", || client.list_core_api_resources(&group_version)).await
+                with_attempts("discovery", 2, || client.list_core_api_resources(&group_version)).await
             } else {
-                with_retries("discovery", || client.list_api_group_resources(&group_version)).await
+                with_attempts("discovery", 2, || client.list_api_group_resources(&group_version)).await
             };
             (index, group_version, answer)
         })

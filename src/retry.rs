@@ -1,8 +1,10 @@
 //! Retries of transient API failures with exponential backoff.
 //!
-//! kube's own retry layer already handles 429, 503 and 504 (honouring `Retry-After`); this adds
-//! what it does not: connection resets, timeouts, and 500/502 answers. Only idempotent requests
-//! go through here (reads, and deletes guarded by a UID precondition).
+//! 429 (waiting as long as the server's `retryAfterSeconds` asks), 5xx, connection resets and
+//! timeouts are retried a bounded number of times. kube's own retry layer is switched off (see
+//! `client`): it would retry a 503 fifteen times over minutes, which turns one unavailable
+//! aggregated API into a hang. Only idempotent requests go through here (reads, and deletes
+//! guarded by a UID precondition).
 
 use std::future::Future;
 use std::time::Duration;
@@ -16,7 +18,9 @@ const MAX_DELAY: Duration = Duration::from_secs(5);
 /// server answered 500/502 (kube's retry layer has already spent its own tries on 429/503/504).
 pub fn is_transient(err: &kube::Error) -> bool {
     match err {
-        kube::Error::Api(status) => matches!(status.code, 500 | 502) && !is_permanent_reason(&status.reason),
+        kube::Error::Api(status) => {
+            matches!(status.code, 429 | 500 | 502 | 503 | 504) && !is_permanent_reason(&status.reason)
+        }
         kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
         _ => false,
     }
@@ -33,8 +37,30 @@ pub fn backoff_delay(attempt: u32) -> Duration {
     FIRST_DELAY.saturating_mul(factor).min(MAX_DELAY)
 }
 
+/// How long the server asked to wait (429 and some 503 answers carry `retryAfterSeconds`).
+fn server_delay(err: &kube::Error) -> Option<Duration> {
+    match err {
+        kube::Error::Api(status) => status
+            .details
+            .as_ref()
+            .map(|d| d.retry_after_seconds)
+            .filter(|&s| s > 0)
+            .map(|s| Duration::from_secs(u64::from(s).min(60))),
+        _ => None,
+    }
+}
+
 /// Runs `operation` until it succeeds, fails permanently, or `MAX_ATTEMPTS` are spent.
-pub async fn with_retries<T, F, Fut>(what: &str, mut operation: F) -> Result<T, kube::Error>
+pub async fn with_retries<T, F, Fut>(what: &str, operation: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    with_attempts(what, MAX_ATTEMPTS, operation).await
+}
+
+/// Like [`with_retries`] with at most `attempts` tries.
+pub async fn with_attempts<T, F, Fut>(what: &str, attempts: u32, mut operation: F) -> Result<T, kube::Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, kube::Error>>,
@@ -43,8 +69,8 @@ where
     loop {
         match operation().await {
             Ok(value) => return Ok(value),
-            Err(err) if attempt < MAX_ATTEMPTS && is_transient(&err) => {
-                let delay = backoff_delay(attempt);
+            Err(err) if attempt < attempts && is_transient(&err) => {
+                let delay = server_delay(&err).unwrap_or_else(|| backoff_delay(attempt));
                 tracing::info!("{what}: transient failure ({err}); retrying in {delay:?}");
                 tokio::time::sleep(delay).await;
                 attempt += 1;
@@ -76,6 +102,8 @@ mod tests {
     fn transient_classification() {
         assert!(is_transient(&api_error(500)));
         assert!(is_transient(&api_error(502)));
+        assert!(is_transient(&api_error(503)));
+        assert!(is_transient(&api_error(429)));
         assert!(!is_transient(&api_error(404)));
         assert!(!is_transient(&api_error(403)));
         assert!(!is_transient(&api_error(409)));
@@ -97,6 +125,34 @@ mod tests {
         .await;
         assert_eq!(result.unwrap(), 2);
         assert_eq!(calls.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn too_many_requests_waits_as_long_as_the_server_asks() {
+        let calls = AtomicU32::new(0);
+        let started = tokio::time::Instant::now();
+        let result = with_retries("test", || {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n == 0 {
+                    let mut status = Status::failure("slow down", "TooManyRequests").with_code(429);
+                    status.details = Some(kube::core::response::StatusDetails {
+                        name: String::new(),
+                        group: String::new(),
+                        kind: String::new(),
+                        uid: String::new(),
+                        causes: Vec::new(),
+                        retry_after_seconds: 3,
+                    });
+                    Err(kube::Error::Api(status.boxed()))
+                } else {
+                    Ok(n)
+                }
+            }
+        })
+        .await;
+        assert_eq!(result.unwrap(), 1);
+        assert!(started.elapsed() >= Duration::from_secs(3));
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,0 +1,91 @@
+//! A Namespace stuck because an APIService is unavailable: diagnosed with the
+//! controller-manager running, then finalized. In its own test binary: the broken APIService
+//! stalls every namespace deletion in the cluster while it exists.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+const API_SERVICE: &str = "v1beta1.broken.stack-test.example.com";
+
+struct RemoveApiService;
+
+impl Drop for RemoveApiService {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", "apiservice", API_SERVICE, "--ignore-not-found"]);
+    }
+}
+
+#[test]
+fn a_namespace_stuck_on_an_unavailable_api_service_is_diagnosed_then_finalized() {
+    let _logs = start();
+    let _cleanup = RemoveApiService;
+    apply(&format!(
+        r#"
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {{name: {API_SERVICE}}}
+spec:
+  group: broken.stack-test.example.com
+  version: v1beta1
+  service: {{namespace: default, name: does-not-exist}}
+  groupPriorityMinimum: 1000
+  versionPriority: 15
+  insecureSkipTLSVerify: true
+"#
+    ));
+    let name = unique("stuck-ns");
+    assert_eq!(kubectl(&["create", "namespace", &name]).code, 0);
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: leftover, namespace: {name}}}\n"
+    ));
+    assert_eq!(kubectl(&["delete", "namespace", &name, "--wait=false"]).code, 0);
+    // The namespace controller reports the discovery failure in the namespace's conditions.
+    wait_until(Duration::from_secs(60), || {
+        kubectl(&["get", "namespace", &name, "-o", "jsonpath={.status.conditions[*].type}"])
+            .stdout
+            .contains("NamespaceDeletionDiscoveryFailure")
+    });
+
+    let found = stack(&["stuck", &format!("namespace/{name}"), "-o", "json"]).expect_code(1);
+    let json = found.json();
+    let why: Vec<String> = json["stuck"][0]["diagnoses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        why.iter().any(|d| d.starts_with("NamespaceDeletionDiscoveryFailure")),
+        "{why:?}"
+    );
+    assert!(
+        why.iter()
+            .any(|d| d.contains(&format!("APIService {API_SERVICE} is unavailable"))),
+        "{why:?}"
+    );
+    // It also shows up when everything being deleted is listed, despite the broken group.
+    let all = stack(&["stuck", "-A", "-o", "json"]);
+    assert_eq!(all.code, 1, "{}", all.stderr);
+    assert!(all.stdout.contains(&name));
+    assert!(
+        all.stderr.contains("broken.stack-test.example.com"),
+        "the undiscoverable group is named: {}",
+        all.stderr
+    );
+
+    let backups = std::env::temp_dir().join(unique("ns-backup"));
+    stack(&[
+        "unstick",
+        &format!("namespace/{name}"),
+        "--finalizer",
+        "kubernetes",
+        "--yes",
+        "--backup-dir",
+        backups.to_str().unwrap(),
+    ])
+    .expect_code(0);
+    wait_until(Duration::from_secs(20), || !exists("namespace", None, &name));
+}
