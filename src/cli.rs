@@ -84,6 +84,23 @@ pub enum Command {
     /// Break glass: remove finalizers from objects already being deleted, with a backup.
     #[command(after_help = UNSTICK_EXAMPLES)]
     Unstick(UnstickArgs),
+    /// Print a shell completion script (bash, zsh or fish) for `kubectl-stack`.
+    #[command(
+        after_help = "Examples:\n  kubectl stack completion bash > /etc/bash_completion.d/kubectl-stack\n  \
+kubectl stack completion zsh > \"${fpath[1]}/_kubectl-stack\"\n\nFor `kubectl stack <TAB>`, put kubectl_complete-stack (shipped beside the binary) on PATH."
+    )]
+    Completion {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Completion answers for kubectl's plugin completion (used by kubectl_complete-stack).
+    #[command(name = "__complete", hide = true)]
+    Complete {
+        /// The words typed after `kubectl stack`; the last is the word to complete.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        words: Vec<String>,
+    },
 }
 
 const STUCK_EXAMPLES: &str = "Examples:

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod client;
 pub mod collect;
 pub mod commands;
+pub mod complete;
 pub mod desired;
 pub mod discovery;
 pub mod error;

@@ -26,6 +26,14 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Prune(args) => prune::run(&cli.global, args).await,
         Command::Stuck(args) => stuck::run(&cli.global, args).await,
         Command::Unstick(args) => unstick::run(&cli.global, args).await,
+        Command::Completion { shell } => {
+            crate::render::emit(&crate::complete::script(shell))?;
+            Ok(crate::error::exit::OK)
+        }
+        Command::Complete { words } => {
+            crate::render::emit(&crate::complete::answer(&cli.global, &words).await)?;
+            Ok(crate::error::exit::OK)
+        }
     }
 }
 

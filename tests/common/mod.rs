@@ -319,3 +319,10 @@ pub fn ensure_flux_crds() {
         });
     });
 }
+
+/// The sha256 of a file, as hex.
+pub fn sha256_of(path: &Path) -> String {
+    use sha2::Digest;
+    let bytes = std::fs::read(path).unwrap();
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}

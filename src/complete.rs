@@ -1,0 +1,378 @@
+//! Shell completion: static scripts (`kubectl stack completion bash|zsh|fish`) and the dynamic
+//! answers behind `kubectl_complete-stack`, which kubectl (>= 1.26) runs with the words typed
+//! after `kubectl stack`, the last one being the word to complete. Answers are one per line,
+//! `value\tdescription`, ending with cobra's `:<directive>` line.
+
+use clap::{Arg, Command, CommandFactory};
+
+use crate::cli::{Cli, GlobalArgs};
+
+/// Cobra: complete with these values only, no file names.
+const NO_FILE_COMP: u8 = 4;
+/// Cobra: the shell's default completion (file names).
+const DEFAULT_COMP: u8 = 0;
+
+/// What to offer for the last word.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Want {
+    /// These values (with descriptions).
+    Values(Vec<(String, String)>),
+    /// File names (the shell does it).
+    Files,
+    /// Contexts, clusters or users from the kubeconfig.
+    Kubeconfig(KubeconfigItem),
+    /// Namespaces of the cluster.
+    Namespaces,
+    /// Kinds the cluster serves (TYPE of TYPE/NAME).
+    Kinds,
+    /// Names of objects of a kind (after `TYPE/`).
+    Names(String),
+}
+
+/// An item of the kubeconfig.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KubeconfigItem {
+    /// `--context`.
+    Context,
+    /// `--cluster`.
+    Cluster,
+    /// `--user`.
+    User,
+}
+
+/// Works out what the last of `words` should complete to, from the command line definition.
+pub fn want(words: &[String]) -> Want {
+    let root = Cli::command();
+    let (typed, current) = match words.split_last() {
+        Some((current, typed)) => (typed, current.as_str()),
+        None => (&[][..], ""),
+    };
+    let mut command = &root;
+    let mut positionals = 0usize;
+    let mut pending_value: Option<&Arg> = None;
+    for word in typed {
+        if pending_value.take().is_some() {
+            continue;
+        }
+        if word.starts_with('-') {
+            if !word.contains('=') {
+                pending_value = find_arg(command, &root, word).filter(|a| a.get_action().takes_values());
+            }
+            continue;
+        }
+        match command.find_subcommand(word) {
+            Some(sub) if positionals == 0 && std::ptr::eq(command, &root) => command = sub,
+            _ => positionals += 1,
+        }
+    }
+    if let Some(arg) = pending_value {
+        return values_for(arg, current);
+    }
+    if let Some((flag, value)) = current.split_once('=') {
+        if let Some(arg) = find_arg(command, &root, flag) {
+            let prefix = format!("{flag}=");
+            return match values_for(arg, value) {
+                Want::Values(values) => {
+                    Want::Values(values.into_iter().map(|(v, d)| (format!("{prefix}{v}"), d)).collect())
+                }
+                other => other,
+            };
+        }
+    }
+    if current.starts_with('-') {
+        return Want::Values(flags(command, &root));
+    }
+    if std::ptr::eq(command, &root) {
+        let subcommands = root
+            .get_subcommands()
+            .filter(|c| !c.is_hide_set())
+            .map(|c| {
+                (
+                    c.get_name().to_string(),
+                    c.get_about().map(|a| a.to_string()).unwrap_or_default(),
+                )
+            })
+            .collect();
+        return Want::Values(subcommands);
+    }
+    let takes_objects = command
+        .get_arguments()
+        .any(|a| a.is_positional() && a.get_id() == "targets");
+    match (takes_objects, current.split_once('/')) {
+        (true, Some((kind, _))) => Want::Names(kind.to_string()),
+        (true, None) => Want::Kinds,
+        (false, _) => match command.get_name() {
+            "completion" => Want::Values(
+                ["bash", "zsh", "fish"]
+                    .iter()
+                    .map(|s| (s.to_string(), String::new()))
+                    .collect(),
+            ),
+            _ => Want::Values(Vec::new()),
+        },
+    }
+}
+
+fn find_arg<'a>(command: &'a Command, root: &'a Command, word: &str) -> Option<&'a Arg> {
+    let all = || command.get_arguments().chain(root.get_arguments());
+    if let Some(long) = word.strip_prefix("--") {
+        all().find(|a| a.get_long() == Some(long))
+    } else {
+        let short = word.trim_start_matches('-').chars().next()?;
+        all().find(|a| a.get_short() == Some(short))
+    }
+}
+
+fn flags(command: &Command, root: &Command) -> Vec<(String, String)> {
+    let mut found: Vec<(String, String)> = command
+        .get_arguments()
+        .chain(root.get_arguments().filter(|a| a.is_global_set()))
+        .filter(|a| !a.is_hide_set())
+        .filter_map(|a| {
+            a.get_long().map(|l| {
+                (
+                    format!("--{l}"),
+                    a.get_help().map(|h| h.to_string()).unwrap_or_default(),
+                )
+            })
+        })
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
+fn values_for(arg: &Arg, current: &str) -> Want {
+    match arg.get_id().as_str() {
+        "context" => Want::Kubeconfig(KubeconfigItem::Context),
+        "cluster" => Want::Kubeconfig(KubeconfigItem::Cluster),
+        "user" => Want::Kubeconfig(KubeconfigItem::User),
+        "namespace" => Want::Namespaces,
+        "tracker" | "inventory" => Want::Values(
+            crate::trackers::Preset::ALL
+                .iter()
+                .map(|p| (format!("{}=", p.name()), String::new()))
+                .filter(|(v, _)| v.starts_with(current.split('=').next().unwrap_or("")))
+                .collect(),
+        ),
+        _ => {
+            let values = arg.get_possible_values();
+            if values.is_empty() {
+                Want::Files
+            } else {
+                Want::Values(
+                    values
+                        .iter()
+                        .filter(|v| !v.is_hide_set())
+                        .map(|v| {
+                            (
+                                v.get_name().to_string(),
+                                v.get_help().map(|h| h.to_string()).unwrap_or_default(),
+                            )
+                        })
+                        .collect(),
+                )
+            }
+        }
+    }
+}
+
+/// Answers a completion request: resolves what needs the kubeconfig or the cluster (quietly:
+/// completion never prints errors), filters by the typed prefix, and formats for cobra.
+pub async fn answer(parsed: &GlobalArgs, words: &[String]) -> String {
+    let current = words.last().map(String::as_str).unwrap_or("");
+    let global = global_flags(parsed, words);
+    let (values, directive) = match want(words) {
+        Want::Files => (Vec::new(), DEFAULT_COMP),
+        Want::Values(values) => (values, NO_FILE_COMP),
+        Want::Kubeconfig(item) => (kubeconfig_names(&global, item), NO_FILE_COMP),
+        Want::Namespaces => (live_names(&global, "namespaces").await, NO_FILE_COMP),
+        Want::Kinds => (live_kinds(&global).await, NO_FILE_COMP),
+        Want::Names(kind) => {
+            let names = live_names(&global, &kind).await;
+            (
+                names.into_iter().map(|(n, d)| (format!("{kind}/{n}"), d)).collect(),
+                NO_FILE_COMP,
+            )
+        }
+    };
+    let mut out = String::new();
+    for (value, description) in values.into_iter().filter(|(v, _)| v.starts_with(current)) {
+        if description.is_empty() {
+            out.push_str(&format!("{value}\n"));
+        } else {
+            out.push_str(&format!("{value}\t{description}\n"));
+        }
+    }
+    out.push_str(&format!(":{directive}\n"));
+    out
+}
+
+/// The connection flags already typed (parsed before `__complete`, or among the words), so
+/// completion asks the cluster the user means.
+fn global_flags(parsed: &GlobalArgs, words: &[String]) -> GlobalArgs {
+    let mut global = parsed.clone();
+    let mut iter = words.iter().peekable();
+    while let Some(word) = iter.next() {
+        let (flag, inline) = match word.split_once('=') {
+            Some((flag, value)) => (flag, Some(value.to_string())),
+            None => (word.as_str(), None),
+        };
+        let mut value = || inline.clone().or_else(|| iter.peek().map(|v| v.to_string()));
+        match flag {
+            "--kubeconfig" => global.kubeconfig = value().map(Into::into),
+            "--context" => global.context = value(),
+            "--cluster" => global.cluster = value(),
+            "--user" => global.user = value(),
+            "-n" | "--namespace" => global.namespace = value(),
+            _ => {}
+        }
+    }
+    global.request_timeout = std::time::Duration::from_secs(3);
+    global
+}
+
+fn kubeconfig_names(global: &GlobalArgs, item: KubeconfigItem) -> Vec<(String, String)> {
+    let Ok(config) = crate::client::load_kubeconfig(global) else {
+        return Vec::new();
+    };
+    match item {
+        KubeconfigItem::Context => config
+            .contexts
+            .iter()
+            .map(|c| (c.name.clone(), String::new()))
+            .collect(),
+        KubeconfigItem::Cluster => config
+            .clusters
+            .iter()
+            .map(|c| (c.name.clone(), String::new()))
+            .collect(),
+        KubeconfigItem::User => config
+            .auth_infos
+            .iter()
+            .map(|u| (u.name.clone(), String::new()))
+            .collect(),
+    }
+}
+
+async fn live_kinds(global: &GlobalArgs) -> Vec<(String, String)> {
+    let Ok(connection) = crate::client::connect(global).await else {
+        return Vec::new();
+    };
+    let Ok(catalog) = crate::discovery::discover(&connection.client).await else {
+        return Vec::new();
+    };
+    let mut kinds: Vec<(String, String)> = catalog
+        .kinds()
+        .iter()
+        .map(|k| {
+            let typed = if k.group.is_empty() {
+                k.plural.clone()
+            } else {
+                format!("{}.{}", k.plural, k.group)
+            };
+            (typed, k.kind.clone())
+        })
+        .collect();
+    kinds.sort();
+    kinds
+}
+
+async fn live_names(global: &GlobalArgs, kind_text: &str) -> Vec<(String, String)> {
+    let Ok(connection) = crate::client::connect(global).await else {
+        return Vec::new();
+    };
+    let Ok(catalog) = crate::discovery::discover(&connection.client).await else {
+        return Vec::new();
+    };
+    let Some(kind) = catalog.resolve(kind_text) else {
+        return Vec::new();
+    };
+    let namespace = kind.namespaced.then_some(connection.namespace.as_str());
+    let api = crate::collect::api_for(&connection.client, kind, namespace);
+    match api.list_metadata(&kube::api::ListParams::default().limit(500)).await {
+        Ok(list) => list
+            .items
+            .into_iter()
+            .filter_map(|o| o.metadata.name)
+            .map(|n| (n, String::new()))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The static completion script for a shell, for the `kubectl-stack` executable.
+pub fn script(shell: clap_complete::Shell) -> String {
+    let mut command = Cli::command();
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut command, "kubectl-stack", &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(text: &str) -> Vec<String> {
+        let mut words: Vec<String> = text.split(' ').map(str::to_string).collect();
+        if text.ends_with(' ') {
+            words.pop();
+            words.push(String::new());
+        }
+        words
+    }
+
+    fn values(want: Want) -> Vec<String> {
+        match want {
+            Want::Values(values) => values.into_iter().map(|(v, _)| v).collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn subcommands_flags_and_values() {
+        let subcommands = values(want(&words("")));
+        for name in ["list", "orphans", "graph", "prune", "stuck", "unstick", "completion"] {
+            assert!(subcommands.contains(&name.to_string()), "{name} in {subcommands:?}");
+        }
+        assert!(!subcommands.contains(&"__complete".to_string()));
+        let flags = values(want(&words("prune --")));
+        assert!(
+            flags.contains(&"--dry-run".to_string()) && flags.contains(&"--context".to_string()),
+            "{flags:?}"
+        );
+        assert_eq!(
+            values(want(&words("graph -o "))),
+            vec!["tree", "dot", "mermaid", "json"]
+        );
+        assert_eq!(
+            values(want(&words("prune --cascade "))),
+            vec!["background", "foreground", "orphan"]
+        );
+        assert!(values(want(&words("list --tracker fl"))).contains(&"flux=".to_string()));
+        assert_eq!(values(want(&words("completion "))), vec!["bash", "zsh", "fish"]);
+    }
+
+    #[test]
+    fn kubeconfig_cluster_and_file_values() {
+        assert_eq!(
+            want(&words("list --context ")),
+            Want::Kubeconfig(KubeconfigItem::Context)
+        );
+        assert_eq!(want(&words("list -n ")), Want::Namespaces);
+        assert_eq!(want(&words("orphans -f ")), Want::Files);
+        assert_eq!(want(&words("-n web prune ")), Want::Kinds);
+        assert_eq!(
+            want(&words("prune kustomizations/")),
+            Want::Names("kustomizations".into())
+        );
+        assert_eq!(want(&words("stuck -n web kustomization/usage deploy")), Want::Kinds);
+    }
+
+    #[test]
+    fn static_scripts_name_the_executable() {
+        assert!(script(clap_complete::Shell::Bash).contains("kubectl-stack"));
+        assert!(script(clap_complete::Shell::Zsh).contains("#compdef kubectl-stack"));
+        assert!(script(clap_complete::Shell::Fish).contains("complete -c kubectl-stack"));
+    }
+}
