@@ -71,6 +71,8 @@ pub struct DiagnosisContext {
     flux: HashMap<ObjectId, DynamicObject>,
     /// Unavailable APIServices: name and why.
     unavailable_api_services: Vec<(String, String)>,
+    /// CustomResourceDefinitions: name (`plural.group`) and who tracks them.
+    crds: Vec<(String, String)>,
 }
 
 impl DiagnosisContext {
@@ -107,10 +109,34 @@ impl DiagnosisContext {
                 }
             }
         }
+        let mut crds = Vec::new();
+        if let Some(info) = session.catalog.get("apiextensions.k8s.io", "CustomResourceDefinition") {
+            let api = api_for(&session.connection.client, info, None);
+            let all = ListParams::default();
+            if let Ok(list) = with_retries("list CRDs", || api.list_metadata(&all)).await {
+                for crd in list.items {
+                    let tracked: Vec<String> = marks(&crd.metadata).iter().map(ToString::to_string).collect();
+                    crds.push((crd.metadata.name.unwrap_or_default(), tracked.join(",")));
+                }
+            }
+        }
         Self {
             flux,
             unavailable_api_services,
+            crds,
         }
+    }
+
+    /// The CRD whose group a finalizer's domain names (the object's own kind's when it is in
+    /// that group), and who tracks it.
+    fn crd_for_finalizer(&self, finalizer: &str, kind: &crate::discovery::KindInfo) -> Option<&(String, String)> {
+        let domain = finalizer.split('/').next().unwrap_or(finalizer);
+        let own = format!("{}.{}", kind.plural, kind.group);
+        let in_group = |name: &String| name.split_once('.').is_some_and(|(_, group)| group == domain);
+        self.crds
+            .iter()
+            .find(|(name, _)| *name == own && in_group(name))
+            .or_else(|| self.crds.iter().find(|(name, _)| in_group(name)))
     }
 }
 
@@ -133,6 +159,15 @@ pub async fn diagnose(session: &Session, context: &DiagnosisContext, object: &Li
         if !finalizer_accounted(finalizer, &session.catalog) {
             found.push(format!(
                 "finalizer {finalizer}: no installed API group or known controller accounts for it; nothing may ever remove it"
+            ));
+        } else if let Some((crd, tracked)) = context.crd_for_finalizer(finalizer, &object.kind) {
+            let owner = if tracked.is_empty() {
+                String::new()
+            } else {
+                format!(", tracked by {tracked}")
+            };
+            found.push(format!(
+                "finalizer {finalizer} belongs to the controller of CRD {crd}{owner}: is that controller running?"
             ));
         }
     }

@@ -196,8 +196,12 @@ metadata: {{name: not-deleted, namespace: {n}}}
         "{why}"
     );
     assert!(
-        !why.contains("finalizer stack-test.example.com/cleanup"),
+        !why.contains("finalizer stack-test.example.com/cleanup: no installed"),
         "a served group accounts for it: {why}"
+    );
+    assert!(
+        why.contains("belongs to the controller of CRD widgets.stack-test.example.com"),
+        "{why}"
     );
     assert_eq!(stuck_item(&json, "orders")["trackedBy"], format!("flux:{n}/usage"));
 
