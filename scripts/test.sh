@@ -29,4 +29,14 @@ cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 
 echo "== tests (unit and end-to-end against the real cluster)" >&2
-CI="${CI:-}" cargo test --locked --no-fail-fast -- --include-ignored
+log=$(mktemp)
+set +e
+cargo test --locked --no-fail-fast --lib --bins --tests -- --include-ignored 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+passed=$(awk '/^test result:/ {for (i = 1; i <= NF; i++) if ($i ~ /^passed;?$/) s += $(i - 1)} END {print s + 0}' "$log")
+failed=$(awk '/^test result:/ {for (i = 1; i <= NF; i++) if ($i ~ /^failed;?$/) s += $(i - 1)} END {print s + 0}' "$log")
+rm -f "$log"
+echo
+echo "tests: $passed passed, $failed failed"
+exit "$status"

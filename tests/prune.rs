@@ -80,16 +80,7 @@ kind: Namespace
 metadata: {{name: {app_ns}, labels: {usage}}}
 "#
     ));
-    let established = kubectl(&[
-        "wait",
-        "--for",
-        "condition=established",
-        "--timeout",
-        "60s",
-        &format!("crd/{crd}"),
-    ]);
-    assert_eq!(established.code, 0, "{}", established.stderr);
-    wait_until(Duration::from_secs(30), || kubectl(&["get", &crd, "-A"]).code == 0);
+    wait_established(&[&format!("crd/{crd}")], &crd);
     let mut crs = String::new();
     for i in 0..3 {
         crs.push_str(&format!(
@@ -509,4 +500,51 @@ metadata: {{name: desired, namespace: {n}, labels: {{stack-test/run: {run}}}}}
     let again = stack(&[&base[..], &["--yes"]].concat()).expect_code(0);
     assert!(again.stderr.contains("Nothing to prune"), "{}", again.stderr);
     let _ = Command::new("true").status();
+}
+
+#[test]
+fn ctrl_c_starts_no_new_deletes_and_exits_130() {
+    let _logs = start();
+    let ns = Namespace::new("sigint");
+    let n = ns.0.clone();
+    let run = unique("int");
+    seed_chain(&n, &run, "");
+    let selector = format!("stack-test/run={run}");
+    let desired = temp_file(
+        "desired.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desired}\n",
+    );
+    let mut command = stack_command(&cluster().admin);
+    command
+        .args(prune_orphans_args(&n, &selector, desired.to_str().unwrap()))
+        .args(["--yes", "--timeout", "60s"]);
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    let child = command.spawn().unwrap();
+    wait_until(Duration::from_secs(30), || {
+        !kubectl(&[
+            "get",
+            "configmap",
+            "first",
+            "-n",
+            &n,
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ])
+        .stdout
+        .is_empty()
+    });
+    let signalled = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(signalled.success());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(exists("configmap", Some(&n), "second"), "the next wave must not start");
+    release_finalizers("configmap/first", &n);
 }

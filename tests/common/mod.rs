@@ -208,25 +208,32 @@ pub fn create(yaml: &str) {
     assert_eq!(result.code, 0, "kubectl create failed:\n{}\n{yaml}", result.stderr);
 }
 
+/// Waits until a CRD is established (`target` is `crd/NAME` or `-f FILE`) and `resource` lists.
+pub fn wait_established(target: &[&str], resource: &str) {
+    let mut args = vec!["wait", "--for", "condition=established", "--timeout", "60s"];
+    args.extend_from_slice(target);
+    let result = kubectl(&args);
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    wait_until(Duration::from_secs(30), || kubectl(&["get", resource, "-A"]).code == 0);
+}
+
+/// Applies a fixture file of CRDs once per test binary and waits until `resource` is served.
+fn ensure_applied(done: &'static OnceLock<()>, path: &str, resource: &str) {
+    done.get_or_init(|| {
+        let path = repo_root().join(path);
+        let path = path.to_str().unwrap();
+        let result = kubectl(&["apply", "-f", path]);
+        assert_eq!(result.code, 0, "{}", result.stderr);
+        wait_established(&["-f", path], resource);
+    });
+}
+
 /// Installs the shared test CRDs once and waits until they are served.
 pub fn ensure_crds() {
     static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let fixtures = repo_root().join("tests/fixtures/crds.yaml");
-        let result = kubectl(&["apply", "-f", fixtures.to_str().unwrap()]);
-        assert_eq!(result.code, 0, "{}", result.stderr);
-        for crd in ["widgets.stack-test.example.com", "gadgets.stack-test.example.com"] {
-            let result = kubectl(&[
-                "wait",
-                "--for",
-                "condition=established",
-                "--timeout",
-                "60s",
-                &format!("crd/{crd}"),
-            ]);
-            assert_eq!(result.code, 0, "{}", result.stderr);
-        }
-        wait_until(Duration::from_secs(30), || kubectl(&["get", "widgets", "-A"]).code == 0);
+    ensure_applied(&DONE, "tests/fixtures/crds.yaml", "widgets.stack-test.example.com");
+    wait_until(Duration::from_secs(30), || {
+        kubectl(&["get", "gadgets.stack-test.example.com"]).code == 0
     });
 }
 
@@ -300,24 +307,11 @@ pub fn uid_of(kind: &str, namespace: Option<&str>, name: &str) -> String {
 /// Installs the Flux stand-in CRDs from examples/ once.
 pub fn ensure_flux_crds() {
     static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let path = repo_root().join("examples/crds/flux.yaml");
-        let result = kubectl(&["apply", "-f", path.to_str().unwrap()]);
-        assert_eq!(result.code, 0, "{}", result.stderr);
-        let result = kubectl(&[
-            "wait",
-            "--for",
-            "condition=established",
-            "--timeout",
-            "60s",
-            "-f",
-            path.to_str().unwrap(),
-        ]);
-        assert_eq!(result.code, 0, "{}", result.stderr);
-        wait_until(Duration::from_secs(30), || {
-            kubectl(&["get", "kustomizations", "-A"]).code == 0
-        });
-    });
+    ensure_applied(
+        &DONE,
+        "examples/crds/flux.yaml",
+        "kustomizations.kustomize.toolkit.fluxcd.io",
+    );
 }
 
 /// The sha256 of a file, as hex.
