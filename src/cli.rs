@@ -217,6 +217,10 @@ pub struct PruneArgs {
     /// How long one wave may take to be gone.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5m")]
     pub timeout: Duration,
+    /// Go on although some kinds could not be listed (their objects are neither deleted nor
+    /// waited for, and may still need what later waves delete).
+    #[arg(long = "skip-unlisted")]
+    pub skip_unlisted: bool,
     /// Deletes in flight at once.
     #[arg(long = "delete-concurrency", value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=512))]
     pub delete_concurrency: u16,

@@ -454,6 +454,36 @@ mod tests {
     }
 
     #[test]
+    fn aggregated_answers_are_read_and_stale_versions_reported() {
+        let answer: kube::core::discovery::v2::APIGroupDiscoveryList = serde_json::from_value(serde_json::json!({
+            "kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2",
+            "items": [
+                {"metadata": {"name": "apps"}, "versions": [
+                    {"version": "v1", "freshness": "Current", "resources": [
+                        {"resource": "deployments", "scope": "Namespaced", "singularResource": "deployment",
+                         "responseKind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+                         "verbs": ["list", "delete"], "shortNames": ["deploy"],
+                         "subresources": [{"subresource": "status"}]}]}]},
+                {"metadata": {"name": "metrics.k8s.io"}, "versions": [
+                    {"version": "v1beta1", "freshness": "Stale", "resources": []}]}
+            ]
+        }))
+        .unwrap();
+        let (apps, none) = served_group_from_aggregated(&answer.items[0]);
+        assert!(none.is_empty());
+        let kinds = choose_kinds(&apps);
+        assert_eq!(kinds.len(), 1);
+        assert_eq!(
+            (kinds[0].kind.as_str(), kinds[0].version.as_str(), kinds[0].namespaced),
+            ("Deployment", "v1", true)
+        );
+        assert_eq!(kinds[0].short_names, vec!["deploy"]);
+        let (_, stale) = served_group_from_aggregated(&answer.items[1]);
+        assert_eq!(stale.len(), 1);
+        assert_eq!(stale[0].group_version, "metrics.k8s.io/v1beta1");
+    }
+
+    #[test]
     fn resolve_matches_kubectl_spellings() {
         let mut deploy = KindInfo {
             group: "apps".into(),

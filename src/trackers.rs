@@ -315,6 +315,8 @@ pub struct Selection {
     pub tracker: Option<Tracker>,
     /// Every object, tracked or not (for diagnosis, not for stacks).
     pub everything: bool,
+    /// Only objects being deleted (checked as pages arrive, so the rest is never kept).
+    pub only_terminating: bool,
 }
 
 impl Selection {
@@ -324,6 +326,7 @@ impl Selection {
             user_selector: user_selector.filter(|s| !s.trim().is_empty()),
             tracker,
             everything: false,
+            only_terminating: false,
         }
     }
 
@@ -349,6 +352,9 @@ impl Selection {
     /// Whether a listed object belongs to the selection. With neither `-l` nor `--tracker`,
     /// an object belongs when any tool marked it.
     pub fn matches(&self, meta: &ObjectMeta) -> bool {
+        if self.only_terminating && meta.deletion_timestamp.is_none() {
+            return false;
+        }
         if self.everything {
             return true;
         }

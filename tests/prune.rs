@@ -548,3 +548,60 @@ fn ctrl_c_starts_no_new_deletes_and_exits_130() {
     assert!(exists("configmap", Some(&n), "second"), "the next wave must not start");
     release_finalizers("configmap/first", &n);
 }
+
+#[test]
+fn kinds_that_cannot_be_listed_stop_a_prune_unless_accepted() {
+    let _logs = start();
+    let ns = Namespace::new("unlisted");
+    let n = &ns.0;
+    let run = unique("ul");
+    apply(&format!(
+        r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: orphan, namespace: {n}, labels: {{stack-test/run: {run}}}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: prune-configmaps, namespace: {n}}}
+rules: [{{apiGroups: [""], resources: [configmaps], verbs: [get, list, watch, delete]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: limited-prune-configmaps, namespace: {n}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: prune-configmaps}}
+subjects: [{{kind: User, name: limited, apiGroup: rbac.authorization.k8s.io}}]
+"#
+    ));
+    let selector = format!("stack-test/run={run}");
+    let empty = std::env::temp_dir().join(unique("empty"));
+    std::fs::create_dir_all(&empty).unwrap();
+    let args = [
+        "prune",
+        "-n",
+        n,
+        "-l",
+        &selector,
+        "-f",
+        empty.to_str().unwrap(),
+        "--allow-empty",
+        "--yes",
+    ];
+    let limited = &cluster().limited;
+    wait_until(Duration::from_secs(10), || {
+        stack_as(limited, &["list", "-n", n, "-l", &selector, "-o", "name"])
+            .stdout
+            .contains("orphan")
+    });
+
+    let refused = stack_as(limited, &args).expect_code(4);
+    assert!(
+        refused.stderr.contains("could not be listed") && refused.stderr.contains("--skip-unlisted"),
+        "{}",
+        refused.stderr
+    );
+    assert!(exists("configmap", Some(n), "orphan"));
+
+    stack_as(limited, &[&args[..], &["--skip-unlisted"]].concat()).expect_code(0);
+    assert!(!exists("configmap", Some(n), "orphan"));
+}

@@ -139,6 +139,8 @@ pub struct LiveGraph {
     pub objects: HashMap<ObjectId, Listed>,
     /// Every tracked object that was listed, in the graph or not.
     pub tracked: Vec<ObjectId>,
+    /// Kinds that could not be listed (`Kind.group`): their objects are not in the graph.
+    pub unlisted: Vec<String>,
 }
 
 /// The live graph: Flux Kustomizations and HelmReleases in scope (full objects, for
@@ -152,6 +154,7 @@ pub async fn live_graph(
     tuning: &ListTuning,
 ) -> Result<LiveGraph, UserError> {
     let mut listed = Vec::new();
+    let mut unlisted = Vec::new();
     let explicit = selection.is_some();
     if explicit || members {
         let selection = selection.unwrap_or_default();
@@ -165,9 +168,19 @@ pub async fn live_graph(
         )
         .await;
         warn_unlisted(&collection, session)?;
+        unlisted = collection.failures.iter().map(|f| f.kind.kind_with_group()).collect();
+        unlisted.extend(
+            session
+                .catalog
+                .failures
+                .iter()
+                .map(|f| format!("every kind of {}", f.group_version)),
+        );
         listed = collection.objects;
     }
-    graph_of(session, listed, members, !explicit).await
+    let mut live = graph_of(session, listed, members, !explicit).await?;
+    live.unlisted = unlisted;
+    Ok(live)
 }
 
 /// The live graph of the given objects plus the Flux objects in scope. With `only_members`,
@@ -215,6 +228,7 @@ pub async fn graph_of(
         graph,
         objects,
         tracked,
+        unlisted: Vec::new(),
     })
 }
 

@@ -53,6 +53,7 @@ pub async fn run(global: &GlobalArgs, args: PruneArgs) -> anyhow::Result<u8> {
         teardown_plan(&session, &args).await?
     } else {
         let report = find(&session, &args.selection, &args.desired, manifests, &args.tuning).await?;
+        refuse_unlisted(&report.unchecked, args.skip_unlisted)?;
         orphan_plan(&session, report).await?
     };
     print_plan(&plan, args.output)?;
@@ -103,6 +104,20 @@ fn check_mode(args: &PruneArgs, teardown: bool) -> Result<(), UserError> {
     Ok(())
 }
 
+/// The order guarantee rests on seeing every member: a kind that could not be listed may hold
+/// objects that still need what a later wave deletes. Refused unless the user accepts it.
+fn refuse_unlisted(unlisted: &[String], accepted: bool) -> Result<(), UserError> {
+    if unlisted.is_empty() || accepted {
+        return Ok(());
+    }
+    Err(UserError::refused(format!(
+        "{} kind(s) could not be listed ({}): objects of them could still depend on what prune would delete",
+        unlisted.len(),
+        unlisted.join(", ")
+    ))
+    .hint("use an identity that may list them (--as, --context), or accept the risk with --skip-unlisted"))
+}
+
 /// Orphans mode: the orphans (and orphans already being deleted, which are waited for), ordered
 /// through the graph of every tracked object.
 async fn orphan_plan(
@@ -139,6 +154,7 @@ async fn orphan_plan(
 /// Teardown mode: the named stacks, their members, and everything that depends on them.
 async fn teardown_plan(session: &Session, args: &PruneArgs) -> Result<PrunePlan, UserError> {
     let live = live_graph(session, None, true, &args.tuning).await?;
+    refuse_unlisted(&live.unlisted, args.skip_unlisted)?;
     let named = named_targets(session, args, &live.graph).await?;
     let chosen = teardown_closure(&live.graph, &named);
     plan_targets(&live, chosen, Vec::new())
