@@ -99,8 +99,26 @@ mod logging {
 
     use tracing::{Event, Level, Subscriber};
     use tracing_subscriber::fmt::format::Writer;
-    use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+    use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
     use tracing_subscriber::registry::LookupSpan;
+
+    /// Drops ANSI colour sequences (`ESC [ ... m`) from already formatted text.
+    fn strip_ansi(text: &str) -> String {
+        let mut plain = String::with_capacity(text.len());
+        let mut chars = text.chars();
+        while let Some(c) = chars.next() {
+            if c == '\x1b' {
+                for next in chars.by_ref() {
+                    if next == 'm' {
+                        break;
+                    }
+                }
+            } else {
+                plain.push(c);
+            }
+        }
+        plain
+    }
 
     /// Formats each event as `level: message`.
     pub struct PlainFormat {
@@ -127,6 +145,23 @@ mod logging {
                 write!(writer, "{label}: ")?;
             }
             ctx.field_format().format_fields(writer.by_ref(), event)?;
+            // At debug and trace, the spans say which request an event belongs to (method, URL).
+            if *event.metadata().level() >= Level::DEBUG {
+                if let Some(scope) = ctx.event_scope() {
+                    for span in scope.from_root() {
+                        if let Some(fields) = span.extensions().get::<FormattedFields<N>>() {
+                            if !fields.is_empty() {
+                                let text = if self.color {
+                                    fields.to_string()
+                                } else {
+                                    strip_ansi(fields)
+                                };
+                                write!(writer, " [{} {text}]", span.name())?;
+                            }
+                        }
+                    }
+                }
+            }
             writeln!(writer)
         }
     }

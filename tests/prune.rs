@@ -328,6 +328,40 @@ fn prune_orphans_args<'a>(ns: &'a str, selector: &'a str, desired: &'a str) -> V
     vec!["prune", "-n", ns, "-l", selector, "-f", desired]
 }
 
+/// Starts `prune --yes --timeout 60s EXTRA` of the chain's orphans in the background and returns
+/// once wave 1 is waiting on `first` (held by its finalizer).
+fn spawn_prune_held_by_first(
+    ns: &str,
+    selector: &str,
+    desired: &std::path::Path,
+    extra: &[&str],
+) -> std::process::Child {
+    let mut command = stack_command(&cluster().admin);
+    command
+        .args(prune_orphans_args(ns, selector, desired.to_str().unwrap()))
+        .args(["--yes", "--timeout", "60s"])
+        .args(extra);
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    let child = command.spawn().unwrap();
+    wait_until(Duration::from_secs(30), || {
+        !kubectl(&[
+            "get",
+            "configmap",
+            "first",
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ])
+        .stdout
+        .is_empty()
+    });
+    child
+}
+
 #[test]
 fn a_timed_out_wave_stops_the_next_and_a_rerun_continues() {
     let _logs = start();
@@ -377,30 +411,8 @@ fn an_object_recreated_between_plan_and_delete_survives() {
     );
     let old_uid = uid_of("configmap", Some(&n), "second");
 
-    let mut command = stack_command(&cluster().admin);
-    command
-        .args(prune_orphans_args(&n, &selector, desired.to_str().unwrap()))
-        .args(["--yes", "-o", "json", "--timeout", "60s"]);
-    command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(Stdio::null());
-    let child = command.spawn().unwrap();
-
     // While wave 1 waits on `first`, `second` is deleted and re-created under the same name.
-    wait_until(Duration::from_secs(30), || {
-        !kubectl(&[
-            "get",
-            "configmap",
-            "first",
-            "-n",
-            &n,
-            "-o",
-            "jsonpath={.metadata.deletionTimestamp}",
-        ])
-        .stdout
-        .is_empty()
-    });
+    let child = spawn_prune_held_by_first(&n, &selector, &desired, &["-o", "json"]);
     assert_eq!(kubectl(&["delete", "configmap", "second", "-n", &n]).code, 0);
     apply(&format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: second, namespace: {n}, labels: {{stack-test/run: {run}}}}}\n"));
     let new_uid = uid_of("configmap", Some(&n), "second");
@@ -514,28 +526,7 @@ fn ctrl_c_starts_no_new_deletes_and_exits_130() {
         "desired.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desired}\n",
     );
-    let mut command = stack_command(&cluster().admin);
-    command
-        .args(prune_orphans_args(&n, &selector, desired.to_str().unwrap()))
-        .args(["--yes", "--timeout", "60s"]);
-    command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(Stdio::null());
-    let child = command.spawn().unwrap();
-    wait_until(Duration::from_secs(30), || {
-        !kubectl(&[
-            "get",
-            "configmap",
-            "first",
-            "-n",
-            &n,
-            "-o",
-            "jsonpath={.metadata.deletionTimestamp}",
-        ])
-        .stdout
-        .is_empty()
-    });
+    let child = spawn_prune_held_by_first(&n, &selector, &desired, &[]);
     let signalled = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
