@@ -400,7 +400,13 @@ async fn watch_group(client: Client, targets: Vec<Target>, sightings: mpsc::Send
         let params = WatchParams::default().timeout(WATCH_SECONDS);
         let events = match api.watch_metadata(&params, &version).await {
             Ok(events) => events,
-            Err(_) => continue,
+            Err(err) => {
+                // Watch refused (e.g. no watch permission): fall back to listing and reading
+                // again each second, which the top of this loop does.
+                tracing::debug!("cannot watch {}: {err}; polling instead", kind.kind_with_group());
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
         };
         let mut events = std::pin::pin!(events.into_stream());
         while let Ok(Some(event)) = events.try_next().await {
