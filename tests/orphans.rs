@@ -528,3 +528,36 @@ data: {{release: {}}}
         engine.encode(helm_encoded)
     )
 }
+
+#[test]
+fn a_kustomization_directory_is_a_desired_set() {
+    let _logs = start();
+    let ns = Namespace::new("kust");
+    let n = &ns.0;
+    let run = unique("k");
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kept, namespace: {n}, labels: {{stack-test/run: {run}}}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: dropped, namespace: {n}, labels: {{stack-test/run: {run}}}}}\n"
+    ));
+    let dir = temp_file(
+        "kustomization.yaml",
+        &format!("namespace: {n}\nresources: [kept.yaml]\n"),
+    );
+    let dir = dir.parent().unwrap();
+    std::fs::write(
+        dir.join("kept.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kept}\n",
+    )
+    .unwrap();
+    let found = stack(&[
+        "orphans",
+        "-A",
+        "-l",
+        &format!("stack-test/run={run}"),
+        "-k",
+        dir.to_str().unwrap(),
+        "-o",
+        "name",
+    ])
+    .expect_code(1);
+    assert_eq!(found.stdout, "configmap/dropped\n");
+}

@@ -555,7 +555,7 @@ metadata: {{name: orphan, namespace: {n}, labels: {{stack-test/run: {run}}}}}
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata: {{name: prune-configmaps, namespace: {n}}}
-rules: [{{apiGroups: [""], resources: [configmaps], verbs: [get, list, watch, delete]}}]
+rules: [{{apiGroups: [""], resources: [configmaps], verbs: [get, list, delete]}}]  # no watch: waiting polls
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
