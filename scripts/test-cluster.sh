@@ -26,7 +26,7 @@ die() { log "error: $*"; exit 1; }
 
 have_packages() {
   command -v etcd >/dev/null && command -v go >/dev/null && command -v jq >/dev/null &&
-    command -v rsync >/dev/null && command -v openssl >/dev/null &&
+    command -v rsync >/dev/null && command -v openssl >/dev/null && command -v curl >/dev/null &&
     [ -d /usr/share/gocode/src/github.com/modern-go/reflect2 ]
 }
 
@@ -35,7 +35,7 @@ install_packages() {
   log "installing Debian packages"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq golang-go etcd-server jq rsync openssl golang-github-modern-go-reflect2-dev >/dev/null
+  apt-get install -y -qq golang-go etcd-server jq rsync openssl curl golang-github-modern-go-reflect2-dev >/dev/null
 }
 
 fetch_source() {
@@ -140,7 +140,6 @@ start() {
   if status >/dev/null 2>&1; then print_env; return 0; fi
   build
   install_packages
-  command -v curl >/dev/null || apt-get install -y -qq curl >/dev/null
   stop >/dev/null 2>&1 || true
   rm -rf "$DIR"; mkdir -p "$DIR/certs"
   openssl genrsa -out "$DIR/sa.key" 2048 2>/dev/null
