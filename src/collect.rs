@@ -284,6 +284,30 @@ pub fn api_for(client: &Client, kind: &KindInfo, namespace: Option<&str>) -> Api
     }
 }
 
+/// Lists whole objects of one kind (not only metadata), paginated, each page retried: for the
+/// few kinds whose spec or status matters (Flux objects, inventories, APIServices).
+pub async fn list_objects(
+    client: &Client,
+    kind: &KindInfo,
+    namespace: Option<&str>,
+    label_selector: Option<&str>,
+) -> Result<Vec<DynamicObject>, kube::Error> {
+    let api = api_for(client, kind, namespace);
+    let mut params = ListParams::default().limit(500);
+    if let Some(selector) = label_selector {
+        params = params.labels(selector);
+    }
+    let mut found = Vec::new();
+    loop {
+        let page = with_retries(&format!("list {}", kind.kind_with_group()), || api.list(&params)).await?;
+        found.extend(page.items);
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params.continue_token = Some(token),
+            _ => return Ok(found),
+        }
+    }
+}
+
 async fn list_kind(
     client: &Client,
     kind: &Arc<KindInfo>,

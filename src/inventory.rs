@@ -218,11 +218,8 @@ async fn load_kpt(session: &Session, id: &str) -> Result<Inventory, UserError> {
 }
 
 async fn list_labelled(session: &Session, kind: &KindInfo, selector: &str) -> Result<Vec<DynamicObject>, UserError> {
-    let api = crate::collect::api_for(&session.connection.client, kind, None);
-    let params = ListParams::default().labels(selector);
-    with_retries("list inventory", || api.list(&params))
+    crate::collect::list_objects(&session.connection.client, kind, None, Some(selector))
         .await
-        .map(|list| list.items)
         .map_err(|err| session.connection.explain(&err))
 }
 

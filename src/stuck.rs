@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use kube::api::{DynamicObject, ListParams};
+use kube::api::DynamicObject;
 use serde_json::Value;
 
 use crate::collect::{api_for, Listed};
@@ -67,8 +67,8 @@ pub fn what_may_be_lost(finalizer: &str) -> String {
 
 /// Shared facts for diagnosing many objects, fetched once.
 pub struct DiagnosisContext {
-    /// Flux Kustomizations and HelmReleases by identity, full objects.
-    flux: HashMap<ObjectId, DynamicObject>,
+    /// Flux Kustomizations and HelmReleases by identity, with their whole body.
+    flux: HashMap<ObjectId, (Listed, Value)>,
     /// Unavailable APIServices: name and why.
     unavailable_api_services: Vec<(String, String)>,
     /// CustomResourceDefinitions: name (`plural.group`) and who tracks them.
@@ -78,48 +78,35 @@ pub struct DiagnosisContext {
 impl DiagnosisContext {
     /// Fetches the Flux objects and APIService availability.
     pub async fn load(session: &Session) -> Self {
-        let mut flux = HashMap::new();
-        for (group, kind) in crate::commands::graph::FLUX_KINDS {
-            let Some(info) = session.catalog.get(group, kind) else {
-                continue;
-            };
-            let api = api_for(&session.connection.client, info, None);
-            let all = ListParams::default();
-            if let Ok(list) = with_retries("list flux objects", || api.list(&all)).await {
-                for object in list.items {
-                    let id = ObjectId::new(
-                        group,
-                        kind,
-                        object.metadata.namespace.as_deref(),
-                        object.metadata.name.as_deref().unwrap_or(""),
-                    );
-                    flux.insert(id, object);
-                }
-            }
-        }
-        let mut unavailable_api_services = Vec::new();
-        if let Some(info) = session.catalog.get("apiregistration.k8s.io", "APIService") {
-            let api = api_for(&session.connection.client, info, None);
-            let all = ListParams::default();
-            if let Ok(list) = with_retries("list APIServices", || api.list(&all)).await {
-                for service in list.items {
-                    if let Some(why) = unavailable(&service.data) {
-                        unavailable_api_services.push((service.metadata.name.unwrap_or_default(), why));
-                    }
-                }
-            }
-        }
-        let mut crds = Vec::new();
-        if let Some(info) = session.catalog.get("apiextensions.k8s.io", "CustomResourceDefinition") {
-            let api = api_for(&session.connection.client, info, None);
-            let all = ListParams::default();
-            if let Ok(list) = with_retries("list CRDs", || api.list_metadata(&all)).await {
-                for crd in list.items {
-                    let tracked: Vec<String> = marks(&crd.metadata).iter().map(ToString::to_string).collect();
-                    crds.push((crd.metadata.name.unwrap_or_default(), tracked.join(",")));
-                }
-            }
-        }
+        let everywhere = Session {
+            scope: crate::collect::ListScope::AllNamespaces,
+            ..session.clone()
+        };
+        let flux = crate::commands::graph::flux_objects(&everywhere)
+            .await
+            .unwrap_or_default();
+        let flux = flux
+            .into_iter()
+            .map(|(object, body)| (object.id(), (object, body)))
+            .collect();
+        let unavailable_api_services = list_all(session, "apiregistration.k8s.io", "APIService")
+            .await
+            .into_iter()
+            .filter_map(|service| {
+                Some((
+                    service.metadata.name.clone().unwrap_or_default(),
+                    unavailable(&service.data)?,
+                ))
+            })
+            .collect();
+        let crds = list_all(session, "apiextensions.k8s.io", "CustomResourceDefinition")
+            .await
+            .into_iter()
+            .map(|crd| {
+                let tracked: Vec<String> = marks(&crd.metadata).iter().map(ToString::to_string).collect();
+                (crd.metadata.name.unwrap_or_default(), tracked.join(","))
+            })
+            .collect();
         Self {
             flux,
             unavailable_api_services,
@@ -138,6 +125,17 @@ impl DiagnosisContext {
             .find(|(name, _)| *name == own && in_group(name))
             .or_else(|| self.crds.iter().find(|(name, _)| in_group(name)))
     }
+}
+
+/// Every object of a cluster-wide kind; nothing when it is not served or may not be listed
+/// (a diagnosis then simply has less to say).
+async fn list_all(session: &Session, group: &str, kind: &str) -> Vec<DynamicObject> {
+    let Some(info) = session.catalog.get(group, kind) else {
+        return Vec::new();
+    };
+    crate::collect::list_objects(&session.connection.client, info, None, None)
+        .await
+        .unwrap_or_default()
 }
 
 fn unavailable(service: &Value) -> Option<String> {
@@ -173,8 +171,8 @@ pub async fn diagnose(session: &Session, context: &DiagnosisContext, object: &Li
     }
     found.extend(tracker_diagnoses(context, object));
     let id = object.id();
-    if let Some(full) = context.flux.get(&id) {
-        found.extend(flux_diagnoses(session, context, &id, &full.data).await);
+    if let Some((_, body)) = context.flux.get(&id) {
+        found.extend(flux_diagnoses(session, context, &id, body).await);
     }
     if id.group.is_empty() && id.kind == "Namespace" {
         found.extend(namespace_diagnoses(session, context, &id.name).await);
@@ -185,7 +183,7 @@ pub async fn diagnose(session: &Session, context: &DiagnosisContext, object: &Li
 fn state_of(context: &DiagnosisContext, id: &ObjectId) -> Option<&'static str> {
     match context.flux.get(id) {
         None => Some("is gone"),
-        Some(object) if object.metadata.deletion_timestamp.is_some() => Some("is itself being deleted"),
+        Some((object, _)) if object.is_terminating() => Some("is itself being deleted"),
         Some(_) => None,
     }
 }
@@ -204,8 +202,8 @@ fn tracker_diagnoses(context: &DiagnosisContext, object: &Listed) -> Vec<String>
             found.push(format!("tracked by {tracker}, which {state}"));
             continue;
         }
-        if let Some(full) = context.flux.get(&tracker) {
-            for dependency in crate::graph::NodeInput::flux_depends_on(&tracker, &full.data) {
+        if let Some((_, body)) = context.flux.get(&tracker) {
+            for dependency in crate::graph::NodeInput::flux_depends_on(&tracker, body) {
                 if let Some(state) = state_of(context, &dependency) {
                     found.push(format!(
                         "tracked by {tracker}, which dependsOn {dependency}, which {state}: the controller that would \

@@ -3,10 +3,9 @@
 use std::collections::{HashMap, HashSet};
 
 use futures::{stream, StreamExt};
-use kube::api::ListParams;
 
 use crate::cli::{GlobalArgs, GraphArgs, GraphOutput, ListTuning, Order};
-use crate::collect::{api_for, collect, ListScope, Listed};
+use crate::collect::{api_for, collect, list_objects, ListScope, Listed};
 use crate::commands::list::warn_unlisted;
 use crate::commands::orphans::read_manifests;
 use crate::commands::{list_options, resolve_selection, Session};
@@ -194,9 +193,9 @@ pub async fn graph_of(
     let flux = flux_objects(session).await?;
     let mut objects: HashMap<ObjectId, Listed> = HashMap::new();
     let mut inputs = Vec::new();
-    for (object, depends_on) in flux {
+    for (object, body) in flux {
         let mut input = input_from_listed(&object);
-        input.depends_on = depends_on;
+        input.depends_on = NodeInput::flux_depends_on(&input.id, &body);
         objects.insert(object.id(), object);
         inputs.push(input);
     }
@@ -243,40 +242,33 @@ pub fn input_from_listed(object: &Listed) -> NodeInput {
     }
 }
 
-/// Every Flux Kustomization and HelmRelease in scope, with its `spec.dependsOn`.
-async fn flux_objects(session: &Session) -> Result<Vec<(Listed, Vec<ObjectId>)>, UserError> {
+/// Every Flux Kustomization and HelmRelease in scope, as whole objects (their spec matters).
+/// A kind the user may not list is warned about and left out.
+pub async fn flux_objects(session: &Session) -> Result<Vec<(Listed, serde_json::Value)>, UserError> {
+    let namespace = match &session.scope {
+        ListScope::Namespace(ns) => Some(ns.as_str()),
+        ListScope::AllNamespaces => None,
+    };
     let mut found = Vec::new();
     for (group, kind) in FLUX_KINDS {
         let Some(info) = session.catalog.get(group, kind) else {
             continue;
         };
-        let namespace = match &session.scope {
-            ListScope::Namespace(ns) => Some(ns.as_str()),
-            ListScope::AllNamespaces => None,
-        };
-        let api = api_for(&session.connection.client, info, namespace);
-        let mut params = ListParams::default().limit(500);
-        loop {
-            let page = match with_retries("list flux objects", || api.list(&params)).await {
-                Ok(page) => page,
-                Err(err) if is_forbidden(&err) => {
-                    tracing::warn!(
-                        "not allowed to list {}: their dependsOn edges are not shown",
-                        info.kind_with_group()
-                    );
-                    break;
-                }
-                Err(err) => return Err(session.connection.explain(&err)),
-            };
-            for object in &page.items {
-                let listed = Listed::new(info.clone(), object.metadata.clone());
-                let depends_on = NodeInput::flux_depends_on(&listed.id(), &object.data);
-                found.push((listed, depends_on));
+        match list_objects(&session.connection.client, info, namespace, None).await {
+            Ok(objects) => {
+                found.extend(
+                    objects
+                        .into_iter()
+                        .map(|o| (Listed::new(info.clone(), o.metadata), o.data)),
+                );
             }
-            match page.metadata.continue_ {
-                Some(token) if !token.is_empty() => params.continue_token = Some(token),
-                _ => break,
+            Err(err) if is_forbidden(&err) => {
+                tracing::warn!(
+                    "not allowed to list {}: their dependsOn edges are not shown",
+                    info.kind_with_group()
+                );
             }
+            Err(err) => return Err(session.connection.explain(&err)),
         }
     }
     Ok(found)

@@ -38,6 +38,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
 }
 
 /// A connection plus the server's catalog of kinds: what every live command starts from.
+#[derive(Clone)]
 pub struct Session {
     /// The connection.
     pub connection: Connection,
