@@ -48,11 +48,13 @@ pub async fn run(global: &GlobalArgs, args: StuckArgs) -> anyhow::Result<u8> {
 async fn terminating_in_scope(session: &Session, args: &StuckArgs) -> Result<Vec<Listed>, UserError> {
     let mut chosen = selection(&args.selection)?;
     resolve_selection(&mut chosen, session)?;
-    let chosen = if chosen.tracker.is_none() && chosen.user_selector.is_none() {
+    let mut chosen = if chosen.tracker.is_none() && chosen.user_selector.is_none() {
         Selection::everything()
     } else {
         chosen
     };
+    // Keep only what is being deleted as pages arrive: a large cluster is never held in memory.
+    chosen.only_terminating = true;
     let collection = collect(
         &session.connection.client,
         &session.catalog,
