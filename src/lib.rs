@@ -2,8 +2,12 @@
 //!
 //! The data flows through small modules: [`client`] (kubeconfig) -> [`discovery`] -> [`collect`]
 //! (metadata lists) -> [`trackers`] (who tracks what, keep markers) -> [`manifest`], [`desired`]
-//! and [`inventory`] (what should exist) -> [`classify`] (orphans) -> [`render`].
-//! [`commands`] composes them; `main.rs` only calls [`run`].
+//! and [`inventory`] (what should exist) -> [`classify`] (orphans) -> [`graph`] -> [`plan`]
+//! (waves) -> [`execute`] (delete, wait) -> [`render`] and [`graph_output`]. [`stuck`] and
+//! [`finalize`] are the break-glass path, [`complete`] the shell completion. [`commands`]
+//! composes them; `main.rs` only calls [`run`].
+
+#![warn(missing_docs)]
 
 pub mod classify;
 pub mod cli;
