@@ -10,7 +10,7 @@ use kube::core::ObjectMeta;
 use kube::Client;
 
 use crate::discovery::{Catalog, KindInfo};
-use crate::error::{api_status, is_forbidden, root_cause};
+use crate::error::{api_status, is_forbidden, is_not_found, root_cause};
 use crate::identity::ObjectId;
 use crate::retry::with_retries;
 use crate::trackers::Selection;
@@ -327,10 +327,17 @@ async fn list_kind(
     }
     let mut found = Vec::new();
     loop {
-        let page = with_retries(&format!("list {}", kind.kind_with_group()), || {
-            api.list_metadata(&params)
-        })
-        .await?;
+        let what = format!("list {}", kind.kind_with_group());
+        let page = match with_retries(&what, || api.list_metadata(&params)).await {
+            Ok(page) => page,
+            // The kind stopped being served after discovery (its CRD was deleted meanwhile):
+            // a type that does not exist has no objects.
+            Err(err) if is_not_found(&err) => {
+                tracing::debug!("{} is no longer served", kind.kind_with_group());
+                return Ok(Vec::new());
+            }
+            Err(err) => return Err(err),
+        };
         found.extend(
             page.items
                 .into_iter()

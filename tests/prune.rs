@@ -596,3 +596,90 @@ subjects: [{{kind: User, name: limited, apiGroup: rbac.authorization.k8s.io}}]
     stack_as(limited, &[&args[..], &["--skip-unlisted"]].concat()).expect_code(0);
     assert!(!exists("configmap", Some(n), "orphan"));
 }
+
+#[test]
+fn a_teardown_never_takes_another_stacks_objects_with_it() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("holders");
+    let f = &flux.0;
+    let run = unique("hold");
+    let app_ns = format!("{run}-shared");
+    let group = format!("{run}.example.com");
+    let crd = format!("parts.{group}");
+    let label = |stack: &str| {
+        format!("{{kustomize.toolkit.fluxcd.io/name: {stack}, kustomize.toolkit.fluxcd.io/namespace: {f}}}")
+    };
+    apply(&format!(
+        r#"
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {{name: a, namespace: {f}}}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {{name: b, namespace: {f}}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {app_ns}, labels: {a}}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {crd}, labels: {a}}}
+spec:
+  group: {group}
+  names: {{kind: Part, plural: parts}}
+  scope: Namespaced
+  versions: [{{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}]
+"#,
+        a = label("a")
+    ));
+    wait_established(&[&format!("crd/{crd}")], &crd);
+    apply(&format!(
+        r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: a-config, namespace: {app_ns}, labels: {a}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: b-config, namespace: {app_ns}, labels: {b}}}
+---
+apiVersion: {group}/v1
+kind: Part
+metadata: {{name: b-part, namespace: {f}, labels: {b}}}
+"#,
+        a = label("a"),
+        b = label("b")
+    ));
+
+    let pruned = stack(&["prune", "-n", f, "kustomization/a", "--yes", "--timeout", "60s"]).expect_code(0);
+    assert!(
+        pruned
+            .stderr
+            .contains(&format!("kept: Namespace/{app_ns} (holds ConfigMap/{app_ns}/b-config")),
+        "{}",
+        pruned.stderr
+    );
+    assert!(
+        pruned.stderr.contains(&format!(
+            "kept: CustomResourceDefinition.apiextensions.k8s.io/{crd} (holds Part.{group}/{f}/b-part"
+        )),
+        "{}",
+        pruned.stderr
+    );
+    assert!(!exists("configmap", Some(&app_ns), "a-config"));
+    assert!(!exists("kustomization", Some(f), "a"));
+    assert!(
+        exists("configmap", Some(&app_ns), "b-config"),
+        "another stack's object survives"
+    );
+    assert!(
+        exists(&crd, Some(f), "b-part"),
+        "another stack's custom resource survives"
+    );
+    assert!(exists("kustomization", Some(f), "b"));
+    let _ = kubectl(&["delete", "namespace", &app_ns, "--wait=false"]);
+    let _ = kubectl(&["delete", "crd", &crd, "--wait=false"]);
+}

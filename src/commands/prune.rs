@@ -14,9 +14,10 @@ use crate::commands::graph::{graph_of, live_graph, LiveGraph, FLUX_KINDS};
 use crate::commands::list::tracked_by;
 use crate::commands::orphans::{find, read_manifests};
 use crate::commands::{confirm, resolve_typed, Session};
+use crate::discovery::Catalog;
 use crate::error::{exit, UserError};
 use crate::execute::{execute, Blocker, Change, Event, ExecOptions, Observer, Outcome, Target};
-use crate::graph::{Graph, NodeStatus};
+use crate::graph::{EdgeKind, Graph, NodeStatus};
 use crate::graph_output::cycle_path;
 use crate::identity::ObjectId;
 use crate::plan::plan_deletion;
@@ -148,7 +149,7 @@ async fn orphan_plan(
         .into_iter()
         .filter_map(|(id, why)| live.graph.find(&id).map(|index| (index, why)))
         .collect();
-    plan_targets(&live, chosen, kept)
+    plan_targets(&live, &session.catalog, chosen, kept)
 }
 
 /// Teardown mode: the named stacks, their members, and everything that depends on them.
@@ -157,7 +158,7 @@ async fn teardown_plan(session: &Session, args: &PruneArgs) -> Result<PrunePlan,
     refuse_unlisted(&live.unlisted, args.skip_unlisted)?;
     let named = named_targets(session, args, &live.graph).await?;
     let chosen = teardown_closure(&live.graph, &named);
-    plan_targets(&live, chosen, Vec::new())
+    plan_targets(&live, &session.catalog, chosen, Vec::new())
 }
 
 async fn named_targets(session: &Session, args: &PruneArgs, graph: &Graph) -> Result<Vec<usize>, UserError> {
@@ -213,7 +214,12 @@ pub fn teardown_closure(graph: &Graph, named: &[usize]) -> HashMap<usize, String
         for member in graph.members_of(current) {
             add(member, format!("member of {}", graph.nodes[current].id), &mut queue);
         }
-        for edge in graph.edges.iter().filter(|e| e.to == current) {
+        // Only explicit dependencies pull dependents in. An object that merely lives in a
+        // Namespace, or is an instance of a CRD, being torn down belongs to its own stack: it is
+        // not deleted, and it keeps its Namespace or CRD alive (see `protect_holders`).
+        let explicit =
+            |e: &&crate::graph::Edge| e.to == current && !matches!(e.kind, EdgeKind::Namespace | EdgeKind::Crd);
+        for edge in graph.edges.iter().filter(explicit) {
             add(
                 edge.from,
                 format!("depends on {} ({})", graph.nodes[current].id, edge.kind.label()),
@@ -226,7 +232,12 @@ pub fn teardown_closure(graph: &Graph, named: &[usize]) -> HashMap<usize, String
 
 /// Leaves out what must not be deleted (keep markers, controller-made objects, Namespaces that
 /// hold objects that stay) and plans the rest into waves.
-fn plan_targets(live: &LiveGraph, chosen: HashMap<usize, String>, mut kept: Vec<Kept>) -> Result<PrunePlan, UserError> {
+fn plan_targets(
+    live: &LiveGraph,
+    catalog: &Catalog,
+    chosen: HashMap<usize, String>,
+    mut kept: Vec<Kept>,
+) -> Result<PrunePlan, UserError> {
     let graph = &live.graph;
     let mut targets: HashMap<usize, String> = HashMap::new();
     for (index, why) in chosen {
@@ -243,7 +254,7 @@ fn plan_targets(live: &LiveGraph, chosen: HashMap<usize, String>, mut kept: Vec<
             targets.insert(index, why);
         }
     }
-    protect_namespaces(graph, &live.tracked, &mut targets, &mut kept);
+    protect_holders(graph, &live.tracked, catalog, &mut targets, &mut kept);
     let indices: HashSet<usize> = targets.keys().copied().collect();
     let plan = plan_deletion(graph, &indices).map_err(|cycle| {
         UserError::new(exit::CYCLE, format!("dependency cycle: {}", cycle_path(graph, &cycle)))
@@ -274,9 +285,15 @@ fn plan_targets(live: &LiveGraph, chosen: HashMap<usize, String>, mut kept: Vec<
     Ok(PrunePlan { waves, kept })
 }
 
-/// A Namespace is not deleted while it holds a tracked object that is not deleted (another
-/// stack's, a desired or a kept one): deleting the Namespace would delete that object too.
-fn protect_namespaces(graph: &Graph, tracked: &[ObjectId], targets: &mut HashMap<usize, String>, kept: &mut Vec<Kept>) {
+/// A Namespace or CRD is not deleted while it holds a tracked object that is not deleted
+/// (another stack's, a desired or a kept one): deleting it would delete that object too.
+fn protect_holders(
+    graph: &Graph,
+    tracked: &[ObjectId],
+    catalog: &Catalog,
+    targets: &mut HashMap<usize, String>,
+    kept: &mut Vec<Kept>,
+) {
     let deleted: HashSet<&ObjectId> = targets.keys().map(|&i| &graph.nodes[i].id).collect();
     let staying: Vec<&ObjectId> = graph
         .nodes
@@ -286,19 +303,29 @@ fn protect_namespaces(graph: &Graph, tracked: &[ObjectId], targets: &mut HashMap
         .chain(tracked.iter())
         .filter(|id| !deleted.contains(id))
         .collect();
-    let namespaces: Vec<usize> = targets
-        .keys()
-        .copied()
-        .filter(|&i| graph.nodes[i].id.group.is_empty() && graph.nodes[i].id.kind == "Namespace")
-        .collect();
-    for index in namespaces {
-        let name = &graph.nodes[index].id.name;
-        if let Some(holder) = staying.iter().find(|id| id.namespace.as_deref() == Some(name.as_str())) {
-            targets.remove(&index);
+    let crd_of = |id: &ObjectId| {
+        catalog
+            .get(&id.group, &id.kind)
+            .map(|k| format!("{}.{}", k.plural, k.group))
+    };
+    let holders: Vec<usize> = targets.keys().copied().collect();
+    for index in holders {
+        let holder = &graph.nodes[index].id;
+        let held = match (holder.group.as_str(), holder.kind.as_str()) {
+            ("", "Namespace") => staying
+                .iter()
+                .find(|id| id.namespace.as_deref() == Some(holder.name.as_str())),
+            ("apiextensions.k8s.io", "CustomResourceDefinition") => staying
+                .iter()
+                .find(|id| crd_of(id).as_deref() == Some(holder.name.as_str())),
+            _ => None,
+        };
+        if let Some(held) = held {
             kept.push(Kept {
-                id: graph.nodes[index].id.clone(),
-                reason: format!("holds {holder}, which is not pruned"),
+                id: holder.clone(),
+                reason: format!("holds {held}, which is not pruned"),
             });
+            targets.remove(&index);
         }
     }
 }
