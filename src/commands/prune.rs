@@ -87,6 +87,7 @@ pub async fn run(global: &GlobalArgs, args: PruneArgs) -> anyhow::Result<u8> {
     let cancel = interrupt_signal();
     let mut observer = Progress::new(args.output, global.verbosity >= 2);
     let outcome = execute(&session.connection.client, &plan.waves, &options, cancel, &mut observer).await;
+    observer.clear();
     Ok(finish(&observer, &plan, &outcome, args.output, &options)?)
 }
 
@@ -417,12 +418,13 @@ fn interrupt_signal() -> watch::Receiver<bool> {
     receiver
 }
 
-/// Counts and prints what happens.
+/// Counts and prints what happens: a progress bar per wave on a terminal, lines otherwise.
 struct Progress {
     output: PruneOutput,
     verbose: bool,
     counts: HashMap<Change, usize>,
     failures: Vec<Event>,
+    bar: Option<indicatif::ProgressBar>,
 }
 
 impl Progress {
@@ -432,7 +434,42 @@ impl Progress {
             verbose,
             counts: HashMap::new(),
             failures: Vec::new(),
+            bar: None,
         }
+    }
+
+    /// Removes the bar (before the summary and the blockers report).
+    fn clear(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+
+    /// Prints a line on stderr, above the bar when there is one.
+    fn say(&self, line: String) {
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    fn bar_for(&self, wave: usize, waves: usize, objects: usize) -> Option<indicatif::ProgressBar> {
+        use std::io::IsTerminal;
+        if self.output != PruneOutput::Table || !std::io::stderr().is_terminal() {
+            return None;
+        }
+        let bar = indicatif::ProgressBar::new(objects as u64);
+        let template = if crate::render::color_allowed() {
+            "wave {prefix} {bar:30.cyan/blue} {pos}/{len} gone {elapsed} {wide_msg}"
+        } else {
+            "wave {prefix} {bar:30} {pos}/{len} gone {elapsed} {wide_msg}"
+        };
+        if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_prefix(format!("{wave}/{waves}"));
+        bar.enable_steady_tick(Duration::from_millis(200));
+        Some(bar)
     }
 
     fn count(&self, change: Change) -> usize {
@@ -452,19 +489,28 @@ impl Observer for Progress {
             let _ = render::emit(&(line.to_string() + "\n"));
         }
         let id = ObjectId::new(&event.group, &event.kind, event.namespace.as_deref(), &event.name);
+        if let Some(bar) = &self.bar {
+            if matches!(event.change, Change::Gone | Change::AlreadyGone | Change::Replaced) {
+                bar.inc(1);
+            }
+        }
         match event.change {
-            Change::Failed => eprintln!("  failed: {id}: {}", event.error.as_deref().unwrap_or("")),
-            Change::Replaced => eprintln!("  {id}: the name now has another UID; that object was left alone"),
-            Change::AlreadyGone if self.verbose => eprintln!("  already gone: {id}"),
+            Change::Failed => self.say(format!("  failed: {id}: {}", event.error.as_deref().unwrap_or(""))),
+            Change::Replaced => self.say(format!(
+                "  {id}: the name now has another UID; that object was left alone"
+            )),
+            Change::AlreadyGone if self.verbose => self.say(format!("  already gone: {id}")),
             Change::Deleted | Change::Gone | Change::WouldDelete | Change::AlreadyTerminating if self.verbose => {
-                eprintln!("  {:?}: {id}", event.change)
+                self.say(format!("  {:?}: {id}", event.change))
             }
             _ => {}
         }
     }
 
     fn wave_started(&mut self, wave: usize, waves: usize, objects: usize) {
-        eprintln!("wave {wave}/{waves}: deleting {objects} object(s)");
+        self.clear();
+        self.bar = self.bar_for(wave, waves, objects);
+        self.say(format!("wave {wave}/{waves}: deleting {objects} object(s)"));
     }
 
     fn waiting(&mut self, wave: usize, left: &[Blocker]) {
@@ -474,14 +520,18 @@ impl Observer for Progress {
         } else {
             String::new()
         };
-        eprintln!(
-            "wave {wave}: waiting for {} object(s): {}{more}",
-            left.len(),
-            shown.join("; ")
-        );
+        match &self.bar {
+            Some(bar) => bar.set_message(format!("waiting for {}{more}", shown.join("; "))),
+            None => eprintln!(
+                "wave {wave}: waiting for {} object(s): {}{more}",
+                left.len(),
+                shown.join("; ")
+            ),
+        }
     }
 
     fn wave_done(&mut self, wave: usize, elapsed: Duration) {
+        self.clear();
         eprintln!("wave {wave}: gone in {:.1}s", elapsed.as_secs_f64());
     }
 }
