@@ -208,6 +208,12 @@ pub fn marks(meta: &ObjectMeta) -> Vec<Mark> {
     found
 }
 
+/// Whether any tool marked the object: `!marks(meta).is_empty()` without building the marks
+/// (this runs on every listed object when no stack is named).
+pub fn is_tracked(meta: &ObjectMeta) -> bool {
+    Preset::ALL.iter().any(|preset| preset.own_mark(meta).is_some())
+}
+
 fn argocd_mark(meta: &ObjectMeta, label_counts: bool) -> Option<MarkValue> {
     let tracked_by_annotation = meta
         .annotations
@@ -361,7 +367,7 @@ impl Selection {
         match (&self.tracker, &self.user_selector) {
             (Some(tracker), _) => tracker.matches(meta),
             (None, Some(_)) => true,
-            (None, None) => !marks(meta).is_empty(),
+            (None, None) => is_tracked(meta),
         }
     }
 

@@ -6,6 +6,23 @@ use std::collections::BTreeSet;
 
 use common::*;
 
+/// Sets a Kustomization's status (the Flux inventory lives there), as kustomize-controller does.
+fn patch_status(name: &str, namespace: &str, status: &str) -> Run {
+    kubectl(&[
+        "patch",
+        "kustomization",
+        name,
+        "-n",
+        namespace,
+        "--subresource",
+        "status",
+        "--type",
+        "merge",
+        "-p",
+        status,
+    ])
+}
+
 fn orphan_names(run: &Run) -> BTreeSet<String> {
     run.json()["orphans"]
         .as_array()
@@ -244,17 +261,7 @@ metadata:
         table.stdout
     );
 
-    let _ = kubectl(&[
-        "patch",
-        "configmap",
-        "terminating",
-        "-n",
-        n,
-        "--type",
-        "merge",
-        "-p",
-        r#"{"metadata":{"finalizers":null}}"#,
-    ]);
+    release_finalizers("configmap/terminating", n);
 }
 
 #[test]
@@ -289,19 +296,7 @@ rules: []
     let status = format!(
         r#"{{"status":{{"inventory":{{"entries":[{{"id":"{n}_still-listed__ConfigMap","v":"v1"}},{{"id":"_{ks}-role_rbac.authorization.k8s.io_ClusterRole","v":"v1"}}]}}}}}}"#
     );
-    let patched = kubectl(&[
-        "patch",
-        "kustomization",
-        &ks,
-        "-n",
-        n,
-        "--subresource",
-        "status",
-        "--type",
-        "merge",
-        "-p",
-        &status,
-    ]);
+    let patched = patch_status(&ks, n, &status);
     assert_eq!(patched.code, 0, "{}", patched.stderr);
 
     let found = stack(&["orphans", "-A", "--inventory", &format!("flux={ks}.{n}"), "-o", "json"]).expect_code(1);
@@ -316,19 +311,7 @@ rules: []
     );
 
     // An empty inventory is refused unless told.
-    let empty = kubectl(&[
-        "patch",
-        "kustomization",
-        &ks,
-        "-n",
-        n,
-        "--subresource",
-        "status",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"status":{"inventory":{"entries":[]}}}"#,
-    ]);
+    let empty = patch_status(&ks, n, r#"{"status":{"inventory":{"entries":[]}}}"#);
     assert_eq!(empty.code, 0, "{}", empty.stderr);
     let refused = stack(&["orphans", "-A", "--inventory", &format!("flux={ks}.{n}")]).expect_code(4);
     assert!(refused.stderr.contains("desired set is empty"), "{}", refused.stderr);

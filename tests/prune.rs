@@ -170,22 +170,6 @@ impl TestOperator {
     }
 }
 
-fn release_finalizers(resource: &str, namespace: &str) {
-    let listed = kubectl(&["get", resource, "-n", namespace, "-o", "name"]);
-    for name in listed.stdout.lines() {
-        let _ = kubectl(&[
-            "patch",
-            name,
-            "-n",
-            namespace,
-            "--type",
-            "merge",
-            "-p",
-            r#"{"metadata":{"finalizers":null}}"#,
-        ]);
-    }
-}
-
 fn events(run: &Run) -> Vec<serde_json::Value> {
     run.stdout
         .lines()

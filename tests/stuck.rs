@@ -131,17 +131,7 @@ spec:
         "jsonpath={.spec.kubeConfig.secretRef.name}",
     ]);
     assert_eq!(spec.stdout, "remote-kubeconfig");
-    let _ = kubectl(&[
-        "patch",
-        "helmrelease",
-        "remote-app",
-        "-n",
-        n,
-        "--type",
-        "merge",
-        "-p",
-        r#"{"metadata":{"finalizers":null}}"#,
-    ]);
+    release_finalizers("helmrelease/remote-app", n);
 }
 
 #[test]

@@ -536,12 +536,17 @@ impl Observer for Progress {
     }
 }
 
-fn describe_blocker(blocker: &Blocker) -> String {
-    let since = blocker
+/// How long a blocker has been terminating, or `-` when it was never seen terminating.
+fn terminating_for(blocker: &Blocker) -> String {
+    blocker
         .deletion_timestamp
         .as_ref()
         .map(|t| render::age(Some(t)))
-        .unwrap_or_else(|| "-".to_string());
+        .unwrap_or_else(|| "-".to_string())
+}
+
+fn describe_blocker(blocker: &Blocker) -> String {
+    let since = terminating_for(blocker);
     if blocker.finalizers.is_empty() {
         format!("{} (terminating {since})", blocker.target.id)
     } else {
@@ -610,10 +615,7 @@ fn report_blockers(wave: usize, blockers: &[Blocker], timeout: Duration) {
                 b.target.id.kind_with_group(),
                 b.target.id.namespace.clone().unwrap_or_default(),
                 b.target.id.name.clone(),
-                b.deletion_timestamp
-                    .as_ref()
-                    .map(|t| render::age(Some(t)))
-                    .unwrap_or_else(|| "-".into()),
+                terminating_for(b),
                 if b.finalizers.is_empty() {
                     "<none>".into()
                 } else {

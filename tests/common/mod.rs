@@ -320,3 +320,21 @@ pub fn sha256_of(path: &Path) -> String {
     let bytes = std::fs::read(path).unwrap();
     sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// Removes every finalizer from the objects `resource` names (`configmap/x`, or a whole type) in
+/// a namespace, as their controller would.
+pub fn release_finalizers(resource: &str, namespace: &str) {
+    let listed = kubectl(&["get", resource, "-n", namespace, "-o", "name"]);
+    for name in listed.stdout.lines() {
+        let _ = kubectl(&[
+            "patch",
+            name,
+            "-n",
+            namespace,
+            "--type",
+            "merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ]);
+    }
+}
