@@ -213,7 +213,7 @@ pub struct PruneArgs {
     pub dry_run: DryRun,
     /// How dependents of each deleted object are garbage-collected.
     #[arg(long, value_enum, default_value_t)]
-    pub cascade: crate::execute::Cascade,
+    pub cascade: CascadeArg,
     /// How long one wave may take to be gone.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5m")]
     pub timeout: Duration,
@@ -230,6 +230,28 @@ pub struct PruneArgs {
     /// Listing tuning.
     #[command(flatten)]
     pub tuning: ListTuning,
+}
+
+/// `--cascade`: how dependents of each deleted object are garbage-collected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum CascadeArg {
+    /// Dependents are deleted in the background (default).
+    #[default]
+    Background,
+    /// The object waits until its dependents are deleted.
+    Foreground,
+    /// Dependents are left alone.
+    Orphan,
+}
+
+impl From<CascadeArg> for crate::execute::Cascade {
+    fn from(arg: CascadeArg) -> Self {
+        match arg {
+            CascadeArg::Background => Self::Background,
+            CascadeArg::Foreground => Self::Foreground,
+            CascadeArg::Orphan => Self::Orphan,
+        }
+    }
 }
 
 /// `--dry-run`.

@@ -20,11 +20,7 @@ use crate::render;
 use crate::retry::with_retries;
 use crate::trackers::Selection;
 
-/// The kinds whose full objects carry `spec.dependsOn`.
-pub const FLUX_KINDS: [(&str, &str); 2] = [
-    ("kustomize.toolkit.fluxcd.io", "Kustomization"),
-    ("helm.toolkit.fluxcd.io", "HelmRelease"),
-];
+pub use crate::trackers::FLUX_KINDS;
 
 /// Runs `graph`.
 pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
@@ -156,7 +152,8 @@ pub async fn live_graph(
     let mut unlisted = Vec::new();
     let explicit = selection.is_some();
     if explicit || members {
-        let selection = selection.unwrap_or_default();
+        let mut selection = selection.unwrap_or_default();
+        selection.tracking_objects = members;
         let options = list_options(tuning);
         let collection = collect(
             &session.connection.client,
