@@ -28,6 +28,8 @@ pub struct Recheck {
     catalog: Arc<Catalog>,
     torn_down: TornDown,
     depends_on: HashMap<ObjectId, Vec<ObjectId>>,
+    trackers_of: HashMap<ObjectId, Vec<ObjectId>>,
+    keep_suspended: HashSet<ObjectId>,
     planned_uids: HashSet<String>,
     withheld: HashMap<ObjectId, String>,
     options: ListOptions,
@@ -49,6 +51,8 @@ impl Recheck {
             catalog,
             torn_down: plan.torn_down.clone(),
             depends_on: plan.depends_on.clone(),
+            trackers_of: plan.trackers_of.clone(),
+            keep_suspended: plan.keep_suspended.clone(),
             planned_uids: plan.waves.iter().flatten().map(|t| t.uid.clone()).collect(),
             withheld: HashMap::new(),
             options,
@@ -89,6 +93,8 @@ impl Recheck {
         self.lift_suspensions(&mut checked).await;
         for (target, _) in &checked.dropped {
             self.withhold_dependencies(&target.id);
+            let trackers = self.trackers_of.get(&target.id).cloned().unwrap_or_default();
+            self.keep_suspended.extend(trackers);
         }
         checked
     }
@@ -202,6 +208,14 @@ impl Recheck {
     async fn lift_suspensions(&mut self, checked: &mut CheckedWave) {
         let mut ready = Vec::new();
         for target in std::mem::take(&mut checked.targets) {
+            if self.keep_suspended.contains(&target.id) {
+                tracing::warn!(
+                    "{} is deleted while still suspended: a member of it stays, which its controller's clean-up would delete",
+                    target.id
+                );
+                ready.push(target);
+                continue;
+            }
             match self.suspensions.lift(&self.client, &target).await {
                 Ok(()) => ready.push(target),
                 Err(why) => checked.dropped.push((

@@ -10,8 +10,10 @@
 //! `internal/controller/helmrelease_controller.go`, `reconcileDelete`: "Only uninstall the release
 //! ... if the resource is not suspended"). So the suspension prune set is lifted again just before that object's
 //! own DELETE, when every member prune knows of is already gone: the controller's finalizer then
-//! does its full cleanup. Whatever stays suspended when a run stops is reported with the command
-//! that resumes it.
+//! does its full cleanup. A tracking object with a member that stays (kept by a safeguard, or
+//! dropped by the re-check) is deleted still suspended instead, so that its controller's cleanup
+//! does not delete that member. Whatever stays suspended when a run stops is reported with the
+//! command that resumes it.
 
 use std::sync::Arc;
 

@@ -41,6 +41,12 @@ pub struct PrunePlan {
     pub depends_on: HashMap<ObjectId, Vec<ObjectId>>,
     /// Things to tell before asking (e.g. a stack that a parent would re-create).
     pub warnings: Vec<String>,
+    /// The tracking objects of each planned member (a member that stays keeps its trackers'
+    /// controllers from cleaning up: see [`crate::suspend`]).
+    pub trackers_of: HashMap<ObjectId, Vec<ObjectId>>,
+    /// Planned tracking objects with a member the plan keeps: deleted while still suspended, so
+    /// that their controller does not garbage-collect the kept member.
+    pub keep_suspended: HashSet<ObjectId>,
 }
 
 impl PrunePlan {
@@ -61,10 +67,11 @@ pub struct Snapshot<'a> {
 }
 
 /// Which kind of prune.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mode {
-    /// Named stacks, their members and their dependents.
-    Teardown,
+    /// Named stacks, their members and their dependents; with the keys of named stacks whose
+    /// tracking object is already gone (a run again after a partial teardown).
+    Teardown(Vec<(Preset, MarkValue)>),
     /// Orphans of a desired set.
     Orphans,
 }
@@ -171,8 +178,9 @@ pub fn plan(
     let mut torn_down = TornDown::default();
     loop {
         let before = targets.len();
-        if mode == Mode::Teardown {
-            torn_down = TornDown::new(targets.keys().filter_map(|&i| object_of(i).and_then(tracker_key)));
+        if let Mode::Teardown(gone) = &mode {
+            let planned_keys = targets.keys().filter_map(|&i| object_of(i).and_then(tracker_key));
+            torn_down = TornDown::new(planned_keys.chain(gone.iter().cloned()));
             let shared: Vec<(usize, String)> = targets
                 .keys()
                 .filter_map(|&i| {
@@ -204,10 +212,11 @@ pub fn plan(
             break;
         }
     }
-    if mode == Mode::Teardown {
+    let teardown = matches!(mode, Mode::Teardown(_));
+    if teardown {
         kept.extend(ambiguous_members(snapshot, &trackers, &torn_down, &targets));
     }
-    let warnings = if mode == Mode::Teardown {
+    let warnings = if teardown {
         parent_warnings(snapshot, &targets, &torn_down)
     } else {
         Vec::new()
@@ -231,13 +240,35 @@ pub fn plan(
         .collect();
     kept.sort_by(|a, b| a.id.cmp(&b.id));
     kept.dedup();
+    let trackers_of = trackers_of(graph, &indices);
+    let kept_ids: HashSet<&ObjectId> = kept.iter().map(|k| &k.id).collect();
+    let keep_suspended = graph
+        .members
+        .iter()
+        .filter(|m| indices.contains(&m.owner) && kept_ids.contains(&graph.nodes[m.member].id))
+        .map(|m| graph.nodes[m.owner].id.clone())
+        .collect();
     Ok(PrunePlan {
         waves,
         kept,
         torn_down,
         depends_on: planned_dependencies(graph, &indices),
         warnings,
+        trackers_of,
+        keep_suspended,
     })
+}
+
+/// For each member of a planned tracking object, its planned trackers.
+fn trackers_of(graph: &Graph, planned: &HashSet<usize>) -> HashMap<ObjectId, Vec<ObjectId>> {
+    let mut found: HashMap<ObjectId, Vec<ObjectId>> = HashMap::new();
+    for membership in graph.members.iter().filter(|m| planned.contains(&m.owner)) {
+        found
+            .entry(graph.nodes[membership.member].id.clone())
+            .or_default()
+            .push(graph.nodes[membership.owner].id.clone());
+    }
+    found
 }
 
 /// A deletion target from a listed object.
@@ -495,7 +526,7 @@ mod tests {
                 })
                 .collect();
             let chosen = teardown_closure(&graph, &named);
-            plan(&snapshot, &catalog(), chosen, Vec::new(), Mode::Teardown).unwrap()
+            plan(&snapshot, &catalog(), chosen, Vec::new(), Mode::Teardown(Vec::new())).unwrap()
         }
     }
 

@@ -175,14 +175,17 @@ fn snapshot(live: &LiveGraph) -> Snapshot<'_> {
 
 /// Teardown mode: the named stacks, their members, and everything that depends on them.
 async fn teardown_plan(session: &Session, args: &PruneArgs) -> Result<PrunePlan, UserError> {
-    let live = live_graph(session, None, true, &args.tuning).await?;
+    // Every tracked object is a node (not only those under a live tracking object): the members
+    // of a stack whose tracking object is already gone are found again by their marks.
+    let live = live_graph(session, Some(Selection::default()), true, &args.tuning).await?;
     refuse_unlisted(&live.unlisted, args.skip_unlisted)?;
     let snapshot = snapshot(&live);
-    let named = named_targets(session, args, &snapshot).await?;
+    let mut gone = Vec::new();
+    let named = named_targets(session, args, &snapshot, &mut gone).await?;
     let indices: Vec<usize> = named.iter().map(|(index, _)| *index).collect();
     let mut chosen = teardown_closure(&live.graph, &indices);
     chosen.extend(named);
-    plan(&snapshot, &session.catalog, chosen, Vec::new(), Mode::Teardown)
+    plan(&snapshot, &session.catalog, chosen, Vec::new(), Mode::Teardown(gone))
 }
 
 /// The nodes the user named, with why each is chosen. A named stack that is already gone (a
@@ -191,6 +194,7 @@ async fn named_targets(
     session: &Session,
     args: &PruneArgs,
     snapshot: &Snapshot<'_>,
+    gone: &mut Vec<(Preset, MarkValue)>,
 ) -> Result<Vec<(usize, String)>, UserError> {
     let graph = snapshot.graph;
     let mut found = Vec::new();
@@ -225,13 +229,18 @@ async fn named_targets(
             }
         };
         for id in ids {
-            found.extend(find_named(snapshot, graph, &id)?);
+            found.extend(find_named(snapshot, graph, &id, gone)?);
         }
     }
     Ok(found)
 }
 
-fn find_named(snapshot: &Snapshot, graph: &Graph, id: &ObjectId) -> Result<Vec<(usize, String)>, UserError> {
+fn find_named(
+    snapshot: &Snapshot,
+    graph: &Graph,
+    id: &ObjectId,
+    gone: &mut Vec<(Preset, MarkValue)>,
+) -> Result<Vec<(usize, String)>, UserError> {
     if let Some(index) = graph
         .find(id)
         .filter(|&i| graph.nodes[i].status == NodeStatus::Selected)
@@ -265,6 +274,7 @@ fn find_named(snapshot: &Snapshot, graph: &Graph, id: &ObjectId) -> Result<Vec<(
         "{id} is already gone; tearing down the {} object(s) that still carry its mark",
         left.len()
     );
+    gone.push(key);
     Ok(left
         .into_iter()
         .map(|index| (index, format!("member of {id} (already gone)")))
