@@ -173,7 +173,7 @@ pub struct UnstickArgs {
     /// Also act on objects that are not being deleted (only as named on the command line).
     #[arg(long)]
     pub force: bool,
-    /// Where to write the backups (default: `./kubectl-stack-backup-TIME`).
+    /// Where to write the backups: each run makes a new directory `unstick-TIME` in it, mode 0700 (default: `./kubectl-stack-backups`).
     #[arg(long = "backup-dir", value_name = "DIR")]
     pub backup_dir: Option<PathBuf>,
 }
