@@ -83,7 +83,7 @@ if [ "$render_only" = 0 ]; then
     contents=(LICENSE kubectl-stack.exe kubectl_complete-stack.cmd)
     install -m 0755 "$binary" "$stage/kubectl-stack.exe"
     # kubectl finds plugin completion helpers through PATH and PATHEXT, so .cmd works on Windows.
-    printf '@kubectl-stack.exe __complete %%*\r\n' >"$stage/kubectl_complete-stack.cmd"
+    printf '@kubectl-stack.exe __complete -- %%*\r\n' >"$stage/kubectl_complete-stack.cmd"
     chmod 0755 "$stage/kubectl_complete-stack.cmd"
   else
     contents=(LICENSE kubectl-stack kubectl_complete-stack)

@@ -418,7 +418,7 @@ fn the_release_job_packs_every_platform_with_real_hashes() {
         .unwrap();
     assert_eq!(
         String::from_utf8_lossy(&helper.stdout),
-        "@kubectl-stack.exe __complete %*\r\n"
+        "@kubectl-stack.exe __complete -- %*\r\n"
     );
 }
 
@@ -497,6 +497,103 @@ fn kubectl_finds_runs_and_completes_the_plugin() {
         flags.stdout
     );
 
-    let bash = common::stack(&["completion", "bash"]).expect_code(0);
-    assert!(bash.stdout.contains("kubectl-stack"));
+    // #19.11: the value of -n / --context, not subcommands; -nNS TYPE/ completes names there;
+    // --help is no flag of the helper (no help text among the answers).
+    let namespaces = kubectl_with_path(&path, &["__complete", "stack", "-n", ""]);
+    let offered: Vec<&str> = namespaces.stdout.lines().collect();
+    assert!(
+        offered.contains(&"kube-system")
+            && offered.contains(&"default")
+            && !offered.iter().any(|l| l.starts_with("list")),
+        "{}",
+        namespaces.stdout
+    );
+    let contexts = kubectl_with_path(&path, &["__complete", "stack", "--context", ""]);
+    assert!(
+        contexts.stdout.lines().any(|l| l == "test") && !contexts.stdout.contains("list"),
+        "{}",
+        contexts.stdout
+    );
+    let namespace = common::Namespace::new("complete");
+    common::kubectl(&["create", "configmap", "complete-me", "-n", &namespace.0]).expect_code(0);
+    let flag = format!("-n{}", namespace.0);
+    let names = kubectl_with_path(&path, &["__complete", "stack", &flag, "stuck", "configmaps/"]);
+    assert!(
+        names.stdout.lines().any(|l| l == "configmaps/complete-me"),
+        "{}\n{}",
+        names.stdout,
+        names.stderr
+    );
+    let help = kubectl_with_path(&path, &["__complete", "stack", "--help", ""]);
+    assert!(
+        !help.stdout.contains("Usage") && help.stdout.lines().any(|l| l.starts_with("prune")),
+        "{}",
+        help.stdout
+    );
+}
+
+/// The static completion scripts load in the shells they are for, and register completion for
+/// kubectl-stack (not just mention its name).
+#[test]
+fn completion_scripts_load_in_bash_zsh_and_fish() {
+    let dir = std::env::temp_dir().join(common::unique("completion"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = |shell: &str| {
+        let path = dir.join(format!("kubectl-stack.{shell}"));
+        let run = common::stack(&["completion", shell]).expect_code(0);
+        std::fs::write(&path, run.stdout).unwrap();
+        path
+    };
+    let shell = |program: &str, args: &[&str]| {
+        let output = Command::new(program)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("{program} is not installed ({e}): scripts/test.sh installs it"));
+        (
+            output.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ),
+        )
+    };
+
+    let bash = script("bash");
+    let bash = bash.to_str().unwrap();
+    let (ok, out) = shell("bash", &["-n", bash]);
+    assert!(ok, "bash -n: {out}");
+    let (ok, out) = shell("bash", &["-c", &format!("source {bash} && complete -p kubectl-stack")]);
+    assert!(
+        ok && out.starts_with("complete ") && out.trim_end().ends_with(" kubectl-stack"),
+        "{out}"
+    );
+
+    let zsh = script("zsh");
+    let zsh = zsh.to_str().unwrap();
+    let (ok, out) = shell("zsh", &["-n", zsh]);
+    assert!(ok, "zsh -n: {out}");
+    let (ok, out) = shell(
+        "zsh",
+        &[
+            "-f",
+            "-c",
+            &format!("autoload -U compinit && compinit -u -D && source {zsh} && print -r -- $_comps[kubectl-stack]"),
+        ],
+    );
+    assert!(ok && out.trim() == "_kubectl-stack", "{out}");
+
+    let fish = script("fish");
+    let fish = fish.to_str().unwrap();
+    let (ok, out) = shell("fish", &["--no-execute", fish]);
+    assert!(ok, "fish --no-execute: {out}");
+    let (ok, out) = shell(
+        "fish",
+        &[
+            "--no-config",
+            "-c",
+            &format!("source {fish}; complete -C 'kubectl-stack pru'"),
+        ],
+    );
+    assert!(ok && out.lines().any(|l| l.starts_with("prune")), "{out}");
 }
