@@ -60,6 +60,13 @@ pub struct GlobalArgs {
     /// Log level: 0 warnings, 2 info, 4 debug, 6+ every request.
     #[arg(short = 'v', long = "v", global = true, value_name = "LEVEL", default_value_t = 0)]
     pub verbosity: u8,
+    /// Default cache directory: discovery is cached under DIR/discovery as kubectl caches it
+    /// (default: $KUBECACHEDIR, else ~/.kube/cache).
+    #[arg(long = "cache-dir", global = true, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// How far this command's discovery may rely on the disk cache (set per command, no flag).
+    #[arg(skip)]
+    pub discovery_cache: crate::discovery::CacheUse,
 }
 
 /// The subcommands.
