@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use kubectl_stack::commands::prune::teardown_closure;
+use kubectl_stack::teardown::teardown_closure;
 use kubectl_stack::graph::{build, BuildOptions, NodeInput};
 use kubectl_stack::identity::ObjectId;
 
