@@ -26,6 +26,7 @@ pub mod identity;
 pub mod inventory;
 pub mod manifest;
 pub mod plan;
+pub mod policy;
 pub mod render;
 pub mod retry;
 pub mod stuck;
