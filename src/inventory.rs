@@ -180,9 +180,10 @@ pub async fn load_for_tracker(tracker: &Tracker, session: &Session) -> Result<Op
     }
 }
 
-/// Flux v2 (fluxcd/kustomize-controller `internal/controller/kustomization_controller.go`
-/// `prune`, fluxcd/pkg `ssa` `GetDeletionObjects`): the objects deleted are those of the previous
-/// `status.inventory` that the new inventory lacks. `None` when the Kustomization records none.
+/// Flux v2 (fluxcd/kustomize-controller `internal/controller/kustomization_controller.go`:
+/// `staleObjects := inventory.Diff(oldInventory, newInventory)`, then `prune`): the objects
+/// deleted are those of the previous `status.inventory` that the new inventory lacks.
+/// `None` when the Kustomization records none.
 async fn load_flux(session: &Session, name: &str, namespace: &str) -> Result<Option<Inventory>, UserError> {
     let kind = served(session, "kustomize.toolkit.fluxcd.io", "Kustomization")?;
     let object = get_object(session, kind, Some(namespace), name).await?;

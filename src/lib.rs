@@ -2,7 +2,7 @@
 //!
 //! The data flows through small modules: [`client`] (kubeconfig) -> [`discovery`] -> [`collect`]
 //! (metadata lists) -> [`trackers`] (who tracks what, keep markers) -> [`manifest`], [`desired`]
-//! and [`inventory`] (what should exist) -> [`classify`] (orphans) -> [`graph`] -> [`plan`]
+//! and [`inventory`] (what should exist) -> [`classify`] (orphans, by each tool's rules in [`policy`]) -> [`graph`] -> [`plan`]
 //! (waves) -> [`execute`] (delete, wait) -> [`render`] and [`graph_output`]. [`stuck`] and
 //! [`finalize`] are the break-glass path, [`complete`] the shell completion. [`commands`]
 //! composes them; `main.rs` only calls [`run`].
