@@ -209,21 +209,14 @@ fn applyset_orphans_are_what_kubectl_would_prune() {
     assert_eq!(kubectl_prunes, vec!["configmap/b"], "{}", oracle.stdout);
 
     let kubeconfig = kubeconfig_with_namespace(n);
-    let ours = stack_as(
-        &kubeconfig,
-        &[
-            "orphans",
-            "-A",
-            "--inventory",
-            "applyset=set1",
-            "-f",
-            next,
-            "-o",
-            "name",
-        ],
-    )
-    .expect_code(1);
-    assert_eq!(ours.stdout.lines().collect::<Vec<_>>(), kubectl_prunes);
+    for selection in [["--inventory", "applyset=set1"], ["--tracker", "applyset=set1"]] {
+        let ours = stack_as(
+            &kubeconfig,
+            &[&["orphans", "-A", "-f", next, "-o", "name"][..], &selection[..]].concat(),
+        )
+        .expect_code(1);
+        assert_eq!(ours.stdout.lines().collect::<Vec<_>>(), kubectl_prunes, "{selection:?}");
+    }
     // The parent alone: what kubectl applied last; nothing is an orphan.
     stack_as(&kubeconfig, &["orphans", "-A", "--inventory", "applyset=set1"]).expect_code(0);
 }
