@@ -475,7 +475,16 @@ data: {{"{n}_kpt-kept__ConfigMap": ""}}
         orphan_names(&helm),
         [format!("ConfigMap/{n}/left-behind")].into_iter().collect()
     );
-    assert!(!helm.stdout.contains("H4sI"), "release data must never be printed");
+    // Release data is never printed: not as the API returns it (base64 of Helm's base64,
+    // `SDRzSUFB...`), not as Helm wrote it (`H4sI...`, gzip), not gunzipped (the manifest).
+    for leak in ["SDRzSUFB", "H4sI", "# Source: web/templates/cm.yaml"] {
+        assert!(
+            !helm.stdout.contains(leak) && !helm.stderr.contains(leak),
+            "release data {leak:?} printed:\n{}\n{}",
+            helm.stdout,
+            helm.stderr
+        );
+    }
 
     let kpt = stack(&[
         "orphans",
