@@ -18,8 +18,8 @@ use crate::identity::ObjectId;
 use crate::render;
 use crate::retry::with_retries;
 
-/// At most this many objects are diagnosed when following chains.
-const MAX_ENTRIES: usize = 2_000;
+/// At most this many objects are added to those asked about when following chains.
+const MAX_FOLLOWED: usize = 2_000;
 
 /// One stuck object and why.
 #[derive(Debug, Clone)]
@@ -113,13 +113,14 @@ pub struct Report {
 pub async fn explain(session: &Session, context: &mut DiagnosisContext, objects: Vec<Listed>) -> Report {
     let mut entries: Vec<Entry> = Vec::new();
     let mut seen: HashSet<ObjectId> = HashSet::new();
+    let asked = objects.len();
     let mut queue: VecDeque<Listed> = objects.into();
     let mut truncated = false;
     while let Some(object) = queue.pop_front() {
         if !seen.insert(object.id()) {
             continue;
         }
-        if entries.len() >= MAX_ENTRIES {
+        if entries.len() >= asked + MAX_FOLLOWED {
             truncated = true;
             break;
         }
@@ -382,7 +383,7 @@ pub fn render_text(report: &Report) -> String {
     if report.truncated {
         let _ = writeln!(
             out,
-            "(stopped following chains after {MAX_ENTRIES} objects; name fewer objects to see the rest)"
+            "(stopped following chains after {MAX_FOLLOWED} more objects; name fewer objects to see the rest)"
         );
     }
     out
