@@ -870,3 +870,37 @@ subjects: [{{kind: User, name: limited}}]
     });
     release_finalizers("configmap/member", n);
 }
+
+#[test]
+fn a_load_balancer_finalizer_asks_for_a_cloud_controller_that_is_not_there() {
+    let _logs = start();
+    let ns = Namespace::new("lb");
+    let n = &ns.0;
+    apply(&format!(
+        r#"
+apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: {n}, finalizers: [service.kubernetes.io/load-balancer-cleanup]}}
+spec: {{type: LoadBalancer, ports: [{{port: 80}}], selector: {{app: web}}}}
+"#
+    ));
+    assert_eq!(kubectl(&["delete", "service", "web", "-n", n, "--wait=false"]).code, 0);
+    let text = stack(&["stuck", "-n", n, "service/web"]).expect_code(1);
+    assert!(
+        text.stdout.contains(
+            "finalizer service.kubernetes.io/load-balancer-cleanup is removed by the cloud provider's \
+             cloud-controller-manager: no Deployment, StatefulSet or DaemonSet named cloud-controller-manager in any \
+             namespace"
+        ),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout.contains(&format!(
+            "kubectl stack unstick -n {n} services/web --finalizer service.kubernetes.io/load-balancer-cleanup"
+        )),
+        "{}",
+        text.stdout
+    );
+    release_finalizers("service/web", n);
+}
