@@ -904,3 +904,59 @@ spec: {{type: LoadBalancer, ports: [{{port: 80}}], selector: {{app: web}}}}
     );
     release_finalizers("service/web", n);
 }
+
+#[test]
+fn a_custom_finalizer_names_the_workload_of_the_stack_that_installed_its_crd() {
+    let _logs = start();
+    let ns = Namespace::new("opstack");
+    let n = &ns.0;
+    let crd = OwnCrd::new("op");
+    let group = &crd.group;
+    let stack_labels = format!("kustomize.toolkit.fluxcd.io/name=operator-{n}");
+    assert_eq!(
+        kubectl(&[
+            "label",
+            "crd",
+            &crd.resource(),
+            &stack_labels,
+            &format!("kustomize.toolkit.fluxcd.io/namespace={n}")
+        ])
+        .code,
+        0
+    );
+    apply(&format!(
+        r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: operator
+  namespace: {n}
+  labels: {{kustomize.toolkit.fluxcd.io/name: operator-{n}, kustomize.toolkit.fluxcd.io/namespace: {n}}}
+spec:
+  selector: {{matchLabels: {{app: operator}}}}
+  template:
+    metadata: {{labels: {{app: operator}}}}
+    spec: {{containers: [{{name: manager, image: example.invalid/operator}}]}}
+---
+apiVersion: {group}/v1
+kind: Thing
+metadata: {{name: db, namespace: {n}, finalizers: [{group}/cleanup]}}
+"#
+    ));
+    assert_eq!(
+        kubectl(&["delete", &crd.resource(), "db", "-n", n, "--wait=false"]).code,
+        0
+    );
+    let json = stack(&["stuck", "-n", n, &format!("{}/db", crd.resource()), "-o", "json"])
+        .expect_code(1)
+        .json();
+    let why = diagnoses(item(&json, "Thing", "db"));
+    assert!(
+        why.contains(&format!(
+            "belongs to the controller of CRD {}, tracked by flux:{n}/operator-{n}: the stack's Deployment {n}/operator has 0/1 ready: its controller is not running",
+            crd.resource()
+        )),
+        "{why}"
+    );
+    release_finalizers(&format!("{}/db", crd.resource()), n);
+}
