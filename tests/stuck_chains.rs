@@ -960,3 +960,65 @@ metadata: {{name: db, namespace: {n}, finalizers: [{group}/cleanup]}}
     );
     release_finalizers(&format!("{}/db", crd.resource()), n);
 }
+
+#[test]
+fn a_cluster_scoped_owner_finds_its_dependents_in_any_namespace() {
+    let _logs = start();
+    let ns = Namespace::new("crowner");
+    let n = &ns.0;
+    let role = unique("owner-role");
+    apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {role}}}\nrules: []\n"
+    ));
+    let owner_uid = uid_of("clusterrole", None, &role);
+    apply(&format!(
+        r#"
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: dep
+  namespace: {n}
+  finalizers: [{HOLD}]
+  ownerReferences: [{{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, name: {role}, uid: {owner_uid}, blockOwnerDeletion: true}}]
+"#
+    ));
+    assert_eq!(
+        kubectl(&["delete", "clusterrole", &role, "--cascade=foreground", "--wait=false"]).code,
+        0
+    );
+    wait_until(Duration::from_secs(30), || {
+        kubectl(&[
+            "get",
+            "configmap",
+            "dep",
+            "-n",
+            n,
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ])
+        .stdout
+        .len()
+            > 1
+    });
+    let json = stack(&[
+        "stuck",
+        &format!("clusterroles.rbac.authorization.k8s.io/{role}"),
+        "-o",
+        "json",
+    ])
+    .expect_code(1)
+    .json();
+    let why = diagnoses(item(&json, "ClusterRole", &role));
+    assert!(
+        why.contains(&format!(
+            "foregroundDeletion: waits for 1 dependent with blockOwnerDeletion: ConfigMap/{n}/dep (finalizer {HOLD})"
+        )),
+        "{why}"
+    );
+    assert_eq!(
+        json["chains"][0]["cut"][0]["command"],
+        format!("kubectl stack unstick -n {n} configmaps/dep --finalizer {HOLD}").as_str()
+    );
+    release_finalizers("configmap/dep", n);
+    wait_until(Duration::from_secs(30), || !exists("clusterrole", None, &role));
+}
