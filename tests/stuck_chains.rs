@@ -684,7 +684,8 @@ fn backups_are_never_overwritten_and_never_readable_by_others() {
     let base = std::env::temp_dir().join(unique("backups"));
     std::fs::create_dir_all(&base).unwrap();
     // Something already there, readable by all: never written into.
-    let existing = base.join("secret.core_x_s.yaml");
+    // Where earlier versions wrote this very backup.
+    let existing = base.join(format!("secret.core_{n}_s.yaml"));
     std::fs::write(&existing, "keep me\n").unwrap();
     #[cfg(unix)]
     {
