@@ -67,6 +67,11 @@ impl KindInfo {
         self.verbs.iter().any(|v| v == verb)
     }
 
+    /// The name of the CRD that defines this kind, `plural.group` (custom kinds only).
+    pub fn crd_name(&self) -> String {
+        format!("{}.{}", self.plural, self.group)
+    }
+
     /// `Kind.group`, or `Kind` for the core group, as kubectl prints kinds.
     pub fn kind_with_group(&self) -> String {
         kind_with_group(&self.kind, &self.group)
@@ -136,16 +141,33 @@ impl Catalog {
         &self.kinds
     }
 
-    /// The kinds that can be listed.
+    /// The kinds that can be listed. A kind served under two groups (Ingress as
+    /// `networking.k8s.io` and `extensions`) is listed once, under its canonical group when the
+    /// server serves that: the same objects answer under both.
     pub fn listable(&self) -> impl Iterator<Item = &Arc<KindInfo>> {
-        self.kinds.iter().filter(|k| k.can("list"))
+        self.kinds.iter().filter(|k| k.can("list") && !self.served_elsewhere(k))
     }
 
-    /// The kind with this group and kind name.
-    pub fn get(&self, group: &str, kind: &str) -> Option<&Arc<KindInfo>> {
+    /// Whether the objects of this kind are served, and listed, under its canonical group.
+    fn served_elsewhere(&self, kind: &KindInfo) -> bool {
+        let canonical = crate::identity::canonical_group(&kind.group, &kind.kind);
+        canonical != kind.group && self.exact(canonical, &kind.kind).is_some_and(|k| k.can("list"))
+    }
+
+    fn exact(&self, group: &str, kind: &str) -> Option<&Arc<KindInfo>> {
         self.by_group_kind
             .get(&(group.to_string(), kind.to_string()))
             .map(|&index| &self.kinds[index])
+    }
+
+    /// The kind with this group and kind name; for a kind served under two groups, the other
+    /// group's when this one is not served.
+    pub fn get(&self, group: &str, kind: &str) -> Option<&Arc<KindInfo>> {
+        self.exact(group, kind).or_else(|| {
+            crate::identity::groups_sharing(group, kind)
+                .into_iter()
+                .find_map(|other| self.exact(other, kind))
+        })
     }
 
     /// Resolves what a user typed for a kind, as kubectl does: `deployments`, `deployment`,
