@@ -415,3 +415,215 @@ fn check_names(kubeconfig: &Kubeconfig, args: &GlobalArgs) -> Result<(), UserErr
         &args.user,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use secrecy::ExposeSecret;
+
+    const KUBECONFIG: &str = r#"
+apiVersion: v1
+kind: Config
+current-context: main
+contexts:
+- name: main
+  context: {cluster: prod, user: ops, namespace: shop}
+- name: bare
+  context: {cluster: prod, user: ops}
+clusters:
+- name: prod
+  cluster:
+    server: https://k8s.example.com:6443
+    certificate-authority-data: Zm9v
+    tls-server-name: api.internal
+users:
+- name: ops
+  user:
+    client-certificate-data: Y2VydA==
+    client-key-data: a2V5
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: get-token
+      interactiveMode: Never
+"#;
+
+    fn kubeconfig() -> Kubeconfig {
+        Kubeconfig::from_yaml(KUBECONFIG).unwrap()
+    }
+
+    #[test]
+    fn without_flags_the_kubeconfig_decides() {
+        let resolved = resolve(Some(&kubeconfig()), &GlobalArgs::default()).unwrap();
+        assert_eq!(resolved.cluster.server.as_deref(), Some("https://k8s.example.com:6443"));
+        assert_eq!(resolved.cluster.tls_server_name.as_deref(), Some("api.internal"));
+        assert_eq!(resolved.namespace, "shop");
+        assert_eq!(resolved.user_name, "ops");
+        assert!(resolved.auth.exec.is_some());
+    }
+
+    #[test]
+    fn flags_win_over_the_kubeconfig_as_in_client_go() {
+        let args = GlobalArgs {
+            server: Some("https://10.0.0.1:6443".into()),
+            token: Some("flag-token".into()),
+            certificate_authority: Some("/etc/ca.pem".into()),
+            client_certificate: Some("/etc/me.crt".into()),
+            client_key: Some("/etc/me.key".into()),
+            as_user: Some("jane".into()),
+            as_uid: Some("uid-7".into()),
+            as_group: vec!["ops".into()],
+            ..Default::default()
+        };
+        let resolved = resolve(Some(&kubeconfig()), &args).unwrap();
+        let cluster = &resolved.cluster;
+        assert_eq!(cluster.server.as_deref(), Some("https://10.0.0.1:6443"));
+        assert_eq!(cluster.certificate_authority.as_deref(), Some("/etc/ca.pem"));
+        assert_eq!(cluster.certificate_authority_data, None);
+        assert_eq!(cluster.insecure_skip_tls_verify, Some(false));
+        // --server alone clears the kubeconfig's tls-server-name.
+        assert_eq!(cluster.tls_server_name, None);
+        let auth = &resolved.auth;
+        assert_eq!(
+            auth.token.as_ref().map(|t| t.expose_secret().to_string()).as_deref(),
+            Some("flag-token")
+        );
+        assert!(auth.exec.is_none(), "a bearer token wins over the exec plugin");
+        assert_eq!(auth.client_certificate.as_deref(), Some("/etc/me.crt"));
+        assert_eq!(auth.client_certificate_data, None);
+        assert_eq!(auth.client_key.as_deref(), Some("/etc/me.key"));
+        assert!(auth.client_key_data.is_none());
+        assert_eq!(auth.impersonate.as_deref(), Some("jane"));
+        assert_eq!(auth.impersonate_uid.as_deref(), Some("uid-7"));
+        assert_eq!(auth.impersonate_groups, Some(vec!["ops".to_string()]));
+        assert_eq!(resolved.user_name, "jane");
+    }
+
+    #[test]
+    fn insecure_skip_tls_verify_clears_the_kubeconfig_ca_and_tls_server_name_overrides() {
+        let args = GlobalArgs {
+            insecure_skip_tls_verify: true,
+            tls_server_name: Some("kubernetes".into()),
+            ..Default::default()
+        };
+        let cluster = resolve(Some(&kubeconfig()), &args).unwrap().cluster;
+        assert_eq!(cluster.insecure_skip_tls_verify, Some(true));
+        assert_eq!(cluster.certificate_authority_data, None);
+        assert_eq!(cluster.tls_server_name.as_deref(), Some("kubernetes"));
+    }
+
+    #[test]
+    fn an_empty_namespace_flag_is_the_context_namespace_then_default() {
+        let empty = GlobalArgs {
+            namespace: Some(String::new()),
+            ..Default::default()
+        };
+        assert_eq!(resolve(Some(&kubeconfig()), &empty).unwrap().namespace, "shop");
+        let bare = GlobalArgs {
+            context: Some("bare".into()),
+            namespace: Some(String::new()),
+            ..Default::default()
+        };
+        assert_eq!(resolve(Some(&kubeconfig()), &bare).unwrap().namespace, "default");
+        let named = GlobalArgs {
+            namespace: Some("web".into()),
+            ..Default::default()
+        };
+        assert_eq!(resolve(Some(&kubeconfig()), &named).unwrap().namespace, "web");
+    }
+
+    #[test]
+    fn a_server_and_token_need_no_kubeconfig() {
+        let args = GlobalArgs {
+            server: Some("k8s.example.com:6443".into()),
+            token: Some("t".into()),
+            ..Default::default()
+        };
+        let resolved = resolve(None, &args).unwrap();
+        assert_eq!(resolved.namespace, "default");
+        let config = build_config(resolved, &args, &ProxyEnv::default()).unwrap();
+        assert_eq!(config.cluster_url.to_string(), "https://k8s.example.com:6443/");
+        assert_eq!(config.connect_timeout, Some(DEFAULT_CONNECT_TIMEOUT));
+        assert!(!config.default_retry);
+    }
+
+    #[test]
+    fn a_token_file_is_read_once_and_trimmed() {
+        let path = std::env::temp_dir().join(format!("kubectl-stack-token-{}", std::process::id()));
+        std::fs::write(&path, "  abc.def\n\n").unwrap();
+        let mut auth = AuthInfo {
+            token_file: Some(path.display().to_string()),
+            ..Default::default()
+        };
+        trim_token_file(&mut auth).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(
+            auth.token.map(|t| t.expose_secret().to_string()).as_deref(),
+            Some("abc.def")
+        );
+        assert!(auth.token_file.is_none());
+    }
+
+    #[test]
+    fn connection_flags_parse_as_kubectl_spells_them() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from([
+            "kubectl-stack",
+            "list",
+            "-s",
+            "https://h:6443",
+            "--token",
+            "t",
+            "--insecure-skip-tls-verify",
+            "--tls-server-name",
+            "kubernetes",
+            "--as-uid",
+            "u",
+            "--certificate-authority",
+            "/ca",
+            "--client-certificate",
+            "/c",
+            "--client-key",
+            "/k",
+        ])
+        .unwrap();
+        let global = cli.global;
+        assert_eq!(global.server.as_deref(), Some("https://h:6443"));
+        assert!(global.insecure_skip_tls_verify);
+        assert_eq!(global.tls_server_name.as_deref(), Some("kubernetes"));
+        assert_eq!(global.as_uid.as_deref(), Some("u"));
+        assert_eq!(global.client_key, Some(PathBuf::from("/k")));
+        let explicit =
+            crate::cli::Cli::try_parse_from(["kubectl-stack", "list", "--insecure-skip-tls-verify=false"]).unwrap();
+        assert!(!explicit.global.insecure_skip_tls_verify);
+    }
+
+    #[test]
+    fn kubeconfig_lists_drop_empty_and_repeated_paths() {
+        let joined = std::env::join_paths(["/a", "", "/b", "/a"]).unwrap();
+        assert_eq!(
+            kubeconfig_paths(&joined),
+            vec![PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+    }
+
+    #[test]
+    fn the_proxy_goes_into_the_client_configuration() {
+        let args = GlobalArgs::default();
+        let mut resolved = resolve(Some(&kubeconfig()), &args).unwrap();
+        resolved.cluster.certificate_authority_data = None;
+        let env = ProxyEnv {
+            https_proxy: Some("http://proxy.corp:3128".into()),
+            ..Default::default()
+        };
+        let config = build_config(resolved.clone(), &args, &env).unwrap();
+        assert_eq!(
+            config.proxy_url.map(|u| u.to_string()).as_deref(),
+            Some("http://proxy.corp:3128/")
+        );
+        let bypass = ProxyEnv {
+            no_proxy: Some(".example.com".into()),
+            ..env
+        };
+        assert_eq!(build_config(resolved, &args, &bypass).unwrap().proxy_url, None);
+    }
+}

@@ -257,3 +257,56 @@ pub fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::client::AuthError;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn exec_plugin_failures_are_worded_without_env_args_or_output() {
+        let failed = AuthError::AuthExecRun {
+            cmd: "SECRET_ENV=\"env-secret\" \"get-token\" \"--password=arg-secret\"".to_string(),
+            out: Box::new(std::process::Output {
+                status: std::process::ExitStatus::from_raw(1 << 8),
+                stdout: b"stdout-secret".to_vec(),
+                stderr: b"stderr-secret".to_vec(),
+            }),
+        };
+        let message = exec_failure_message(&failed, Some("get-token"));
+        assert_eq!(message, "exec: executable get-token failed with exit code 1");
+        let wrapped = kube::Error::Auth(failed);
+        let explained = explain_client_build_error(&wrapped, "https://k8s", Some("get-token"));
+        let said = format!("{} {}", explained.message, root_cause(&wrapped));
+        for secret in ["env-secret", "arg-secret", "stdout-secret", "stderr-secret"] {
+            assert!(!said.contains(secret), "{said}");
+        }
+        assert!(said.contains("failed with exit code 1"), "{said}");
+    }
+
+    #[test]
+    fn a_missing_plugin_is_named() {
+        let missing = AuthError::AuthExecStart(std::io::Error::from(std::io::ErrorKind::NotFound));
+        assert_eq!(
+            exec_failure_message(&missing, Some("kubelogin")),
+            "exec: executable kubelogin not found"
+        );
+    }
+
+    #[test]
+    fn certificate_failures_are_unrecoverable_and_timeouts_are_not() {
+        let tls = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "invalid peer certificate: UnknownIssuer",
+        );
+        assert_eq!(
+            connection_failure(&tls),
+            Some(ConnectionFailure::CertificateVerify("UnknownIssuer".to_string()))
+        );
+        assert!(is_unrecoverable(&tls));
+        assert_eq!(root_cause(&tls), "certificate verify failed: UnknownIssuer");
+        let timeout = std::io::Error::new(std::io::ErrorKind::TimedOut, "deadline has elapsed");
+        assert!(!is_unrecoverable(&timeout));
+    }
+}
