@@ -303,6 +303,26 @@ fn an_empty_namespace_flag_means_the_context_namespace() {
         "{}",
         wide.stdout
     );
+    let desired = temp_file(
+        "desired.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kept}\n",
+    );
+    let desired = desired.to_str().unwrap();
+    let orphans = stack_env(
+        scoped,
+        &[],
+        &["orphans", "-n", "", "--tracker", &tracker, "-f", desired, "-o", "json"],
+    )
+    .expect_code(1);
+    let namespaces: Vec<String> = orphans.json()["orphans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["namespace"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(namespaces, vec![home.0.clone()], "{}", orphans.stdout);
+    let graph = stack_env(scoped, &[], &["graph", "-n", "", "--tracker", &tracker, "--members"]).expect_code(0);
+    assert!(!graph.stdout.contains(&other.0), "{}", graph.stdout);
 
     assert_eq!(
         kubectl(&["delete", "configmap", "member", "-n", &home.0, "--wait=false"]).code,
