@@ -118,7 +118,35 @@ fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, UserError> {
 }
 
 fn invalid_kubeconfig(path: &Path, err: &KubeconfigError) -> UserError {
-    UserError::failed(format!("invalid kubeconfig {}: {err}", path.display()))
+    UserError::failed(format!(
+        "invalid kubeconfig {}: {}",
+        path.display(),
+        without_content(&err.to_string())
+    ))
+    .hint("`kubectl config view` shows what kubectl makes of it")
+}
+
+/// A YAML error without what the file holds: the parser quotes the lines around the error (a
+/// token or key among them) and the values it rejects; kubectl says only where and what.
+fn without_content(message: &str) -> String {
+    let first = message.lines().next().unwrap_or_default();
+    let mut said = String::with_capacity(first.len());
+    let mut quoted = false;
+    for c in first.chars() {
+        match c {
+            '"' if quoted => {
+                quoted = false;
+                said.push_str("…\"");
+            }
+            '"' => {
+                quoted = true;
+                said.push('"');
+            }
+            _ if quoted => {}
+            _ => said.push(c),
+        }
+    }
+    said
 }
 
 /// The cluster, user and namespace a command connects with, after the flags are applied.
@@ -595,6 +623,26 @@ users:
         let explicit =
             crate::cli::Cli::try_parse_from(["kubectl-stack", "list", "--insecure-skip-tls-verify=false"]).unwrap();
         assert!(!explicit.global.insecure_skip_tls_verify);
+    }
+
+    #[test]
+    fn a_kubeconfig_that_does_not_parse_is_reported_without_its_content() {
+        let dir = std::env::temp_dir().join(format!("kubectl-stack-badkc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    token: secret-token-1234\n    client-key-data: [secret-key\n",
+        )
+        .unwrap();
+        let err = read_kubeconfig(&path).unwrap_err();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(err.message.contains("line 7"), "{}", err.message);
+        assert!(!err.message.contains("secret-"), "{}", err.message);
+        assert_eq!(
+            without_content("invalid type: string \"hunter2\", expected a sequence\n  | more"),
+            "invalid type: string \"…\", expected a sequence"
+        );
     }
 
     #[test]

@@ -216,6 +216,21 @@ fn missing_files_in_kubeconfig_are_skipped_and_only_all_missing_fails() {
         "{}",
         run.stderr
     );
+
+    // A file that does not parse: where and what, never the lines around (a token among them).
+    let broken = dir.join("broken.kubeconfig");
+    std::fs::write(
+        &broken,
+        "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    token: kc-secret-token-0d9e\n    client-key-data: [kc-secret-key\n",
+    )
+    .unwrap();
+    let run = stack_env(broken.to_str().unwrap(), &[], &["list", "-n", "default"]).expect_code(3);
+    assert!(
+        run.stderr.contains("invalid kubeconfig") && run.stderr.contains("line 7"),
+        "{}",
+        run.stderr
+    );
+    assert_absent(&run, &["kc-secret-token-0d9e", "kc-secret-key"]);
 }
 
 #[test]
