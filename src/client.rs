@@ -121,32 +121,9 @@ fn invalid_kubeconfig(path: &Path, err: &KubeconfigError) -> UserError {
     UserError::failed(format!(
         "invalid kubeconfig {}: {}",
         path.display(),
-        without_content(&err.to_string())
+        crate::error::without_content(&err.to_string())
     ))
     .hint("`kubectl config view` shows what kubectl makes of it")
-}
-
-/// A YAML error without what the file holds: the parser quotes the lines around the error (a
-/// token or key among them) and the values it rejects; kubectl says only where and what.
-fn without_content(message: &str) -> String {
-    let first = message.lines().next().unwrap_or_default();
-    let mut said = String::with_capacity(first.len());
-    let mut quoted = false;
-    for c in first.chars() {
-        match c {
-            '"' if quoted => {
-                quoted = false;
-                said.push_str("…\"");
-            }
-            '"' => {
-                quoted = true;
-                said.push('"');
-            }
-            _ if quoted => {}
-            _ => said.push(c),
-        }
-    }
-    said
 }
 
 /// The cluster, user and namespace a command connects with, after the flags are applied.
@@ -640,7 +617,7 @@ users:
         assert!(err.message.contains("line 7"), "{}", err.message);
         assert!(!err.message.contains("secret-"), "{}", err.message);
         assert_eq!(
-            without_content("invalid type: string \"hunter2\", expected a sequence\n  | more"),
+            crate::error::without_content("invalid type: string \"hunter2\", expected a sequence\n  | more"),
             "invalid type: string \"…\", expected a sequence"
         );
     }

@@ -238,6 +238,30 @@ pub fn exec_failure_message(err: &kube::client::AuthError, command: Option<&str>
     }
 }
 
+/// A parse error (YAML, JSON) without what the text holds: serde-saphyr quotes the lines around
+/// the error (a token, a key, a Secret's data among them) and serde the values it rejects;
+/// kubectl says only where and what. Keeps the first line, with quoted values elided.
+pub fn without_content(message: &str) -> String {
+    let first = message.lines().next().unwrap_or_default();
+    let mut said = String::with_capacity(first.len());
+    let mut quoted = false;
+    for c in first.chars() {
+        match c {
+            '"' if quoted => {
+                quoted = false;
+                said.push_str("…\"");
+            }
+            '"' => {
+                quoted = true;
+                said.push('"');
+            }
+            _ if quoted => {}
+            _ => said.push(c),
+        }
+    }
+    said
+}
+
 /// The innermost cause of an error chain, which is usually the one that says most. Credential
 /// failures are worded without what the exec plugin was given or printed.
 pub fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {

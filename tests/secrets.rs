@@ -188,3 +188,23 @@ fn secret_data_is_printed_in_no_output_format_and_at_no_log_level() {
     }
     release_finalizers("secret/leaky", &ns.0);
 }
+
+#[test]
+fn a_manifest_that_does_not_parse_is_reported_without_its_content() {
+    let _logs = start();
+    let broken = temp_file(
+        "secret.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: default}\nstringData:\n  token: manifest-secret-6b1f\n  key: [manifest-secret-key\n",
+    );
+    let json = temp_file(
+        "secret.json",
+        "{\"apiVersion\": \"v1\", \"kind\": \"Secret\", \"stringData\": {\"token\": \"json-manifest-secret-2a7c\" \"x\"}}",
+    );
+    for (file, line) in [(&broken, ":6:"), (&json, ":1:")] {
+        let run = stack(&["orphans", "-n", "default", "-l", "x=y", "-f", file.to_str().unwrap()]).expect_code(2);
+        assert!(run.stderr.contains(line), "{}", run.stderr);
+        for secret in ["manifest-secret-6b1f", "manifest-secret-key", "json-manifest-secret-2a7c"] {
+            assert!(!run.stderr.contains(secret), "{secret} printed:\n{}", run.stderr);
+        }
+    }
+}
