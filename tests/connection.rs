@@ -670,3 +670,89 @@ fn flags_win_over_the_kubeconfig() {
     .expect_code(3);
     assert!(run.stderr.contains("certificate verify failed"), "{}", run.stderr);
 }
+
+/// A plain-HTTP stand-in for an API server that refuses every request with a 403 Status whose
+/// message lists the impersonation headers it received: what the client really sent.
+fn header_echo_server() -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut request = Vec::new();
+            let mut buffer = [0u8; 4096];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buffer) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buffer[..n]),
+                }
+            }
+            let text = String::from_utf8_lossy(&request).to_string();
+            let mut seen: Vec<String> = text
+                .lines()
+                .filter_map(|line| line.split_once(':'))
+                .filter(|(name, _)| name.to_ascii_lowercase().starts_with("impersonate-"))
+                .map(|(name, value)| format!("{}={}", name.to_ascii_lowercase(), value.trim()))
+                .collect();
+            seen.sort();
+            let body = serde_json::json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": format!("seen: {}", seen.join(" ")), "reason": "Forbidden", "code": 403,
+            })
+            .to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn impersonation_flags_reach_the_server_and_http_proxy_serves_http_servers() {
+    let _logs = start();
+    let port = header_echo_server();
+    let proxy = Proxy::start();
+    // An http:// server by a name only the proxy resolves: HTTP_PROXY carries it (HTTPS_PROXY
+    // would not be used for it).
+    let server = format!("http://stack-http.test:{port}");
+    let run = without_kubeconfig_env(
+        &[
+            ("HTTP_PROXY", &proxy.url("http")),
+            ("HTTPS_PROXY", "http://127.0.0.1:9"),
+        ],
+        &[
+            "list",
+            "-n",
+            "default",
+            "-s",
+            &server,
+            "--token",
+            "t",
+            "--as",
+            "jane",
+            "--as-uid",
+            "uid-7",
+            "--as-group",
+            "ops",
+        ],
+    )
+    .expect_code(3);
+    assert!(
+        run.stderr
+            .contains("seen: impersonate-group=ops impersonate-uid=uid-7 impersonate-user=jane"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(proxy.tunnels()[0], format!("CONNECT stack-http.test:{port}"));
+}
+
+/// Like [`without_kubeconfig`], with more environment.
+fn without_kubeconfig_env(env: &[(&str, &str)], args: &[&str]) -> Run {
+    let home = scratch("empty-home");
+    let mut all = vec![("HOME", home.to_str().unwrap())];
+    all.extend_from_slice(env);
+    stack_env("/nonexistent/kubeconfig", &all, args)
+}

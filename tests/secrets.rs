@@ -203,7 +203,11 @@ fn a_manifest_that_does_not_parse_is_reported_without_its_content() {
     for (file, line) in [(&broken, ":6:"), (&json, ":1:")] {
         let run = stack(&["orphans", "-n", "default", "-l", "x=y", "-f", file.to_str().unwrap()]).expect_code(2);
         assert!(run.stderr.contains(line), "{}", run.stderr);
-        for secret in ["manifest-secret-6b1f", "manifest-secret-key", "json-manifest-secret-2a7c"] {
+        for secret in [
+            "manifest-secret-6b1f",
+            "manifest-secret-key",
+            "json-manifest-secret-2a7c",
+        ] {
             assert!(!run.stderr.contains(secret), "{secret} printed:\n{}", run.stderr);
         }
     }
