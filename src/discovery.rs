@@ -1099,7 +1099,7 @@ mod tests {
             Some("deployments")
         );
         assert!(catalog.get("", "Deployment").is_none());
-        assert!(catalog.get("extensions", "Deployment").is_none());
+        assert!(catalog.get("example.com", "Deployment").is_none());
         // A catalog of two groups with the same kind resolves the group it is told.
         let apps = deploy.clone();
         deploy.group = "example.com".into();
