@@ -82,6 +82,9 @@ fn secret_data_is_printed_in_no_output_format_and_at_no_log_level() {
             "name": "leaky", "namespace": ns.0,
             "labels": {"kapp.k14s.io/app": app, "kapp.k14s.io/association": "v1.leaky"},
             "annotations": {
+                // kapp's identity annotation (carvel-dev/kapp `pkg/kapp/resources/identity_annotation.go`):
+                // without it kapp calls the object transient and never deletes it.
+                "kapp.k14s.io/identity": format!("v1;{}//Secret/leaky;v1", ns.0),
                 "kapp.k14s.io/original": original,
                 "kapp.k14s.io/original-diff-md5": "58e0494c51d30eb3494f7c9198986bb9",
                 "kapp.k14s.io/original-diff": format!("  - replace /data/password value={}", b64(PASSWORD.as_bytes())),
