@@ -6,14 +6,18 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::{stream, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::core::discovery::v2::{APIGroupDiscovery, APIResourceDiscovery};
 use kube::core::Version;
 use kube::discovery::ApiResource;
-use kube::Client;
+use kube::{Api, Client};
 
-use crate::retry::{with_attempts, with_retries};
+use crate::error::root_cause;
+use crate::retry::{self, is_transient, with_budget, with_retries};
 
 /// One kind the server serves, at the version kubectl-stack uses for it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -339,12 +343,7 @@ pub async fn discover_per_group(client: &Client) -> Result<Catalog, kube::Error>
 
     let answers: Vec<_> = stream::iter(requests)
         .map(|(index, group_version)| async move {
-            // An aggregated API whose service is down answers 503 for good: two tries only.
-            let answer = if index == 0 {
-                with_attempts("discovery", 2, || client.list_core_api_resources(&group_version)).await
-            } else {
-                with_attempts("discovery", 2, || client.list_api_group_resources(&group_version)).await
-            };
+            let answer = group_version_resources(client, index == 0, &group_version).await;
             (index, group_version, answer)
         })
         .buffer_unordered(DISCOVERY_CONCURRENCY)
@@ -370,15 +369,92 @@ pub async fn discover_per_group(client: &Client) -> Result<Catalog, kube::Error>
                     .collect();
                 groups[index].versions.push((version, resources));
             }
-            Err(err) => failures.push(DiscoveryFailure {
-                group_version,
-                message: crate::error::root_cause(&err),
-            }),
+            Err(message) => failures.push(DiscoveryFailure { group_version, message }),
         }
     }
     failures.sort_by(|a, b| a.group_version.cmp(&b.group_version));
     let kinds = groups.iter().flat_map(choose_kinds).collect();
     Ok(Catalog::new(kinds, failures, DiscoverySource::PerGroup))
+}
+
+/// How long a group version whose APIService cannot be read is retried: a user who may not read
+/// APIServices cannot tell a down aggregated API from a transient failure.
+const UNKNOWN_API_SERVICE_BUDGET: Duration = Duration::from_secs(5);
+
+/// One group version's resources. A transient failure is retried for the whole retry budget,
+/// unless the group version is served by an aggregated API whose APIService reports
+/// `Available=False`: that one is down for good, and is given up at once and named.
+async fn group_version_resources(client: &Client, core: bool, group_version: &str) -> Result<APIResourceList, String> {
+    let fetch = || async {
+        if core {
+            client.list_core_api_resources(group_version).await
+        } else {
+            client.list_api_group_resources(group_version).await
+        }
+    };
+    let first = match fetch().await {
+        Ok(list) => return Ok(list),
+        Err(err) => err,
+    };
+    let availability = if core {
+        Availability::Up
+    } else {
+        api_service_availability(client, group_version).await
+    };
+    let budget = match availability {
+        Availability::Down(why) => return Err(format!("{why} ({})", root_cause(&first))),
+        _ if !is_transient(&first) => return Err(root_cause(&first)),
+        Availability::Up => retry::budget(),
+        Availability::Unknown => UNKNOWN_API_SERVICE_BUDGET,
+    };
+    tracing::info!("discovery of {group_version}: transient failure ({first}); retrying");
+    with_budget("discovery", budget, fetch)
+        .await
+        .map_err(|err| root_cause(&err))
+}
+
+/// What the APIService behind a group version says about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Availability {
+    /// No APIService condition says it is down (or the group is served locally).
+    Up,
+    /// `Available=False`: the reason and message, naming the APIService.
+    Down(String),
+    /// The APIService could not be read (e.g. 403).
+    Unknown,
+}
+
+/// Reads the APIService `VERSION.GROUP` (`v1beta1.metrics.k8s.io`) and its `Available` condition.
+async fn api_service_availability(client: &Client, group_version: &str) -> Availability {
+    let Some((group, version)) = group_version.split_once('/') else {
+        return Availability::Up;
+    };
+    let name = format!("{version}.{group}");
+    let api: Api<APIService> = Api::all(client.clone());
+    match with_retries("get APIService", || api.get_opt(&name)).await {
+        Ok(Some(service)) => availability_of(&name, &service),
+        Ok(None) => Availability::Up,
+        Err(err) => {
+            tracing::debug!("cannot read APIService {name}: {err}");
+            Availability::Unknown
+        }
+    }
+}
+
+fn availability_of(name: &str, service: &APIService) -> Availability {
+    let conditions = service.status.as_ref().and_then(|s| s.conditions.as_ref());
+    let down = conditions
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "Available" && c.status == "False");
+    match down {
+        Some(condition) => Availability::Down(format!(
+            "APIService {name} is not available: {}: {}",
+            condition.reason.as_deref().unwrap_or("no reason"),
+            condition.message.as_deref().unwrap_or("no message")
+        )),
+        None => Availability::Up,
+    }
 }
 
 fn group_version(group: &str, version: &str) -> String {
@@ -481,6 +557,33 @@ mod tests {
         let (_, stale) = served_group_from_aggregated(&answer.items[1]);
         assert_eq!(stale.len(), 1);
         assert_eq!(stale[0].group_version, "metrics.k8s.io/v1beta1");
+    }
+
+    #[test]
+    fn an_api_service_is_down_only_when_it_says_available_false() {
+        let service = |conditions: serde_json::Value| -> APIService {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                "metadata": {"name": "v1beta1.metrics.k8s.io"},
+                "spec": {"groupPriorityMinimum": 100, "versionPriority": 100},
+                "status": {"conditions": conditions}
+            }))
+            .unwrap()
+        };
+        let down = service(serde_json::json!([{"type": "Available", "status": "False",
+            "reason": "FailedDiscoveryCheck", "message": "no endpoints"}]));
+        assert_eq!(
+            availability_of("v1beta1.metrics.k8s.io", &down),
+            Availability::Down(
+                "APIService v1beta1.metrics.k8s.io is not available: FailedDiscoveryCheck: no endpoints".into()
+            )
+        );
+        let up = service(serde_json::json!([{"type": "Available", "status": "True"}]));
+        assert_eq!(availability_of("v1beta1.metrics.k8s.io", &up), Availability::Up);
+        assert_eq!(
+            availability_of("v1beta1.metrics.k8s.io", &service(serde_json::json!([]))),
+            Availability::Up
+        );
     }
 
     #[test]

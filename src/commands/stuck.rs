@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use crate::cli::{GlobalArgs, StuckArgs, StuckOutput};
 use crate::collect::{api_for, collect, sort_objects, Listed};
-use crate::commands::list::{tracked_by, warn_unlisted};
+use crate::commands::list::{gaps, incomplete, tracked_by, warn_unlisted};
 use crate::commands::{list_options, resolve_selection, resolve_typed, selection, Session};
 use crate::error::{exit, is_not_found, UserError};
 use crate::render;
@@ -18,10 +18,10 @@ use crate::trackers::Selection;
 /// Runs `stuck`.
 pub async fn run(global: &GlobalArgs, args: StuckArgs) -> anyhow::Result<u8> {
     let session = Session::open(global).await?;
-    let objects = if args.targets.is_empty() {
+    let (objects, gaps) = if args.targets.is_empty() {
         terminating_in_scope(&session, &args).await?
     } else {
-        named(&session, &args.targets).await?
+        (named(&session, &args.targets).await?, Vec::new())
     };
     let stuck: Vec<&Listed> = objects.iter().filter(|o| o.is_terminating()).collect();
     for object in objects.iter().filter(|o| !o.is_terminating()) {
@@ -39,13 +39,15 @@ pub async fn run(global: &GlobalArgs, args: StuckArgs) -> anyhow::Result<u8> {
     };
     if reports.is_empty() && args.output == StuckOutput::Text {
         eprintln!("No objects are being deleted.");
-        return Ok(exit::OK);
+    } else {
+        render::emit(&text)?;
     }
-    render::emit(&text)?;
+    incomplete(&gaps)?;
     Ok(if reports.is_empty() { exit::OK } else { exit::FOUND })
 }
 
-async fn terminating_in_scope(session: &Session, args: &StuckArgs) -> Result<Vec<Listed>, UserError> {
+/// What is being deleted in scope, and what could not be listed ([`gaps`]).
+async fn terminating_in_scope(session: &Session, args: &StuckArgs) -> Result<(Vec<Listed>, Vec<String>), UserError> {
     let mut chosen = selection(&args.selection)?;
     resolve_selection(&mut chosen, session)?;
     let mut chosen = if chosen.tracker.is_none() && chosen.user_selector.is_none() {
@@ -64,7 +66,11 @@ async fn terminating_in_scope(session: &Session, args: &StuckArgs) -> Result<Vec
     )
     .await;
     warn_unlisted(&collection, session)?;
-    Ok(collection.objects.into_iter().filter(Listed::is_terminating).collect())
+    let gaps = gaps(&collection, session);
+    Ok((
+        collection.objects.into_iter().filter(Listed::is_terminating).collect(),
+        gaps,
+    ))
 }
 
 async fn named(session: &Session, targets: &[String]) -> Result<Vec<Listed>, UserError> {
