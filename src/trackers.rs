@@ -37,6 +37,12 @@ pub const HELM_RELEASE_NAMESPACE: &str = "meta.helm.sh/release-namespace";
 /// Helm's managed-by label.
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 
+/// The Flux kinds that track stacks (whose full objects carry `spec.dependsOn` and `spec.suspend`).
+pub const FLUX_KINDS: [(&str, &str); 2] = [
+    ("kustomize.toolkit.fluxcd.io", "Kustomization"),
+    ("helm.toolkit.fluxcd.io", "HelmRelease"),
+];
+
 /// A tool whose tracking kubectl-stack reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Preset {
@@ -208,10 +214,34 @@ pub fn marks(meta: &ObjectMeta) -> Vec<Mark> {
     found
 }
 
+/// Every tool mark on an object, as `list` shows it in TRACKED-BY: `flux:ns/name,kpt:id`, or
+/// `<none>`.
+pub fn describe_marks(meta: &ObjectMeta) -> String {
+    let found: Vec<String> = marks(meta).iter().map(ToString::to_string).collect();
+    if found.is_empty() {
+        "<none>".to_string()
+    } else {
+        found.join(",")
+    }
+}
+
 /// Whether any tool marked the object: `!marks(meta).is_empty()` without building the marks
 /// (this runs on every listed object when no stack is named).
 pub fn is_tracked(meta: &ObjectMeta) -> bool {
     Preset::ALL.iter().any(|preset| preset.own_mark(meta).is_some())
+}
+
+/// Labels that make an object a tracking object: a cli-utils/kpt inventory (ConfigMap or
+/// ResourceGroup) and a kubectl ApplySet parent. They carry no member mark themselves.
+pub const TRACKING_OBJECT_LABELS: [&str; 2] = ["cli-utils.sigs.k8s.io/inventory-id", "applyset.kubernetes.io/id"];
+
+/// Whether the object is an inventory object or ApplySet parent (see [`TRACKING_OBJECT_LABELS`]).
+pub fn is_tracking_object(meta: &ObjectMeta) -> bool {
+    meta.labels.as_ref().is_some_and(|labels| {
+        TRACKING_OBJECT_LABELS
+            .iter()
+            .any(|key| labels.get(*key).is_some_and(|v| !v.is_empty()))
+    })
 }
 
 fn argocd_mark(meta: &ObjectMeta, label_counts: bool) -> Option<MarkValue> {
@@ -323,6 +353,9 @@ pub struct Selection {
     pub everything: bool,
     /// Only objects being deleted (checked as pages arrive, so the rest is never kept).
     pub only_terminating: bool,
+    /// Also the tracking objects that carry no member mark themselves (cli-utils/kpt inventory
+    /// objects, ApplySet parents), so that their members can hang under them.
+    pub tracking_objects: bool,
 }
 
 impl Selection {
@@ -333,6 +366,7 @@ impl Selection {
             tracker,
             everything: false,
             only_terminating: false,
+            tracking_objects: false,
         }
     }
 
@@ -367,7 +401,7 @@ impl Selection {
         match (&self.tracker, &self.user_selector) {
             (Some(tracker), _) => tracker.matches(meta),
             (None, Some(_)) => true,
-            (None, None) => is_tracked(meta),
+            (None, None) => is_tracked(meta) || (self.tracking_objects && is_tracking_object(meta)),
         }
     }
 

@@ -198,3 +198,66 @@ metadata: {{name: operator-cm, namespace: {n}, labels: {}}}
     )));
     assert!(tree.stdout.contains(&format!("ConfigMap/{n}/usage-cm")));
 }
+
+#[test]
+fn two_files_defining_one_object_are_merged_not_a_panic() {
+    let no_cluster = std::path::Path::new(NO_CLUSTER);
+    // The repository's own examples: usage/ and usage-next/ define the same objects.
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    let run = stack_as(
+        no_cluster,
+        &["graph", "-f", examples, "--order", "delete", "-o", "json"],
+    )
+    .expect_code(0);
+    let json = run.json();
+    let mut ids: Vec<String> = json["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| format!("{}/{}/{}/{}", n["group"], n["kind"], n["namespace"], n["name"]))
+        .collect();
+    let count = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), count, "each object is one node: {ids:?}");
+    assert!(
+        run.stderr
+            .contains("Database.demo.kubectl-stack.dev/shop/orders is defined twice, differently:"),
+        "{}",
+        run.stderr
+    );
+
+    // staging/ and prod/ define `app`, each with its own dependency: both are kept.
+    let cm = |name: &str, depends: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: t\n  annotations: {{config.kubernetes.io/depends-on: {depends}}}\n")
+    };
+    let staging = temp_file("app.yaml", &cm("app", "/namespaces/t/ConfigMap/db"));
+    let repo = staging.parent().unwrap().parent().unwrap().join(unique("repo"));
+    std::fs::create_dir_all(repo.join("staging")).unwrap();
+    std::fs::create_dir_all(repo.join("prod")).unwrap();
+    std::fs::rename(&staging, repo.join("staging/app.yaml")).unwrap();
+    std::fs::write(
+        repo.join("prod/app.yaml"),
+        cm("app", "/namespaces/t/ConfigMap/cache") + "---\n" + &cm("db", "/namespaces/t/ConfigMap/cache"),
+    )
+    .unwrap();
+    std::fs::write(
+        repo.join("staging/cache.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cache, namespace: t}\n",
+    )
+    .unwrap();
+    let run = stack_as(
+        no_cluster,
+        &["graph", "-f", repo.to_str().unwrap(), "--order", "delete", "-o", "json"],
+    )
+    .expect_code(0);
+    assert_eq!(
+        waves(&run.json()),
+        vec![vec!["ConfigMap/app"], vec!["ConfigMap/db"], vec!["ConfigMap/cache"]]
+    );
+    assert!(
+        run.stderr.contains("ConfigMap/t/app is defined twice, differently"),
+        "{}",
+        run.stderr
+    );
+}
