@@ -360,15 +360,25 @@ pub struct DesiredArgs {
     /// A kustomization directory, rendered with `kubectl kustomize`. Repeatable.
     #[arg(short = 'k', long = "kustomize", value_name = "DIR")]
     pub kustomize: Vec<PathBuf>,
-    /// A tool's live inventory: flux=NAME[.NS], kpt=INVENTORY-ID, helm=RELEASE[.NS], applyset=[RESOURCE/]NAME.
-    #[arg(long, value_name = "PRESET=REF", conflicts_with_all = ["filenames", "kustomize", "checksum"])]
+    /// A tool's live record of what it applied last: flux=NAME[.NS], kpt=INVENTORY-ID,
+    /// helm=RELEASE[.NS], applyset=[RESOURCE/]NAME. With -f/-k, the orphans are what the tool
+    /// itself would prune: recorded, and not in the new desired set.
+    #[arg(long, value_name = "PRESET=REF", conflicts_with_all = ["checksum"])]
     pub inventory: Option<String>,
-    /// Flux v1: the current stack checksum; tracked objects with another checksum are orphans.
-    #[arg(long, value_name = "VALUE", conflicts_with_all = ["filenames", "kustomize"])]
+    /// Refused: Flux v1 checksums are per object and never mean "delete" (give -f instead).
+    #[arg(long, value_name = "VALUE", conflicts_with_all = ["filenames", "kustomize"], hide = true)]
     pub checksum: Option<String>,
     /// Accept an empty desired set (every tracked object is then an orphan).
     #[arg(long = "allow-empty")]
     pub allow_empty: bool,
+    /// Compare although some declared objects cannot be resolved (kinds the cluster does not
+    /// serve): the objects they stand for may then be called orphans.
+    #[arg(long = "allow-unresolved")]
+    pub allow_unresolved: bool,
+    /// With -l and no --tracker, also objects no GitOps tool tracks (by default only tracked
+    /// objects can be orphans).
+    #[arg(long)]
+    pub untracked: bool,
 }
 
 /// `kubectl stack orphans`.

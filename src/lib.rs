@@ -2,7 +2,7 @@
 //!
 //! The data flows through small modules: [`client`] (kubeconfig) -> [`discovery`] -> [`collect`]
 //! (metadata lists) -> [`trackers`] (who tracks what, keep markers) -> [`manifest`], [`desired`]
-//! and [`inventory`] (what should exist) -> [`classify`] (orphans) -> [`graph`] -> [`plan`]
+//! and [`inventory`] (what should exist) -> [`classify`] (orphans, by each tool's rules in [`policy`]) -> [`graph`] -> [`plan`]
 //! (waves; [`teardown`] decides what a prune takes, applying [`safeguards`]) -> [`execute`]
 //! (delete, wait; [`recheck`] before every wave, [`suspend`] around Flux objects) -> [`render`],
 //! [`graph_output`] and [`prune_report`]. [`stuck`] and
@@ -28,6 +28,7 @@ pub mod identity;
 pub mod inventory;
 pub mod manifest;
 pub mod plan;
+pub mod policy;
 pub mod prune_report;
 pub mod recheck;
 pub mod render;

@@ -13,9 +13,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use kubectl_stack::commands::prune::teardown_closure;
 use kubectl_stack::graph::{build, BuildOptions, NodeInput};
 use kubectl_stack::identity::ObjectId;
+use kubectl_stack::teardown::teardown_closure;
 
 const HOLD: &str = "stack-test.example.com/hold";
 const FLUX_GROUP: &str = "kustomize.toolkit.fluxcd.io";

@@ -309,7 +309,8 @@ metadata: {{name: desired, namespace: {ns}, labels: {{stack-test/run: {run}}}}}
 }
 
 fn prune_orphans_args<'a>(ns: &'a str, selector: &'a str, desired: &'a str) -> Vec<&'a str> {
-    vec!["prune", "-n", ns, "-l", selector, "-f", desired]
+    // The objects carry only a test label, no tool's mark: --untracked says so.
+    vec!["prune", "-n", ns, "-l", selector, "--untracked", "-f", desired]
 }
 
 /// Starts `prune --yes --timeout 60s EXTRA` of the chain's orphans in the background and returns
@@ -557,6 +558,7 @@ subjects: [{{kind: User, name: limited, apiGroup: rbac.authorization.k8s.io}}]
         n,
         "-l",
         &selector,
+        "--untracked",
         "-f",
         empty.to_str().unwrap(),
         "--allow-empty",
