@@ -491,9 +491,18 @@ async fn read_resources(
     } else {
         with_attempts("discovery", attempts, || client.list_core_api_resources(group_version)).await
     };
-    answer.map_err(|err| DiscoveryFailure {
+    let err = match answer {
+        Ok(list) => return Ok(list),
+        Err(err) => err,
+    };
+    // Name the APIService when it says it is down, as the patient path does.
+    let message = match api_service_availability(client, group_version).await {
+        Availability::Down(why) => format!("{why} ({})", root_cause(&err)),
+        _ => root_cause(&err),
+    };
+    Err(DiscoveryFailure {
         group_version: group_version.to_string(),
-        message: crate::error::root_cause(&err),
+        message,
     })
 }
 

@@ -134,39 +134,44 @@ fn discovery_dependent_commands_give_the_same_answers_through_aggregated_discove
         r#"
 apiVersion: v1
 kind: ConfigMap
-metadata: {{name: settings, namespace: {n}, labels: {{stack-test/run: {run}}}}}
+metadata: {{name: settings, namespace: {n}, annotations: {{config.k8s.io/owning-inventory: {run}}}}}
 ---
 apiVersion: stack-test.example.com/v1
 kind: Widget
 metadata:
   name: w1
   namespace: {n}
-  labels: {{stack-test/run: {run}}}
-  annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/settings}}
+  annotations:
+    config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/settings
+    config.k8s.io/owning-inventory: {run}
 ---
 apiVersion: stack-test.example.com/v1beta1
 kind: Gadget
-metadata: {{name: {run}-g, labels: {{stack-test/run: {run}}}}}
+metadata: {{name: {run}-g, annotations: {{config.k8s.io/owning-inventory: {run}}}}}
 "#
     ));
-    let selector = format!("stack-test/run={run}");
+    let tracker = format!("kpt={run}");
     let desired = temp_file(
         "desired.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n",
     );
     let desired = desired.to_str().unwrap();
     let commands: Vec<Vec<&str>> = vec![
-        vec!["list", "-A", "-l", &selector, "-o", "name"],
-        vec!["orphans", "-n", n, "-l", &selector, "-f", desired, "-o", "name"],
-        vec!["graph", "-n", n, "-l", &selector, "--order", "delete"],
-        vec!["prune", "-n", n, "-l", &selector, "-f", desired, "--dry-run"],
+        vec!["list", "-A", "--tracker", &tracker, "-o", "name"],
+        vec!["orphans", "-n", n, "--tracker", &tracker, "-f", desired, "-o", "name"],
+        vec!["graph", "-n", n, "--tracker", &tracker, "--order", "delete"],
+        vec!["prune", "-n", n, "--tracker", &tracker, "-f", desired, "--dry-run"],
     ];
     let direct: Vec<Run> = commands.iter().map(|args| stack(args)).collect();
     for mode in MODES {
         let proxy = Proxy::start(&["--aggregated", mode]);
         for (args, expected) in commands.iter().zip(&direct) {
             proxy.clear();
-            let result = stack_as(&proxy.kubeconfig, args);
+            // A fresh discovery cache, so that every command discovers.
+            let cache = std::env::temp_dir().join(unique("stack-cache"));
+            let mut args = args.clone();
+            args.extend(["--cache-dir", cache.to_str().unwrap()]);
+            let result = stack_as(&proxy.kubeconfig, &args);
             assert_eq!(
                 (result.code, &result.stdout),
                 (expected.code, &expected.stdout),
@@ -183,6 +188,10 @@ metadata: {{name: {run}-g, labels: {{stack-test/run: {run}}}}}
         direct[0].stdout,
         format!("configmap/settings\ngadget.stack-test.example.com/{run}-g\nwidget.stack-test.example.com/w1\n")
     );
-    assert!(direct[1].stdout.contains("widget.stack-test.example.com/w1"));
+    assert!(
+        direct[1].stdout.contains("widget.stack-test.example.com/w1"),
+        "{:?}",
+        direct[1]
+    );
     let _ = kubectl(&["delete", "gadget.stack-test.example.com", &format!("{run}-g")]);
 }

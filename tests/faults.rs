@@ -131,12 +131,12 @@ fn requests_that_time_out_are_retried_until_the_server_answers_and_fail_clearly_
 
 // --- a stack with three waves, and what the proxy saw ------------------------------------------
 
-/// A stack of ConfigMaps in three waves by kpt `depends-on`: `leaves` leaves depend on `hub-b`,
-/// which depends on `hub-c`. Beside it `keep` (labelled like the stack, but desired) and `other`
-/// (not labelled): neither may ever be deleted.
+/// A kpt-tracked stack of ConfigMaps (`config.k8s.io/owning-inventory`) in three waves by kpt
+/// `depends-on`: `leaves` leaves depend on `hub-b`, which depends on `hub-c`. Beside it `keep`
+/// (tracked like the stack, but desired) and `other` (not tracked): neither may ever be deleted.
 struct Stack {
     ns: Namespace,
-    selector: String,
+    tracker: String,
     leaves: usize,
     desired: std::path::PathBuf,
 }
@@ -147,17 +147,19 @@ impl Stack {
         let n = &ns.0;
         let run = unique("w");
         let mut yaml = String::new();
-        let object = |name: &str, labelled: bool, depends_on: Option<&str>| {
-            let labels = if labelled {
-                format!("labels: {{stack-test/run: {run}}}")
-            } else {
-                String::new()
-            };
-            let annotations = depends_on
-                .map(|d| format!("annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/{d}}}"))
-                .unwrap_or_default();
+        let object = |name: &str, tracked: bool, depends_on: Option<&str>| {
+            let mut annotations = Vec::new();
+            if tracked {
+                annotations.push(format!("config.k8s.io/owning-inventory: {run}"));
+            }
+            if let Some(d) = depends_on {
+                annotations.push(format!(
+                    "config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/{d}"
+                ));
+            }
             format!(
-                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {n}\n  {labels}\n  {annotations}\n"
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {n}\n  annotations: {{{}}}\n",
+                annotations.join(", ")
             )
         };
         for i in 0..leaves {
@@ -174,7 +176,7 @@ impl Stack {
         );
         Self {
             ns,
-            selector: format!("stack-test/run={run}"),
+            tracker: format!("kpt={run}"),
             leaves,
             desired,
         }
@@ -193,8 +195,8 @@ impl Stack {
             "prune",
             "-n",
             &self.ns.0,
-            "-l",
-            &self.selector,
+            "--tracker",
+            &self.tracker,
             "-f",
             self.desired.to_str().unwrap(),
             "--yes",
@@ -319,8 +321,8 @@ fn run_under_faults(rate: &str, seed: u32, figures: &mut Figures, must_complete:
     let proxy = Proxy::start(&["--fault-rate", rate, "--seed", &seed.to_string()]);
     let expected = stack.expected_list();
     for args in [
-        vec!["list", "-n", &stack.ns.0, "-l", &stack.selector, "-o", "name"],
-        vec!["list", "-A", "-l", &stack.selector, "-o", "name"],
+        vec!["list", "-n", &stack.ns.0, "--tracker", &stack.tracker, "-o", "name"],
+        vec!["list", "-A", "--tracker", &stack.tracker, "-o", "name"],
     ] {
         let listed = stack_as(&proxy.kubeconfig, &args);
         figures.lists += 1;
@@ -573,10 +575,10 @@ fn an_aggregated_api_that_is_down_is_named_at_once_and_reads_exit_3() {
     let ns = Namespace::new("down");
     let run = unique("d");
     apply(&format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: here, namespace: {}, labels: {{stack-test/run: {run}}}}}\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: here, namespace: {}, annotations: {{config.k8s.io/owning-inventory: {run}}}}}\n",
         ns.0
     ));
-    let selector = format!("stack-test/run={run}");
+    let tracker = format!("kpt={run}");
     let down = DownApiService::register(&ns.0);
 
     // Per-group discovery (the 1.20 server): given up at once, named, and every read command
@@ -587,10 +589,20 @@ fn an_aggregated_api_that_is_down_is_named_at_once_and_reads_exit_3() {
     );
     let desired = desired.to_str().unwrap();
     for args in [
-        vec!["list", "-n", &ns.0, "-l", &selector, "-o", "name"],
-        vec!["orphans", "-n", &ns.0, "-l", &selector, "-f", desired, "-o", "name"],
-        vec!["graph", "-n", &ns.0, "-l", &selector, "--members"],
-        vec!["stuck", "-n", &ns.0, "-l", &selector],
+        vec!["list", "-n", &ns.0, "--tracker", &tracker, "-o", "name"],
+        vec![
+            "orphans",
+            "-n",
+            &ns.0,
+            "--tracker",
+            &tracker,
+            "-f",
+            desired,
+            "-o",
+            "name",
+        ],
+        vec!["graph", "-n", &ns.0, "--tracker", &tracker, "--members"],
+        vec!["stuck", "-n", &ns.0, "--tracker", &tracker],
     ] {
         let started = Instant::now();
         let result = stack(&args);
@@ -614,7 +626,10 @@ fn an_aggregated_api_that_is_down_is_named_at_once_and_reads_exit_3() {
 
     // Aggregated discovery (a 1.26+ server): the group version is reported Stale.
     let proxy = Proxy::start(&["--aggregated", "v2"]);
-    let listed = stack_as(&proxy.kubeconfig, &["list", "-n", &ns.0, "-l", &selector, "-o", "name"]);
+    let listed = stack_as(
+        &proxy.kubeconfig,
+        &["list", "-n", &ns.0, "--tracker", &tracker, "-o", "name"],
+    );
     assert_eq!(listed.code, 3, "{}", listed.stderr);
     assert_eq!(listed.stdout, "configmap/here\n");
     assert!(
