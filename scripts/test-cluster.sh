@@ -184,7 +184,7 @@ restart_apiserver() {
   pid_alive "$DIR/apiserver.pid" || die "the API server is not running"
   kill "$(cat "$DIR/apiserver.pid")" 2>/dev/null || true
   for _ in $(seq 1 50); do pid_alive "$DIR/apiserver.pid" || break; sleep 0.1; done
-  pid_alive "$DIR/apiserver.pid" && kill -9 "$(cat "$DIR/apiserver.pid")" 2>/dev/null || true
+  if pid_alive "$DIR/apiserver.pid"; then kill -9 "$(cat "$DIR/apiserver.pid")" 2>/dev/null || true; fi
   sleep "${1:-5}"
   start_apiserver
 }
