@@ -339,13 +339,31 @@ mod tests {
     }
 
     #[test]
+    fn identity_includes_the_group() {
+        // A ConfigMap kind in another group is another object; the same group is the desired one.
+        let same = object("same");
+        let other_group = Listed::new(kind("other.example.com", "ConfigMap", true), object("same").meta);
+        let verdicts = classify(&[same, other_group], &desired(&["same"]));
+        assert_eq!(verdicts[0].verdict, Verdict::Desired);
+        assert_eq!(verdicts[1].verdict, Verdict::Orphan(OrphanReason::NotInDesiredSet));
+        // And the other way round: desired in a group, listed in core.
+        let in_group = Desired::Set(DesiredSet::from_ids(
+            [ObjectId::new("other.example.com", "ConfigMap", Some("web"), "same")],
+            Origin::Manifests,
+        ));
+        let verdicts = classify(&[object("same")], &in_group);
+        assert_eq!(verdicts[0].verdict, Verdict::Orphan(OrphanReason::NotInDesiredSet));
+    }
+
+    #[test]
     fn identity_includes_group_kind_and_namespace() {
         // Same name, other namespace or other kind: not the desired object.
         let mut elsewhere = object("same");
         elsewhere.meta.namespace = Some("other".into());
         let secret = Listed::new(kind("", "Secret", true), object("same").meta);
-        let verdicts = classify(&[elsewhere, secret], &desired(&["same"]));
-        assert!(verdicts.iter().all(|v| matches!(v.verdict, Verdict::Orphan(_))));
+        let verdicts = classify(&[elsewhere, secret, object("same")], &desired(&["same"]));
+        assert!(verdicts[..2].iter().all(|v| matches!(v.verdict, Verdict::Orphan(_))));
+        assert_eq!(verdicts[2].verdict, Verdict::Desired, "the control: same identity");
     }
 
     #[test]

@@ -1221,7 +1221,24 @@ mod tests {
             );
         }
         assert!(catalog.resolve("deployments.extensions").is_none());
-        deploy.kind = "Other".into();
-        assert!(catalog.get("apps", "Deployment").is_some());
+        assert!(catalog.resolve("deployment.v2.apps").is_none(), "a version not served");
+        assert!(catalog.resolve("deploys").is_none());
+        // By (group, kind): the group is part of the identity.
+        assert_eq!(
+            catalog.get("apps", "Deployment").map(|k| k.plural.as_str()),
+            Some("deployments")
+        );
+        assert!(catalog.get("", "Deployment").is_none());
+        assert!(catalog.get("extensions", "Deployment").is_none());
+        // A catalog of two groups with the same kind resolves the group it is told.
+        let apps = deploy.clone();
+        deploy.group = "example.com".into();
+        deploy.version = "v1alpha1".into();
+        let both = Catalog::new(vec![apps, deploy], vec![], DiscoverySource::PerGroup);
+        assert_eq!(
+            both.resolve("deployments.example.com").map(|k| k.group.as_str()),
+            Some("example.com")
+        );
+        assert_eq!(both.resolve("deployments.apps").map(|k| k.group.as_str()), Some("apps"));
     }
 }

@@ -145,7 +145,8 @@ async fn get_object(
 }
 
 /// The record of the stack a `--tracker` names, when its tool keeps one it can be read from
-/// (Flux `status.inventory`, a Helm release, a cli-utils/kpt inventory). `None` when the tool
+/// (Flux `status.inventory`, a Helm release, a cli-utils/kpt inventory, an ApplySet parent
+/// given by name). `None` when the tool
 /// keeps none for it: then its labels alone say what it tracks (and the caller says so).
 pub async fn load_for_tracker(tracker: &Tracker, session: &Session) -> Result<Option<Inventory>, UserError> {
     let Some(value) = tracker.value.as_ref() else {
@@ -166,6 +167,8 @@ pub async fn load_for_tracker(tracker: &Tracker, session: &Session) -> Result<Op
         }
         Preset::Helm => load_helm(session, &value.name, &namespace).await.map(Some),
         Preset::Kpt => load_kpt(session, &value.name).await.map(Some),
+        // A parent given by name (not by its id): kubectl's own prune reads that parent.
+        Preset::ApplySet if !value.name.starts_with("applyset-") => load_applyset(session, &value.name).await.map(Some),
         _ => return Ok(None),
     };
     match found {

@@ -205,6 +205,7 @@ fn old_cache_files_expire_and_orphans_never_trusts_the_cache() {
             &ns.0,
             "-l",
             "cache-test=orphan",
+            "--untracked",
             "-f",
             desired.to_str().unwrap(),
             "-o",

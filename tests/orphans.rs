@@ -618,7 +618,16 @@ fn helm_compares_with_the_last_deployed_revision() {
                 "{name}: {skipped:?}"
             );
         }
-        assert!(!found.stdout.contains("H4sI"), "release data must never be printed");
+        // Release data is never printed: not as the API returns it (base64 of Helm's base64,
+        // `SDRzSUFB...`), not as Helm wrote it (`H4sI...`, gzip), not gunzipped (the manifest).
+        for leak in ["SDRzSUFB", "H4sI", "\"manifest\""] {
+            assert!(
+                !found.stdout.contains(leak) && !found.stderr.contains(leak),
+                "release data {leak:?} printed:\n{}\n{}",
+                found.stdout,
+                found.stderr
+            );
+        }
     }
 
     let labels_only = stack(&[

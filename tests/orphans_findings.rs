@@ -209,21 +209,14 @@ fn applyset_orphans_are_what_kubectl_would_prune() {
     assert_eq!(kubectl_prunes, vec!["configmap/b"], "{}", oracle.stdout);
 
     let kubeconfig = kubeconfig_with_namespace(n);
-    let ours = stack_as(
-        &kubeconfig,
-        &[
-            "orphans",
-            "-A",
-            "--inventory",
-            "applyset=set1",
-            "-f",
-            next,
-            "-o",
-            "name",
-        ],
-    )
-    .expect_code(1);
-    assert_eq!(ours.stdout.lines().collect::<Vec<_>>(), kubectl_prunes);
+    for selection in [["--inventory", "applyset=set1"], ["--tracker", "applyset=set1"]] {
+        let ours = stack_as(
+            &kubeconfig,
+            &[&["orphans", "-A", "-f", next, "-o", "name"][..], &selection[..]].concat(),
+        )
+        .expect_code(1);
+        assert_eq!(ours.stdout.lines().collect::<Vec<_>>(), kubectl_prunes, "{selection:?}");
+    }
     // The parent alone: what kubectl applied last; nothing is an orphan.
     stack_as(&kubeconfig, &["orphans", "-A", "--inventory", "applyset=set1"]).expect_code(0);
 }
@@ -523,4 +516,54 @@ fn an_unresolvable_desired_set_is_refused() {
     assert!(exists("configmap", Some(n), "settings"));
     let accepted = stack(&[&["orphans"][..], &args[..], &["--allow-unresolved", "-o", "name"]].concat()).expect_code(1);
     assert_eq!(accepted.stdout, "configmap/settings\n");
+}
+
+/// kapp (carvel-dev/kapp `pkg/kapp/resources/identity_annotation.go`): an object with the app
+/// label but no `kapp.k14s.io/identity` naming itself is transient (a controller copied the
+/// label); kapp deletes only what it deployed.
+#[test]
+fn kapp_deletes_only_objects_with_their_own_identity() {
+    let _logs = start();
+    let ns = Namespace::new("kapp");
+    let n = &ns.0;
+    let app = format!("1{}", std::process::id());
+    let object = |name: &str, identity_of: Option<&str>| {
+        let identity = identity_of
+            .map(|of| format!(", annotations: {{kapp.k14s.io/identity: \"v1;{n}//ConfigMap/{of};v1\"}}"))
+            .unwrap_or_default();
+        format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {n}, labels: {{kapp.k14s.io/app: \"{app}\"}}{identity}}}\n"
+        )
+    };
+    apply(&format!(
+        "{}{}{}",
+        object("deployed", Some("deployed")),
+        object("copied-identity", Some("deployed")),
+        object("transient", None)
+    ));
+    let repo = temp_file(
+        "repo.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n",
+    );
+    let found = stack(&[
+        "orphans",
+        "-n",
+        n,
+        "--tracker",
+        &format!("kapp={app}"),
+        "-f",
+        repo.to_str().unwrap(),
+        "-o",
+        "json",
+        "--show-skipped",
+    ])
+    .expect_code(1);
+    assert_eq!(orphan_names(&found), set(&[format!("ConfigMap/{n}/deployed")]));
+    let skipped = skipped(&found);
+    for name in ["copied-identity", "transient"] {
+        assert!(
+            skipped.contains(&(name.to_string(), "toolWouldKeep".to_string())),
+            "{name}: {skipped:?}"
+        );
+    }
 }

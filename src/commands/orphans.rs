@@ -115,10 +115,11 @@ pub async fn find(
                 .hint("without one, every stack's objects would be compared with this one desired set"),
         );
     }
-    resolve_selection(&mut selection, session)?;
-    if recorded.is_none() {
+    // Before an ApplySet parent's name becomes its id: the record is read from the parent.
+    if recorded.is_none() && manifests.is_some() {
         recorded = tracker_record(&selection, session).await?;
     }
+    resolve_selection(&mut selection, session)?;
     if manifests.is_none() {
         tracing::warn!(
             "an inventory alone is what the tool applied last: nothing in it is an orphan, and the tool never deletes what it did not record; give the new desired set with -f/-k to see what it would prune"
@@ -167,7 +168,10 @@ async fn tracker_record(selection: &Selection, session: &Session) -> Result<Opti
         tracing::info!("comparing with {}", found.recorded.name());
         return Ok(Some(found.recorded));
     }
-    if matches!(tracker.preset, Preset::Flux | Preset::Helm | Preset::Kpt) {
+    if matches!(
+        tracker.preset,
+        Preset::Flux | Preset::Helm | Preset::Kpt | Preset::ApplySet
+    ) {
         tracing::warn!(
             "no {} record read for {}: falling back to its labels and annotations (name the stack, e.g. --tracker {}=NAME, to compare with what the tool recorded)",
             tracker.preset.name(),
