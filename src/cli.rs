@@ -67,6 +67,31 @@ pub struct GlobalArgs {
     /// How far this command's discovery may rely on the disk cache (set per command, no flag).
     #[arg(skip)]
     pub discovery_cache: crate::discovery::CacheUse,
+    /// The address of the API server (overrides the kubeconfig's; works without a kubeconfig).
+    #[arg(short = 's', long = "server", global = true, value_name = "URL")]
+    pub server: Option<String>,
+    /// Bearer token for the API server (overrides the kubeconfig user's credentials).
+    #[arg(long = "token", global = true, value_name = "TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Certificate authority file to verify the API server with.
+    #[arg(long = "certificate-authority", global = true, value_name = "FILE")]
+    pub certificate_authority: Option<PathBuf>,
+    /// Client certificate file for TLS authentication.
+    #[arg(long = "client-certificate", global = true, value_name = "FILE")]
+    pub client_certificate: Option<PathBuf>,
+    /// Client key file for TLS authentication.
+    #[arg(long = "client-key", global = true, value_name = "FILE")]
+    pub client_key: Option<PathBuf>,
+    /// Do not verify the API server's certificate (insecure).
+    #[arg(long = "insecure-skip-tls-verify", global = true, value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set, default_value_t = false)]
+    pub insecure_skip_tls_verify: bool,
+    /// Server name to verify the API server's certificate against (and to send as SNI).
+    #[arg(long = "tls-server-name", global = true, value_name = "NAME")]
+    pub tls_server_name: Option<String>,
+    /// UID to impersonate.
+    #[arg(long = "as-uid", global = true, value_name = "UID")]
+    pub as_uid: Option<String>,
 }
 
 /// The subcommands.
