@@ -6,7 +6,7 @@ use futures::{stream, StreamExt};
 
 use crate::cli::{GlobalArgs, GraphArgs, GraphOutput, ListTuning, Order};
 use crate::collect::{api_for, collect, list_objects, ListScope, Listed};
-use crate::commands::list::warn_unlisted;
+use crate::commands::list::{gaps as list_gaps, incomplete, warn_unlisted};
 use crate::commands::orphans::read_manifests;
 use crate::commands::{list_options, resolve_selection, Session};
 use crate::desired::{resolve, Scopes};
@@ -29,6 +29,7 @@ pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
         kustomize: args.kustomize.clone(),
         ..Default::default()
     })?;
+    let mut gaps = Vec::new();
     let graph = match manifests {
         Some(manifests) => offline_graph(
             &manifests,
@@ -40,7 +41,9 @@ pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
             let mut selection = crate::commands::selection(&args.selection)?;
             resolve_selection(&mut selection, &session)?;
             let wanted = (selection.tracker.is_some() || selection.user_selector.is_some()).then_some(selection);
-            live_graph(&session, wanted, args.members, &args.tuning).await?.graph
+            let live = live_graph(&session, wanted, args.members, &args.tuning).await?;
+            gaps = live.gaps;
+            live.graph
         }
     };
     report_references(&graph);
@@ -64,6 +67,7 @@ pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
         eprintln!("error: dependency cycle: {}", graph_output::cycle_path(&graph, cycle));
         return Ok(exit::CYCLE);
     }
+    incomplete(&gaps)?;
     Ok(exit::OK)
 }
 
@@ -160,6 +164,8 @@ pub struct LiveGraph {
     pub tracked: Vec<ObjectId>,
     /// Kinds that could not be listed (`Kind.group`): their objects are not in the graph.
     pub unlisted: Vec<String>,
+    /// What could not be listed for another reason than 403 (`commands::list::gaps`).
+    pub gaps: Vec<String>,
 }
 
 /// The live graph: Flux Kustomizations and HelmReleases in scope (full objects, for
@@ -174,6 +180,7 @@ pub async fn live_graph(
 ) -> Result<LiveGraph, UserError> {
     let mut listed = Vec::new();
     let mut unlisted = Vec::new();
+    let mut gaps = Vec::new();
     let explicit = selection.is_some();
     if explicit || members {
         let mut selection = selection.unwrap_or_default();
@@ -188,6 +195,7 @@ pub async fn live_graph(
         )
         .await;
         warn_unlisted(&collection, session)?;
+        gaps = list_gaps(&collection, session);
         unlisted = collection.failures.iter().map(|f| f.kind.kind_with_group()).collect();
         unlisted.extend(
             session
@@ -200,6 +208,7 @@ pub async fn live_graph(
     }
     let mut live = graph_of(session, listed, members, !explicit).await?;
     live.unlisted = unlisted;
+    live.gaps = gaps;
     Ok(live)
 }
 
@@ -249,6 +258,7 @@ pub async fn graph_of(
         objects,
         tracked,
         unlisted: Vec::new(),
+        gaps: Vec::new(),
     })
 }
 

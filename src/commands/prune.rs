@@ -23,6 +23,8 @@ use crate::trackers::{MarkValue, Preset, Selection, FLUX_KINDS};
 pub async fn run(global: &GlobalArgs, args: PruneArgs) -> anyhow::Result<u8> {
     let teardown = !args.targets.is_empty();
     check_mode(&args, teardown)?;
+    // A wave rides out an API server restart for as long as it may take.
+    crate::retry::set_budget(args.timeout.max(crate::retry::DEFAULT_BUDGET));
     let manifests = if teardown { None } else { read_manifests(&args.desired)? };
     let mut session = Session::open(global).await?;
     let format = match args.output {
