@@ -11,6 +11,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cascade;
 pub mod classify;
 pub mod cli;
 pub mod client;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::cascade::Cascade;
 use crate::error::{exit, UserError};
 use crate::execute::{Blocker, Change, Event, Observer, Outcome};
 use crate::identity::ObjectId;
@@ -46,6 +47,7 @@ pub fn print_plan(plan: &PrunePlan, format: Format) -> Result<(), UserError> {
             if !rows.is_empty() {
                 render::emit(&render::table(&["WAVE", "KIND", "NAMESPACE", "NAME", "WHY"], rows))?;
             }
+            render::emit(&cascades_text(&plan.cascades))?;
             for kept in &plan.kept {
                 eprintln!("kept: {} ({})", kept.id, kept.reason);
             }
@@ -69,10 +71,30 @@ pub fn print_plan(plan: &PrunePlan, format: Format) -> Result<(), UserError> {
                 .iter()
                 .map(|k| json!({"id": k.id, "reason": k.reason}))
                 .collect();
-            let line = json!({"type": "plan", "waves": waves, "kept": kept, "warnings": plan.warnings});
+            let line = json!({"type": "plan", "waves": waves, "kept": kept, "warnings": plan.warnings,
+                "cascades": plan.cascades});
             render::emit(&(line.to_string() + "\n"))
         }
     }
+}
+
+/// The cascade victims, under the Namespace or CRD whose deletion would take them.
+pub fn cascades_text(cascades: &[Cascade]) -> String {
+    let mut text = String::new();
+    for cascade in cascades {
+        text.push_str(&format!(
+            "{} would also delete {} object(s) the plan does not delete:\n",
+            cascade.holder,
+            cascade.victims.len()
+        ));
+        for victim in &cascade.victims {
+            text.push_str(&format!("  {} ({})\n", victim.id, victim.why));
+        }
+        for kind in &cascade.unlisted {
+            text.push_str(&format!("  every {kind} in it (could not be listed)\n"));
+        }
+    }
+    text
 }
 
 /// Counts and prints what happens: a progress bar per wave on a terminal, lines otherwise.

@@ -47,6 +47,9 @@ pub struct PrunePlan {
     /// Planned tracking objects with a member the plan keeps: deleted while still suspended, so
     /// that their controller does not garbage-collect the kept member.
     pub keep_suspended: HashSet<ObjectId>,
+    /// What the planned Namespaces and CRDs would take beyond the plan (filled in by
+    /// [`crate::cascade::find_cascades`]; accepted with `--allow-cascade`).
+    pub cascades: Vec<crate::cascade::Cascade>,
 }
 
 impl PrunePlan {
@@ -256,6 +259,7 @@ pub fn plan(
         warnings,
         trackers_of,
         keep_suspended,
+        cascades: Vec::new(),
     })
 }
 

@@ -1,14 +1,16 @@
 //! `kubectl stack prune`: the plan (deletion waves), a confirmation, then ordered deletion,
 //! re-checked before every wave, with a clear report of what blocks.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
+use crate::cascade::{find_cascades, Cascade};
 use crate::classify::{SkipReason, Verdict};
 use crate::cli::{DryRun, GlobalArgs, PruneArgs, PruneOutput};
 use crate::collect::{collect_kinds, ListScope, Listed};
 use crate::commands::graph::{graph_of, live_graph, LiveGraph};
 use crate::commands::orphans::{find, read_manifests, OrphanReport};
 use crate::commands::{confirm, list_options, resolve_typed, Session};
+use crate::discovery::Catalog;
 use crate::error::{exit, UserError};
 use crate::execute::{execute, ExecOptions};
 use crate::graph::{Graph, NodeStatus};
@@ -28,16 +30,19 @@ pub async fn run(global: &GlobalArgs, args: PruneArgs) -> anyhow::Result<u8> {
     let format = match args.output {
         PruneOutput::Table => Format::Table,
         PruneOutput::Json => Format::Json,
+        PruneOutput::Wide => Format::Table,
     };
-    let plan = if teardown {
+    let planning = if teardown {
         session.scope = ListScope::AllNamespaces;
-        teardown_plan(&session, &args).await?
+        teardown_planning(&session, &args).await?
     } else {
         let report = find(&session, &args.selection, &args.desired, manifests, &args.tuning).await?;
         refuse_unlisted(&report.unchecked, args.skip_unlisted)?;
-        orphan_plan(&session, report).await?
+        orphan_planning(&session, report).await?
     };
+    let plan = plan_with_cascades(&session, &planning, &args).await?;
     print_plan(&plan, format)?;
+    refuse_cascades(&plan, args.allow_cascade)?;
     let count = plan.count();
     if count == 0 {
         eprintln!("Nothing to prune.");
@@ -135,9 +140,100 @@ fn refuse_unlisted(unlisted: &[String], accepted: bool) -> Result<(), UserError>
     .hint("use an identity that may list them (--as, --context), or accept the risk with --skip-unlisted"))
 }
 
+/// What a plan is made from: the live graph, the chosen nodes and what is kept already. Planned
+/// again when Namespaces or CRDs are held back (`--keep-cascading`).
+struct Planning {
+    live: LiveGraph,
+    chosen: HashMap<usize, String>,
+    kept: Vec<Kept>,
+    mode: Mode,
+}
+
+impl Planning {
+    /// The plan, with the `held_back` objects kept out of it.
+    fn plan(&self, catalog: &Catalog, held_back: &[Kept]) -> Result<PrunePlan, UserError> {
+        let held: HashSet<&ObjectId> = held_back.iter().map(|k| &k.id).collect();
+        let chosen = self
+            .chosen
+            .iter()
+            .filter(|(index, _)| !held.contains(&self.live.graph.nodes[**index].id))
+            .map(|(index, why)| (*index, why.clone()))
+            .collect();
+        let mut kept = self.kept.clone();
+        kept.extend(held_back.iter().cloned());
+        plan(&snapshot(&self.live), catalog, chosen, kept, self.mode.clone())
+    }
+}
+
+/// Plans, then finds what the planned Namespaces and CRDs would take beyond the plan. With
+/// `--keep-cascading`, those Namespaces and CRDs are kept and the rest is planned again.
+async fn plan_with_cascades(session: &Session, planning: &Planning, args: &PruneArgs) -> Result<PrunePlan, UserError> {
+    let mut held_back: Vec<Kept> = Vec::new();
+    loop {
+        let mut plan = planning.plan(&session.catalog, &held_back)?;
+        let planned = plan.waves.iter().flatten().map(|t| (t.id.clone(), t.uid.clone()));
+        plan.cascades = find_cascades(
+            &session.connection.client,
+            &session.catalog,
+            planned,
+            list_options(&args.tuning),
+        )
+        .await;
+        if !args.keep_cascading || plan.cascades.is_empty() {
+            return Ok(plan);
+        }
+        held_back.extend(plan.cascades.iter().map(|cascade| Kept {
+            id: cascade.holder.clone(),
+            reason: format!(
+                "--keep-cascading: its deletion would also take {}",
+                describe_cascade(cascade)
+            ),
+        }));
+    }
+}
+
+/// "2 object(s) the plan does not delete (Secret/shop/handmade, ...)", or what could not be listed.
+fn describe_cascade(cascade: &Cascade) -> String {
+    let mut names: Vec<String> = cascade.victims.iter().take(3).map(|v| v.id.to_string()).collect();
+    if cascade.victims.len() > 3 {
+        names.push("...".to_string());
+    }
+    let mut text = format!(
+        "{} object(s) the plan does not delete ({})",
+        cascade.victims.len(),
+        names.join(", ")
+    );
+    if !cascade.unlisted.is_empty() {
+        text.push_str(&format!(
+            " and whatever it holds of {}, which could not be listed",
+            cascade.unlisted.join(", ")
+        ));
+    }
+    text
+}
+
+/// Refuses a plan whose Namespaces or CRDs would take objects it does not delete, unless the
+/// user accepted that loss.
+fn refuse_cascades(plan: &PrunePlan, accepted: bool) -> Result<(), UserError> {
+    if plan.cascades.is_empty() || accepted {
+        return Ok(());
+    }
+    let holders: Vec<String> = plan
+        .cascades
+        .iter()
+        .map(|c| format!("{}: {}", c.holder, describe_cascade(c)))
+        .collect();
+    Err(UserError::refused(format!(
+        "deleting {} Namespace(s)/CRD(s) of the plan would also delete what the plan does not: {}",
+        plan.cascades.len(),
+        holders.join("; ")
+    ))
+    .hint("keep those Namespaces and CRDs and prune the rest with --keep-cascading, or accept the loss with --allow-cascade"))
+}
+
 /// Orphans mode: the orphans (and orphans already being deleted, which are waited for), ordered
 /// through the graph of every tracked object.
-async fn orphan_plan(session: &Session, report: OrphanReport) -> Result<PrunePlan, UserError> {
+async fn orphan_planning(session: &Session, report: OrphanReport) -> Result<Planning, UserError> {
     let mut kept = Vec::new();
     let mut targets = HashMap::new();
     for classified in &report.classified {
@@ -162,7 +258,12 @@ async fn orphan_plan(session: &Session, report: OrphanReport) -> Result<PrunePla
         .into_iter()
         .filter_map(|(id, why)| live.graph.find(&id).map(|index| (index, why)))
         .collect();
-    plan(&snapshot(&live), &session.catalog, chosen, kept, Mode::Orphans)
+    Ok(Planning {
+        live,
+        chosen,
+        kept,
+        mode: Mode::Orphans,
+    })
 }
 
 fn snapshot(live: &LiveGraph) -> Snapshot<'_> {
@@ -174,18 +275,22 @@ fn snapshot(live: &LiveGraph) -> Snapshot<'_> {
 }
 
 /// Teardown mode: the named stacks, their members, and everything that depends on them.
-async fn teardown_plan(session: &Session, args: &PruneArgs) -> Result<PrunePlan, UserError> {
+async fn teardown_planning(session: &Session, args: &PruneArgs) -> Result<Planning, UserError> {
     // Every tracked object is a node (not only those under a live tracking object): the members
     // of a stack whose tracking object is already gone are found again by their marks.
     let live = live_graph(session, Some(Selection::default()), true, &args.tuning).await?;
     refuse_unlisted(&live.unlisted, args.skip_unlisted)?;
-    let snapshot = snapshot(&live);
     let mut gone = Vec::new();
-    let named = named_targets(session, args, &snapshot, &mut gone).await?;
+    let named = named_targets(session, args, &snapshot(&live), &mut gone).await?;
     let indices: Vec<usize> = named.iter().map(|(index, _)| *index).collect();
     let mut chosen = teardown_closure(&live.graph, &indices);
     chosen.extend(named);
-    plan(&snapshot, &session.catalog, chosen, Vec::new(), Mode::Teardown(gone))
+    Ok(Planning {
+        live,
+        chosen,
+        kept: Vec::new(),
+        mode: Mode::Teardown(gone),
+    })
 }
 
 /// The nodes the user named, with why each is chosen. A named stack that is already gone (a

@@ -1,0 +1,223 @@
+//! Blast radius (issue 11), on the real cluster: what the API server's own cascades would take
+//! with a Namespace or CRD the plan deletes is named in the plan and refused unless accepted.
+
+mod common;
+
+use common::*;
+
+fn flux_labels(stack: &str, flux_ns: &str) -> String {
+    format!("{{kustomize.toolkit.fluxcd.io/name: {stack}, kustomize.toolkit.fluxcd.io/namespace: {flux_ns}}}")
+}
+
+fn kustomization(name: &str, flux_ns: &str, extra_metadata: &str) -> String {
+    format!(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {name}, namespace: {flux_ns}{extra_metadata}}}\nspec: {{}}\n---\n"
+    )
+}
+
+/// Stack `br` in `f`: Namespace `app` with a ConfigMap, and a CRD `widgets.GROUP`. Beside it,
+/// untracked: Secret `app/handmade`, a PVC a StatefulSet would leave (no ownerReference), and a
+/// Widget in `f`. Returns the CRD's name and group.
+fn seed_stack_with_victims(f: &str, app: &str, run: &str) -> (String, String) {
+    let group = format!("{run}.example.com");
+    let crd = format!("widgets.{group}");
+    let s = flux_labels("br", f);
+    apply(&format!(
+        r#"{ks}apiVersion: v1
+kind: Namespace
+metadata: {{name: {app}, labels: {s}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: settings, namespace: {app}, labels: {s}}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {crd}, labels: {s}}}
+spec:
+  group: {group}
+  names: {{kind: Widget, plural: widgets}}
+  scope: Namespaced
+  versions: [{{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}]
+"#,
+        ks = kustomization("br", f, ""),
+    ));
+    wait_established(&[&format!("crd/{crd}")], &crd);
+    apply(&format!(
+        r#"apiVersion: v1
+kind: Secret
+metadata: {{name: handmade, namespace: {app}}}
+stringData: {{token: not-shown}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: data-db-0, namespace: {app}, labels: {{app: db}}}}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {{requests: {{storage: 1Gi}}}}
+---
+apiVersion: {group}/v1
+kind: Widget
+metadata: {{name: foreign, namespace: {f}}}
+"#
+    ));
+    (crd, group)
+}
+
+#[test]
+fn cascade_victims_are_named_and_survive_a_plain_yes() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("br");
+    let f = flux.0.clone();
+    let run = unique("br");
+    let app = format!("{run}-shop");
+    let (crd, group) = seed_stack_with_victims(&f, &app, &run);
+
+    let refused = stack(&["prune", "-n", &f, "kustomization/br", "--yes", "--timeout", "60s"]).expect_code(4);
+    for line in [
+        format!("Namespace/{app} would also delete 2 object(s) the plan does not delete:"),
+        format!("  PersistentVolumeClaim/{app}/data-db-0 (untracked)"),
+        format!("  Secret/{app}/handmade (untracked)"),
+        format!("CustomResourceDefinition.apiextensions.k8s.io/{crd} would also delete 1 object(s) the plan does not delete:"),
+        format!("  Widget.{group}/{f}/foreign (untracked)"),
+    ] {
+        assert!(
+            refused.stdout.lines().any(|l| l == line),
+            "missing {line:?}\nstdout:\n{}\nstderr:\n{}",
+            refused.stdout,
+            refused.stderr
+        );
+    }
+    assert!(
+        !refused.stdout.contains("not-shown"),
+        "Secret data must never be printed"
+    );
+    assert!(refused.stderr.contains("--keep-cascading"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("--allow-cascade"), "{}", refused.stderr);
+    // Nothing at all was deleted.
+    assert!(exists("secret", Some(&app), "handmade"));
+    assert!(exists("pvc", Some(&app), "data-db-0"));
+    assert!(exists(&crd, Some(&f), "foreign"));
+    assert!(exists("configmap", Some(&app), "settings"));
+    assert!(exists("kustomization", Some(&f), "br"));
+
+    // A dry run, client or server, shows the same and says it would be refused.
+    for dry in ["--dry-run=client", "--dry-run=server"] {
+        let run = stack(&["prune", "-n", &f, "kustomization/br", dry]).expect_code(4);
+        assert!(
+            run.stdout.contains(&format!("Secret/{app}/handmade (untracked)")),
+            "{dry}: {}",
+            run.stdout
+        );
+    }
+    let json = stack(&["prune", "-n", &f, "kustomization/br", "--dry-run", "-o", "json"]).expect_code(4);
+    let plan: serde_json::Value = serde_json::from_str(json.stdout.lines().next().unwrap()).unwrap();
+    let victims: Vec<&str> = plan["cascades"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["victims"].as_array().unwrap())
+        .map(|v| v["id"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(victims, vec!["data-db-0", "handmade", "foreign"], "{}", json.stdout);
+
+    // Keep the Namespace and the CRD, prune the rest.
+    let kept = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/br",
+        "--keep-cascading",
+        "--yes",
+        "--timeout",
+        "60s",
+    ])
+    .expect_code(0);
+    assert!(
+        kept.stderr.contains(&format!(
+            "kept: Namespace/{app} (--keep-cascading: its deletion would also take 2 object(s)"
+        )),
+        "{}",
+        kept.stderr
+    );
+    assert!(!exists("configmap", Some(&app), "settings"), "the rest is pruned");
+    assert!(!exists("kustomization", Some(&f), "br"));
+    assert!(exists("namespace", None, &app));
+    assert!(exists("crd", None, &crd));
+    assert!(exists("secret", Some(&app), "handmade"));
+    assert!(exists("pvc", Some(&app), "data-db-0"));
+    assert!(exists(&crd, Some(&f), "foreign"));
+    let _ = kubectl(&["delete", "namespace", &app, "--wait=false"]);
+    let _ = kubectl(&["delete", "crd", &crd, "--wait=false"]);
+}
+
+#[test]
+fn an_accepted_cascade_deletes_the_namespace_with_its_victims() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("bra");
+    let f = flux.0.clone();
+    let app = unique("bra-shop");
+    let s = flux_labels("acc", &f);
+    apply(&format!(
+        "{ks}apiVersion: v1\nkind: Namespace\nmetadata: {{name: {app}, labels: {s}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: {app}, labels: {s}}}\n",
+        ks = kustomization("acc", &f, "")
+    ));
+    create(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: handmade, namespace: {app}}}\n"
+    ));
+    let run = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/acc",
+        "--allow-cascade",
+        "--yes",
+        "--timeout",
+        "60s",
+    ])
+    .expect_code(0);
+    assert!(
+        run.stdout.contains(&format!("Secret/{app}/handmade (untracked)")),
+        "{}",
+        run.stdout
+    );
+    wait_until(std::time::Duration::from_secs(60), || !exists("namespace", None, &app));
+}
+
+#[test]
+fn an_orphan_prune_is_guarded_too() {
+    let _logs = start();
+    let run = unique("bro");
+    let selector = format!("stack-test/run={run}");
+    let app = format!("{run}-ns");
+    apply(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {app}, labels: {{stack-test/run: {run}, kustomize.toolkit.fluxcd.io/name: gone, kustomize.toolkit.fluxcd.io/namespace: nowhere}}}}\n"
+    ));
+    create(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: handmade, namespace: {app}}}\n"
+    ));
+    let empty = std::env::temp_dir().join(unique("empty"));
+    std::fs::create_dir_all(&empty).unwrap();
+    let refused = stack(&[
+        "prune",
+        "-A",
+        "-l",
+        &selector,
+        "-f",
+        empty.to_str().unwrap(),
+        "--allow-empty",
+        "--yes",
+    ])
+    .expect_code(4);
+    assert!(
+        refused.stdout.contains(&format!("Secret/{app}/handmade (untracked)")),
+        "{}\n{}",
+        refused.stdout,
+        refused.stderr
+    );
+    assert!(exists("namespace", None, &app));
+    assert!(exists("secret", Some(&app), "handmade"));
+    let _ = kubectl(&["delete", "namespace", &app, "--wait=false"]);
+}
