@@ -102,6 +102,9 @@ pub async fn run(global: &GlobalArgs, args: PruneArgs) -> anyhow::Result<u8> {
 }
 
 fn check_mode(args: &PruneArgs, teardown: bool) -> Result<(), UserError> {
+    if args.plan.is_some() || args.plan_out.is_some() || args.suspend_parents {
+        return Err(UserError::usage("--plan, --plan-out and --suspend-parents are not available yet"));
+    }
     let desired = &args.desired;
     let has_desired = !desired.filenames.is_empty()
         || !desired.kustomize.is_empty()
