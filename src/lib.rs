@@ -28,6 +28,7 @@ pub mod graph_output;
 pub mod identity;
 pub mod inventory;
 pub mod manifest;
+pub mod parents;
 pub mod plan;
 pub mod prune_report;
 pub mod recheck;

@@ -11,6 +11,7 @@ use crate::cascade::Cascade;
 use crate::error::{exit, UserError};
 use crate::execute::{Blocker, Change, Event, Observer, Outcome};
 use crate::identity::ObjectId;
+use crate::parents::Parent;
 use crate::render;
 use crate::suspend::Suspended;
 use crate::teardown::PrunePlan;
@@ -48,6 +49,7 @@ pub fn print_plan(plan: &PrunePlan, format: Format) -> Result<(), UserError> {
                 render::emit(&render::table(&["WAVE", "KIND", "NAMESPACE", "NAME", "WHY"], rows))?;
             }
             render::emit(&cascades_text(&plan.cascades))?;
+            render::emit(&parents_text(&plan.parents))?;
             for kept in &plan.kept {
                 eprintln!("kept: {} ({})", kept.id, kept.reason);
             }
@@ -72,7 +74,7 @@ pub fn print_plan(plan: &PrunePlan, format: Format) -> Result<(), UserError> {
                 .map(|k| json!({"id": k.id, "reason": k.reason}))
                 .collect();
             let line = json!({"type": "plan", "waves": waves, "kept": kept, "warnings": plan.warnings,
-                "cascades": plan.cascades});
+                "cascades": plan.cascades, "parents": plan.parents});
             render::emit(&(line.to_string() + "\n"))
         }
     }
@@ -93,6 +95,25 @@ pub fn cascades_text(cascades: &[Cascade]) -> String {
         for kind in &cascade.unlisted {
             text.push_str(&format!("  every {kind} in it (could not be listed)\n"));
         }
+    }
+    text
+}
+
+/// The live parents that would re-create planned objects, and whether each is suspended.
+pub fn parents_text(parents: &[Parent]) -> String {
+    let mut text = String::new();
+    for parent in parents {
+        let state = match parent.suspended {
+            Some(true) => "suspended",
+            Some(false) => "not suspended",
+            None => "cannot be suspended",
+        };
+        let applies: Vec<String> = parent.applies.iter().map(ToString::to_string).collect();
+        text.push_str(&format!(
+            "parent: {} ({state}) applies {}\n",
+            parent.id,
+            applies.join(", ")
+        ));
     }
     text
 }

@@ -12,6 +12,7 @@ use crate::execute::Target;
 use crate::graph::{owner_mark, EdgeKind, Graph, NodeInput, NodeStatus};
 use crate::graph_output::cycle_path;
 use crate::identity::ObjectId;
+use crate::parents::find_parents;
 use crate::plan::plan_deletion;
 use crate::safeguards::{
     ambiguous_mark, controlled, dies_with_plan, holds_staying, keep_marked, needed_by_staying, tracked_elsewhere,
@@ -50,6 +51,9 @@ pub struct PrunePlan {
     /// What the planned Namespaces and CRDs would take beyond the plan (filled in by
     /// [`crate::cascade::find_cascades`]; accepted with `--allow-cascade`).
     pub cascades: Vec<crate::cascade::Cascade>,
+    /// Live reconcilers outside the plan that would re-create planned objects, up their chains
+    /// (see [`crate::parents`]).
+    pub parents: Vec<crate::parents::Parent>,
 }
 
 impl PrunePlan {
@@ -219,10 +223,14 @@ pub fn plan(
     if teardown {
         kept.extend(ambiguous_members(snapshot, &trackers, &torn_down, &targets));
     }
-    let warnings = if teardown {
-        parent_warnings(snapshot, &targets, &torn_down)
+    let (warnings, parents) = if teardown {
+        let planned = targets.keys().filter_map(|&i| object_of(i));
+        (
+            parent_warnings(snapshot, &targets, &torn_down),
+            find_parents(planned, snapshot.objects.values(), &torn_down),
+        )
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     let indices: HashSet<usize> = targets.keys().copied().collect();
     let order = plan_deletion(graph, &indices).map_err(|cycle| {
@@ -260,6 +268,7 @@ pub fn plan(
         trackers_of,
         keep_suspended,
         cascades: Vec::new(),
+        parents,
     })
 }
 
@@ -329,17 +338,20 @@ fn holders(
         .collect()
 }
 
-/// Tracking objects in the plan that a stack outside the plan applies (a parent Kustomization,
-/// an Argo CD app of apps): that stack's next reconcile may re-create them.
+/// Tracking objects in the plan that a stack outside the plan applies without reconciling it
+/// (a kpt inventory, an ApplySet): the next apply of that stack re-creates them. Reconciling
+/// parents (Flux, Argo CD) are [`crate::parents`], and refused unless held.
 fn parent_warnings(snapshot: &Snapshot, targets: &BTreeMap<usize, String>, torn_down: &TornDown) -> Vec<String> {
     targets
         .keys()
         .filter_map(|&index| {
             let object = snapshot.objects.get(&snapshot.graph.nodes[index].id)?;
             tracker_key(object)?;
-            let parent = marks(&object.meta).into_iter().find(|m| !torn_down.covers(m))?;
+            let parent = marks(&object.meta)
+                .into_iter()
+                .find(|m| !torn_down.covers(m) && !matches!(m.preset, Preset::Flux | Preset::FluxHelm | Preset::ArgoCd))?;
             Some(format!(
-                "{} is applied by {parent}, which is not torn down: its next reconcile may re-create it (tear that stack down too, or suspend it first)",
+                "{} is applied by {parent}, which is not torn down: its next apply may re-create it (tear that stack down too)",
                 object.id()
             ))
         })
@@ -657,7 +669,7 @@ mod tests {
     }
 
     #[test]
-    fn a_stack_applied_by_a_parent_is_warned_about() {
+    fn a_stack_applied_by_a_parent_names_the_parent() {
         let mut world = World::new();
         world.add(
             KS_GROUP,
@@ -669,12 +681,10 @@ mod tests {
         world.ks("flux-system", &[]);
         let plan = world.teardown(&["child"]);
         assert_eq!(names(&plan), vec![vec!["child"]]);
-        assert_eq!(plan.warnings.len(), 1);
-        assert!(
-            plan.warnings[0].contains("flux:flux-system/flux-system"),
-            "{:?}",
-            plan.warnings
-        );
+        assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
+        assert_eq!(plan.parents.len(), 1);
+        assert_eq!(plan.parents[0].id.name, "flux-system");
+        assert!(plan.parents[0].applies_planned);
     }
 
     #[test]

@@ -221,3 +221,104 @@ fn an_orphan_prune_is_guarded_too() {
     assert!(exists("secret", Some(&app), "handmade"));
     let _ = kubectl(&["delete", "namespace", &app, "--wait=false"]);
 }
+
+fn suspended(f: &str, name: &str) -> bool {
+    kubectl(&["get", "kustomization", name, "-n", f, "-o", "jsonpath={.spec.suspend}"]).stdout == "true"
+}
+
+#[test]
+fn a_parent_that_would_resurrect_is_named_and_refused_unless_held() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("brp");
+    let f = flux.0.clone();
+    apply(&format!(
+        "{root}{apps}{shop}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: shop-config, namespace: {f}, labels: {s}}}\n",
+        root = kustomization("root", &f, ""),
+        apps = kustomization("apps", &f, &format!(", labels: {}", flux_labels("root", &f))),
+        shop = kustomization("shop", &f, &format!(", labels: {}", flux_labels("apps", &f))),
+        s = flux_labels("shop", &f),
+    ));
+    let ks = |name: &str| format!("Kustomization.kustomize.toolkit.fluxcd.io/{f}/{name}");
+
+    let refused = stack(&["prune", "-n", &f, "kustomization/shop", "--yes"]).expect_code(4);
+    let named = format!("parent: {} (not suspended) applies {}", ks("apps"), ks("shop"));
+    assert!(refused.stdout.lines().any(|l| l == named), "{}", refused.stdout);
+    assert!(refused.stderr.contains("re-create"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("--suspend-parents"), "{}", refused.stderr);
+    assert!(exists("configmap", Some(&f), "shop-config"));
+
+    // Suspending the parent alone does not hold: its own parent would revert the suspend.
+    kubectl(&[
+        "patch",
+        "kustomization",
+        "apps",
+        "-n",
+        &f,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"suspend":true}}"#,
+    ])
+    .expect_code(0);
+    let still = stack(&["prune", "-n", &f, "kustomization/shop", "--yes"]).expect_code(4);
+    assert!(
+        still.stdout.contains(&format!(
+            "parent: {} (not suspended) applies {}",
+            ks("root"),
+            ks("apps")
+        )),
+        "{}",
+        still.stdout
+    );
+    assert!(exists("kustomization", Some(&f), "shop"));
+
+    // Tearing the parent down too is no resurrection: only root is a parent then.
+    let both = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/shop",
+        "kustomization/apps",
+        "--dry-run",
+    ])
+    .expect_code(4);
+    assert!(
+        !both.stdout.contains(&format!("parent: {}", ks("apps"))),
+        "{}",
+        both.stdout
+    );
+
+    // --suspend-parents suspends the chain, tears down, and says how to resume.
+    kubectl(&[
+        "patch",
+        "kustomization",
+        "apps",
+        "-n",
+        &f,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"suspend":false}}"#,
+    ])
+    .expect_code(0);
+    let done = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/shop",
+        "--suspend-parents",
+        "--yes",
+        "--timeout",
+        "60s",
+    ])
+    .expect_code(0);
+    assert!(!exists("kustomization", Some(&f), "shop"));
+    assert!(!exists("configmap", Some(&f), "shop-config"));
+    assert!(suspended(&f, "apps") && suspended(&f, "root"), "the chain is suspended");
+    for name in ["apps", "root"] {
+        let resume =
+            format!("resume with: kubectl -n {f} patch kustomizations.kustomize.toolkit.fluxcd.io/{name} --type merge");
+        assert!(done.stderr.contains(&resume), "{}", done.stderr);
+    }
+}

@@ -15,9 +15,10 @@ use crate::error::{exit, UserError};
 use crate::execute::{execute, ExecOptions};
 use crate::graph::{Graph, NodeStatus};
 use crate::identity::ObjectId;
+use crate::parents::{not_held, read_suspended};
 use crate::prune_report::{finish, print_plan, report_suspended, Ending, Format, Progress};
 use crate::recheck::Recheck;
-use crate::suspend::{suspend_all, Suspensions};
+use crate::suspend::{suspend_all, suspend_parents, Suspensions};
 use crate::teardown::{members_of_gone, plan, teardown_closure, Kept, Mode, PrunePlan, Snapshot};
 use crate::trackers::{MarkValue, Preset, Selection, FLUX_KINDS};
 
@@ -40,9 +41,13 @@ pub async fn run(global: &GlobalArgs, args: PruneArgs) -> anyhow::Result<u8> {
         refuse_unlisted(&report.unchecked, args.skip_unlisted)?;
         orphan_planning(&session, report).await?
     };
-    let plan = plan_with_cascades(&session, &planning, &args).await?;
+    let mut plan = plan_with_cascades(&session, &planning, &args).await?;
+    read_suspended(&session.connection.client, &mut plan.parents)
+        .await
+        .map_err(UserError::failed)?;
     print_plan(&plan, format)?;
     refuse_cascades(&plan, args.allow_cascade)?;
+    refuse_parents(&plan, args.suspend_parents)?;
     let count = plan.count();
     if count == 0 {
         eprintln!("Nothing to prune.");
@@ -59,11 +64,21 @@ pub async fn run(global: &GlobalArgs, args: PruneArgs) -> anyhow::Result<u8> {
     if args.dry_run == DryRun::None {
         let prompt = format!("Delete {count} object(s) in {} wave(s)?", plan.waves.len());
         confirm(&prompt, args.yes, "nothing was deleted")?;
+        if args.suspend_parents {
+            suspensions = match suspend_parents(&session.connection.client, &plan.parents).await {
+                Ok(done) => done,
+                Err((done, error)) => {
+                    report_suspended(&done.left(&|_| false));
+                    return Err(error.into());
+                }
+            };
+        }
         let targets: Vec<_> = plan.waves.iter().flatten().collect();
-        suspensions = match suspend_all(&session.connection.client, &targets).await {
-            Ok(done) => done,
+        match suspend_all(&session.connection.client, &targets).await {
+            Ok(done) => suspensions.entries.extend(done.entries),
             Err((done, error)) => {
-                report_suspended(&done.left(&|_| false));
+                suspensions.entries.extend(done.entries);
+                report_suspended(&suspensions.left(&|_| false));
                 return Err(error.into());
             }
         };
@@ -102,8 +117,11 @@ pub async fn run(global: &GlobalArgs, args: PruneArgs) -> anyhow::Result<u8> {
 }
 
 fn check_mode(args: &PruneArgs, teardown: bool) -> Result<(), UserError> {
-    if args.plan.is_some() || args.plan_out.is_some() || args.suspend_parents {
-        return Err(UserError::usage("--plan, --plan-out and --suspend-parents are not available yet"));
+    if args.plan.is_some() || args.plan_out.is_some() {
+        return Err(UserError::usage("--plan and --plan-out are not available yet"));
+    }
+    if args.suspend_parents && !teardown {
+        return Err(UserError::usage("--suspend-parents goes with a teardown (TYPE/NAME)"));
     }
     let desired = &args.desired;
     let has_desired = !desired.filenames.is_empty()
@@ -232,6 +250,43 @@ fn refuse_cascades(plan: &PrunePlan, accepted: bool) -> Result<(), UserError> {
         holders.join("; ")
     ))
     .hint("keep those Namespaces and CRDs and prune the rest with --keep-cascading, or accept the loss with --allow-cascade"))
+}
+
+/// Refuses a teardown that a live parent would undo (see [`crate::parents`]), unless the user
+/// asked to suspend the parents first and every one of them can be.
+fn refuse_parents(plan: &PrunePlan, suspend_parents: bool) -> Result<(), UserError> {
+    let unheld = not_held(&plan.parents);
+    if unheld.is_empty() {
+        return Ok(());
+    }
+    let cannot: Vec<String> = plan
+        .parents
+        .iter()
+        .filter(|p| !p.suspendable())
+        .map(|p| p.id.to_string())
+        .collect();
+    if suspend_parents && cannot.is_empty() {
+        return Ok(());
+    }
+    let named: Vec<String> = unheld
+        .iter()
+        .map(|p| {
+            let applies: Vec<String> = p.applies.iter().map(ToString::to_string).collect();
+            format!("{} applies {}", p.id, applies.join(", "))
+        })
+        .collect();
+    let error = UserError::refused(format!(
+        "a live parent outside the plan would re-create what it deletes at its next reconcile: {}",
+        named.join("; ")
+    ));
+    Err(if cannot.is_empty() {
+        error.hint("tear the parent down too (name it), suspend it and the parents above it, or use --suspend-parents")
+    } else {
+        error.hint(format!(
+            "{} cannot be suspended by kubectl stack: tear it down too, or stop its automated sync first",
+            cannot.join(", ")
+        ))
+    })
 }
 
 /// Orphans mode: the orphans (and orphans already being deleted, which are waited for), ordered
