@@ -30,6 +30,7 @@ pub mod inventory;
 pub mod manifest;
 pub mod parents;
 pub mod plan;
+pub mod plan_file;
 pub mod prune_report;
 pub mod recheck;
 pub mod render;

@@ -322,3 +322,81 @@ fn a_parent_that_would_resurrect_is_named_and_refused_unless_held() {
         assert!(done.stderr.contains(&resume), "{}", done.stderr);
     }
 }
+
+fn seed_small_stack(f: &str, name: &str) {
+    let s = flux_labels(name, f);
+    apply(&format!(
+        "{ks}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}-a, namespace: {f}, labels: {s}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}-b, namespace: {f}, labels: {s}}}\n",
+        ks = kustomization(name, f, "")
+    ));
+}
+
+#[test]
+fn a_saved_plan_runs_unchanged_and_is_refused_once_the_cluster_moved() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("brs");
+    let f = flux.0.clone();
+    seed_small_stack(&f, "same");
+    seed_small_stack(&f, "moved");
+    let dir = std::env::temp_dir().join(unique("plans"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let same = dir.join("same.json");
+    let moved = dir.join("moved.json");
+
+    let saved = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/same",
+        "--plan-out",
+        same.to_str().unwrap(),
+    ])
+    .expect_code(0);
+    assert!(saved.stderr.contains("nothing was deleted"), "{}", saved.stderr);
+    assert!(exists("configmap", Some(&f), "same-a"), "--plan-out deletes nothing");
+    let document: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&same).unwrap()).unwrap();
+    assert_eq!(document["kind"], "PrunePlan");
+    assert!(
+        document["server"].as_str().unwrap().starts_with("https://"),
+        "{document}"
+    );
+    let objects = document["objects"].as_array().unwrap();
+    assert_eq!(objects.len(), 3, "{document}");
+    let a = objects.iter().find(|o| o["id"]["name"] == "same-a").unwrap();
+    assert_eq!(a["uid"], uid_of("configmap", Some(&f), "same-a"));
+    assert_eq!(a["wave"], 1);
+
+    // Run unchanged, from the file alone.
+    stack(&["prune", "--plan", same.to_str().unwrap(), "--yes", "--timeout", "60s"]).expect_code(0);
+    for name in ["same-a", "same-b"] {
+        assert!(!exists("configmap", Some(&f), name));
+    }
+    assert!(!exists("kustomization", Some(&f), "same"));
+
+    // One object re-created under the same name: refused, nothing deleted.
+    stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/moved",
+        "--plan-out",
+        moved.to_str().unwrap(),
+    ])
+    .expect_code(0);
+    kubectl(&["delete", "configmap", "moved-a", "-n", &f]).expect_code(0);
+    seed_small_stack(&f, "moved");
+    let refused = stack(&["prune", "--plan", moved.to_str().unwrap(), "--yes"]).expect_code(4);
+    assert!(
+        refused
+            .stderr
+            .contains(&format!("changed: ConfigMap/{f}/moved-a has UID"))
+            && refused.stderr.contains("re-created under the same name"),
+        "{}",
+        refused.stderr
+    );
+    for name in ["moved-a", "moved-b"] {
+        assert!(exists("configmap", Some(&f), name));
+    }
+    assert!(exists("kustomization", Some(&f), "moved"));
+}

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use crate::cascade::{find_cascades, Cascade};
 use crate::classify::{SkipReason, Verdict};
 use crate::cli::{DryRun, GlobalArgs, PruneArgs, PruneOutput};
+use crate::client::load_kubeconfig;
 use crate::collect::{collect_kinds, ListScope, Listed};
 use crate::commands::graph::{graph_of, live_graph, LiveGraph};
 use crate::commands::orphans::{find, read_manifests, OrphanReport};
@@ -16,6 +17,7 @@ use crate::execute::{execute, ExecOptions};
 use crate::graph::{Graph, NodeStatus};
 use crate::identity::ObjectId;
 use crate::parents::{not_held, read_suspended};
+use crate::plan_file::{self, Place, Request, Saved};
 use crate::prune_report::{finish, print_plan, report_suspended, Ending, Format, Progress};
 use crate::recheck::Recheck;
 use crate::suspend::{suspend_all, suspend_parents, Suspensions};
@@ -23,7 +25,16 @@ use crate::teardown::{members_of_gone, plan, teardown_closure, Kept, Mode, Prune
 use crate::trackers::{MarkValue, Preset, Selection, FLUX_KINDS};
 
 /// Runs `prune`.
-pub async fn run(global: &GlobalArgs, args: PruneArgs) -> anyhow::Result<u8> {
+pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8> {
+    let mut global = global.clone();
+    let saved = match &args.plan {
+        Some(path) => Some(plan_file::read(path)?),
+        None => None,
+    };
+    if let Some(saved) = &saved {
+        adopt_request(&mut global, &mut args, &saved.request)?;
+    }
+    let global = &global;
     let teardown = !args.targets.is_empty();
     check_mode(&args, teardown)?;
     let manifests = if teardown { None } else { read_manifests(&args.desired)? };
@@ -45,7 +56,14 @@ pub async fn run(global: &GlobalArgs, args: PruneArgs) -> anyhow::Result<u8> {
     read_suspended(&session.connection.client, &mut plan.parents)
         .await
         .map_err(UserError::failed)?;
+    if let Some(saved) = &saved {
+        refuse_changed(saved, &plan, &session.connection.server)?;
+    }
     print_plan(&plan, format)?;
+    if let Some(path) = &args.plan_out {
+        save_plan(path, &plan, global, &session, &args)?;
+        return Ok(exit::OK);
+    }
     refuse_cascades(&plan, args.allow_cascade)?;
     refuse_parents(&plan, args.suspend_parents)?;
     let count = plan.count();
@@ -117,9 +135,6 @@ pub async fn run(global: &GlobalArgs, args: PruneArgs) -> anyhow::Result<u8> {
 }
 
 fn check_mode(args: &PruneArgs, teardown: bool) -> Result<(), UserError> {
-    if args.plan.is_some() || args.plan_out.is_some() {
-        return Err(UserError::usage("--plan and --plan-out are not available yet"));
-    }
     if args.suspend_parents && !teardown {
         return Err(UserError::usage("--suspend-parents goes with a teardown (TYPE/NAME)"));
     }
@@ -250,6 +265,84 @@ fn refuse_cascades(plan: &PrunePlan, accepted: bool) -> Result<(), UserError> {
         holders.join("; ")
     ))
     .hint("keep those Namespaces and CRDs and prune the rest with --keep-cascading, or accept the loss with --allow-cascade"))
+}
+
+/// `--plan FILE` without stacks or desired flags re-plans what the file was made for; with
+/// stacks, they must be the file's.
+fn adopt_request(global: &mut GlobalArgs, args: &mut PruneArgs, request: &Request) -> Result<(), UserError> {
+    if request.targets.is_empty() {
+        return Ok(()); // an orphan prune: the desired flags are given again
+    }
+    if args.targets.is_empty() {
+        args.targets = request.targets.clone();
+        args.selection.selector = args.selection.selector.take().or_else(|| request.selector.clone());
+        global.namespace = global.namespace.take().or_else(|| Some(request.namespace.clone()));
+        return Ok(());
+    }
+    if args.targets != request.targets {
+        return Err(UserError::usage(format!(
+            "the saved plan tears down {}, not {}",
+            request.targets.join(" "),
+            args.targets.join(" ")
+        ))
+        .hint("give only --plan FILE (and the safety flags)"));
+    }
+    Ok(())
+}
+
+/// Refuses to run a saved plan that no longer holds, saying what changed.
+fn refuse_changed(saved: &Saved, plan: &PrunePlan, server: &str) -> Result<(), UserError> {
+    let changed = plan_file::changes(saved, plan, server);
+    if changed.is_empty() {
+        return Ok(());
+    }
+    for change in &changed {
+        eprintln!("changed: {change}");
+    }
+    Err(UserError::refused(format!(
+        "the cluster moved since the plan was saved ({} change(s) above): nothing was deleted",
+        changed.len()
+    ))
+    .hint("review the changes, then save a new plan with --plan-out"))
+}
+
+/// Writes the plan for `--plan-out` and says how to run it.
+fn save_plan(
+    path: &std::path::Path,
+    plan: &PrunePlan,
+    global: &GlobalArgs,
+    session: &Session,
+    args: &PruneArgs,
+) -> Result<(), UserError> {
+    let context = global
+        .context
+        .clone()
+        .or_else(|| load_kubeconfig(global).ok().and_then(|k| k.current_context))
+        .unwrap_or_default();
+    let place = Place {
+        context: &context,
+        server: &session.connection.server,
+    };
+    let request = Request {
+        targets: args.targets.clone(),
+        namespace: session.connection.namespace.clone(),
+        selector: args.selection.selector.clone(),
+    };
+    plan_file::write(path, plan, &place, &request)?;
+    eprintln!(
+        "Plan saved to {}: {} object(s) in {} wave(s); nothing was deleted. Run it with: kubectl stack prune --plan {}",
+        path.display(),
+        plan.count(),
+        plan.waves.len(),
+        path.display()
+    );
+    if !plan.cascades.is_empty() {
+        eprintln!("note: running it needs --allow-cascade (see the cascade victims above), or save it again with --keep-cascading");
+    }
+    if !not_held(&plan.parents).is_empty() {
+        eprintln!("note: running it needs the parents above held (suspended, or --suspend-parents)");
+    }
+    Ok(())
 }
 
 /// Refuses a teardown that a live parent would undo (see [`crate::parents`]), unless the user
