@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use kube::core::ObjectMeta;
 use kube::Client;
 use serde::Serialize;
 
@@ -117,6 +118,25 @@ pub fn find_parents<'a>(
     found.into_values().collect()
 }
 
+/// The live reconciler that keeps re-creating an object (for `stuck` and the blockers report):
+/// the tracking object, among `listed`, of a Flux or Argo CD mark the object carries, when that
+/// tracking object is not being deleted itself. Returns it with the mark that names it.
+pub fn recreating_parent<'a>(
+    meta: &ObjectMeta,
+    listed: impl IntoIterator<Item = &'a Listed>,
+) -> Option<(ObjectId, String)> {
+    let mut trackers: HashMap<(Preset, String), Vec<&Listed>> = HashMap::new();
+    for object in listed {
+        if let Some((preset, value)) = tracker_key(object) {
+            trackers.entry((preset, value.name)).or_default().push(object);
+        }
+    }
+    marks(meta).into_iter().filter(reconciles).find_map(|mark| {
+        let parent = parent_of(&mark, &trackers).filter(|p| !p.is_terminating())?;
+        Some((parent.id(), mark.to_string()))
+    })
+}
+
 /// Reads `spec.suspend` of every Flux parent.
 pub async fn read_suspended(client: &Client, parents: &mut [Parent]) -> Result<(), String> {
     for parent in parents.iter_mut().filter(|p| p.suspendable()) {
@@ -194,6 +214,23 @@ mod tests {
                 ..Default::default()
             },
         )
+    }
+
+    #[test]
+    fn the_live_parent_that_keeps_recreating_an_object_is_named() {
+        let objects = [ks("root", None), ks("apps", Some("root"))];
+        let (parent, mark) = recreating_parent(&objects[1].meta, &objects).unwrap();
+        assert_eq!(parent.name, "root");
+        assert_eq!(mark, "flux:flux-system/root");
+        assert!(recreating_parent(&objects[0].meta, &objects).is_none());
+        let mut dying = objects[0].clone();
+        dying.meta.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+        assert!(
+            recreating_parent(&objects[1].meta, [&dying]).is_none(),
+            "a parent being deleted re-creates nothing"
+        );
     }
 
     #[test]

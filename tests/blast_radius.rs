@@ -354,6 +354,13 @@ fn a_saved_plan_runs_unchanged_and_is_refused_once_the_cluster_moved() {
     ])
     .expect_code(0);
     assert!(saved.stderr.contains("nothing was deleted"), "{}", saved.stderr);
+    assert!(
+        saved
+            .stderr
+            .contains("Plan: 3 object(s) to delete in 2 wave(s)\n  wave 1: 2 ConfigMap\n  wave 2: 1 Kustomization.kustomize.toolkit.fluxcd.io\n"),
+        "the summary ends the plan: {}",
+        saved.stderr
+    );
     assert!(exists("configmap", Some(&f), "same-a"), "--plan-out deletes nothing");
     let document: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&same).unwrap()).unwrap();
     assert_eq!(document["kind"], "PrunePlan");

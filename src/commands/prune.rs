@@ -59,7 +59,7 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
     if let Some(saved) = &saved {
         refuse_changed(saved, &plan, &session.connection.server)?;
     }
-    print_plan(&plan, format)?;
+    print_plan(&plan, format, args.output == PruneOutput::Wide)?;
     if let Some(path) = &args.plan_out {
         save_plan(path, &plan, global, &session, &args)?;
         return Ok(exit::OK);
