@@ -407,3 +407,73 @@ fn a_saved_plan_runs_unchanged_and_is_refused_once_the_cluster_moved() {
     }
     assert!(exists("kustomization", Some(&f), "moved"));
 }
+
+#[test]
+fn an_untracked_newcomer_in_a_planned_namespace_stops_its_deletion_at_the_recheck() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("brn");
+    let f = flux.0.clone();
+    let app = unique("brn-shop");
+    let s = flux_labels("nc", &f);
+    apply(&format!(
+        "{ks}apiVersion: v1\nkind: Namespace\nmetadata: {{name: {app}, labels: {s}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: holder, namespace: {app}, labels: {s}, finalizers: [stack-test.example.com/hold]}}\n",
+        ks = kustomization("nc", &f, "")
+    ));
+    let mut command = stack_command(&cluster().admin);
+    command
+        .args([
+            "prune",
+            "-n",
+            &f,
+            "kustomization/nc",
+            "--yes",
+            "--timeout",
+            "60s",
+            "-o",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdin(std::process::Stdio::null());
+    let child = command.spawn().unwrap();
+    wait_until(std::time::Duration::from_secs(30), || {
+        !kubectl(&[
+            "get",
+            "configmap",
+            "holder",
+            "-n",
+            &app,
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ])
+        .stdout
+        .is_empty()
+    });
+    // After the plan, before the Namespace's wave: someone puts a Secret in it by hand.
+    create(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: newcomer, namespace: {app}}}\n"
+    ));
+    release_finalizers("configmap/holder", &app);
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(5),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let dropped = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["change"] == "dropped" && e["name"] == app.as_str())
+        .unwrap_or_else(|| panic!("the Namespace was not dropped: {stdout}"));
+    let reason = dropped["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!("Secret/{app}/newcomer (untracked)")),
+        "{reason}"
+    );
+    assert!(exists("namespace", None, &app));
+    assert!(exists("secret", Some(&app), "newcomer"));
+    let _ = kubectl(&["delete", "namespace", &app, "--wait=false"]);
+}
