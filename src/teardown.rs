@@ -225,10 +225,8 @@ pub fn plan(
     }
     let (warnings, parents) = if teardown {
         let planned = targets.keys().filter_map(|&i| object_of(i));
-        (
-            parent_warnings(snapshot, &targets, &torn_down),
-            find_parents(planned, snapshot.objects.values(), &torn_down),
-        )
+        let parents = find_parents(planned, snapshot.objects.values(), &torn_down);
+        (parent_warnings(snapshot, &targets, &torn_down, &parents), parents)
     } else {
         (Vec::new(), Vec::new())
     };
@@ -338,20 +336,36 @@ fn holders(
         .collect()
 }
 
-/// Tracking objects in the plan that a stack outside the plan applies without reconciling it
-/// (a kpt inventory, an ApplySet): the next apply of that stack re-creates them. Reconciling
-/// parents (Flux, Argo CD) are [`crate::parents`], and refused unless held.
-fn parent_warnings(snapshot: &Snapshot, targets: &BTreeMap<usize, String>, torn_down: &TornDown) -> Vec<String> {
+/// Tracking objects in the plan that a stack outside the plan applies, when that parent is not
+/// one of the live reconcilers of [`crate::parents`] (refused unless held): a kpt inventory or an
+/// ApplySet (their next apply re-creates them), or an Argo CD Application that was not listed
+/// (it may live all the same). Flux parents are always listed: one not found is gone.
+fn parent_warnings(
+    snapshot: &Snapshot,
+    targets: &BTreeMap<usize, String>,
+    torn_down: &TornDown,
+    parents: &[crate::parents::Parent],
+) -> Vec<String> {
+    let found_argo = |name: &str| {
+        parents
+            .iter()
+            .any(|p| p.id.group == "argoproj.io" && p.id.kind == "Application" && p.id.name == name)
+    };
     targets
         .keys()
         .filter_map(|&index| {
             let object = snapshot.objects.get(&snapshot.graph.nodes[index].id)?;
             tracker_key(object)?;
-            let parent = marks(&object.meta)
-                .into_iter()
-                .find(|m| !torn_down.covers(m) && !matches!(m.preset, Preset::Flux | Preset::FluxHelm | Preset::ArgoCd))?;
+            let parent = marks(&object.meta).into_iter().find(|m| {
+                !torn_down.covers(m)
+                    && match m.preset {
+                        Preset::Flux | Preset::FluxHelm => false,
+                        Preset::ArgoCd => !found_argo(&m.value.name),
+                        _ => true,
+                    }
+            })?;
             Some(format!(
-                "{} is applied by {parent}, which is not torn down: its next apply may re-create it (tear that stack down too)",
+                "{} is applied by {parent}, which is not torn down: its next apply or sync may re-create it (tear that stack down too)",
                 object.id()
             ))
         })
@@ -685,6 +699,27 @@ mod tests {
         assert_eq!(plan.parents.len(), 1);
         assert_eq!(plan.parents[0].id.name, "flux-system");
         assert!(plan.parents[0].applies_planned);
+    }
+
+    #[test]
+    fn an_argo_cd_parent_that_was_not_listed_is_warned_about() {
+        let mut world = World::new();
+        world.add_with(
+            KS_GROUP,
+            "Kustomization",
+            Some("flux-system"),
+            "child",
+            &[],
+            &[(
+                "argocd.argoproj.io/tracking-id",
+                "root-app:kustomize.toolkit.fluxcd.io/Kustomization:flux-system/child",
+            )],
+        );
+        let plan = world.teardown(&["child"]);
+        assert_eq!(names(&plan), vec![vec!["child"]]);
+        assert!(plan.parents.is_empty());
+        assert_eq!(plan.warnings.len(), 1, "{:?}", plan.warnings);
+        assert!(plan.warnings[0].contains("argocd:root-app"), "{:?}", plan.warnings);
     }
 
     #[test]
