@@ -3,7 +3,9 @@
 //! The data flows through small modules: [`client`] (kubeconfig) -> [`discovery`] -> [`collect`]
 //! (metadata lists) -> [`trackers`] (who tracks what, keep markers) -> [`manifest`], [`desired`]
 //! and [`inventory`] (what should exist) -> [`classify`] (orphans) -> [`graph`] -> [`plan`]
-//! (waves; [`teardown`] decides what a prune takes, applying [`safeguards`]) -> [`execute`]
+//! (waves; [`teardown`] decides what a prune takes, applying [`safeguards`]; [`cascade`] finds
+//! what its Namespaces and CRDs would take with them, [`parents`] what would re-create it,
+//! [`plan_file`] saves and compares it) -> [`execute`]
 //! (delete, wait; [`recheck`] before every wave, [`suspend`] around Flux objects) -> [`render`],
 //! [`graph_output`] and [`prune_report`]. [`stuck`] and
 //! [`finalize`] are the break-glass path, [`complete`] the shell completion. [`commands`]
