@@ -150,6 +150,8 @@ start() {
   printf '%s,admin,uid-admin,"system:masters"\n%s,nobody,uid-nobody,"dev"\n%s,limited,uid-limited,"limited"\n' \
     "$admin" "$nobody" "$limited" >"$DIR/tokens.csv"
   chmod 600 "$DIR/tokens.csv"
+  issue_client_certificates
+
 
   setsid etcd --data-dir "$DIR/etcd" --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
@@ -162,7 +164,7 @@ start() {
     --endpoint-reconciler-type=none --service-account-key-file="$DIR/sa.pub" \
     --service-account-signing-key-file="$DIR/sa.key" --service-account-issuer=https://kubernetes.default.svc \
     --token-auth-file="$DIR/tokens.csv" --authorization-mode=RBAC --service-cluster-ip-range=10.0.0.0/24 \
-    --insecure-port=0 >"$DIR/apiserver.log" 2>&1 </dev/null &
+    --client-ca-file="$DIR/pki/client-ca.crt" --insecure-port=0 >"$DIR/apiserver.log" 2>&1 </dev/null &
   echo $! >"$DIR/apiserver.pid"
   wait_ready
 
@@ -171,6 +173,20 @@ start() {
   write_kubeconfig "$DIR/limited.kubeconfig" limited "$limited"
   start_controller_manager
   print_env
+}
+
+# A client CA the apiserver trusts, and a client certificate signed by it for an admin
+# (O=system:masters, CN=cert-admin): for tests of --client-certificate/--client-key.
+issue_client_certificates() {
+  local pki="$DIR/pki"
+  mkdir -p "$pki"
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$pki/client-ca.key" -out "$pki/client-ca.crt" \
+    -days 3650 -subj "/CN=stack-test-client-ca" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -keyout "$pki/cert-admin.key" -out "$pki/cert-admin.csr" \
+    -subj "/O=system:masters/CN=cert-admin" 2>/dev/null
+  openssl x509 -req -in "$pki/cert-admin.csr" -CA "$pki/client-ca.crt" -CAkey "$pki/client-ca.key" \
+    -CAcreateserial -out "$pki/cert-admin.crt" -days 3650 -extfile <(printf 'extendedKeyUsage=clientAuth\n') 2>/dev/null
+  chmod 600 "$pki"/*.key
 }
 
 start_controller_manager() {

@@ -60,6 +60,38 @@ pub struct GlobalArgs {
     /// Log level: 0 warnings, 2 info, 4 debug, 6+ every request.
     #[arg(short = 'v', long = "v", global = true, value_name = "LEVEL", default_value_t = 0)]
     pub verbosity: u8,
+    /// Default cache directory: discovery is cached under DIR/discovery as kubectl caches it
+    /// (default: $KUBECACHEDIR, else ~/.kube/cache).
+    #[arg(long = "cache-dir", global = true, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// How far this command's discovery may rely on the disk cache (set per command, no flag).
+    #[arg(skip)]
+    pub discovery_cache: crate::discovery::CacheUse,
+    /// The address of the API server (overrides the kubeconfig's; works without a kubeconfig).
+    #[arg(short = 's', long = "server", global = true, value_name = "URL")]
+    pub server: Option<String>,
+    /// Bearer token for the API server (overrides the kubeconfig user's credentials).
+    #[arg(long = "token", global = true, value_name = "TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Certificate authority file to verify the API server with.
+    #[arg(long = "certificate-authority", global = true, value_name = "FILE")]
+    pub certificate_authority: Option<PathBuf>,
+    /// Client certificate file for TLS authentication.
+    #[arg(long = "client-certificate", global = true, value_name = "FILE")]
+    pub client_certificate: Option<PathBuf>,
+    /// Client key file for TLS authentication.
+    #[arg(long = "client-key", global = true, value_name = "FILE")]
+    pub client_key: Option<PathBuf>,
+    /// Do not verify the API server's certificate (insecure).
+    #[arg(long = "insecure-skip-tls-verify", global = true, value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set, default_value_t = false)]
+    pub insecure_skip_tls_verify: bool,
+    /// Server name to verify the API server's certificate against (and to send as SNI).
+    #[arg(long = "tls-server-name", global = true, value_name = "NAME")]
+    pub tls_server_name: Option<String>,
+    /// UID to impersonate.
+    #[arg(long = "as-uid", global = true, value_name = "UID")]
+    pub as_uid: Option<String>,
 }
 
 /// The subcommands.
@@ -173,7 +205,7 @@ pub struct UnstickArgs {
     /// Also act on objects that are not being deleted (only as named on the command line).
     #[arg(long)]
     pub force: bool,
-    /// Where to write the backups (default: `./kubectl-stack-backup-TIME`).
+    /// Where to write the backups: each run makes a new directory `unstick-TIME` in it, mode 0700 (default: `./kubectl-stack-backups`).
     #[arg(long = "backup-dir", value_name = "DIR")]
     pub backup_dir: Option<PathBuf>,
 }
@@ -374,15 +406,25 @@ pub struct DesiredArgs {
     /// A kustomization directory, rendered with `kubectl kustomize`. Repeatable.
     #[arg(short = 'k', long = "kustomize", value_name = "DIR")]
     pub kustomize: Vec<PathBuf>,
-    /// A tool's live inventory: flux=NAME[.NS], kpt=INVENTORY-ID, helm=RELEASE[.NS], applyset=[RESOURCE/]NAME.
-    #[arg(long, value_name = "PRESET=REF", conflicts_with_all = ["filenames", "kustomize", "checksum"])]
+    /// A tool's live record of what it applied last: flux=NAME[.NS], kpt=INVENTORY-ID,
+    /// helm=RELEASE[.NS], applyset=[RESOURCE/]NAME. With -f/-k, the orphans are what the tool
+    /// itself would prune: recorded, and not in the new desired set.
+    #[arg(long, value_name = "PRESET=REF", conflicts_with_all = ["checksum"])]
     pub inventory: Option<String>,
-    /// Flux v1: the current stack checksum; tracked objects with another checksum are orphans.
-    #[arg(long, value_name = "VALUE", conflicts_with_all = ["filenames", "kustomize"])]
+    /// Refused: Flux v1 checksums are per object and never mean "delete" (give -f instead).
+    #[arg(long, value_name = "VALUE", conflicts_with_all = ["filenames", "kustomize"], hide = true)]
     pub checksum: Option<String>,
     /// Accept an empty desired set (every tracked object is then an orphan).
     #[arg(long = "allow-empty")]
     pub allow_empty: bool,
+    /// Compare although some declared objects cannot be resolved (kinds the cluster does not
+    /// serve): the objects they stand for may then be called orphans.
+    #[arg(long = "allow-unresolved")]
+    pub allow_unresolved: bool,
+    /// With -l and no --tracker, also objects no GitOps tool tracks (by default only tracked
+    /// objects can be orphans).
+    #[arg(long)]
+    pub untracked: bool,
 }
 
 /// `kubectl stack orphans`.

@@ -6,6 +6,7 @@
 //! implicit custom resource -> CRD and namespaced object -> Namespace edges. Membership (an
 //! object a Kustomization, HelmRelease or inventory tracks) is kept apart from dependencies.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
@@ -215,6 +216,9 @@ pub struct BuildOptions {
 /// referred-to nodes (status decided later by `mark_referenced`); implicit ones (CRD, Namespace)
 /// are kept only when the target is selected.
 pub fn build(inputs: &[NodeInput], options: &BuildOptions) -> Graph {
+    // Edges are indexed by input position below: one input per identity makes it the node index.
+    let inputs = merge_duplicates(inputs);
+    let inputs = inputs.as_ref();
     let mut graph = Graph::default();
     for input in inputs {
         graph.add(input.id.clone(), input.uid.clone(), NodeStatus::Selected);
@@ -245,6 +249,59 @@ pub fn build(inputs: &[NodeInput], options: &BuildOptions) -> Graph {
     graph.edges.sort_by_key(|e| (e.from, e.to, e.kind));
     graph.edges.dedup();
     graph
+}
+
+/// One input per identity, in first-seen order. A later definition of the same object is merged
+/// into the first: its dependencies (Flux `dependsOn`, `depends-on` references) are added, and its
+/// labels and annotations fill in what the first does not set (the first wins where both do).
+pub fn merge_duplicates(inputs: &[NodeInput]) -> Cow<'_, [NodeInput]> {
+    let mut seen = HashSet::with_capacity(inputs.len());
+    if inputs.iter().all(|input| seen.insert(&input.id)) {
+        return Cow::Borrowed(inputs);
+    }
+    let mut merged: Vec<NodeInput> = Vec::with_capacity(seen.len());
+    let mut position: HashMap<&ObjectId, usize> = HashMap::with_capacity(seen.len());
+    for input in inputs {
+        match position.get(&input.id) {
+            Some(&first) => merge_into(&mut merged[first], input),
+            None => {
+                position.insert(&input.id, merged.len());
+                merged.push(input.clone());
+            }
+        }
+    }
+    Cow::Owned(merged)
+}
+
+fn merge_into(first: &mut NodeInput, other: &NodeInput) {
+    for (key, value) in &other.labels {
+        first.labels.entry(key.clone()).or_insert_with(|| value.clone());
+    }
+    for (key, value) in &other.annotations {
+        match first.annotations.get_mut(key) {
+            Some(existing) if key == KPT_DEPENDS_ON && existing != value => {
+                let mut references: Vec<String> = existing.split(',').map(|r| r.trim().to_string()).collect();
+                for reference in value.split(',').map(str::trim) {
+                    if !references.iter().any(|r| r == reference) {
+                        references.push(reference.to_string());
+                    }
+                }
+                *existing = references.join(",");
+            }
+            Some(_) => {}
+            None => {
+                first.annotations.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    for dependency in &other.depends_on {
+        if !first.depends_on.contains(dependency) {
+            first.depends_on.push(dependency.clone());
+        }
+    }
+    if first.uid.is_none() {
+        first.uid.clone_from(&other.uid);
+    }
 }
 
 fn implicit_edges(
@@ -568,6 +625,40 @@ mod tests {
         assert!(has(5, 6, EdgeKind::SyncWave));
         assert!(!has(6, 5, EdgeKind::SyncWave));
         assert!(has(8, 7, EdgeKind::KappRule));
+    }
+
+    #[test]
+    fn duplicates_are_merged_into_one_node_with_every_dependency() {
+        // Two files (staging/, prod/) define the same ConfigMap; the second also depends on `b`.
+        let mut first = node("", "ConfigMap", Some("t"), "app");
+        first
+            .annotations
+            .insert(KPT_DEPENDS_ON.into(), "/namespaces/t/ConfigMap/a".into());
+        first.labels.insert("tier".into(), "first".into());
+        let mut second = first.clone();
+        second
+            .annotations
+            .insert(KPT_DEPENDS_ON.into(), "/namespaces/t/ConfigMap/b".into());
+        second.labels.insert("tier".into(), "second".into());
+        second.labels.insert("extra".into(), "yes".into());
+        let inputs = vec![
+            first,
+            node("", "ConfigMap", Some("t"), "a"),
+            second,
+            node("", "ConfigMap", Some("t"), "b"),
+            node("", "ConfigMap", Some("t"), "a"),
+        ];
+        let merged = merge_duplicates(&inputs);
+        assert_eq!(merged.len(), 3);
+        assert_eq!(merged[0].labels["tier"], "first");
+        assert_eq!(merged[0].labels["extra"], "yes");
+        let graph = build(&inputs, &BuildOptions::default());
+        assert_eq!(graph.nodes.len(), 3, "{:?}", graph.nodes);
+        let id = |name: &str| graph.find(&ObjectId::new("", "ConfigMap", Some("t"), name)).unwrap();
+        let edges: Vec<(usize, usize)> = graph.edges.iter().map(|e| (e.from, e.to)).collect();
+        assert_eq!(edges, vec![(id("app"), id("a")), (id("app"), id("b"))]);
+        let plan = crate::plan::plan_deletion(&graph, &(0..graph.nodes.len()).collect()).unwrap();
+        assert_eq!(plan.waves, vec![vec![id("app")], vec![id("a"), id("b")]]);
     }
 
     #[test]

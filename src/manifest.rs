@@ -108,7 +108,10 @@ fn manifest_files(path: &Path) -> Result<Vec<PathBuf>, UserError> {
         for entry in entries {
             let entry = entry.map_err(|err| UserError::usage(format!("cannot read {}: {err}", dir.display())))?;
             let child = entry.path();
-            if child.is_dir() {
+            // As kubectl's -R (filepath.Walk): a symlinked directory is not followed (a loop
+            // would never end); a symlinked file is read.
+            let is_real_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            if is_real_dir {
                 pending.push(child);
             } else if is_manifest_file(&child) {
                 files.push(child);
@@ -126,16 +129,24 @@ fn is_manifest_file(path: &Path) -> bool {
 /// Parses one text of YAML documents (JSON is YAML too) into manifests; `source` names it in errors.
 pub fn parse_text(text: &str, source: &str) -> Result<Vec<Manifest>, UserError> {
     let documents: Vec<Value> = if text.trim_start().starts_with(['{', '[']) {
-        serde_json::from_str::<Value>(text)
-            .map(|v| vec![v])
-            .map_err(|err| UserError::usage(format!("{source}:{}:{}: invalid JSON: {err}", err.line(), err.column())))?
+        serde_json::from_str::<Value>(text).map(|v| vec![v]).map_err(|err| {
+            UserError::usage(format!(
+                "{source}:{}:{}: invalid JSON: {}",
+                err.line(),
+                err.column(),
+                crate::error::without_content(&err.to_string())
+            ))
+        })?
     } else {
         serde_saphyr::from_multiple::<Value>(text).map_err(|err| {
             let at = err
                 .location()
                 .map(|l| format!(":{}:{}", l.line(), l.column()))
                 .unwrap_or_default();
-            UserError::usage(format!("{source}{at}: invalid YAML: {err}"))
+            UserError::usage(format!(
+                "{source}{at}: invalid YAML: {}",
+                crate::error::without_content(&err.to_string())
+            ))
         })?
     };
     let mut manifests = Vec::new();

@@ -21,7 +21,11 @@ pub fn is_transient(err: &kube::Error) -> bool {
         kube::Error::Api(status) => {
             matches!(status.code, 429 | 500 | 502 | 503 | 504) && !is_permanent_reason(&status.reason)
         }
-        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
+        // A certificate that does not verify or a failed credential plugin: retrying does not
+        // mend them (see `error::is_unrecoverable`).
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {
+            !crate::error::is_unrecoverable(err)
+        }
         _ => false,
     }
 }

@@ -61,10 +61,17 @@ fn offline_graph_of_a_repository_needs_no_cluster() {
     assert_eq!(missing.len(), 1);
     assert_eq!(missing[0]["namespace"], "security");
 
+    // Apply order, stated on its own (not derived from the delete order): what others depend on
+    // (the Namespace, infra) first.
     let apply = stack_as(no_cluster, &["graph", "-f", repo, "--order", "apply", "-o", "json"]).expect_code(0);
-    let mut reversed = waves(&json);
-    reversed.reverse();
-    assert_eq!(waves(&apply.json()), reversed);
+    assert_eq!(
+        waves(&apply.json()),
+        vec![
+            vec!["Namespace/shop", "Kustomization/infra"],
+            vec!["ConfigMap/db-config", "Job/migrate", "Kustomization/apps"],
+            vec!["Deployment/web", "StatefulSet/db", "Kustomization/monitoring"],
+        ]
+    );
 
     let table = stack_as(no_cluster, &["graph", "-f", repo, "--order", "delete"]).expect_code(0);
     assert!(table.stdout.starts_with("WAVE"));
@@ -108,7 +115,33 @@ fn a_cycle_is_printed_as_a_path_and_exits_6() {
     assert_eq!(path[0], path[3]);
     assert!(result.stdout.contains("(cycle)"));
     let json = stack_as(std::path::Path::new(NO_CLUSTER), &["graph", "-f", cycle, "-o", "json"]).expect_code(6);
-    assert_eq!(json.json()["cycle"].as_array().unwrap().len(), 3);
+    let json = json.json();
+    let cycle_nodes: Vec<&Value> = json["cycle"].as_array().unwrap().iter().collect();
+    assert_eq!(cycle_nodes.len(), 3);
+    // The path is the fixture's three Kustomizations, each step one of its dependsOn edges.
+    let mut names: Vec<&str> = path[..3].iter().map(|p| p.rsplit('/').next().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["a", "b", "c"], "{line}");
+    let prefix = "Kustomization.kustomize.toolkit.fluxcd.io/flux-system/";
+    let dependencies = [("a", "b"), ("b", "c"), ("c", "a")];
+    for step in path.windows(2) {
+        let (from, to) = (step[0].trim_start_matches(prefix), step[1].trim_start_matches(prefix));
+        assert!(
+            dependencies.contains(&(from, to)),
+            "{from} -> {to} is not an edge: {line}"
+        );
+    }
+    for k in 0..3 {
+        let (from, to) = (cycle_nodes[k], cycle_nodes[(k + 1) % 3]);
+        let edge = json["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| &e["from"] == from && &e["to"] == to)
+            .unwrap_or_else(|| panic!("no edge {from} -> {to}: {json}"));
+        assert_eq!(edge["kind"], "dependsOn");
+        assert_eq!(json["nodes"][from.as_u64().unwrap() as usize]["kind"], "Kustomization");
+    }
 }
 
 #[test]
@@ -197,4 +230,67 @@ metadata: {{name: operator-cm, namespace: {n}, labels: {}}}
         "Kustomization.kustomize.toolkit.fluxcd.io/{n}/gone [missing] (dependsOn)"
     )));
     assert!(tree.stdout.contains(&format!("ConfigMap/{n}/usage-cm")));
+}
+
+#[test]
+fn two_files_defining_one_object_are_merged_not_a_panic() {
+    let no_cluster = std::path::Path::new(NO_CLUSTER);
+    // The repository's own examples: usage/ and usage-next/ define the same objects.
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    let run = stack_as(
+        no_cluster,
+        &["graph", "-f", examples, "--order", "delete", "-o", "json"],
+    )
+    .expect_code(0);
+    let json = run.json();
+    let mut ids: Vec<String> = json["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| format!("{}/{}/{}/{}", n["group"], n["kind"], n["namespace"], n["name"]))
+        .collect();
+    let count = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), count, "each object is one node: {ids:?}");
+    assert!(
+        run.stderr
+            .contains("Database.demo.kubectl-stack.dev/shop/orders is defined twice, differently:"),
+        "{}",
+        run.stderr
+    );
+
+    // staging/ and prod/ define `app`, each with its own dependency: both are kept.
+    let cm = |name: &str, depends: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: t\n  annotations: {{config.kubernetes.io/depends-on: {depends}}}\n")
+    };
+    let staging = temp_file("app.yaml", &cm("app", "/namespaces/t/ConfigMap/db"));
+    let repo = staging.parent().unwrap().parent().unwrap().join(unique("repo"));
+    std::fs::create_dir_all(repo.join("staging")).unwrap();
+    std::fs::create_dir_all(repo.join("prod")).unwrap();
+    std::fs::rename(&staging, repo.join("staging/app.yaml")).unwrap();
+    std::fs::write(
+        repo.join("prod/app.yaml"),
+        cm("app", "/namespaces/t/ConfigMap/cache") + "---\n" + &cm("db", "/namespaces/t/ConfigMap/cache"),
+    )
+    .unwrap();
+    std::fs::write(
+        repo.join("staging/cache.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cache, namespace: t}\n",
+    )
+    .unwrap();
+    let run = stack_as(
+        no_cluster,
+        &["graph", "-f", repo.to_str().unwrap(), "--order", "delete", "-o", "json"],
+    )
+    .expect_code(0);
+    assert_eq!(
+        waves(&run.json()),
+        vec![vec!["ConfigMap/app"], vec!["ConfigMap/db"], vec!["ConfigMap/cache"]]
+    );
+    assert!(
+        run.stderr.contains("ConfigMap/t/app is defined twice, differently"),
+        "{}",
+        run.stderr
+    );
 }

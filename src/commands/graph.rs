@@ -97,10 +97,12 @@ pub fn offline_graph(manifests: &[Manifest], namespace: &str, members: bool) -> 
     let scopes = Scopes::new(None, manifests);
     let mut crd_names = HashMap::new();
     let mut inputs = Vec::new();
+    let mut sources = Vec::new();
     for manifest in manifests {
         let Ok(id) = resolve(manifest, &scopes, namespace) else {
             continue;
         };
+        sources.push(manifest);
         if manifest.kind == "CustomResourceDefinition" {
             if let (Some(group), Some(kind)) = (manifest.str_at("/spec/group"), manifest.str_at("/spec/names/kind")) {
                 crd_names.insert((group.to_string(), kind.to_string()), manifest.name.clone());
@@ -121,9 +123,31 @@ pub fn offline_graph(manifests: &[Manifest], namespace: &str, members: bool) -> 
             annotations: map("/metadata/annotations"),
         });
     }
+    note_conflicting_duplicates(&inputs.iter().zip(sources).collect::<Vec<_>>());
     let mut graph = build(&inputs, &BuildOptions { members, crd_names });
     graph.mark_referenced(|_| false);
     graph
+}
+
+/// Two manifests that define the same object are merged into one node; when they define it
+/// differently, says so (which files, and that the first one's labels and annotations win).
+/// `defined` pairs each graph input with the manifest it was read from.
+fn note_conflicting_duplicates(defined: &[(&NodeInput, &Manifest)]) {
+    let mut first: HashMap<&ObjectId, &Manifest> = HashMap::new();
+    for (input, manifest) in defined {
+        match first.get(&input.id) {
+            Some(earlier) if earlier.body != manifest.body => tracing::warn!(
+                "{} is defined twice, differently: {} and {}; merged into one node (the dependencies of both; the first one's labels and annotations where they differ)",
+                input.id,
+                earlier.source,
+                manifest.source
+            ),
+            Some(_) => {}
+            None => {
+                first.insert(&input.id, manifest);
+            }
+        }
+    }
 }
 
 /// A live graph and the listed objects behind its selected nodes.
