@@ -262,6 +262,25 @@ pub struct PruneArgs {
     /// Listing tuning.
     #[command(flatten)]
     pub tuning: ListTuning,
+    /// Delete planned Namespaces and CRDs although their deletion also takes objects the plan
+    /// does not delete (the cascade victims the plan names).
+    #[arg(long = "allow-cascade", conflicts_with = "keep_cascading")]
+    pub allow_cascade: bool,
+    /// Keep the planned Namespaces and CRDs whose deletion would take objects the plan does not
+    /// delete, and prune the rest.
+    #[arg(long = "keep-cascading")]
+    pub keep_cascading: bool,
+    /// Suspend the live parents (Flux Kustomizations, up their chain) that would re-create what
+    /// the teardown deletes, before deleting; they stay suspended (the resume command is printed).
+    #[arg(long = "suspend-parents")]
+    pub suspend_parents: bool,
+    /// Write the plan (context, server, every object with UID, wave and reason, cascade victims,
+    /// parents) to FILE as JSON, for review and for `--plan`.
+    #[arg(long = "plan-out", value_name = "FILE")]
+    pub plan_out: Option<PathBuf>,
+    /// Execute exactly the plan saved with --plan-out; refused when the cluster moved since.
+    #[arg(long = "plan", value_name = "FILE", conflicts_with = "plan_out")]
+    pub plan: Option<PathBuf>,
 }
 
 /// `--cascade`: how dependents of each deleted object are garbage-collected.
@@ -304,6 +323,8 @@ pub enum PruneOutput {
     Table,
     /// JSON lines: the plan, each event, the summary.
     Json,
+    /// Like table, with every row of the plan however long it is.
+    Wide,
 }
 
 const GRAPH_EXAMPLES: &str = "Examples:

@@ -3,7 +3,9 @@
 //! The data flows through small modules: [`client`] (kubeconfig) -> [`discovery`] -> [`collect`]
 //! (metadata lists) -> [`trackers`] (who tracks what, keep markers) -> [`manifest`], [`desired`]
 //! and [`inventory`] (what should exist) -> [`classify`] (orphans, by each tool's rules in [`policy`]) -> [`graph`] -> [`plan`]
-//! (waves; [`teardown`] decides what a prune takes, applying [`safeguards`]) -> [`execute`]
+//! (waves; [`teardown`] decides what a prune takes, applying [`safeguards`]; [`cascade`] finds
+//! what its Namespaces and CRDs would take with them, [`parents`] what would re-create it,
+//! [`plan_file`] saves and compares it) -> [`execute`]
 //! (delete, wait; [`recheck`] before every wave, [`suspend`] around Flux objects) -> [`render`],
 //! [`graph_output`] and [`prune_report`]. [`stuck`] and
 //! [`finalize`] are the break-glass path, [`complete`] the shell completion. [`commands`]
@@ -11,6 +13,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cascade;
 pub mod classify;
 pub mod cli;
 pub mod client;
@@ -27,7 +30,9 @@ pub mod graph_output;
 pub mod identity;
 pub mod inventory;
 pub mod manifest;
+pub mod parents;
 pub mod plan;
+pub mod plan_file;
 pub mod policy;
 pub mod proxy;
 pub mod prune_report;
