@@ -314,10 +314,17 @@ pub async fn delete_one(client: &Client, target: &Target, options: &ExecOptions)
         }),
         grace_period_seconds: None,
     };
-    match with_retries("delete", || api.delete(&target.id.name, &params)).await {
+    let attempts = std::sync::atomic::AtomicUsize::new(0);
+    let sent = || {
+        attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        api.delete(&target.id.name, &params)
+    };
+    match with_retries("delete", sent).await {
         Ok(_) if options.server_dry_run => Ok(Change::WouldDelete),
         Ok(_) => Ok(Change::Deleted),
         Err(err) => match api_status(&err) {
+            // NotFound after an earlier attempt whose answer was lost: that attempt deleted it.
+            Some(404) if attempts.load(std::sync::atomic::Ordering::Relaxed) > 1 => Ok(Change::Deleted),
             Some(404) => Ok(Change::AlreadyGone),
             Some(409) => Ok(Change::Replaced),
             _ => Err(root_cause(&err)),

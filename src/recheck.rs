@@ -147,9 +147,19 @@ impl Recheck {
         if let Some(marker) = keep_marked(&object.meta) {
             return Some(format!("{marker} was added since the plan"));
         }
-        if !self.torn_down.is_empty() && tracker_key(object).is_none() {
-            if let Some(why) = tracked_elsewhere(&object.meta, &self.torn_down) {
-                return Some(format!("{why} (changed since the plan)"));
+        if tracker_key(object).is_none() {
+            let now = crate::trackers::marks(&object.meta);
+            let was_tracked = target.tracked_by != "<none>"; // `--untracked` plans untracked objects
+            if now.is_empty() && was_tracked {
+                return Some("no tool tracks it any more (changed since the plan)".to_string());
+            }
+            if !self.torn_down.is_empty() && !now.iter().any(|m| self.torn_down.covers(m)) {
+                return Some("no stack being torn down tracks it any more (changed since the plan)".to_string());
+            }
+            if !self.torn_down.is_empty() {
+                if let Some(why) = tracked_elsewhere(&object.meta, &self.torn_down) {
+                    return Some(format!("{why} (changed since the plan)"));
+                }
             }
         }
         None

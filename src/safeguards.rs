@@ -55,12 +55,18 @@ pub fn keep_marked(meta: &ObjectMeta) -> Option<String> {
 /// Helm release a Flux HelmRelease installs counts as that HelmRelease's.
 pub fn tracked_elsewhere(meta: &ObjectMeta, torn_down: &TornDown) -> Option<String> {
     let found = marks(meta);
-    let helm_release_covered = found
-        .iter()
-        .any(|m| m.preset == Preset::FluxHelm && torn_down.covers(m));
+    // helm-controller names the release `<name>` or `<targetNamespace>-<name>` (fluxcd/helm-controller
+    // `api/v2` `HelmRelease.GetReleaseName`): only that release counts as the HelmRelease's.
+    let installed_by_covered = |helm: &Mark| {
+        found.iter().any(|m| {
+            m.preset == Preset::FluxHelm
+                && torn_down.covers(m)
+                && (helm.value.name == m.value.name || helm.value.name.ends_with(&format!("-{}", m.value.name)))
+        })
+    };
     found
         .iter()
-        .find(|mark| !(torn_down.covers(mark) || (mark.preset == Preset::Helm && helm_release_covered)))
+        .find(|mark| !(torn_down.covers(mark) || (mark.preset == Preset::Helm && installed_by_covered(mark))))
         .map(|mark| format!("also tracked by {mark}, which is not torn down"))
 }
 

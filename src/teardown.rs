@@ -125,7 +125,8 @@ pub fn teardown_closure(graph: &Graph, named: &[usize]) -> HashMap<usize, String
 }
 
 /// The members, still in the graph, of a stack whose tracking object is already gone (a teardown
-/// run again after a partial one): the objects that carry its mark.
+/// run again after a partial one): the objects that carry its full mark. A mark that names its
+/// stack by name only could belong to a live stack of that name elsewhere: it never counts here.
 pub fn members_of_gone(snapshot: &Snapshot, key: &(Preset, MarkValue)) -> Vec<usize> {
     let gone = TornDown::new([key.clone()]);
     snapshot
@@ -135,10 +136,11 @@ pub fn members_of_gone(snapshot: &Snapshot, key: &(Preset, MarkValue)) -> Vec<us
         .enumerate()
         .filter(|(_, node)| node.status == NodeStatus::Selected)
         .filter(|(_, node)| {
-            snapshot
-                .objects
-                .get(&node.id)
-                .is_some_and(|o| marks(&o.meta).iter().any(|m| gone.covers(m)))
+            snapshot.objects.get(&node.id).is_some_and(|o| {
+                marks(&o.meta)
+                    .iter()
+                    .any(|m| gone.covers(m) && m.value.namespace.is_some())
+            })
         })
         .map(|(index, _)| index)
         .collect()
@@ -160,7 +162,11 @@ pub fn plan(
     for (index, why) in chosen {
         let Some(object) = object_of(index) else { continue };
         let id = graph.nodes[index].id.clone();
-        if let Some(reason) = keep_marked(&object.meta).or_else(|| ambiguous_mark(&object.meta, &trackers)) {
+        let tool_keeps = || crate::policy::tool_keeps(object, None);
+        if let Some(reason) = keep_marked(&object.meta)
+            .or_else(|| ambiguous_mark(&object.meta, &trackers))
+            .or_else(tool_keeps)
+        {
             kept.push(Kept { id, reason });
         } else if let Some(owner) = controlled(&object.meta) {
             tracing::info!("{id} is left to its controller {owner}");
@@ -207,8 +213,7 @@ pub fn plan(
         let stays = |index: usize| {
             graph.nodes[index].status == NodeStatus::Selected
                 && !targets.contains_key(&index)
-                && object_of(index)
-                    .is_some_and(|o| !o.is_terminating() && !dies_with_plan(&o.meta, &planned_uids, &owners_of))
+                && object_of(index).is_some_and(|o| !dies_with_plan(&o.meta, &planned_uids, &owners_of))
         };
         let planned: HashSet<usize> = targets.keys().copied().collect();
         let needed: Vec<(usize, String)> = needed_by_staying(graph, &planned, stays).into_iter().collect();
@@ -330,6 +335,17 @@ fn holders(
         .keys()
         .filter_map(|&index| {
             let holder = &graph.nodes[index].id;
+            if holder.group == "apiextensions.k8s.io"
+                && holder.kind == "CustomResourceDefinition"
+                && !catalog.kinds().iter().any(|k| k.crd_name() == holder.name)
+            {
+                // No version is served: its custom resources cannot be listed, so what it would
+                // take with it cannot be known.
+                return Some((
+                    index,
+                    "its custom resources cannot be listed (no version is served)".to_string(),
+                ));
+            }
             holds_staying(holder, staying.iter().copied(), crd_of)
                 .map(|held| (index, format!("holds {held}, which is not pruned")))
         })

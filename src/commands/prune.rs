@@ -405,7 +405,25 @@ async fn orphan_planning(session: &Session, report: OrphanReport) -> Result<Plan
             Verdict::Skipped(_) | Verdict::Desired => {}
         }
     }
-    let listed: Vec<Listed> = report.classified.into_iter().map(|c| c.object).collect();
+    // Every tracked object in scope is a node too, not only this stack's: another stack's object
+    // that depends on an orphan, or lives in an orphan Namespace, keeps it.
+    let mut listed: Vec<Listed> = report.classified.into_iter().map(|c| c.object).collect();
+    let others = crate::collect::collect(
+        &session.connection.client,
+        &session.catalog,
+        &session.scope,
+        &Selection::default(),
+        crate::collect::ListOptions::default(),
+    )
+    .await;
+    for failure in &others.failures {
+        tracing::warn!(
+            "could not list {} to check what depends on the orphans: {:?}",
+            failure.kind.kind_with_group(),
+            failure.failure
+        );
+    }
+    listed.extend(others.objects);
     let live = graph_of(session, listed, false, false).await?;
     let chosen: HashMap<usize, String> = targets
         .into_iter()
