@@ -227,6 +227,10 @@ pub struct PruneArgs {
     /// Output: a table and a summary, or JSON lines (the plan, one line per event, the summary).
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PruneOutput::Table)]
     pub output: PruneOutput,
+    /// Order by declared and implicit edges only: infer none from finalizers, webhooks,
+    /// APIServices or volumes.
+    #[arg(long = "no-infer")]
+    pub no_infer: bool,
     /// Listing tuning.
     #[command(flatten)]
     pub tuning: ListTuning,
@@ -283,6 +287,10 @@ pub struct GraphArgs {
     /// Print the waves in this order instead of the graph.
     #[arg(long, value_enum)]
     pub order: Option<Order>,
+    /// Use only declared and implicit edges: infer none from finalizers, webhooks, APIServices
+    /// or volumes.
+    #[arg(long = "no-infer")]
+    pub no_infer: bool,
     /// Listing tuning.
     #[command(flatten)]
     pub tuning: ListTuning,

@@ -40,6 +40,20 @@ pub enum EdgeKind {
     Crd,
     /// A namespaced object depends on its Namespace.
     Namespace,
+    /// Inferred: a custom resource depends on the controller behind its finalizer.
+    InferredFinalizer,
+    /// Inferred: a webhook configuration depends on the Service that serves it and its workloads.
+    InferredWebhook,
+    /// Inferred: an object a failing webhook intercepts (UPDATE, DELETE) depends on that webhook.
+    InferredWebhookRule,
+    /// Inferred: an APIService depends on the Service that serves it and its workloads.
+    InferredApiService,
+    /// Inferred: an object of an aggregated API depends on the APIService that serves it.
+    InferredAggregatedApi,
+    /// Inferred: a volume depends on its CSI driver (CSIDriver, StorageClass, controller).
+    InferredStorageDriver,
+    /// Inferred: a PersistentVolumeClaim depends on the PersistentVolume it is bound to.
+    InferredVolume,
 }
 
 impl EdgeKind {
@@ -52,7 +66,28 @@ impl EdgeKind {
             EdgeKind::KappRule => "change-rule",
             EdgeKind::Crd => "crd",
             EdgeKind::Namespace => "namespace",
+            EdgeKind::InferredFinalizer => "inferred: finalizer",
+            EdgeKind::InferredWebhook => "inferred: webhook backend",
+            EdgeKind::InferredWebhookRule => "inferred: webhook rule",
+            EdgeKind::InferredApiService => "inferred: apiservice backend",
+            EdgeKind::InferredAggregatedApi => "inferred: aggregated api",
+            EdgeKind::InferredStorageDriver => "inferred: storage driver",
+            EdgeKind::InferredVolume => "inferred: bound volume",
         }
+    }
+
+    /// Whether the edge was inferred (it orders, it never pulls an object into a teardown).
+    pub fn is_inferred(self) -> bool {
+        matches!(
+            self,
+            EdgeKind::InferredFinalizer
+                | EdgeKind::InferredWebhook
+                | EdgeKind::InferredWebhookRule
+                | EdgeKind::InferredApiService
+                | EdgeKind::InferredAggregatedApi
+                | EdgeKind::InferredStorageDriver
+                | EdgeKind::InferredVolume
+        )
     }
 }
 
@@ -81,6 +116,13 @@ pub struct NodeInput {
     pub annotations: BTreeMap<String, String>,
     /// `spec.dependsOn` of Flux objects, already resolved.
     pub depends_on: Vec<ObjectId>,
+    /// Finalizers (inference: a custom resource's finalizer names its controller).
+    pub finalizers: Vec<String>,
+    /// The whole object, for the kinds inference reads ([`crate::infer::SPEC_KINDS`]).
+    pub body: Option<Value>,
+    /// Offline: the folder the manifest was read from, which stands for the Argo CD application
+    /// (sync waves) and the stack (inference) when the object carries no tracker's mark.
+    pub app: Option<String>,
 }
 
 impl NodeInput {
@@ -153,8 +195,11 @@ pub struct Membership {
 pub struct Graph {
     /// Nodes: selected first, then referred-to ones.
     pub nodes: Vec<Node>,
-    /// Dependencies.
+    /// Dependencies: declared, and implicit (CRD, Namespace).
     pub edges: Vec<Edge>,
+    /// Inferred dependencies ([`crate::infer`]): they order, they never pull an object into a
+    /// teardown.
+    pub inferred: Vec<Edge>,
     /// Memberships (with `--members`).
     pub members: Vec<Membership>,
     #[serde(skip)]
@@ -193,6 +238,33 @@ impl Graph {
         self.nodes.iter().filter(|n| n.status != NodeStatus::Selected)
     }
 
+    /// Every dependency, declared and inferred.
+    pub fn all_edges(&self) -> impl Iterator<Item = &Edge> {
+        self.edges.iter().chain(self.inferred.iter())
+    }
+
+    /// Why an object goes before others in a plan only because of inferred edges: the first of
+    /// its inferred dependencies among `planned`, e.g. `before Deployment.apps/op/ctl (inferred:
+    /// finalizer)`, with how many more there are.
+    pub fn inferred_reason(&self, index: usize, planned: &HashSet<usize>) -> Option<String> {
+        let mut found: Vec<&Edge> = self
+            .inferred
+            .iter()
+            .filter(|e| e.from == index && planned.contains(&e.to))
+            .collect();
+        found.sort_by(|a, b| self.nodes[a.to].id.cmp(&self.nodes[b.to].id));
+        let first = found.first()?;
+        let more = match found.len() {
+            1 => String::new(),
+            n => format!(" and {} more", n - 1),
+        };
+        Some(format!(
+            "before {} ({}){more}",
+            self.nodes[first.to].id,
+            first.kind.label()
+        ))
+    }
+
     /// The members of a node (with `--members`).
     pub fn members_of(&self, owner: usize) -> Vec<usize> {
         self.members
@@ -210,6 +282,10 @@ pub struct BuildOptions {
     pub members: bool,
     /// CRD object name (`plural.group`) of each custom (group, kind), for the implicit CR -> CRD edge.
     pub crd_names: HashMap<(String, String), String>,
+    /// Infer the edges nobody declared ([`crate::infer`]).
+    pub infer: bool,
+    /// Resource (plural) of each (group, kind), for webhook rules (inference).
+    pub plurals: HashMap<(String, String), String>,
 }
 
 /// Builds the graph of the selected objects. Explicit dependencies outside the selection become
@@ -248,7 +324,27 @@ pub fn build(inputs: &[NodeInput], options: &BuildOptions) -> Graph {
     }
     graph.edges.sort_by_key(|e| (e.from, e.to, e.kind));
     graph.edges.dedup();
+    if options.infer {
+        add_inferred(&mut graph, inputs, options);
+    }
     graph
+}
+
+/// Adds the inferred edges; one that would close a cycle is dropped with a warning naming it.
+fn add_inferred(graph: &mut Graph, inputs: &[NodeInput], options: &BuildOptions) {
+    let known = crate::infer::Known {
+        crd_names: options.crd_names.clone(),
+        plurals: options.plurals.clone(),
+    };
+    let candidates = crate::infer::candidates(inputs, &known);
+    for dropped in crate::infer::add_acyclic(graph, candidates) {
+        tracing::warn!(
+            "inferred edge {} -> {} ({}) dropped: it would close a dependency cycle with declared ones, which win",
+            graph.nodes[dropped.from].id,
+            graph.nodes[dropped.to].id,
+            dropped.kind.label()
+        );
+    }
 }
 
 /// One input per identity, in first-seen order. A later definition of the same object is merged
@@ -409,7 +505,7 @@ fn kapp_edges(inputs: &[NodeInput]) -> Vec<Edge> {
     edges
 }
 
-fn object_meta(input: &NodeInput) -> kube::core::ObjectMeta {
+pub(crate) fn object_meta(input: &NodeInput) -> kube::core::ObjectMeta {
     kube::core::ObjectMeta {
         labels: Some(input.labels.clone()),
         annotations: Some(input.annotations.clone()),

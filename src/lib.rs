@@ -2,8 +2,9 @@
 //!
 //! The data flows through small modules: [`client`] (kubeconfig) -> [`discovery`] -> [`collect`]
 //! (metadata lists) -> [`trackers`] (who tracks what, keep markers) -> [`manifest`], [`desired`]
-//! and [`inventory`] (what should exist) -> [`classify`] (orphans) -> [`graph`] -> [`plan`]
-//! (waves) -> [`execute`] (delete, wait) -> [`render`] and [`graph_output`]. [`stuck`] and
+//! and [`inventory`] (what should exist) -> [`classify`] (orphans) -> [`graph`] (with [`infer`]:
+//! the edges nobody declared) -> [`plan`] (waves) -> [`execute`] (delete, wait) -> [`render`] and
+//! [`graph_output`]. [`stuck`] and
 //! [`finalize`] are the break-glass path, [`complete`] the shell completion. [`commands`]
 //! composes them; `main.rs` only calls [`run`].
 
@@ -23,6 +24,7 @@ pub mod finalize;
 pub mod graph;
 pub mod graph_output;
 pub mod identity;
+pub mod infer;
 pub mod inventory;
 pub mod manifest;
 pub mod plan;

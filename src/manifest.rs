@@ -50,6 +50,18 @@ pub fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map(|(group, _)| group).unwrap_or("")
 }
 
+/// The folder a manifest was read from (from its `source`): the file's directory, or the whole
+/// input for stdin and `kubectl kustomize` output. Objects of one folder are one application to
+/// Argo CD (a directory source) and, offline, one stack to inference.
+pub fn folder_of(source: &str) -> String {
+    let input = source.split(" (document ").next().unwrap_or(source);
+    let path = Path::new(input);
+    match path.parent() {
+        Some(parent) if path.is_file() => parent.display().to_string(),
+        _ => input.to_string(),
+    }
+}
+
 /// Reads manifests from files, directories (recursively: `.yaml`, `.yml`, `.json`) and `-` (stdin).
 /// A document that does not parse stops everything, naming the file and line.
 pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<Manifest>, UserError> {

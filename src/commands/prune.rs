@@ -273,7 +273,7 @@ fn plan_targets(
                         id: id.clone(),
                         kind: object.kind.clone(),
                         uid: object.uid().to_string(),
-                        why: targets.get(index).cloned().unwrap_or_default(),
+                        why: crate::graph_output::plan_why(graph, *index, &indices, targets.get(index)),
                         terminating: object.is_terminating(),
                         finalizers: object.finalizers().to_vec(),
                         tracked_by: tracked_by(object),
