@@ -463,7 +463,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         let value: f64 = number
             .parse()
             .map_err(|_| format!("invalid duration {text:?}: expected a number before the unit"))?;
-        total += Duration::from_secs_f64(value * unit);
+        total = Duration::try_from_secs_f64(value * unit)
+            .ok()
+            .and_then(|part| total.checked_add(part))
+            .ok_or_else(|| format!("invalid duration {text:?}: too long"))?;
         number.clear();
         saw_unit = true;
     }
