@@ -40,7 +40,7 @@ pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
             global.namespace.as_deref().unwrap_or("default"),
             args.members,
             infer,
-        ),
+        )?,
         None => {
             let session = Session::open(global).await?;
             let mut selection = crate::commands::selection(&args.selection)?;
@@ -99,17 +99,24 @@ fn report_references(graph: &Graph) {
     }
 }
 
-/// The graph of manifests, with no cluster: scopes from the built-in table and the manifests'
-/// CRDs; a dependency that no manifest declares is marked missing.
-pub fn offline_graph(manifests: &[Manifest], namespace: &str, members: bool, infer: bool) -> Graph {
+/// The graph of manifests, with no cluster: scopes from the built-in table, the manifests' CRDs
+/// and the `depends-on` references (a reference without `namespaces/` names a cluster-scoped
+/// object); a dependency that no manifest declares is marked missing. A malformed `depends-on`
+/// or kapp change rule is a usage error naming the file and line.
+pub fn offline_graph(manifests: &[Manifest], namespace: &str, members: bool, infer: bool) -> Result<Graph, UserError> {
+    check_dependency_annotations(manifests)?;
     let scopes = Scopes::new(None, manifests);
+    let cluster_scoped = cluster_scoped_by_reference(manifests);
     let mut crd_names = HashMap::new();
     let mut inputs = Vec::new();
     let mut sources = Vec::new();
     for manifest in manifests {
-        let Ok(id) = resolve(manifest, &scopes, namespace) else {
+        let Ok(mut id) = resolve(manifest, &scopes, namespace) else {
             continue;
         };
+        if cluster_scoped.contains(&(id.group.clone(), id.kind.clone())) {
+            id.namespace = None;
+        }
         sources.push(manifest);
         if manifest.kind == "CustomResourceDefinition" {
             if let (Some(group), Some(kind)) = (manifest.str_at("/spec/group"), manifest.str_at("/spec/names/kind")) {
@@ -145,7 +152,64 @@ pub fn offline_graph(manifests: &[Manifest], namespace: &str, members: bool, inf
     };
     let mut graph = build(&inputs, &options);
     graph.mark_referenced(|_| false);
-    graph
+    Ok(graph)
+}
+
+/// Refuses manifests whose `depends-on` or kapp change rules their own tools would reject
+/// (cli-utils: "failed to parse object metadata"), naming each file and line.
+fn check_dependency_annotations(manifests: &[Manifest]) -> Result<(), UserError> {
+    let mut problems = Vec::new();
+    for manifest in manifests {
+        let annotations: std::collections::BTreeMap<String, String> = manifest
+            .body
+            .pointer("/metadata/annotations")
+            .and_then(|a| serde_json::from_value(a.clone()).ok())
+            .unwrap_or_default();
+        for (key, value, why) in crate::graph::malformed_annotations(&annotations) {
+            problems.push(format!(
+                "{}: {} {}: invalid {key} {value:?}: {why}",
+                crate::manifest::locate(&manifest.source, &value),
+                manifest.kind,
+                manifest.name
+            ));
+        }
+    }
+    match problems.len() {
+        0 => Ok(()),
+        _ => Err(UserError::usage(problems.join("\n"))),
+    }
+}
+
+/// Custom kinds that no manifest's CRD defines but that `depends-on` references name as
+/// cluster-scoped (no `namespaces/` segment) and never as namespaced. Offline, nothing else
+/// tells their scope: cli-utils writes a reference by the object's real scope.
+fn cluster_scoped_by_reference(manifests: &[Manifest]) -> HashSet<(String, String)> {
+    let defined: HashSet<(&str, &str)> = manifests
+        .iter()
+        .filter(|m| m.kind == "CustomResourceDefinition")
+        .filter_map(|crd| Some((crd.str_at("/spec/group")?, crd.str_at("/spec/names/kind")?)))
+        .collect();
+    let mut cluster = HashSet::new();
+    let mut namespaced = HashSet::new();
+    for manifest in manifests {
+        let Some(value) = manifest.annotation(crate::graph::KPT_DEPENDS_ON) else {
+            continue;
+        };
+        for id in crate::graph::parse_depends_on(value).unwrap_or_default() {
+            let custom = id.group.contains('.') && !id.group.ends_with(".k8s.io");
+            if !custom || defined.contains(&(id.group.as_str(), id.kind.as_str())) {
+                continue;
+            }
+            let key = (id.group.clone(), id.kind.clone());
+            if id.namespace.is_some() {
+                namespaced.insert(key);
+            } else {
+                cluster.insert(key);
+            }
+        }
+    }
+    cluster.retain(|key| !namespaced.contains(key));
+    cluster
 }
 
 /// The strings of an array field (missing, or not strings: none).
@@ -331,6 +395,11 @@ pub async fn graph_of_with(
         objects.retain(|id, _| kept.contains(id));
     }
     inputs.extend(others);
+    for input in &inputs {
+        for (key, value, why) in crate::graph::malformed_annotations(&input.annotations) {
+            tracing::warn!("{}: {key} {value:?} ignored: {why}", input.id);
+        }
+    }
     if infer {
         attach_specs(session, &mut inputs).await?;
     }
