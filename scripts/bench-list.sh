@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 runs="${1:-3}"
-cargo build --release --quiet
-bin="$PWD/target/release/kubectl-stack"
+# STACK_BIN=PATH measures an already built binary; BENCH_RTT_MS=50 goes through a latency proxy.
+bin="${STACK_BIN:-}"
+if [ -z "$bin" ]; then cargo build --release --quiet; bin="$PWD/target/release/kubectl-stack"; fi
 eval "$(scripts/test-cluster.sh start)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -65,6 +66,9 @@ PY
   ls "$work"/objects-*.json | xargs -P 4 -n 1 sh -c 'kubectl create -f "$0" >/dev/null'
 }
 seed
+# shellcheck source=scripts/bench-remote.sh
+source scripts/bench-remote.sh
+trap 'bench_remote_cleanup; rm -rf "$work"' EXIT
 selector="bench=stack"
 echo "bench: $(kubectl get configmaps,secrets -A -l "$selector" -o name | wc -l) tracked ConfigMaps+Secrets present" >&2
 

@@ -5,8 +5,9 @@
 # Usage: scripts/bench-prune.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-cargo build --release --quiet
-bin="$PWD/target/release/kubectl-stack"
+# STACK_BIN=PATH measures an already built binary; BENCH_RTT_MS=50 goes through a latency proxy.
+bin="${STACK_BIN:-}"
+if [ -z "$bin" ]; then cargo build --release --quiet; bin="$PWD/target/release/kubectl-stack"; fi
 eval "$(scripts/test-cluster.sh start)"
 command -v /usr/bin/time >/dev/null || apt-get install -y -qq time >/dev/null
 work=$(mktemp -d)
@@ -36,6 +37,9 @@ PY
 suffix=$(date +%s)
 ns_stack="bench-prune-stack-$suffix"; ns_kubectl="bench-prune-kubectl-$suffix"
 seed "$ns_stack"; seed "$ns_kubectl"
+# shellcheck source=scripts/bench-remote.sh
+source scripts/bench-remote.sh
+trap 'bench_remote_cleanup; rm -rf "$work"' EXIT
 mkdir -p "$work/empty"
 
 start=$(date +%s.%N)

@@ -1,54 +1,105 @@
 #!/usr/bin/env bash
-# Builds this machine's release archive, dist/kubectl-stack_<version>_<os>_<arch>.tar.gz
-# (kubectl-stack, kubectl_complete-stack, LICENSE; reproducible: sorted, fixed mtime and owner),
-# its .sha256, and dist/plugin.yaml: plugin.yaml with this platform's sha256 filled in.
-#   scripts/release.sh                  build --release and package
-#   scripts/release.sh --binary PATH    package an already built binary
-#   scripts/release.sh --update-manifest   also write this platform's sha256 into plugin.yaml
+# Builds a release archive, dist/kubectl-stack_<version>_<os>_<arch>.tar.gz (kubectl-stack,
+# kubectl_complete-stack, LICENSE; on Windows kubectl-stack.exe and kubectl_complete-stack.cmd;
+# reproducible: sorted, fixed mtime and owner), its .sha256, and dist/plugin.yaml: the krew
+# manifest rendered from krew/.krew.yaml for every archive in dist/ of this version, with its
+# real sha256 (a platform whose archive was not built is left out; no placeholder hash, ever).
+#   scripts/release.sh                        build --release for this machine and package
+#   scripts/release.sh --binary PATH          package an already built binary (this machine's os/arch)
+#   scripts/release.sh --binary PATH --os OS --arch ARCH   package another platform's binary
+#                                             (OS linux|darwin|windows, ARCH amd64|arm64)
+#   scripts/release.sh --render-manifest      only render dist/plugin.yaml from the archives in dist/
+#   scripts/release.sh --update-manifest      also copy dist/plugin.yaml to plugin.yaml
+#   --dist DIR                                use DIR instead of dist/
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-binary=""; update=0
+binary=""; update=0; render_only=0; os=""; arch=""; dist=dist
 while [ $# -gt 0 ]; do
   case "$1" in
     --binary) binary="$2"; shift 2 ;;
+    --os) os="$2"; shift 2 ;;
+    --arch) arch="$2"; shift 2 ;;
+    --render-manifest) render_only=1; shift ;;
+    --dist) dist="$2"; shift 2 ;;
     --update-manifest) update=1; shift ;;
-    *) echo "usage: $0 [--binary PATH] [--update-manifest]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--binary PATH [--os OS --arch ARCH]] [--render-manifest] [--update-manifest]" >&2; exit 2 ;;
   esac
 done
 version="v$(awk -F'"' '/^version =/ {print $2; exit}' Cargo.toml)"
-case "$(uname -s)" in Linux) os=linux ;; Darwin) os=darwin ;; *) os=windows ;; esac
-case "$(uname -m)" in x86_64|amd64) arch=amd64 ;; aarch64|arm64) arch=arm64 ;; *) echo "unsupported arch" >&2; exit 1 ;; esac
-if [ -z "$binary" ]; then
-  cargo build --release --locked --quiet
-  binary=target/release/kubectl-stack
-fi
-name="kubectl-stack_${version}_${os}_${arch}"
-stage=$(mktemp -d); trap 'rm -rf "$stage"' EXIT
-if [ "$os" = windows ]; then
-  contents=(kubectl-stack.exe LICENSE)
-  install -m 0755 "$binary" "$stage/kubectl-stack.exe"
-else
-  contents=(kubectl-stack kubectl_complete-stack LICENSE)
-  install -m 0755 "$binary" "$stage/kubectl-stack"
-  install -m 0755 scripts/kubectl_complete-stack "$stage/kubectl_complete-stack"
-fi
-install -m 0644 LICENSE "$stage/LICENSE"
-mkdir -p dist
-tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$stage" -cf - "${contents[@]}" \
-  | gzip -n >"dist/$name.tar.gz"
-sha=$(sha256sum "dist/$name.tar.gz" | cut -d' ' -f1)
-echo "$sha  $name.tar.gz" >"dist/$name.tar.gz.sha256"
-python3 - "$os" "$arch" "$sha" plugin.yaml dist/plugin.yaml <<'PY'
-import re, sys
-os_, arch, sha, source, target = sys.argv[1:]
-text = open(source).read()
-# Each platform block starts at "- selector"; replace the sha256 of the one for this os/arch.
-blocks = re.split(r'(?m)^(?=  - selector)', text)
-for i, block in enumerate(blocks):
-    if re.search(r'os: %s\b' % os_, block) and re.search(r'arch: %s\b' % arch, block):
-        blocks[i] = re.sub(r'sha256: "?[0-9a-f]{64}"?', 'sha256: "%s"' % sha, block)
-open(target, "w").write("".join(blocks))
+
+render_manifest() {
+  # krew-release-bot's template language, as far as krew/.krew.yaml uses it: {{ .TagName }}, and
+  # {{ addURIAndSha "URL" .TagName }} -> uri + sha256 of the archive at URL.
+  python3 - "$version" krew/.krew.yaml "$dist" <<'PY'
+import os, re, sys
+version, template, dist = sys.argv[1:]
+text = open(template).read()
+header, _, body = text.partition("  platforms:\n")
+header = re.sub(r"(?m)^# .*\n", "", header).replace("{{ .TagName }}", version)
+blocks = re.split(r"(?m)^(?=  - selector)", body)
+out = []
+for block in blocks:
+    if not block.strip():
+        continue
+    match = re.search(r'\{\{ addURIAndSha "(.*?)" \.TagName \}\}', block)
+    if not match:
+        sys.exit("krew/.krew.yaml: a platform without addURIAndSha")
+    uri = match.group(1).replace("{{ .TagName }}", version)
+    sums = os.path.join(dist, os.path.basename(uri) + ".sha256")
+    if not os.path.exists(sums):
+        continue
+    sha = open(sums).read().split()[0]
+    if not re.fullmatch(r"[0-9a-f]{64}", sha) or set(sha) == {"0"}:
+        sys.exit(f"{sums}: not a sha256")
+    block = block[: match.start()] + f'uri: {uri}\n    sha256: "{sha}"' + block[match.end():]
+    out.append(block)
+if not out:
+    sys.exit(f"no archive of {version} in {dist}/: nothing to put in plugin.yaml")
+note = ("# krew plugin manifest, generated by scripts/release.sh from krew/.krew.yaml: only the\n"
+        "# platforms whose archive was built, each with that archive's real sha256. The release job\n"
+        "# publishes the full one (every platform) as plugin.yaml on the GitHub release.\n")
+open(os.path.join(dist, "plugin.yaml"), "w").write(note + header + "  platforms:\n" + "".join(out))
 PY
-if [ "$update" = 1 ]; then cp dist/plugin.yaml plugin.yaml; fi
-echo "dist/$name.tar.gz"
-echo "sha256 $sha"
+}
+
+if [ "$render_only" = 0 ]; then
+  if [ -z "$os" ]; then
+    case "$(uname -s)" in Linux) os=linux ;; Darwin) os=darwin ;; *) os=windows ;; esac
+  fi
+  if [ -z "$arch" ]; then
+    case "$(uname -m)" in x86_64|amd64) arch=amd64 ;; aarch64|arm64) arch=arm64 ;; *) echo "unsupported arch" >&2; exit 1 ;; esac
+  fi
+  case "$os/$arch" in
+    linux/amd64|linux/arm64|darwin/amd64|darwin/arm64|windows/amd64) ;;
+    *) echo "unsupported platform $os/$arch" >&2; exit 2 ;;
+  esac
+  if [ -z "$binary" ]; then
+    cargo build --release --locked --quiet
+    binary=target/release/kubectl-stack
+  fi
+  name="kubectl-stack_${version}_${os}_${arch}"
+  stage=$(mktemp -d); trap 'rm -rf "$stage"' EXIT
+  if [ "$os" = windows ]; then
+    contents=(LICENSE kubectl-stack.exe kubectl_complete-stack.cmd)
+    install -m 0755 "$binary" "$stage/kubectl-stack.exe"
+    # kubectl finds plugin completion helpers through PATH and PATHEXT, so .cmd works on Windows.
+    printf '@kubectl-stack.exe __complete -- %%*\r\n' >"$stage/kubectl_complete-stack.cmd"
+    chmod 0755 "$stage/kubectl_complete-stack.cmd"
+  else
+    contents=(LICENSE kubectl-stack kubectl_complete-stack)
+    install -m 0755 "$binary" "$stage/kubectl-stack"
+    install -m 0755 scripts/kubectl_complete-stack "$stage/kubectl_complete-stack"
+  fi
+  install -m 0644 LICENSE "$stage/LICENSE"
+  mkdir -p "$dist"
+  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$stage" -cf - "${contents[@]}" \
+    | gzip -n >"$dist/$name.tar.gz"
+  sha=$(sha256sum "$dist/$name.tar.gz" | cut -d' ' -f1)
+  echo "$sha  $name.tar.gz" >"$dist/$name.tar.gz.sha256"
+fi
+render_manifest
+if [ "$update" = 1 ]; then cp "$dist/plugin.yaml" plugin.yaml; fi
+if [ "$render_only" = 0 ]; then
+  echo "$dist/$name.tar.gz"
+  echo "sha256 $sha"
+fi

@@ -1,5 +1,7 @@
-//! Classify: which tracked objects are orphans (tracked, no longer desired), and which are
-//! kept out of that on purpose (made by a controller, already being deleted, keep-marked).
+//! Classify: which tracked objects are orphans (tracked, no longer desired, and deletable by the
+//! tracking tool's own rules), and which are kept out of that on purpose (owned or derived by a
+//! controller, already being deleted, keep-marked, ambiguously marked, not in the tool's record,
+//! or kept by the tool's rules in [`crate::policy`]).
 
 use std::collections::HashSet;
 use std::fmt;
@@ -7,44 +9,84 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::collect::Listed;
-use crate::desired::{DesiredSet, Origin};
-use crate::trackers::keep_marker;
+use crate::desired::DesiredSet;
+use crate::identity::ObjectId;
+use crate::policy::{owned_by, tool_keeps};
+use crate::trackers::{ambiguous_mark, keep_marker, Tracker};
 
-/// Flux v1 stack checksum label.
-pub const FLUX_V1_STACK_CHECKSUM: &str = "flux.weave.works/stack-checksum";
-/// Flux v1 later per-object checksum annotation.
-pub const FLUX_V1_SYNC_CHECKSUM: &str = "fluxcd.io/sync-checksum";
-
-/// What counts as desired.
+/// What a tool recorded as applied last: only objects in it can be pruned by that tool.
 #[derive(Debug, Clone)]
-pub enum Desired {
-    /// Identities from manifests or an inventory.
-    Set(DesiredSet),
-    /// Flux v1: objects whose stack checksum is this value (anything else is stale).
-    Checksum(String),
-    /// kubectl ApplySet: only members of these (group, kind)s are in the parent's inventory.
-    GroupKinds {
-        /// `(group, kind)` pairs the parent lists.
-        kinds: HashSet<(String, String)>,
-        /// The parent, for messages.
-        parent: String,
+pub enum Recorded {
+    /// Identities: Flux `status.inventory`, a cli-utils/kpt inventory, a Helm release manifest.
+    Ids {
+        /// The recorded identities.
+        ids: HashSet<ObjectId>,
+        /// The record, for messages (e.g. `Kustomization flux-system/apps`).
+        inventory: String,
     },
+    /// kubectl ApplySet: the parent lists group-kinds and namespaces; kubectl prunes members
+    /// (`applyset.kubernetes.io/part-of`) of those kinds in those namespaces only
+    /// (kubernetes/kubectl `pkg/cmd/apply/applyset_pruner.go` `FindAllObjectsToPrune`).
+    ApplySet {
+        /// `(group, kind)` pairs of `applyset.kubernetes.io/contains-group-kinds`.
+        kinds: HashSet<(String, String)>,
+        /// The parent's namespace and `applyset.kubernetes.io/additional-namespaces`.
+        namespaces: HashSet<String>,
+        /// The parent, for messages.
+        inventory: String,
+    },
+}
+
+impl Recorded {
+    /// Whether the record holds the object.
+    pub fn holds(&self, object: &Listed) -> bool {
+        match self {
+            Recorded::Ids { ids, .. } => ids.contains(&object.id()),
+            Recorded::ApplySet { kinds, namespaces, .. } => {
+                kinds.contains(&(object.kind.group.clone(), object.kind.kind.clone()))
+                    && object.namespace().is_none_or(|ns| namespaces.contains(ns))
+            }
+        }
+    }
+
+    /// The record's description.
+    pub fn name(&self) -> &str {
+        match self {
+            Recorded::Ids { inventory, .. } | Recorded::ApplySet { inventory, .. } => inventory,
+        }
+    }
+
+    /// Whether the record is empty.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Recorded::Ids { ids, .. } => ids.is_empty(),
+            Recorded::ApplySet { kinds, .. } => kinds.is_empty(),
+        }
+    }
+}
+
+/// What counts as desired, and what the tool recorded: an object is an orphan when the tool
+/// recorded it (or, with no record, merely marked it) and the new desired set lacks it — the
+/// diff each tool's own garbage collector makes.
+#[derive(Debug, Clone, Default)]
+pub struct Desired {
+    /// The new desired set (`-f`, `-k`); `None` when only a record was given.
+    pub manifests: Option<DesiredSet>,
+    /// The tool's record of what it applied last, when one was read.
+    pub recorded: Option<Recorded>,
+    /// The tracker the user named, whose tool's rules apply besides the marking tools'.
+    pub tracker: Option<Tracker>,
 }
 
 /// Why an object is an orphan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "reason", rename_all = "camelCase")]
 pub enum OrphanReason {
-    /// Not among the manifests.
+    /// Marked by the stack, not among the manifests (no tool record read: labels only).
     NotInDesiredSet,
-    /// Flux v1: its checksum is not the current one.
-    StaleChecksum {
-        /// The checksum it carries.
-        found: String,
-    },
-    /// Not in the tool's inventory any more.
-    GoneFromInventory {
-        /// The inventory.
+    /// In the tool's record of what it applied, not among the manifests.
+    GoneFromDesiredSet {
+        /// The record.
         inventory: String,
     },
 }
@@ -53,8 +95,9 @@ impl fmt::Display for OrphanReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             OrphanReason::NotInDesiredSet => write!(f, "not in desired set"),
-            OrphanReason::StaleChecksum { found } => write!(f, "stale checksum ({found})"),
-            OrphanReason::GoneFromInventory { inventory } => write!(f, "gone from inventory ({inventory})"),
+            OrphanReason::GoneFromDesiredSet { inventory } => {
+                write!(f, "in {inventory}, not in desired set")
+            }
         }
     }
 }
@@ -75,8 +118,27 @@ pub enum SkipReason {
         /// The marker, `key=value`.
         marker: String,
     },
-    /// Flux v1 checksum mode: it carries no checksum, so staleness cannot be proven.
-    NoChecksum,
+    /// A controller derived it from a tracked object without an ownerReference (a Service's
+    /// Endpoints, a StatefulSet's claims): it goes with its source.
+    Derived {
+        /// `Kind/name` of the source.
+        source: String,
+    },
+    /// Its mark names a stack by name alone where the stack lives in a namespace.
+    AmbiguousMark {
+        /// The mark.
+        mark: String,
+    },
+    /// Not in the tool's record of what it applied: the tool never deletes it.
+    NotInInventory {
+        /// The record.
+        inventory: String,
+    },
+    /// The tracking tool's own rules would not delete it.
+    ToolWouldKeep {
+        /// Why, with the tool's rule.
+        why: String,
+    },
 }
 
 impl fmt::Display for SkipReason {
@@ -85,7 +147,12 @@ impl fmt::Display for SkipReason {
             SkipReason::ControllerOwned { owner } => write!(f, "controlled by {owner}"),
             SkipReason::Terminating => write!(f, "already being deleted"),
             SkipReason::Keep { marker } => write!(f, "keep marker {marker}"),
-            SkipReason::NoChecksum => write!(f, "no checksum to compare"),
+            SkipReason::Derived { source } => write!(f, "derived from {source} by its controller"),
+            SkipReason::AmbiguousMark { mark } => write!(f, "ambiguous mark {mark}"),
+            SkipReason::NotInInventory { inventory } => {
+                write!(f, "not in {inventory}: the tool never deletes it")
+            }
+            SkipReason::ToolWouldKeep { why } => write!(f, "{why}"),
         }
     }
 }
@@ -127,69 +194,57 @@ fn verdict(object: &Listed, desired: &Desired) -> Verdict {
         Ok(Some(reason)) => reason,
         Err(skip) => return Verdict::Skipped(skip),
     };
-    if object.is_terminating() {
-        return Verdict::Skipped(SkipReason::Terminating);
+    match never_an_orphan(object, desired.tracker.as_ref()) {
+        Some(skip) => Verdict::Skipped(skip),
+        None => Verdict::Orphan(reason),
     }
-    if let Some(owner) = object.controller_owner() {
-        return Verdict::Skipped(SkipReason::ControllerOwned {
-            owner: format!("{}/{}", owner.kind, owner.name),
-        });
+}
+
+/// The rules that hold whatever the desired set says: being deleted, owned, keep-marked,
+/// ambiguously marked, or kept by the tracking tool's own rules.
+pub fn never_an_orphan(object: &Listed, tracker: Option<&Tracker>) -> Option<SkipReason> {
+    if object.is_terminating() {
+        return Some(SkipReason::Terminating);
+    }
+    if let Some(owner) = owned_by(object) {
+        return Some(SkipReason::ControllerOwned { owner });
     }
     if let Some(marker) = keep_marker(&object.meta) {
-        return Verdict::Skipped(SkipReason::Keep { marker });
+        return Some(SkipReason::Keep { marker });
     }
-    Verdict::Orphan(reason)
+    if let Some(mark) = ambiguous_mark(&object.meta) {
+        return Some(SkipReason::AmbiguousMark { mark });
+    }
+    tool_keeps(object, tracker).map(|why| SkipReason::ToolWouldKeep { why })
 }
 
-/// `Ok(None)` when desired, `Ok(Some(reason))` when not, `Err` when it cannot be told.
+/// `Ok(None)` when desired, `Ok(Some(reason))` when not, `Err` when the tool would not delete it.
 fn undesired_reason(object: &Listed, desired: &Desired) -> Result<Option<OrphanReason>, SkipReason> {
-    match desired {
-        Desired::Set(set) => {
-            if set.ids.contains(&object.id()) {
-                return Ok(None);
-            }
-            Ok(Some(match &set.origin {
-                Origin::Manifests => OrphanReason::NotInDesiredSet,
-                Origin::Inventory(inventory) => OrphanReason::GoneFromInventory {
-                    inventory: inventory.clone(),
-                },
-            }))
-        }
-        Desired::Checksum(current) => match checksum(object) {
-            None => Err(SkipReason::NoChecksum),
-            Some(found) if found == current => Ok(None),
-            Some(found) => Ok(Some(OrphanReason::StaleChecksum {
-                found: found.to_string(),
-            })),
-        },
-        Desired::GroupKinds { kinds, parent } => {
-            if kinds.contains(&(object.kind.group.clone(), object.kind.kind.clone())) {
-                Ok(None)
-            } else {
-                Ok(Some(OrphanReason::GoneFromInventory {
-                    inventory: parent.clone(),
-                }))
-            }
-        }
-    }
-}
-
-/// The Flux v1 checksum an object carries (label, or the later annotation).
-pub fn checksum(object: &Listed) -> Option<&str> {
-    let label = object.meta.labels.as_ref().and_then(|l| l.get(FLUX_V1_STACK_CHECKSUM));
-    let annotation = object
-        .meta
-        .annotations
+    if desired
+        .manifests
         .as_ref()
-        .and_then(|a| a.get(FLUX_V1_SYNC_CHECKSUM));
-    label.or(annotation).map(String::as_str)
+        .is_some_and(|set| set.ids.contains(&object.id()))
+    {
+        return Ok(None);
+    }
+    match (&desired.recorded, &desired.manifests) {
+        (Some(recorded), _) if !recorded.holds(object) => Err(SkipReason::NotInInventory {
+            inventory: recorded.name().to_string(),
+        }),
+        // Only a record, no new desired set: what the tool applied last is what it wants.
+        (_, None) => Ok(None),
+        (Some(recorded), Some(_)) => Ok(Some(OrphanReason::GoneFromDesiredSet {
+            inventory: recorded.name().to_string(),
+        })),
+        (None, Some(_)) => Ok(Some(OrphanReason::NotInDesiredSet)),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::desired::Origin;
     use crate::discovery::KindInfo;
-    use crate::identity::ObjectId;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
     use kube::core::ObjectMeta;
     use std::collections::BTreeMap;
@@ -220,11 +275,18 @@ mod tests {
         )
     }
 
+    fn ids(names: &[&str]) -> HashSet<ObjectId> {
+        names
+            .iter()
+            .map(|n| ObjectId::new("", "ConfigMap", Some("web"), n))
+            .collect()
+    }
+
     fn desired(names: &[&str]) -> Desired {
-        Desired::Set(DesiredSet::from_ids(
-            names.iter().map(|n| ObjectId::new("", "ConfigMap", Some("web"), n)),
-            Origin::Manifests,
-        ))
+        Desired {
+            manifests: Some(DesiredSet::from_ids(ids(names), Origin::Manifests)),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -235,32 +297,62 @@ mod tests {
     }
 
     #[test]
-    fn controller_children_terminating_and_kept_objects_are_never_orphans() {
+    fn owned_terminating_kept_and_ambiguous_objects_are_never_orphans() {
+        let owner = |controller: Option<bool>| {
+            Some(vec![OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "ReplicaSet".into(),
+                name: "web-123".into(),
+                uid: "u".into(),
+                controller,
+                ..Default::default()
+            }])
+        };
         let mut child = object("child");
-        child.meta.owner_references = Some(vec![OwnerReference {
-            api_version: "apps/v1".into(),
-            kind: "ReplicaSet".into(),
-            name: "web-123".into(),
-            uid: "u".into(),
-            controller: Some(true),
-            ..Default::default()
-        }]);
+        child.meta.owner_references = owner(Some(true));
+        let mut dependent = object("dependent");
+        dependent.meta.owner_references = owner(None);
         let mut terminating = object("going");
         terminating.meta.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
         let mut kept = object("kept");
         kept.meta.annotations = Some(BTreeMap::from([(
             "helm.sh/resource-policy".to_string(),
-            "keep".to_string(),
+            " Keep".to_string(),
         )]));
-        let verdicts = classify(&[child, terminating, kept], &desired(&[]));
-        assert_eq!(
-            verdicts[0].verdict,
-            Verdict::Skipped(SkipReason::ControllerOwned {
-                owner: "ReplicaSet/web-123".into()
-            })
-        );
-        assert_eq!(verdicts[1].verdict, Verdict::Skipped(SkipReason::Terminating));
-        assert!(matches!(verdicts[2].verdict, Verdict::Skipped(SkipReason::Keep { .. })));
+        let mut ambiguous = object("ambiguous");
+        ambiguous.meta.labels = Some(BTreeMap::from([(
+            crate::trackers::FLUX_KS_NAME.to_string(),
+            "dup".to_string(),
+        )]));
+        let verdicts = classify(&[child, dependent, terminating, kept, ambiguous], &desired(&[]));
+        let owned = Verdict::Skipped(SkipReason::ControllerOwned {
+            owner: "ReplicaSet/web-123".into(),
+        });
+        assert_eq!(verdicts[0].verdict, owned);
+        assert_eq!(verdicts[1].verdict, owned);
+        assert_eq!(verdicts[2].verdict, Verdict::Skipped(SkipReason::Terminating));
+        assert!(matches!(verdicts[3].verdict, Verdict::Skipped(SkipReason::Keep { .. })));
+        assert!(matches!(
+            verdicts[4].verdict,
+            Verdict::Skipped(SkipReason::AmbiguousMark { .. })
+        ));
+    }
+
+    #[test]
+    fn identity_includes_the_group() {
+        // A ConfigMap kind in another group is another object; the same group is the desired one.
+        let same = object("same");
+        let other_group = Listed::new(kind("other.example.com", "ConfigMap", true), object("same").meta);
+        let verdicts = classify(&[same, other_group], &desired(&["same"]));
+        assert_eq!(verdicts[0].verdict, Verdict::Desired);
+        assert_eq!(verdicts[1].verdict, Verdict::Orphan(OrphanReason::NotInDesiredSet));
+        // And the other way round: desired in a group, listed in core.
+        let in_group = Desired::Set(DesiredSet::from_ids(
+            [ObjectId::new("other.example.com", "ConfigMap", Some("web"), "same")],
+            Origin::Manifests,
+        ));
+        let verdicts = classify(&[object("same")], &in_group);
+        assert_eq!(verdicts[0].verdict, Verdict::Orphan(OrphanReason::NotInDesiredSet));
     }
 
     #[test]
@@ -269,44 +361,69 @@ mod tests {
         let mut elsewhere = object("same");
         elsewhere.meta.namespace = Some("other".into());
         let secret = Listed::new(kind("", "Secret", true), object("same").meta);
-        let verdicts = classify(&[elsewhere, secret], &desired(&["same"]));
-        assert!(verdicts.iter().all(|v| matches!(v.verdict, Verdict::Orphan(_))));
+        let verdicts = classify(&[elsewhere, secret, object("same")], &desired(&["same"]));
+        assert!(verdicts[..2].iter().all(|v| matches!(v.verdict, Verdict::Orphan(_))));
+        assert_eq!(verdicts[2].verdict, Verdict::Desired, "the control: same identity");
     }
 
     #[test]
-    fn flux_v1_checksum_mode() {
-        let labelled = |name: &str, sum: Option<&str>| {
-            let mut o = object(name);
-            if let Some(sum) = sum {
-                o.meta.labels = Some(BTreeMap::from([(FLUX_V1_STACK_CHECKSUM.to_string(), sum.to_string())]));
-            }
-            o
+    fn a_record_alone_prunes_nothing_and_never_reaches_beyond_itself() {
+        let recorded = Recorded::Ids {
+            ids: ids(&["applied", "removed"]),
+            inventory: "Kustomization flux-system/apps".into(),
         };
-        let verdicts = classify(
-            &[
-                labelled("a", Some("new")),
-                labelled("b", Some("old")),
-                labelled("c", None),
-            ],
-            &Desired::Checksum("new".into()),
-        );
+        let alone = Desired {
+            recorded: Some(recorded.clone()),
+            ..Default::default()
+        };
+        let objects = [object("applied"), object("removed"), object("never-recorded")];
+        let verdicts = classify(&objects, &alone);
+        assert_eq!(verdicts[0].verdict, Verdict::Desired);
+        assert_eq!(verdicts[1].verdict, Verdict::Desired);
+        let not_recorded = Verdict::Skipped(SkipReason::NotInInventory {
+            inventory: "Kustomization flux-system/apps".into(),
+        });
+        assert_eq!(verdicts[2].verdict, not_recorded);
+
+        // With the new desired set: the tool's diff, previous record minus new set.
+        let diff = Desired {
+            recorded: Some(recorded),
+            ..desired(&["applied"])
+        };
+        let verdicts = classify(&objects, &diff);
         assert_eq!(verdicts[0].verdict, Verdict::Desired);
         assert_eq!(
             verdicts[1].verdict,
-            Verdict::Orphan(OrphanReason::StaleChecksum { found: "old".into() })
-        );
-        assert_eq!(verdicts[2].verdict, Verdict::Skipped(SkipReason::NoChecksum));
-    }
-
-    #[test]
-    fn inventory_origin_names_the_inventory() {
-        let set = DesiredSet::from_ids([], Origin::Inventory("Kustomization flux-system/apps".into()));
-        let verdicts = classify(&[object("x")], &Desired::Set(set));
-        assert_eq!(
-            verdicts[0].verdict.clone(),
-            Verdict::Orphan(OrphanReason::GoneFromInventory {
+            Verdict::Orphan(OrphanReason::GoneFromDesiredSet {
                 inventory: "Kustomization flux-system/apps".into()
             })
         );
+        assert_eq!(verdicts[2].verdict, not_recorded);
+    }
+
+    #[test]
+    fn an_applyset_prunes_only_listed_kinds_in_listed_namespaces() {
+        let recorded = Recorded::ApplySet {
+            kinds: [(String::new(), "ConfigMap".to_string())].into_iter().collect(),
+            namespaces: ["web".to_string()].into_iter().collect(),
+            inventory: "ApplySet parent Secret/set".into(),
+        };
+        let diff = Desired {
+            recorded: Some(recorded),
+            ..desired(&[])
+        };
+        let mut elsewhere = object("elsewhere");
+        elsewhere.meta.namespace = Some("other".into());
+        let secret = Listed::new(kind("", "Secret", true), object("s").meta);
+        let verdicts = classify(&[object("cm"), elsewhere, secret], &diff);
+        assert!(matches!(verdicts[0].verdict, Verdict::Orphan(_)));
+        assert!(matches!(
+            verdicts[1].verdict,
+            Verdict::Skipped(SkipReason::NotInInventory { .. })
+        ));
+        assert!(matches!(
+            verdicts[2].verdict,
+            Verdict::Skipped(SkipReason::NotInInventory { .. })
+        ));
     }
 }

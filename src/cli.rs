@@ -60,6 +60,13 @@ pub struct GlobalArgs {
     /// Log level: 0 warnings, 2 info, 4 debug, 6+ every request.
     #[arg(short = 'v', long = "v", global = true, value_name = "LEVEL", default_value_t = 0)]
     pub verbosity: u8,
+    /// Default cache directory: discovery is cached under DIR/discovery as kubectl caches it
+    /// (default: $KUBECACHEDIR, else ~/.kube/cache).
+    #[arg(long = "cache-dir", global = true, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// How far this command's discovery may rely on the disk cache (set per command, no flag).
+    #[arg(skip)]
+    pub discovery_cache: crate::discovery::CacheUse,
 }
 
 /// The subcommands.
@@ -173,7 +180,7 @@ pub struct UnstickArgs {
     /// Also act on objects that are not being deleted (only as named on the command line).
     #[arg(long)]
     pub force: bool,
-    /// Where to write the backups (default: `./kubectl-stack-backup-TIME`).
+    /// Where to write the backups: each run makes a new directory `unstick-TIME` in it, mode 0700 (default: `./kubectl-stack-backups`).
     #[arg(long = "backup-dir", value_name = "DIR")]
     pub backup_dir: Option<PathBuf>,
 }
@@ -213,7 +220,7 @@ pub struct PruneArgs {
     pub dry_run: DryRun,
     /// How dependents of each deleted object are garbage-collected.
     #[arg(long, value_enum, default_value_t)]
-    pub cascade: crate::execute::Cascade,
+    pub cascade: CascadeArg,
     /// How long one wave may take to be gone.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5m")]
     pub timeout: Duration,
@@ -234,6 +241,28 @@ pub struct PruneArgs {
     /// Listing tuning.
     #[command(flatten)]
     pub tuning: ListTuning,
+}
+
+/// `--cascade`: how dependents of each deleted object are garbage-collected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum CascadeArg {
+    /// Dependents are deleted in the background (default).
+    #[default]
+    Background,
+    /// The object waits until its dependents are deleted.
+    Foreground,
+    /// Dependents are left alone.
+    Orphan,
+}
+
+impl From<CascadeArg> for crate::execute::Cascade {
+    fn from(arg: CascadeArg) -> Self {
+        match arg {
+            CascadeArg::Background => Self::Background,
+            CascadeArg::Foreground => Self::Foreground,
+            CascadeArg::Orphan => Self::Orphan,
+        }
+    }
 }
 
 /// `--dry-run`.
@@ -339,15 +368,25 @@ pub struct DesiredArgs {
     /// A kustomization directory, rendered with `kubectl kustomize`. Repeatable.
     #[arg(short = 'k', long = "kustomize", value_name = "DIR")]
     pub kustomize: Vec<PathBuf>,
-    /// A tool's live inventory: flux=NAME[.NS], kpt=INVENTORY-ID, helm=RELEASE[.NS], applyset=[RESOURCE/]NAME.
-    #[arg(long, value_name = "PRESET=REF", conflicts_with_all = ["filenames", "kustomize", "checksum"])]
+    /// A tool's live record of what it applied last: flux=NAME[.NS], kpt=INVENTORY-ID,
+    /// helm=RELEASE[.NS], applyset=[RESOURCE/]NAME. With -f/-k, the orphans are what the tool
+    /// itself would prune: recorded, and not in the new desired set.
+    #[arg(long, value_name = "PRESET=REF", conflicts_with_all = ["checksum"])]
     pub inventory: Option<String>,
-    /// Flux v1: the current stack checksum; tracked objects with another checksum are orphans.
-    #[arg(long, value_name = "VALUE", conflicts_with_all = ["filenames", "kustomize"])]
+    /// Refused: Flux v1 checksums are per object and never mean "delete" (give -f instead).
+    #[arg(long, value_name = "VALUE", conflicts_with_all = ["filenames", "kustomize"], hide = true)]
     pub checksum: Option<String>,
     /// Accept an empty desired set (every tracked object is then an orphan).
     #[arg(long = "allow-empty")]
     pub allow_empty: bool,
+    /// Compare although some declared objects cannot be resolved (kinds the cluster does not
+    /// serve): the objects they stand for may then be called orphans.
+    #[arg(long = "allow-unresolved")]
+    pub allow_unresolved: bool,
+    /// With -l and no --tracker, also objects no GitOps tool tracks (by default only tracked
+    /// objects can be orphans).
+    #[arg(long)]
+    pub untracked: bool,
 }
 
 /// `kubectl stack orphans`.

@@ -352,3 +352,53 @@ async fn list_kind(
     tracing::debug!("listed {}: {} matching", kind.kind_with_group(), found.len());
     Ok(found)
 }
+
+/// Lists the given kinds (metadata only, paginated, each page retried) and keeps only what
+/// `keep` accepts, as pages arrive: a search over many objects for the few it needs (e.g. every
+/// object that names one owner) never holds the rest in memory.
+pub async fn collect_where<F>(
+    client: &Client,
+    kinds: &[Arc<KindInfo>],
+    scope: &ListScope,
+    keep: F,
+    options: ListOptions,
+) -> Collection
+where
+    F: Fn(&ObjectMeta) -> bool + Sync,
+{
+    let namespace = match scope {
+        ListScope::Namespace(ns) => Some(ns.as_str()),
+        ListScope::AllNamespaces => None,
+    };
+    let keep = &keep;
+    let results: Vec<KindOutcome> = stream::iter(kinds.iter().cloned().enumerate())
+        .map(|(order, kind)| async move {
+            let api = api_for(client, &kind, namespace);
+            let mut params = ListParams::default().limit(options.page_size);
+            let mut found = Vec::new();
+            let outcome = loop {
+                let what = format!("list {}", kind.kind_with_group());
+                match with_retries(&what, || api.list_metadata(&params)).await {
+                    Ok(page) => {
+                        found.extend(
+                            page.items
+                                .into_iter()
+                                .filter(|item| keep(&item.metadata))
+                                .map(|item| Listed::new(kind.clone(), item.metadata)),
+                        );
+                        match page.metadata.continue_ {
+                            Some(token) if !token.is_empty() => params.continue_token = Some(token),
+                            _ => break Ok(std::mem::take(&mut found)),
+                        }
+                    }
+                    Err(err) if is_not_found(&err) => break Ok(Vec::new()),
+                    Err(err) => break Err(err),
+                }
+            };
+            (order, kind, outcome)
+        })
+        .buffer_unordered(options.concurrency.max(1))
+        .collect()
+        .await;
+    assemble(results)
+}

@@ -55,7 +55,9 @@ pub fn want(words: &[String]) -> Want {
             continue;
         }
         if word.starts_with('-') {
-            if !word.contains('=') {
+            // `--flag=value` and `-nVALUE` carry their value; `--flag value` takes the next word.
+            let carries_value = word.contains('=') || (!word.starts_with("--") && word.len() > 2);
+            if !carries_value {
                 pending_value = find_arg(command, &root, word).filter(|a| a.get_action().takes_values());
             }
             continue;
@@ -216,6 +218,8 @@ fn global_flags(parsed: &GlobalArgs, words: &[String]) -> GlobalArgs {
     while let Some(word) = iter.next() {
         let (flag, inline) = match word.split_once('=') {
             Some((flag, value)) => (flag, Some(value.to_string())),
+            // `-nNAMESPACE`, as kubectl (pflag) takes it.
+            None if word.starts_with("-n") && word.len() > 2 => ("-n", Some(word[2..].to_string())),
             None => (word.as_str(), None),
         };
         let mut value = || inline.clone().or_else(|| iter.peek().map(|v| v.to_string()));
@@ -225,6 +229,7 @@ fn global_flags(parsed: &GlobalArgs, words: &[String]) -> GlobalArgs {
             "--cluster" => global.cluster = value(),
             "--user" => global.user = value(),
             "-n" | "--namespace" => global.namespace = value(),
+            "--cache-dir" => global.cache_dir = value().map(Into::into),
             _ => {}
         }
     }
@@ -255,11 +260,30 @@ fn kubeconfig_names(global: &GlobalArgs, item: KubeconfigItem) -> Vec<(String, S
     }
 }
 
+/// The catalog from kubectl's disk cache as kubectl trusts it (fresh discovery when there is
+/// none, or when `refresh`), so that `<TAB>` costs no discovery on a warm cache.
+async fn catalog(
+    connection: &crate::client::Connection,
+    global: &GlobalArgs,
+    refresh: bool,
+) -> Option<crate::discovery::Catalog> {
+    let cache = crate::commands::cache_root(global)
+        .map(|root| crate::discovery::DiskCache::for_server(&root, &connection.server));
+    let usage = if refresh {
+        crate::discovery::CacheUse::Refresh
+    } else {
+        crate::discovery::CacheUse::Trust
+    };
+    crate::discovery::discover_cached(&connection.client, cache.as_ref(), usage)
+        .await
+        .ok()
+}
+
 async fn live_kinds(global: &GlobalArgs) -> Vec<(String, String)> {
     let Ok(connection) = crate::client::connect(global).await else {
         return Vec::new();
     };
-    let Ok(catalog) = crate::discovery::discover(&connection.client).await else {
+    let Some(catalog) = catalog(&connection, global, false).await else {
         return Vec::new();
     };
     let mut kinds: Vec<(String, String)> = catalog
@@ -282,9 +306,16 @@ async fn live_names(global: &GlobalArgs, kind_text: &str) -> Vec<(String, String
     let Ok(connection) = crate::client::connect(global).await else {
         return Vec::new();
     };
-    let Ok(catalog) = crate::discovery::discover(&connection.client).await else {
+    let Some(mut catalog) = catalog(&connection, global, false).await else {
         return Vec::new();
     };
+    // A kind the cached catalog lacks may be new: ask the server once.
+    if catalog.resolve(kind_text).is_none() {
+        match self::catalog(&connection, global, true).await {
+            Some(fresh) => catalog = fresh,
+            None => return Vec::new(),
+        }
+    }
     let Some(kind) = catalog.resolve(kind_text) else {
         return Vec::new();
     };
@@ -370,9 +401,24 @@ mod tests {
     }
 
     #[test]
-    fn static_scripts_name_the_executable() {
-        assert!(script(clap_complete::Shell::Bash).contains("kubectl-stack"));
-        assert!(script(clap_complete::Shell::Zsh).contains("#compdef kubectl-stack"));
-        assert!(script(clap_complete::Shell::Fish).contains("complete -c kubectl-stack"));
+    fn flags_before_the_word_are_read_as_kubectl_reads_them() {
+        // The value of -n/--context is completed, not a subcommand.
+        assert_eq!(want(&words("-n ")), Want::Namespaces);
+        assert_eq!(want(&words("--context ")), Want::Kubeconfig(KubeconfigItem::Context));
+        assert_eq!(want(&words("--namespace=kube")), Want::Namespaces);
+        // -nNS carries its value: the next word is the object, not the namespace.
+        assert_eq!(
+            want(&words("stuck -nweb configmaps/")),
+            Want::Names("configmaps".into())
+        );
+        assert_eq!(want(&words("-nweb stuck ")), Want::Kinds);
+        let global = global_flags(&GlobalArgs::default(), &words("-nweb stuck configmaps/"));
+        assert_eq!(global.namespace.as_deref(), Some("web"));
+        let global = global_flags(&GlobalArgs::default(), &words("--cache-dir /tmp/c -n=shop stuck x"));
+        assert_eq!(global.namespace.as_deref(), Some("shop"));
+        assert_eq!(global.cache_dir, Some("/tmp/c".into()));
+        // --help is a word like any other: subcommands follow it, no help text.
+        let after_help = values(want(&words("--help ")));
+        assert!(after_help.contains(&"list".to_string()), "{after_help:?}");
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::discovery::Catalog;
+use crate::error::UserError;
 use crate::identity::ObjectId;
 use crate::manifest::Manifest;
 
@@ -161,6 +162,134 @@ impl DesiredSet {
     }
 }
 
+/// How the API server validates a kind's names (kubernetes `pkg/apis/*/validation`,
+/// apimachinery `pkg/api/validation`): most kinds take a DNS-1123 subdomain, Namespaces and
+/// Services a DNS-1123 label, RBAC kinds any path segment (`system:controller:x`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NameRule {
+    Subdomain,
+    Label,
+    PathSegment,
+}
+
+fn name_rule(group: &str, kind: &str) -> NameRule {
+    match (group, kind) {
+        ("", "Namespace" | "Service") => NameRule::Label,
+        ("rbac.authorization.k8s.io", "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding") => {
+            NameRule::PathSegment
+        }
+        _ => NameRule::Subdomain,
+    }
+}
+
+fn is_dns_label(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let inner_ok = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-';
+    let edge_ok = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes.iter().all(inner_ok)
+        && bytes.first().is_some_and(edge_ok)
+        && bytes.last().is_some_and(edge_ok)
+}
+
+fn is_dns_subdomain(text: &str) -> bool {
+    text.len() <= 253 && text.split('.').all(is_dns_label)
+}
+
+fn is_path_segment(text: &str) -> bool {
+    !text.is_empty() && text != "." && text != ".." && !text.contains(['/', '%'])
+}
+
+/// Why the API server would reject this name for this kind, if it would.
+fn invalid_name(group: &str, kind: &str, name: &str) -> Option<&'static str> {
+    match name_rule(group, kind) {
+        NameRule::Subdomain if !is_dns_subdomain(name) => Some(
+            "not a lowercase RFC 1123 subdomain (lower case letters, digits, '-' and '.', starting and ending with a letter or digit)",
+        ),
+        NameRule::Label if !is_dns_label(name) => Some(
+            "not a lowercase RFC 1123 label (at most 63 lower case letters, digits and '-', starting and ending with a letter or digit)",
+        ),
+        NameRule::PathSegment if !is_path_segment(name) => Some("may not be '.', '..' or contain '/' or '%'"),
+        _ => None,
+    }
+}
+
+/// Refuses (exit 2) a manifest whose name or namespace the API server would reject, naming the
+/// file and line: such an identity can never exist, so it cannot stand for the live object it
+/// was meant to be (`app-${cluster}-settings`, an unrendered Flux postBuild variable, would
+/// make the live `app-prod-settings` an orphan).
+pub fn validate_identities(manifests: &[Manifest]) -> Result<(), UserError> {
+    for manifest in manifests {
+        let name_problem = invalid_name(manifest.group(), &manifest.kind, &manifest.name)
+            .map(|why| ("metadata.name", manifest.name.as_str(), why));
+        let namespace_problem = manifest
+            .namespace
+            .as_deref()
+            .filter(|ns| !is_dns_label(ns))
+            .map(|ns| ("metadata.namespace", ns, "not a lowercase RFC 1123 label"));
+        if let Some((field, value, why)) = name_problem.or(namespace_problem) {
+            let hint = if value.contains("${") || value.contains("{{") {
+                "it holds an unrendered variable: render the manifests first (flux build, kustomize, envsubst, helm template)"
+            } else {
+                "the API server would reject it: fix the manifest"
+            };
+            return Err(UserError::usage(format!(
+                "{}: {} {value:?}: {field} is {why}",
+                locate(&manifest.source, value),
+                manifest.kind
+            ))
+            .hint(hint));
+        }
+    }
+    Ok(())
+}
+
+/// `path:line` of `needle` in the document a manifest's source names (`path (document N)...`),
+/// or the source itself when the file cannot be read again (stdin, kustomize output).
+fn locate(source: &str, needle: &str) -> String {
+    let (path, rest) = source.split_once(" (document ").unwrap_or((source, ""));
+    let document: usize = rest.split(')').next().and_then(|n| n.parse().ok()).unwrap_or(1);
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return source.to_string();
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let start = document_start(&lines, document);
+    let line = lines
+        .iter()
+        .enumerate()
+        .skip(start)
+        .chain(lines.iter().enumerate())
+        .find(|(_, line)| line.contains(needle))
+        .map(|(index, _)| index + 1);
+    match line {
+        Some(line) => format!("{path}:{line}"),
+        None => source.to_string(),
+    }
+}
+
+/// The index of the first line of YAML document `document` (1-based), counting `---` separators.
+fn document_start(lines: &[&str], document: usize) -> usize {
+    let mut current = 1;
+    let mut content_seen = false;
+    for (index, line) in lines.iter().enumerate() {
+        if line.starts_with("---") {
+            if content_seen {
+                current += 1;
+                content_seen = false;
+            }
+            if current == document {
+                return index;
+            }
+            continue;
+        }
+        if !line.trim().is_empty() && !line.trim_start().starts_with('#') {
+            content_seen = true;
+        }
+    }
+    0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,5 +339,38 @@ metadata: {name: settings}
         .collect();
         assert_eq!(set.ids, expected);
         assert_eq!(set.notes.len(), 2, "{:?}", set.notes);
+    }
+
+    #[test]
+    fn names_the_api_server_would_reject_are_refused_with_file_and_line() {
+        let dir = std::env::temp_dir().join(format!("stack-names-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("app.yaml");
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fine}\n---\n# postBuild not run\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-${cluster}-settings\n";
+        std::fs::write(&path, text).unwrap();
+        let manifests = parse_text(text, &path.display().to_string()).unwrap();
+        let err = validate_identities(&manifests).unwrap_err();
+        assert_eq!(err.code, crate::error::exit::USAGE);
+        assert!(
+            err.message.starts_with(&format!("{}:9: ConfigMap", path.display())),
+            "{}",
+            err.message
+        );
+        assert!(err.hint.unwrap().contains("unrendered variable"));
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        let ok = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: \"system:controller:x\"}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a.b-c, namespace: web}\n";
+        assert!(validate_identities(&parse_text(ok, "ok.yaml").unwrap()).is_ok());
+        for bad in [
+            "apiVersion: v1\nkind: Service\nmetadata: {name: a.b}\n",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Upper}\n",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: a.b}\n",
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: a/b}\n",
+        ] {
+            assert!(
+                validate_identities(&parse_text(bad, "bad.yaml").unwrap()).is_err(),
+                "{bad}"
+            );
+        }
     }
 }

@@ -5,9 +5,14 @@
 //! which parses as *no groups and no error*: that answer is never trusted as an empty cluster.
 
 use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use futures::{stream, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    APIGroup, APIGroupList, APIResource, APIResourceList, GroupVersionForDiscovery,
+};
 use kube::core::discovery::v2::{APIGroupDiscovery, APIResourceDiscovery};
 use kube::core::Version;
 use kube::discovery::ApiResource;
@@ -62,6 +67,11 @@ impl KindInfo {
         self.verbs.iter().any(|v| v == verb)
     }
 
+    /// The name of the CRD that defines this kind, `plural.group` (custom kinds only).
+    pub fn crd_name(&self) -> String {
+        format!("{}.{}", self.plural, self.group)
+    }
+
     /// `Kind.group`, or `Kind` for the core group, as kubectl prints kinds.
     pub fn kind_with_group(&self) -> String {
         kind_with_group(&self.kind, &self.group)
@@ -93,6 +103,8 @@ pub enum DiscoverySource {
     Aggregated,
     /// One request per group version.
     PerGroup,
+    /// kubectl's disk cache (`--cache-dir`), group versions it lacked asked for.
+    DiskCache,
 }
 
 /// Every kind the server serves, each once.
@@ -129,16 +141,33 @@ impl Catalog {
         &self.kinds
     }
 
-    /// The kinds that can be listed.
+    /// The kinds that can be listed. A kind served under two groups (Ingress as
+    /// `networking.k8s.io` and `extensions`) is listed once, under its canonical group when the
+    /// server serves that: the same objects answer under both.
     pub fn listable(&self) -> impl Iterator<Item = &Arc<KindInfo>> {
-        self.kinds.iter().filter(|k| k.can("list"))
+        self.kinds.iter().filter(|k| k.can("list") && !self.served_elsewhere(k))
     }
 
-    /// The kind with this group and kind name.
-    pub fn get(&self, group: &str, kind: &str) -> Option<&Arc<KindInfo>> {
+    /// Whether the objects of this kind are served, and listed, under its canonical group.
+    fn served_elsewhere(&self, kind: &KindInfo) -> bool {
+        let canonical = crate::identity::canonical_group(&kind.group, &kind.kind);
+        canonical != kind.group && self.exact(canonical, &kind.kind).is_some_and(|k| k.can("list"))
+    }
+
+    fn exact(&self, group: &str, kind: &str) -> Option<&Arc<KindInfo>> {
         self.by_group_kind
             .get(&(group.to_string(), kind.to_string()))
             .map(|&index| &self.kinds[index])
+    }
+
+    /// The kind with this group and kind name; for a kind served under two groups, the other
+    /// group's when this one is not served.
+    pub fn get(&self, group: &str, kind: &str) -> Option<&Arc<KindInfo>> {
+        self.exact(group, kind).or_else(|| {
+            crate::identity::groups_sharing(group, kind)
+                .into_iter()
+                .find_map(|other| self.exact(other, kind))
+        })
     }
 
     /// Resolves what a user typed for a kind, as kubectl does: `deployments`, `deployment`,
@@ -227,28 +256,22 @@ pub fn choose_kinds(group: &ServedGroup) -> Vec<KindInfo> {
 /// How many group versions are discovered at once on the per-group path.
 const DISCOVERY_CONCURRENCY: usize = 16;
 
-/// Discovers every kind the server serves.
+/// Discovers every kind the server serves (no cache).
 pub async fn discover(client: &Client) -> Result<Catalog, kube::Error> {
-    match discover_aggregated(client).await {
-        Ok(Some(catalog)) => return Ok(catalog),
-        Ok(None) => {
-            tracing::debug!("aggregated discovery unusable; falling back to per-group discovery")
-        }
-        // The server answered but cannot do aggregated discovery (e.g. 404/406): ask per group.
-        Err(kube::Error::Api(status)) => {
-            tracing::debug!(
-                "aggregated discovery refused ({}); falling back to per-group discovery",
-                status.message
-            )
-        }
-        // A server that did not answer at all will not answer per group either.
-        Err(err) => return Err(err),
-    }
-    discover_per_group(client).await
+    let (lists, source) = read_lists(client).await?;
+    Ok(lists.catalog(source))
 }
 
 /// Aggregated discovery; `None` when the answer is unusable (no core group, or no groups at all).
 pub async fn discover_aggregated(client: &Client) -> Result<Option<Catalog>, kube::Error> {
+    Ok(read_aggregated(client)
+        .await?
+        .map(|lists| lists.catalog(DiscoverySource::Aggregated)))
+}
+
+/// Aggregated discovery as group and resource lists (the shape kubectl caches); `None` when the
+/// answer is unusable (no core group, or no groups at all).
+pub async fn read_aggregated(client: &Client) -> Result<Option<ServerLists>, kube::Error> {
     let core = with_retries("aggregated discovery /api", || {
         client.list_core_api_versions_aggregated()
     })
@@ -258,127 +281,560 @@ pub async fn discover_aggregated(client: &Client) -> Result<Option<Catalog>, kub
     if !core_served {
         return Ok(None);
     }
-    let mut kinds = Vec::new();
-    let mut failures = Vec::new();
-    for discovered in core.items.iter().chain(groups.items.iter()) {
-        let (served, stale) = served_group_from_aggregated(discovered);
-        failures.extend(stale);
-        kinds.extend(choose_kinds(&served));
-    }
-    Ok(Some(Catalog::new(kinds, failures, DiscoverySource::Aggregated)))
+    Ok(Some(lists_from_aggregated(
+        core.items.iter().chain(groups.items.iter()),
+    )))
 }
 
-fn served_group_from_aggregated(discovered: &APIGroupDiscovery) -> (ServedGroup, Vec<DiscoveryFailure>) {
-    let group = discovered
-        .metadata
-        .as_ref()
-        .and_then(|m| m.name.clone())
-        .unwrap_or_default();
-    let mut failures = Vec::new();
-    let mut versions = Vec::new();
-    for version in &discovered.versions {
-        let Some(name) = version.version.clone() else {
+/// Converts aggregated discovery documents to the per-group lists, as client-go does: versions
+/// in the server's order of preference (the first served one preferred), subresources as
+/// `resource/subresource` entries, a stale version as a failure.
+fn lists_from_aggregated<'a>(documents: impl Iterator<Item = &'a APIGroupDiscovery>) -> ServerLists {
+    let mut groups = Vec::new();
+    let mut resources = Vec::new();
+    for discovered in documents {
+        let name = discovered
+            .metadata
+            .as_ref()
+            .and_then(|m| m.name.clone())
+            .unwrap_or_default();
+        let mut versions = Vec::new();
+        let mut preferred = None;
+        for version in &discovered.versions {
+            let Some(version_name) = version.version.clone() else {
+                continue;
+            };
+            let entry = GroupVersionForDiscovery {
+                group_version: group_version(&name, &version_name),
+                version: version_name,
+            };
+            if version.freshness.as_deref() == Some("Stale") {
+                resources.push((
+                    entry.group_version.clone(),
+                    Err(DiscoveryFailure {
+                        group_version: entry.group_version.clone(),
+                        message: "discovery document is stale (the serving APIService is unavailable)".to_string(),
+                    }),
+                ));
+            } else {
+                preferred.get_or_insert_with(|| entry.clone());
+                let list = APIResourceList {
+                    group_version: entry.group_version.clone(),
+                    resources: version.resources.iter().flat_map(resources_from_aggregated).collect(),
+                };
+                resources.push((entry.group_version.clone(), Ok(list)));
+            }
+            versions.push(entry);
+        }
+        groups.push(APIGroup {
+            name,
+            preferred_version: preferred,
+            versions,
+            server_address_by_client_cidrs: None,
+        });
+    }
+    ServerLists {
+        groups: APIGroupList { groups },
+        resources,
+    }
+}
+
+/// A resource and its subresources as per-group discovery lists them.
+fn resources_from_aggregated(resource: &APIResourceDiscovery) -> Vec<APIResource> {
+    let (Some(plural), Some(kind)) = (
+        resource.resource.clone(),
+        resource.response_kind.as_ref().and_then(|k| k.kind.clone()),
+    ) else {
+        return Vec::new();
+    };
+    let namespaced = resource.scope.as_deref() == Some("Namespaced");
+    let non_empty = |values: &Vec<String>| (!values.is_empty()).then(|| values.clone());
+    let mut found = vec![APIResource {
+        name: plural.clone(),
+        singular_name: resource.singular_resource.clone().unwrap_or_default(),
+        namespaced,
+        kind: kind.clone(),
+        verbs: resource.verbs.clone(),
+        short_names: non_empty(&resource.short_names),
+        categories: non_empty(&resource.categories),
+        ..Default::default()
+    }];
+    for sub in &resource.subresources {
+        let Some(name) = sub.subresource.clone() else {
             continue;
         };
-        if version.freshness.as_deref() == Some("Stale") {
-            failures.push(DiscoveryFailure {
-                group_version: group_version(&group, &name),
-                message: "discovery document is stale (the serving APIService is unavailable)".to_string(),
-            });
-            continue;
-        }
-        let resources = version.resources.iter().filter_map(served_from_aggregated).collect();
-        versions.push((name, resources));
+        found.push(APIResource {
+            name: format!("{plural}/{name}"),
+            namespaced,
+            kind: sub
+                .response_kind
+                .as_ref()
+                .and_then(|k| k.kind.clone())
+                .unwrap_or_else(|| kind.clone()),
+            verbs: sub.verbs.clone(),
+            ..Default::default()
+        });
     }
-    // Aggregated discovery lists versions in descending preference: the first is preferred.
-    let preferred = versions.first().map(|(v, _)| v.clone());
-    (
-        ServedGroup {
-            group,
-            preferred,
-            versions,
-        },
-        failures,
-    )
-}
-
-fn served_from_aggregated(resource: &APIResourceDiscovery) -> Option<ServedResource> {
-    let plural = resource.resource.clone()?;
-    let response_kind = resource.response_kind.as_ref()?;
-    Some(ServedResource {
-        plural,
-        singular: resource.singular_resource.clone().unwrap_or_default(),
-        kind: response_kind.kind.clone()?,
-        namespaced: resource.scope.as_deref() == Some("Namespaced"),
-        verbs: resource.verbs.clone(),
-        short_names: resource.short_names.clone(),
-    })
+    found
 }
 
 /// Per-group discovery: `/api`, `/apis`, then every group version concurrently. A group version
 /// that fails is recorded in `failures`, never silently dropped.
 pub async fn discover_per_group(client: &Client) -> Result<Catalog, kube::Error> {
-    let core_versions = with_retries("discovery /api", || client.list_core_api_versions()).await?;
-    let api_groups = with_retries("discovery /apis", || client.list_api_groups()).await?;
+    Ok(read_per_group(client).await?.catalog(DiscoverySource::PerGroup))
+}
 
-    let mut groups: Vec<ServedGroup> = vec![ServedGroup {
-        group: String::new(),
-        preferred: core_versions.versions.first().cloned(),
-        versions: Vec::new(),
-    }];
-    let mut requests: Vec<(usize, String)> = core_versions.versions.iter().map(|v| (0, v.clone())).collect();
-    for api_group in api_groups.groups {
-        let index = groups.len();
-        requests.extend(api_group.versions.iter().map(|v| (index, v.group_version.clone())));
-        groups.push(ServedGroup {
-            group: api_group.name.clone(),
-            preferred: api_group.preferred_version.map(|v| v.version),
-            versions: Vec::new(),
-        });
+/// Discovery as the server sends it per group: the group list (the core group first, named
+/// `""`, as client-go lists it) and each group version's resources. This is what kubectl's
+/// disk cache holds, file by file.
+#[derive(Debug, Clone)]
+pub struct ServerLists {
+    /// Every group, with its versions and preferred version.
+    pub groups: APIGroupList,
+    /// Each group version's resources, or why they could not be read.
+    pub resources: Vec<(String, Result<APIResourceList, DiscoveryFailure>)>,
+}
+
+impl ServerLists {
+    /// The catalog: each kind once, failures named.
+    pub fn catalog(&self, source: DiscoverySource) -> Catalog {
+        let mut served: Vec<ServedGroup> = self
+            .groups
+            .groups
+            .iter()
+            .map(|g| ServedGroup {
+                group: g.name.clone(),
+                preferred: g.preferred_version.as_ref().map(|v| v.version.clone()),
+                versions: Vec::new(),
+            })
+            .collect();
+        let group_of: HashMap<&str, usize> = self
+            .groups
+            .groups
+            .iter()
+            .enumerate()
+            .flat_map(|(index, g)| g.versions.iter().map(move |v| (v.group_version.as_str(), index)))
+            .collect();
+        let mut failures = Vec::new();
+        for (group_version, answer) in &self.resources {
+            match (answer, group_of.get(group_version.as_str())) {
+                (Ok(list), Some(&index)) => {
+                    let version = group_version.rsplit('/').next().unwrap_or(group_version).to_string();
+                    let resources = list.resources.iter().map(served_from_list).collect();
+                    served[index].versions.push((version, resources));
+                }
+                (Err(failure), _) => failures.push(failure.clone()),
+                (Ok(_), None) => {}
+            }
+        }
+        failures.sort_by(|a, b| a.group_version.cmp(&b.group_version));
+        let kinds = served.iter().flat_map(choose_kinds).collect();
+        Catalog::new(kinds, failures, source)
     }
 
-    let answers: Vec<_> = stream::iter(requests)
-        .map(|(index, group_version)| async move {
-            // An aggregated API whose service is down answers 503 for good: two tries only.
-            let answer = if index == 0 {
-                with_attempts("discovery", 2, || client.list_core_api_resources(&group_version)).await
-            } else {
-                with_attempts("discovery", 2, || client.list_api_group_resources(&group_version)).await
-            };
-            (index, group_version, answer)
+    /// Every group version of the group list, in order.
+    fn group_versions(&self) -> Vec<String> {
+        self.groups
+            .groups
+            .iter()
+            .flat_map(|g| g.versions.iter().map(|v| v.group_version.clone()))
+            .collect()
+    }
+}
+
+fn served_from_list(resource: &APIResource) -> ServedResource {
+    ServedResource {
+        plural: resource.name.clone(),
+        singular: resource.singular_name.clone(),
+        kind: resource.kind.clone(),
+        namespaced: resource.namespaced,
+        verbs: resource.verbs.clone(),
+        short_names: resource.short_names.clone().unwrap_or_default(),
+    }
+}
+
+/// `/api` and `/apis` as one group list, the core group first (named `""`), as client-go does.
+async fn read_groups(client: &Client, attempts: u32) -> Result<APIGroupList, kube::Error> {
+    let (core_versions, api_groups) = futures::try_join!(
+        with_attempts("discovery /api", attempts, || client.list_core_api_versions()),
+        with_attempts("discovery /apis", attempts, || client.list_api_groups()),
+    )?;
+    let core_versions: Vec<GroupVersionForDiscovery> = core_versions
+        .versions
+        .iter()
+        .map(|v| GroupVersionForDiscovery {
+            group_version: v.clone(),
+            version: v.clone(),
+        })
+        .collect();
+    let core = APIGroup {
+        name: String::new(),
+        preferred_version: core_versions.first().cloned(),
+        versions: core_versions,
+        server_address_by_client_cidrs: None,
+    };
+    let mut groups = vec![core];
+    groups.extend(api_groups.groups);
+    Ok(APIGroupList { groups })
+}
+
+/// One group version's resources (`v1` is the core group).
+async fn read_resources(
+    client: &Client,
+    group_version: &str,
+    attempts: u32,
+) -> Result<APIResourceList, DiscoveryFailure> {
+    let answer = if group_version.contains('/') {
+        with_attempts("discovery", attempts, || client.list_api_group_resources(group_version)).await
+    } else {
+        with_attempts("discovery", attempts, || client.list_core_api_resources(group_version)).await
+    };
+    answer.map_err(|err| DiscoveryFailure {
+        group_version: group_version.to_string(),
+        message: crate::error::root_cause(&err),
+    })
+}
+
+/// Reads these group versions concurrently.
+async fn read_all_resources(
+    client: &Client,
+    group_versions: Vec<String>,
+    attempts: u32,
+) -> Vec<(String, Result<APIResourceList, DiscoveryFailure>)> {
+    stream::iter(group_versions)
+        .map(|group_version| async move {
+            let answer = read_resources(client, &group_version, attempts).await;
+            (group_version, answer)
         })
         .buffer_unordered(DISCOVERY_CONCURRENCY)
         .collect()
-        .await;
+        .await
+}
 
-    let mut failures = Vec::new();
-    for (index, group_version, answer) in answers {
-        match answer {
-            Ok(list) => {
-                let version = group_version.rsplit('/').next().unwrap_or(&group_version).to_string();
-                let resources = list
-                    .resources
-                    .into_iter()
-                    .map(|r| ServedResource {
-                        plural: r.name,
-                        singular: r.singular_name,
-                        kind: r.kind,
-                        namespaced: r.namespaced,
-                        verbs: r.verbs,
-                        short_names: r.short_names.unwrap_or_default(),
-                    })
-                    .collect();
-                groups[index].versions.push((version, resources));
+/// Per-group discovery, kept as the server sent it.
+pub async fn read_per_group(client: &Client) -> Result<ServerLists, kube::Error> {
+    let groups = read_groups(client, crate::retry::MAX_ATTEMPTS).await?;
+    let mut lists = ServerLists {
+        groups,
+        resources: Vec::new(),
+    };
+    // An aggregated API whose service is down answers 503 for good: two tries only.
+    lists.resources = read_all_resources(client, lists.group_versions(), 2).await;
+    Ok(lists)
+}
+
+/// Discovery as lists, aggregated where the server has it, per group otherwise.
+pub async fn read_lists(client: &Client) -> Result<(ServerLists, DiscoverySource), kube::Error> {
+    match read_aggregated(client).await {
+        Ok(Some(lists)) => return Ok((lists, DiscoverySource::Aggregated)),
+        Ok(None) => {
+            tracing::debug!("aggregated discovery unusable; falling back to per-group discovery")
+        }
+        Err(kube::Error::Api(status)) => {
+            tracing::debug!(
+                "aggregated discovery refused ({}); falling back to per-group discovery",
+                status.message
+            )
+        }
+        Err(err) => return Err(err),
+    }
+    Ok((read_per_group(client).await?, DiscoverySource::PerGroup))
+}
+
+/// How long kubectl trusts a discovery cache file after writing it: 6 hours, judged file by file
+/// by modification time (k8s.io/cli-runtime `pkg/genericclioptions/config_flags.go`,
+/// `toDiscoveryClient`; k8s.io/client-go `discovery/cached/disk/cached_discovery.go`,
+/// `getCachedFile`). client-go's own default of 10 minutes is not what kubectl uses.
+pub const CACHE_TTL: Duration = Duration::from_secs(6 * 60 * 60);
+
+/// kubectl's default cache folder: `$KUBECACHEDIR`, else `~/.kube/cache`.
+pub fn default_cache_root() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("KUBECACHEDIR").filter(|d| !d.is_empty()) {
+        return Some(dir.into());
+    }
+    let home = std::env::var_os("HOME")
+        .or_else(|| std::env::var_os("USERPROFILE"))
+        .filter(|h| !h.is_empty())?;
+    Some(PathBuf::from(home).join(".kube").join("cache"))
+}
+
+/// The folder kubectl keeps one server's discovery in: `ROOT/discovery/HOST`, where HOST is the
+/// server URL without its scheme and every character other than ASCII letters, digits, `_`,
+/// `(`, `)`, `/` and `.` becomes `_` (client-go `computeDiscoverCacheDir`), e.g.
+/// `https://127.0.0.1:6443` -> `127.0.0.1_6443`. A path in the URL makes sub-folders, as there.
+pub fn cache_dir_for(root: &Path, server: &str) -> PathBuf {
+    let schemeless = server.replacen("https://", "", 1).replacen("http://", "", 1);
+    let safe: String = schemeless
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_/.()".contains(c) {
+                c
+            } else {
+                '_'
             }
-            Err(err) => failures.push(DiscoveryFailure {
-                group_version,
-                message: crate::error::root_cause(&err),
-            }),
+        })
+        .collect();
+    // Go's filepath.Join cleans the result: empty and `.` segments vanish, `..` goes up.
+    let mut dir = root.join("discovery");
+    let mut depth = 0;
+    for segment in safe.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                if depth > 0 {
+                    dir.pop();
+                    depth -= 1;
+                }
+            }
+            name => {
+                dir.push(name);
+                depth += 1;
+            }
         }
     }
-    failures.sort_by(|a, b| a.group_version.cmp(&b.group_version));
-    let kinds = groups.iter().flat_map(choose_kinds).collect();
-    Ok(Catalog::new(kinds, failures, DiscoverySource::PerGroup))
+    dir
+}
+
+/// kubectl's discovery cache for one server: `servergroups.json` (an `APIGroupList`, the core
+/// group first) and `GROUP/VERSION/serverresources.json` (`v1/...` for core; an
+/// `APIResourceList`), JSON, written atomically (temporary file, then rename) with mode 0660 in
+/// folders of mode 0750, each file fresh for [`CACHE_TTL`] after it was written.
+#[derive(Debug, Clone)]
+pub struct DiskCache {
+    dir: PathBuf,
+    ttl: Duration,
+}
+
+impl DiskCache {
+    /// The cache for `server` under a cache root (`--cache-dir`).
+    pub fn for_server(root: &Path, server: &str) -> Self {
+        Self {
+            dir: cache_dir_for(root, server),
+            ttl: CACHE_TTL,
+        }
+    }
+
+    /// The server's cache folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn groups_path(&self) -> PathBuf {
+        self.dir.join("servergroups.json")
+    }
+
+    fn resources_path(&self, group_version: &str) -> PathBuf {
+        let mut path = self.dir.clone();
+        path.extend(group_version.split('/'));
+        path.join("serverresources.json")
+    }
+
+    /// A cache file, when it exists, is fresh and parses.
+    fn read_fresh<T: serde::de::DeserializeOwned>(&self, path: &Path) -> Option<T> {
+        let file = std::fs::File::open(path).ok()?;
+        let written = file.metadata().ok()?.modified().ok()?;
+        if SystemTime::now() > written + self.ttl {
+            tracing::debug!("discovery cache {} expired", path.display());
+            return None;
+        }
+        serde_json::from_reader(std::io::BufReader::new(file))
+            .map_err(|err| tracing::debug!("discovery cache {} unreadable: {err}", path.display()))
+            .ok()
+    }
+
+    /// The cached group list, if fresh.
+    pub fn groups(&self) -> Option<APIGroupList> {
+        self.read_fresh(&self.groups_path())
+    }
+
+    /// The cached resources of a group version, if fresh.
+    pub fn resources(&self, group_version: &str) -> Option<APIResourceList> {
+        self.read_fresh(&self.resources_path(group_version))
+    }
+
+    /// Writes what discovery found, as client-go does: the group list and every group version
+    /// that answered with resources (none for a failed or empty one).
+    pub fn write(&self, lists: &ServerLists) -> std::io::Result<()> {
+        for (group_version, answer) in &lists.resources {
+            if let Ok(list) = answer {
+                self.write_resources(group_version, list)?;
+            }
+        }
+        if !lists.groups.groups.is_empty() {
+            write_atomically(&self.groups_path(), &serde_json::to_vec(&lists.groups)?)?;
+        }
+        Ok(())
+    }
+
+    /// Writes one group version's resources (unless there are none).
+    pub fn write_resources(&self, group_version: &str, list: &APIResourceList) -> std::io::Result<()> {
+        if list.resources.is_empty() {
+            return Ok(());
+        }
+        write_atomically(&self.resources_path(group_version), &serde_json::to_vec(list)?)
+    }
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o750);
+    builder.create(dir)?;
+    let nanos = SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("cache");
+    let temporary = dir.join(format!("{name}.{}{nanos}", std::process::id()));
+    let written = std::fs::write(&temporary, bytes).and_then(|()| {
+        #[cfg(unix)]
+        std::fs::set_permissions(&temporary, std::os::unix::fs::PermissionsExt::from_mode(0o660))?;
+        std::fs::rename(&temporary, path)
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    written
+}
+
+/// How far discovery may rely on the disk cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CacheUse {
+    /// Ask the server, then refresh the cache: for what plans deletions or changes (`prune`,
+    /// `orphans`, `unstick`), where a stale catalog could hide the members of a kind.
+    #[default]
+    Refresh,
+    /// Fresh cache files, once the server's group list (`/api`, `/apis`) matches them and every
+    /// CRD it has is in them (`list`, `graph`, `stuck`); anything else asks the server.
+    Revalidate,
+    /// Fresh cache files as kubectl trusts them (completion).
+    Trust,
+}
+
+/// Discovers through kubectl's disk cache (`None`: no cache at all). Group versions the cache
+/// lacks are asked for and added to it; a missing or stale group list, or a failed
+/// revalidation, means full discovery, which rewrites the cache.
+pub async fn discover_cached(
+    client: &Client,
+    cache: Option<&DiskCache>,
+    usage: CacheUse,
+) -> Result<Catalog, kube::Error> {
+    let Some(cache) = cache else {
+        return discover(client).await;
+    };
+    if usage != CacheUse::Refresh {
+        if let Some(catalog) = from_cache(client, cache, usage).await {
+            return Ok(catalog);
+        }
+    }
+    let (lists, source) = read_lists(client).await?;
+    if let Err(err) = cache.write(&lists) {
+        tracing::debug!("could not write the discovery cache {}: {err}", cache.dir().display());
+    }
+    Ok(lists.catalog(source))
+}
+
+async fn from_cache(client: &Client, cache: &DiskCache, usage: CacheUse) -> Option<Catalog> {
+    let groups = cache.groups()?;
+    let mut lists = ServerLists {
+        groups,
+        resources: Vec::new(),
+    };
+    let mut missing = Vec::new();
+    for group_version in lists.group_versions() {
+        match cache.resources(&group_version) {
+            Some(list) => lists.resources.push((group_version, Ok(list))),
+            None => missing.push(group_version),
+        }
+    }
+    if !missing.is_empty() {
+        tracing::debug!("discovery cache lacks {}; asking the server", missing.join(", "));
+        let attempts = if usage == CacheUse::Trust { 1 } else { 2 };
+        let fetched = read_all_resources(client, missing, attempts).await;
+        for (group_version, answer) in &fetched {
+            if let Ok(list) = answer {
+                let _ = cache.write_resources(group_version, list);
+            }
+        }
+        lists.resources.extend(fetched);
+    }
+    let catalog = lists.catalog(DiscoverySource::DiskCache);
+    if usage == CacheUse::Revalidate && !still_current(client, &lists.groups, &catalog).await {
+        return None;
+    }
+    tracing::debug!("discovery from the cache in {}", cache.dir().display());
+    Some(catalog)
+}
+
+/// Whether a cached catalog still describes the server: the same groups, versions and preferred
+/// versions, and every CRD's kind in it. Any error counts as "no".
+async fn still_current(client: &Client, cached: &APIGroupList, catalog: &Catalog) -> bool {
+    let (live, crds) = futures::join!(read_groups(client, 2), crd_names(client, catalog));
+    let (Ok(live), Ok(crds)) = (live, crds) else {
+        tracing::debug!("discovery cache not revalidated: the server did not answer");
+        return false;
+    };
+    if group_summary(&live) != group_summary(cached) {
+        tracing::debug!("discovery cache is stale: the server's groups or versions changed");
+        return false;
+    }
+    let served: HashSet<(&str, &str)> = catalog
+        .kinds()
+        .iter()
+        .map(|k| (k.plural.as_str(), k.group.as_str()))
+        .collect();
+    let unknown: Vec<&String> = crds
+        .iter()
+        .filter(|name| {
+            let (plural, group) = name.split_once('.').unwrap_or((name.as_str(), ""));
+            !served.contains(&(plural, group))
+        })
+        .collect();
+    if !unknown.is_empty() {
+        tracing::debug!("discovery cache is stale: it lacks the CRDs {unknown:?}");
+        return false;
+    }
+    true
+}
+
+type GroupSummary = Vec<(String, Vec<String>, Option<String>)>;
+
+fn group_summary(groups: &APIGroupList) -> GroupSummary {
+    let mut summary: GroupSummary = groups
+        .groups
+        .iter()
+        .map(|g| {
+            let mut versions: Vec<String> = g.versions.iter().map(|v| v.group_version.clone()).collect();
+            versions.sort();
+            (
+                g.name.clone(),
+                versions,
+                g.preferred_version.as_ref().map(|v| v.group_version.clone()),
+            )
+        })
+        .collect();
+    summary.sort();
+    summary
+}
+
+/// The names (`plural.group`) of every CRD, read as metadata only.
+async fn crd_names(client: &Client, catalog: &Catalog) -> Result<Vec<String>, kube::Error> {
+    let Some(kind) = catalog.get("apiextensions.k8s.io", "CustomResourceDefinition") else {
+        return Ok(Vec::new());
+    };
+    let api = crate::collect::api_for(client, kind, None);
+    let mut params = kube::api::ListParams::default().limit(500);
+    let mut names = Vec::new();
+    loop {
+        let page = with_attempts("list CRDs", 2, || api.list_metadata(&params)).await?;
+        names.extend(page.items.into_iter().filter_map(|crd| crd.metadata.name));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params.continue_token = Some(token),
+            _ => return Ok(names),
+        }
+    }
 }
 
 fn group_version(group: &str, version: &str) -> String {
@@ -469,18 +925,142 @@ mod tests {
             ]
         }))
         .unwrap();
-        let (apps, none) = served_group_from_aggregated(&answer.items[0]);
-        assert!(none.is_empty());
-        let kinds = choose_kinds(&apps);
-        assert_eq!(kinds.len(), 1);
+        let lists = lists_from_aggregated(answer.items.iter());
+        let catalog = lists.catalog(DiscoverySource::Aggregated);
+        assert_eq!(catalog.kinds().len(), 1);
+        let deployment = &catalog.kinds()[0];
         assert_eq!(
-            (kinds[0].kind.as_str(), kinds[0].version.as_str(), kinds[0].namespaced),
+            (
+                deployment.kind.as_str(),
+                deployment.version.as_str(),
+                deployment.namespaced
+            ),
             ("Deployment", "v1", true)
         );
-        assert_eq!(kinds[0].short_names, vec!["deploy"]);
-        let (_, stale) = served_group_from_aggregated(&answer.items[1]);
-        assert_eq!(stale.len(), 1);
-        assert_eq!(stale[0].group_version, "metrics.k8s.io/v1beta1");
+        assert_eq!(deployment.short_names, vec!["deploy"]);
+        assert_eq!(catalog.failures.len(), 1);
+        assert_eq!(catalog.failures[0].group_version, "metrics.k8s.io/v1beta1");
+        // What kubectl's cache holds for it: the subresource as `deployments/status`.
+        let apps = lists.resources[0].1.as_ref().unwrap();
+        let names: Vec<&str> = apps.resources.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["deployments", "deployments/status"]);
+        assert_eq!(
+            lists.groups.groups[0].preferred_version.as_ref().unwrap().group_version,
+            "apps/v1"
+        );
+    }
+
+    #[test]
+    fn cache_folders_are_named_as_kubectl_names_them() {
+        let root = Path::new("/home/u/.kube/cache");
+        for (server, folder) in [
+            ("https://127.0.0.1:6443", "127.0.0.1_6443"),
+            ("http://localhost:8080", "localhost_8080"),
+            ("https://[::1]:6443", "___1__6443"),
+            (
+                "https://rancher.example.com/k8s/clusters/c-m-x1",
+                "rancher.example.com/k8s/clusters/c_m_x1",
+            ),
+            ("https://api.example.com:443/", "api.example.com_443"),
+        ] {
+            assert_eq!(
+                cache_dir_for(root, server),
+                root.join("discovery").join(folder),
+                "{server}"
+            );
+        }
+    }
+
+    fn lists() -> ServerLists {
+        let group = |name: &str, version: &str| APIGroup {
+            name: name.into(),
+            preferred_version: Some(GroupVersionForDiscovery {
+                group_version: group_version(name, version),
+                version: version.into(),
+            }),
+            versions: vec![GroupVersionForDiscovery {
+                group_version: group_version(name, version),
+                version: version.into(),
+            }],
+            server_address_by_client_cidrs: None,
+        };
+        let resource = |name: &str, kind: &str| APIResource {
+            name: name.into(),
+            kind: kind.into(),
+            namespaced: true,
+            verbs: vec!["list".into()],
+            ..Default::default()
+        };
+        ServerLists {
+            groups: APIGroupList {
+                groups: vec![group("", "v1"), group("apps", "v1"), group("metrics.k8s.io", "v1beta1")],
+            },
+            resources: vec![
+                (
+                    "v1".into(),
+                    Ok(APIResourceList {
+                        group_version: "v1".into(),
+                        resources: vec![resource("configmaps", "ConfigMap")],
+                    }),
+                ),
+                (
+                    "apps/v1".into(),
+                    Ok(APIResourceList {
+                        group_version: "apps/v1".into(),
+                        resources: vec![resource("deployments", "Deployment")],
+                    }),
+                ),
+                (
+                    "metrics.k8s.io/v1beta1".into(),
+                    Err(DiscoveryFailure {
+                        group_version: "metrics.k8s.io/v1beta1".into(),
+                        message: "503".into(),
+                    }),
+                ),
+            ],
+        }
+    }
+
+    #[test]
+    fn the_cache_is_written_and_read_in_kubectls_layout() {
+        let root = std::env::temp_dir().join(format!("discovery-cache-{}", std::process::id()));
+        let cache = DiskCache::for_server(&root, "https://127.0.0.1:6443");
+        cache.write(&lists()).unwrap();
+        let dir = root.join("discovery/127.0.0.1_6443");
+        let groups: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("servergroups.json")).unwrap()).unwrap();
+        assert_eq!(groups["kind"], "APIGroupList");
+        assert_eq!(groups["apiVersion"], "v1");
+        assert_eq!(groups["groups"][0]["name"], "");
+        let core: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("v1/serverresources.json")).unwrap()).unwrap();
+        assert_eq!(core["kind"], "APIResourceList");
+        assert_eq!(core["groupVersion"], "v1");
+        assert_eq!(core["resources"][0]["singularName"], "");
+        assert!(dir.join("apps/v1/serverresources.json").is_file());
+        assert!(
+            !dir.join("metrics.k8s.io").exists(),
+            "a failed group version is not cached"
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&dir.join("servergroups.json")), 0o660);
+            assert_eq!(mode(&dir.join("apps/v1")), 0o750);
+        }
+        assert_eq!(cache.groups().unwrap().groups.len(), 3);
+        assert_eq!(cache.resources("apps/v1").unwrap().resources[0].kind, "Deployment");
+        assert!(cache.resources("metrics.k8s.io/v1beta1").is_none());
+
+        // Past the TTL, a file is not used.
+        let old = DiskCache {
+            ttl: Duration::ZERO,
+            ..cache.clone()
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(old.groups().is_none());
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]
@@ -511,7 +1091,24 @@ mod tests {
             );
         }
         assert!(catalog.resolve("deployments.extensions").is_none());
-        deploy.kind = "Other".into();
-        assert!(catalog.get("apps", "Deployment").is_some());
+        assert!(catalog.resolve("deployment.v2.apps").is_none(), "a version not served");
+        assert!(catalog.resolve("deploys").is_none());
+        // By (group, kind): the group is part of the identity.
+        assert_eq!(
+            catalog.get("apps", "Deployment").map(|k| k.plural.as_str()),
+            Some("deployments")
+        );
+        assert!(catalog.get("", "Deployment").is_none());
+        assert!(catalog.get("extensions", "Deployment").is_none());
+        // A catalog of two groups with the same kind resolves the group it is told.
+        let apps = deploy.clone();
+        deploy.group = "example.com".into();
+        deploy.version = "v1alpha1".into();
+        let both = Catalog::new(vec![apps, deploy], vec![], DiscoverySource::PerGroup);
+        assert_eq!(
+            both.resolve("deployments.example.com").map(|k| k.group.as_str()),
+            Some("example.com")
+        );
+        assert_eq!(both.resolve("deployments.apps").map(|k| k.group.as_str()), Some("apps"));
     }
 }

@@ -41,7 +41,7 @@ pub struct Target {
 }
 
 /// How dependents of a deleted object are garbage-collected (`--cascade`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Cascade {
     /// Dependents are deleted in the background (default).
     #[default]
@@ -83,6 +83,8 @@ pub enum Change {
     Failed,
     /// It is gone (the wave's wait saw it go).
     Gone,
+    /// The re-check before its wave found it changed: it was not deleted (see the reason).
+    Dropped,
 }
 
 /// One event of the execution, for progress and `-o json` lines.
@@ -107,6 +109,9 @@ pub struct Event {
     /// Error message, for failures.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Why it was dropped, for drops.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl Event {
@@ -120,7 +125,45 @@ impl Event {
             name: target.id.name.clone(),
             uid: target.uid.clone(),
             error,
+            reason: None,
         }
+    }
+
+    /// A target dropped by the re-check, with the reason.
+    pub fn dropped(wave: usize, target: &Target, reason: &str) -> Self {
+        Self {
+            reason: Some(reason.to_string()),
+            ..Self::new(wave, Change::Dropped, target, None)
+        }
+    }
+}
+
+/// A wave after its re-check: what is still to delete, and what was dropped (with why).
+#[derive(Debug, Clone, Default)]
+pub struct CheckedWave {
+    /// Still to delete.
+    pub targets: Vec<Target>,
+    /// Dropped, each with the reason.
+    pub dropped: Vec<(Target, String)>,
+}
+
+/// Runs before each wave's deletes: re-checks the wave against the cluster and prepares it.
+pub trait WaveGuard: Send {
+    /// Checks (and prepares) one wave; `wave` is 1-based.
+    fn before_wave(&mut self, wave: usize, targets: Vec<Target>) -> futures::future::BoxFuture<'_, CheckedWave>;
+}
+
+/// No re-check: every wave runs as planned.
+pub struct Unchecked;
+
+impl WaveGuard for Unchecked {
+    fn before_wave(&mut self, _wave: usize, targets: Vec<Target>) -> futures::future::BoxFuture<'_, CheckedWave> {
+        Box::pin(async move {
+            CheckedWave {
+                targets,
+                dropped: Vec::new(),
+            }
+        })
     }
 }
 
@@ -171,16 +214,25 @@ pub trait Observer {
     fn wave_done(&mut self, wave: usize, elapsed: Duration);
 }
 
-/// Deletes the waves in order.
+/// Deletes the waves in order; `guard` re-checks each wave just before its deletes.
 pub async fn execute(
     client: &Client,
     waves: &[Vec<Target>],
     options: &ExecOptions,
     cancel: watch::Receiver<bool>,
     observer: &mut dyn Observer,
+    guard: &mut dyn WaveGuard,
 ) -> Outcome {
-    for (index, wave) in waves.iter().enumerate() {
+    for (index, planned) in waves.iter().enumerate() {
         let number = index + 1;
+        if *cancel.borrow() {
+            return Outcome::Interrupted { wave: number };
+        }
+        let checked = guard.before_wave(number, planned.clone()).await;
+        for (target, reason) in &checked.dropped {
+            observer.event(&Event::dropped(number, target, reason));
+        }
+        let wave = &checked.targets;
         if *cancel.borrow() {
             return Outcome::Interrupted { wave: number };
         }

@@ -12,7 +12,8 @@ use serde_json::{json, Value};
 
 use crate::collect::api_for;
 use crate::discovery::KindInfo;
-use crate::error::{api_status, root_cause};
+use crate::error::{api_status, is_not_found, root_cause};
+use crate::retry::with_retries;
 
 /// Which finalizers to remove.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,12 +42,7 @@ impl FinalizerChange {
     pub fn plan(object: &DynamicObject, is_namespace: bool, removal: &Removal) -> Self {
         let current = object.metadata.finalizers.clone().unwrap_or_default();
         let spec_current: Vec<String> = if is_namespace {
-            object
-                .data
-                .pointer("/spec/finalizers")
-                .and_then(Value::as_array)
-                .map(|f| f.iter().filter_map(Value::as_str).map(str::to_string).collect())
-                .unwrap_or_default()
+            string_list(object.data.pointer("/spec/finalizers"))
         } else {
             Vec::new()
         };
@@ -90,7 +86,7 @@ pub fn finalizer_patch(current: &[String], remaining: &[String]) -> Result<json_
 #[derive(Debug, thiserror::Error)]
 pub enum UnstickError {
     /// The finalizers (or the namespace) changed since they were read.
-    #[error("its finalizers changed since they were read (a controller is at work?); nothing was changed")]
+    #[error("its finalizers changed since they were read (a controller is at work?)")]
     Changed,
     /// Anything else.
     #[error("{0}")]
@@ -105,42 +101,145 @@ fn classify(err: &kube::Error) -> UnstickError {
     }
 }
 
+/// What was really changed on one object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// Finalizers removed from `metadata.finalizers`.
+    pub metadata_removed: Vec<String>,
+    /// Finalizers removed from a Namespace's `spec.finalizers`.
+    pub spec_removed: Vec<String>,
+    /// The object was gone when read again between the two steps.
+    pub gone: bool,
+}
+
+impl Applied {
+    /// Every finalizer removed.
+    pub fn removed(&self) -> Vec<String> {
+        let mut removed = self.metadata_removed.clone();
+        removed.extend(self.spec_removed.iter().cloned());
+        removed
+    }
+
+    /// What was done, in words: `removed a, b from metadata.finalizers; ...` or `nothing was changed`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.metadata_removed.is_empty() {
+            parts.push(format!(
+                "removed {} from metadata.finalizers",
+                self.metadata_removed.join(", ")
+            ));
+        }
+        if !self.spec_removed.is_empty() {
+            parts.push(format!("removed {} from spec.finalizers", self.spec_removed.join(", ")));
+        }
+        if self.gone {
+            parts.push("it is gone".to_string());
+        }
+        if parts.is_empty() {
+            "nothing was changed".to_string()
+        } else {
+            parts.join("; ")
+        }
+    }
+}
+
+/// A removal that stopped: what had been done before, and why it stopped.
+#[derive(Debug, thiserror::Error)]
+#[error("{error} ({})", done.describe())]
+pub struct Stopped {
+    /// What was changed before it stopped.
+    pub done: Applied,
+    /// Why it stopped.
+    pub error: UnstickError,
+}
+
+fn stopped(done: &Applied, error: UnstickError) -> Stopped {
+    Stopped {
+        done: done.clone(),
+        error,
+    }
+}
+
+fn string_list(value: Option<&Value>) -> Vec<String> {
+    value
+        .and_then(Value::as_array)
+        .map(|f| f.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
 /// Applies the change: the guarded JSON patch on `metadata.finalizers`, then, for a namespace,
-/// `PUT /finalize` with `spec.finalizers` reduced and the resourceVersion as read.
+/// `PUT /finalize` with `spec.finalizers` reduced. Between the two steps the namespace is read
+/// again (the patch changed its resourceVersion): if its UID or `spec.finalizers` changed
+/// meanwhile, the second step is not made. Returns exactly what was changed, also when it stops.
 pub async fn apply_change(
     client: &Client,
     kind: &KindInfo,
     object: &DynamicObject,
     change: &FinalizerChange,
     dry_run: bool,
-) -> Result<(), UnstickError> {
+) -> Result<Applied, Stopped> {
     let name = object.metadata.name.clone().unwrap_or_default();
     let api = api_for(client, kind, object.metadata.namespace.as_deref());
+    let mut done = Applied::default();
     if change.current != change.remaining {
-        let patch =
-            finalizer_patch(&change.current, &change.remaining).map_err(|e| UnstickError::Failed(e.to_string()))?;
+        let patch = finalizer_patch(&change.current, &change.remaining)
+            .map_err(|e| stopped(&done, UnstickError::Failed(e.to_string())))?;
         let params = PatchParams {
             dry_run,
             ..Default::default()
         };
         api.patch(&name, &params, &Patch::Json::<()>(patch))
             .await
-            .map_err(|err| classify(&err))?;
+            .map_err(|err| stopped(&done, classify(&err)))?;
+        done.metadata_removed = change
+            .current
+            .iter()
+            .filter(|f| !change.remaining.contains(f))
+            .cloned()
+            .collect();
     }
-    if change.spec_current != change.spec_remaining {
+    if change.spec_current == change.spec_remaining {
+        return Ok(done);
+    }
+    let mut body = if dry_run || done.metadata_removed.is_empty() {
+        // Nothing was written yet: the object as read, with its resourceVersion, is the guard.
         let mut body = object.clone();
         body.metadata.finalizers = Some(change.remaining.clone());
-        body.data["spec"]["finalizers"] = json!(change.spec_remaining);
-        let params = PostParams {
-            dry_run,
-            ..Default::default()
-        };
-        api.replace_subresource("finalize", &name, &params, &body)
-            .await
-            .map_err(|err| classify(&err))?;
+        body
+    } else {
+        match with_retries("get", || api.get(&name)).await {
+            Ok(fresh) => fresh,
+            Err(err) if is_not_found(&err) => {
+                done.gone = true;
+                return Ok(done);
+            }
+            Err(err) => return Err(stopped(&done, UnstickError::Failed(root_cause(&err)))),
+        }
+    };
+    if body.metadata.uid != object.metadata.uid
+        || string_list(body.data.pointer("/spec/finalizers")) != change.spec_current
+    {
+        return Err(stopped(&done, UnstickError::Changed));
     }
-    Ok(())
+    body.data["spec"]["finalizers"] = json!(change.spec_remaining);
+    let params = PostParams {
+        dry_run,
+        ..Default::default()
+    };
+    api.replace_subresource("finalize", &name, &params, &body)
+        .await
+        .map_err(|err| stopped(&done, classify(&err)))?;
+    done.spec_removed = change
+        .spec_current
+        .iter()
+        .filter(|f| !change.spec_remaining.contains(f))
+        .cloned()
+        .collect();
+    Ok(done)
 }
+
+/// The annotation where `kubectl apply` keeps a copy of the whole object.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Server-set fields dropped from a backup so that `kubectl apply -f` re-creates the object.
 const SERVER_FIELDS: &[&str] = &[
@@ -163,6 +262,11 @@ pub fn backup_manifest(object: &DynamicObject, kind: &KindInfo) -> Value {
         for field in SERVER_FIELDS {
             metadata.remove(*field);
         }
+        // A second, plaintext copy of the object (a Secret's data included) that re-creating
+        // it does not need.
+        if let Some(annotations) = metadata.get_mut("annotations").and_then(Value::as_object_mut) {
+            annotations.remove(LAST_APPLIED);
+        }
     }
     if let Some(fields) = value.as_object_mut() {
         fields.remove("status");
@@ -170,12 +274,79 @@ pub fn backup_manifest(object: &DynamicObject, kind: &KindInfo) -> Value {
     value
 }
 
-/// Writes one backup file per object (YAML, mode 0600) into `dir`; returns the paths.
+/// Creates this run's backup directory: `BASE/unstick-STAMP` (or `…-2`, `…-3`, … when taken),
+/// mode 0700, created exclusively: a run never writes into a directory that already existed, so
+/// no backup is ever overwritten. `BASE` is created (mode 0700) when missing.
+pub fn create_run_dir(base: &Path, stamp: &str) -> std::io::Result<PathBuf> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(base)?;
+    let mut exclusive = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        exclusive.mode(0o700);
+    }
+    for attempt in 1..=1000 {
+        let name = if attempt == 1 {
+            format!("unstick-{stamp}")
+        } else {
+            format!("unstick-{stamp}-{attempt}")
+        };
+        let dir = base.join(name);
+        match exclusive.create(&dir) {
+            Ok(()) => {
+                restrict(&dir, 0o700)?;
+                return Ok(dir);
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(err) => return Err(err),
+        }
+    }
+    Err(std::io::Error::other(format!(
+        "no free backup directory name under {}",
+        base.display()
+    )))
+}
+
+/// Sets exactly these permission bits (the umask may have taken some away; none are added
+/// beyond them).
+fn restrict(path: &Path, mode: u32) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    }
+    #[cfg(not(unix))]
+    let _ = (path, mode);
+    Ok(())
+}
+
+/// Creates a file that did not exist (never follows or truncates an existing one), mode 0600.
+fn create_exclusive(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let file = options.open(path)?;
+    restrict(path, 0o600)?;
+    Ok(file)
+}
+
+/// Writes one backup file per object (YAML, mode 0600, each created exclusively) into `dir`,
+/// which [`create_run_dir`] made for this run; returns the paths, in the objects' order.
 pub fn write_backups(
     dir: &Path,
     objects: &[(DynamicObject, std::sync::Arc<KindInfo>)],
 ) -> std::io::Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir)?;
     let mut written = Vec::new();
     for (object, kind) in objects {
         let namespace = object.metadata.namespace.as_deref().unwrap_or("_cluster");
@@ -185,20 +356,10 @@ pub fn write_backups(
         } else {
             kind.group.as_str()
         };
-        let path = dir.join(format!(
-            "{}.{group}_{namespace}_{name}.yaml",
-            kind.kind.to_ascii_lowercase()
-        ));
+        let stem = format!("{}.{group}_{namespace}_{name}", kind.kind.to_ascii_lowercase());
         let manifest = backup_manifest(object, kind);
         let text = serde_saphyr::to_string(&manifest).map_err(|e| std::io::Error::other(e.to_string()))?;
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        let mut file = options.open(&path)?;
+        let (path, mut file) = open_new_in(dir, &stem)?;
         writeln!(
             file,
             "# kubectl-stack backup of {} {namespace}/{name}, taken before removing finalizers.",
@@ -206,9 +367,27 @@ pub fn write_backups(
         )?;
         writeln!(file, "# Re-create with: kubectl apply -f {}", path.display())?;
         file.write_all(text.as_bytes())?;
+        file.sync_all()?;
         written.push(path);
     }
     Ok(written)
+}
+
+/// `DIR/STEM.yaml`, or `DIR/STEM-2.yaml`, … : the first name that does not exist yet.
+fn open_new_in(dir: &Path, stem: &str) -> std::io::Result<(PathBuf, std::fs::File)> {
+    for attempt in 1..=1000 {
+        let path = if attempt == 1 {
+            dir.join(format!("{stem}.yaml"))
+        } else {
+            dir.join(format!("{stem}-{attempt}.yaml"))
+        };
+        match create_exclusive(&path) {
+            Ok(file) => return Ok((path, file)),
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(err) => return Err(err),
+        }
+    }
+    Err(std::io::Error::other(format!("no free backup file name for {stem}")))
 }
 
 #[cfg(test)]
@@ -277,18 +456,27 @@ mod tests {
         assert!(manifest["metadata"].get("deletionTimestamp").is_none());
         assert!(manifest.get("status").is_none());
         assert_eq!(manifest["metadata"]["finalizers"], json!(["a"]));
-        let dir = std::env::temp_dir().join(format!("stack-backup-test-{}", std::process::id()));
-        let written = write_backups(&dir, &[(object(&["a"], None), std::sync::Arc::new(kind))]).unwrap();
+        let base = std::env::temp_dir().join(format!("stack-backup-test-{}", std::process::id()));
+        let dir = create_run_dir(&base, "20260101T000000Z").unwrap();
+        let again = create_run_dir(&base, "20260101T000000Z").unwrap();
+        assert_ne!(dir, again, "a second run gets a new directory");
+        let kind = std::sync::Arc::new(kind);
+        let pair = (object(&["a"], None), kind);
+        let written = write_backups(&dir, &[pair.clone(), pair]).unwrap();
+        assert_eq!(written.len(), 2);
+        assert_ne!(
+            written[0], written[1],
+            "the same object twice is written twice, never over itself"
+        );
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            assert_eq!(
-                std::fs::metadata(&written[0]).unwrap().permissions().mode() & 0o777,
-                0o600
-            );
+            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&written[0]), 0o600);
+            assert_eq!(mode(&dir), 0o700);
         }
         let text = std::fs::read_to_string(&written[0]).unwrap();
         assert!(text.contains("kind: Namespace"), "{text}");
-        let _ = std::fs::remove_dir_all(dir);
+        let _ = std::fs::remove_dir_all(base);
     }
 }

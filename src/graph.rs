@@ -596,7 +596,7 @@ pub(crate) fn object_meta(input: &NodeInput) -> kube::core::ObjectMeta {
 }
 
 /// The tracker identity an object stands for when it is a tracking object itself.
-fn owner_mark(input: &NodeInput) -> Option<(Preset, MarkValue)> {
+pub fn owner_mark(input: &NodeInput) -> Option<(Preset, MarkValue)> {
     let named = |preset| {
         Some((
             preset,
@@ -657,13 +657,17 @@ fn memberships(inputs: &[NodeInput]) -> Vec<Membership> {
     for (member, input) in inputs.iter().enumerate() {
         for mark in marks(&object_meta(input)) {
             let exact = owners.get(&(mark.preset, mark.value.clone()));
-            // A mark that records no namespace (kpt, ApplySet, Argo CD) names its owner by name alone.
+            // A mark that records no namespace (kpt, ApplySet, Argo CD) names its owner by name
+            // alone; when owners of that name live in several namespaces it is ambiguous and
+            // hangs under none of them.
             let owner = exact.or_else(|| {
                 mark.value.namespace.is_none().then(|| {
-                    owners
+                    let mut candidates = owners
                         .iter()
-                        .find(|((p, v), _)| *p == mark.preset && v.name == mark.value.name)
-                        .map(|(_, i)| i)
+                        .filter(|((p, v), _)| *p == mark.preset && v.name == mark.value.name)
+                        .map(|(_, i)| i);
+                    let first = candidates.next();
+                    candidates.next().is_none().then_some(first).flatten()
                 })?
             });
             if let Some(&owner) = owner {

@@ -1,5 +1,7 @@
 //! Live inventories: what a tool recorded as applied (Flux Kustomization status, cli-utils/kpt
-//! inventory objects, Helm release Secrets, kubectl ApplySet parents), as a desired set.
+//! inventory objects, Helm release Secrets, kubectl ApplySet parents). A record is the tool's
+//! *previous* set: its garbage collector deletes only what is in it and not in the new desired
+//! set, so a record bounds the orphans and never adds to them ([`crate::classify::Recorded`]).
 
 use std::collections::HashSet;
 use std::io::Read;
@@ -8,7 +10,7 @@ use base64::Engine;
 use kube::api::{DynamicObject, ListParams};
 use serde_json::Value;
 
-use crate::classify::Desired;
+use crate::classify::Recorded;
 use crate::commands::Session;
 use crate::desired::{DesiredSet, Origin, Scopes};
 use crate::discovery::KindInfo;
@@ -33,7 +35,7 @@ pub enum InventoryRef {
         /// Inventory id.
         id: String,
     },
-    /// Helm release `NAME[.NAMESPACE]`: its latest release Secret.
+    /// Helm release `NAME[.NAMESPACE]`: its last deployed release Secret.
     Helm {
         /// Release name.
         name: String,
@@ -82,22 +84,25 @@ fn split_name(value: &str) -> (String, Option<String>) {
     }
 }
 
-/// A loaded inventory: what is desired, and the tracker that selects the stack's objects.
+/// A loaded inventory: what the tool recorded, and the tracker that selects the stack's objects.
 pub struct Inventory {
-    /// What is desired.
-    pub desired: Desired,
+    /// What the tool recorded as applied last.
+    pub recorded: Recorded,
     /// The tracker for the inventory's own stack.
     pub tracker: Tracker,
 }
 
-/// Reads a live inventory.
+/// Reads a live inventory the user named; a stack that keeps no record is an error.
 pub async fn load(reference: &InventoryRef, session: &Session) -> Result<Inventory, UserError> {
     match reference {
         InventoryRef::Flux { name, namespace } => {
             let namespace = namespace
                 .clone()
                 .unwrap_or_else(|| session.connection.namespace.clone());
-            load_flux(session, name, &namespace).await
+            load_flux(session, name, &namespace).await?.ok_or_else(|| {
+                UserError::failed(format!("Kustomization {namespace}/{name} has no status.inventory"))
+                    .hint("Flux records an inventory once a reconciliation succeeded; compare with -f/-k and --tracker instead")
+            })
         }
         InventoryRef::Kpt { id } => load_kpt(session, id).await,
         InventoryRef::Helm { name, namespace } => {
@@ -139,15 +144,60 @@ async fn get_object(
     })
 }
 
-async fn load_flux(session: &Session, name: &str, namespace: &str) -> Result<Inventory, UserError> {
+/// The record of the stack a `--tracker` names, when its tool keeps one it can be read from
+/// (Flux `status.inventory`, a Helm release, a cli-utils/kpt inventory, an ApplySet parent
+/// given by name). `None` when the tool
+/// keeps none for it: then its labels alone say what it tracks (and the caller says so).
+pub async fn load_for_tracker(tracker: &Tracker, session: &Session) -> Result<Option<Inventory>, UserError> {
+    let Some(value) = tracker.value.as_ref() else {
+        return Ok(None);
+    };
+    let namespace = value
+        .namespace
+        .clone()
+        .unwrap_or_else(|| session.connection.namespace.clone());
+    let found = match tracker.preset {
+        Preset::Flux
+            if session
+                .catalog
+                .get("kustomize.toolkit.fluxcd.io", "Kustomization")
+                .is_some() =>
+        {
+            load_flux(session, &value.name, &namespace).await
+        }
+        Preset::Helm => load_helm(session, &value.name, &namespace).await.map(Some),
+        Preset::Kpt => load_kpt(session, &value.name).await.map(Some),
+        // A parent given by name (not by its id): kubectl's own prune reads that parent.
+        Preset::ApplySet if !value.name.starts_with("applyset-") => load_applyset(session, &value.name).await.map(Some),
+        _ => return Ok(None),
+    };
+    match found {
+        Ok(found) => Ok(found),
+        // The stack keeps no record under that name (no Kustomization, no release Secret, no
+        // inventory object): not an error, the labels are all there is.
+        Err(err) if err.message.contains("not found") || err.message.starts_with("no ") => {
+            tracing::debug!("no record for {}: {}", tracker.preset.name(), err.message);
+            Ok(None)
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// Flux v2 (fluxcd/kustomize-controller `internal/controller/kustomization_controller.go`:
+/// `staleObjects := inventory.Diff(oldInventory, newInventory)`, then `prune`): the objects
+/// deleted are those of the previous `status.inventory` that the new inventory lacks.
+/// `None` when the Kustomization records none.
+async fn load_flux(session: &Session, name: &str, namespace: &str) -> Result<Option<Inventory>, UserError> {
     let kind = served(session, "kustomize.toolkit.fluxcd.io", "Kustomization")?;
     let object = get_object(session, kind, Some(namespace), name).await?;
-    let entries = object
+    let Some(entries) = object
         .data
         .pointer("/status/inventory/entries")
         .and_then(Value::as_array)
         .cloned()
-        .unwrap_or_default();
+    else {
+        return Ok(None);
+    };
     let mut ids = Vec::new();
     for entry in entries {
         let id = entry.get("id").and_then(Value::as_str).unwrap_or_default();
@@ -157,9 +207,11 @@ async fn load_flux(session: &Session, name: &str, namespace: &str) -> Result<Inv
             ))
         })?);
     }
-    let origin = Origin::Inventory(format!("Kustomization {namespace}/{name}"));
-    Ok(Inventory {
-        desired: Desired::Set(DesiredSet::from_ids(ids, origin)),
+    Ok(Some(Inventory {
+        recorded: Recorded::Ids {
+            ids: ids.into_iter().collect(),
+            inventory: format!("the inventory of Kustomization {namespace}/{name}"),
+        },
         tracker: Tracker {
             preset: Preset::Flux,
             value: Some(MarkValue {
@@ -167,9 +219,12 @@ async fn load_flux(session: &Session, name: &str, namespace: &str) -> Result<Inv
                 namespace: Some(namespace.to_string()),
             }),
         },
-    })
+    }))
 }
 
+/// cli-utils/kpt (kubernetes-sigs/cli-utils `pkg/apply/prune/prune.go`, `pkg/inventory/policy.go`):
+/// prune candidates are the inventory's objects missing from the new set, and only those whose
+/// `config.k8s.io/owning-inventory` is this inventory (the `--tracker kpt=ID` selection).
 async fn load_kpt(session: &Session, id: &str) -> Result<Inventory, UserError> {
     let selector = format!("cli-utils.sigs.k8s.io/inventory-id={id}");
     let mut ids = Vec::new();
@@ -206,7 +261,10 @@ async fn load_kpt(session: &Session, id: &str) -> Result<Inventory, UserError> {
             .hint("check the id (`kubectl get cm -A -l cli-utils.sigs.k8s.io/inventory-id`)"));
     }
     Ok(Inventory {
-        desired: Desired::Set(DesiredSet::from_ids(ids, Origin::Inventory(format!("inventory {id}")))),
+        recorded: Recorded::Ids {
+            ids: ids.into_iter().collect(),
+            inventory: format!("inventory {id}"),
+        },
         tracker: Tracker {
             preset: Preset::Kpt,
             value: Some(MarkValue {
@@ -223,6 +281,10 @@ async fn list_labelled(session: &Session, kind: &KindInfo, selector: &str) -> Re
         .map_err(|err| session.connection.explain(&err))
 }
 
+/// Helm v3 (helm/helm `pkg/action/upgrade.go`, `pkg/storage/storage.go` `Deployed`): an upgrade
+/// deletes what the last *deployed* revision's manifest has and the new one lacks; a pending or
+/// failed revision above it is not the current release (a rollback needs the deployed objects).
+/// Hooks are kept out of the manifest, so they are never in the record.
 async fn load_helm(session: &Session, release: &str, namespace: &str) -> Result<Inventory, UserError> {
     let secrets = served(session, "", "Secret")?;
     let api = crate::collect::api_for(&session.connection.client, secrets, Some(namespace));
@@ -232,19 +294,27 @@ async fn load_helm(session: &Session, release: &str, namespace: &str) -> Result<
     let list = with_retries("list helm releases", || api.list(&params))
         .await
         .map_err(|err| session.connection.explain(&err))?;
-    let latest = list
+    let revisions: Vec<(u64, String, DynamicObject)> = list
         .items
         .into_iter()
         .filter_map(|s| {
-            let version = s.metadata.labels.as_ref()?.get("version")?.parse::<u64>().ok()?;
-            Some((version, s))
+            let labels = s.metadata.labels.as_ref()?;
+            let version = labels.get("version")?.parse::<u64>().ok()?;
+            let status = labels.get("status").cloned().unwrap_or_default();
+            Some((version, status, s))
         })
-        .max_by_key(|(version, _)| *version);
-    let Some((version, secret)) = latest else {
+        .collect();
+    if revisions.is_empty() {
         return Err(
             UserError::failed(format!("no release Secret for Helm release {namespace}/{release}"))
                 .hint("Helm keeps sh.helm.release.v1.<name>.v<revision> Secrets in the release namespace"),
         );
+    }
+    let Some((version, secret)) = last_deployed(revisions) else {
+        return Err(UserError::refused(format!(
+            "Helm release {namespace}/{release} has no deployed revision: Helm itself would not upgrade or prune it"
+        ))
+        .hint("see `helm history`; roll back or finish the pending operation first"));
     };
     let manifest = helm_manifest(&secret).map_err(|why| {
         UserError::failed(format!(
@@ -253,9 +323,13 @@ async fn load_helm(session: &Session, release: &str, namespace: &str) -> Result<
     })?;
     let manifests = parse_text(&manifest, &format!("helm release {namespace}/{release} v{version}"))?;
     let scopes = Scopes::new(Some(&session.catalog), &manifests);
-    let origin = Origin::Inventory(format!("Helm release {namespace}/{release} v{version}"));
+    let record = format!("Helm release {namespace}/{release} v{version}");
+    let set = DesiredSet::from_manifests(&manifests, &scopes, namespace, Origin::Inventory(record.clone()));
     Ok(Inventory {
-        desired: Desired::Set(DesiredSet::from_manifests(&manifests, &scopes, namespace, origin)),
+        recorded: Recorded::Ids {
+            ids: set.ids,
+            inventory: record,
+        },
         tracker: Tracker {
             preset: Preset::Helm,
             value: Some(MarkValue {
@@ -264,6 +338,15 @@ async fn load_helm(session: &Session, release: &str, namespace: &str) -> Result<
             }),
         },
     })
+}
+
+/// The highest revision whose status is `deployed`, with its Secret.
+fn last_deployed<T>(revisions: Vec<(u64, String, T)>) -> Option<(u64, T)> {
+    revisions
+        .into_iter()
+        .filter(|(_, status, _)| status == "deployed")
+        .max_by_key(|(version, _, _)| *version)
+        .map(|(version, _, secret)| (version, secret))
 }
 
 /// The `manifest` of a Helm release Secret: `data.release` is base64 (the API's) of base64
@@ -298,6 +381,9 @@ pub fn helm_manifest(secret: &DynamicObject) -> Result<String, String> {
         .to_string())
 }
 
+/// kubectl ApplySet (kubernetes/kubectl `pkg/cmd/apply/applyset_pruner.go`
+/// `FindAllObjectsToPrune`): kubectl lists members of the parent's `contains-group-kinds` in the
+/// parent's namespace and its `additional-namespaces`, and prunes those not applied this time.
 async fn load_applyset(session: &Session, parent: &str) -> Result<Inventory, UserError> {
     let (resource, name) = parent.split_once('/').unwrap_or(("secrets", parent));
     let kind = session
@@ -327,11 +413,21 @@ async fn load_applyset(session: &Session, parent: &str) -> Result<Inventory, Use
         .as_ref()
         .and_then(|l| l.get("applyset.kubernetes.io/id").cloned())
         .unwrap_or_else(|| applyset_id(name, namespace.unwrap_or(""), &kind.kind, &kind.group));
-    let parent_name = format!("ApplySet parent {}/{name}", kind.kind_with_group());
+    let namespaces: HashSet<String> = annotations
+        .get("applyset.kubernetes.io/additional-namespaces")
+        .map(String::as_str)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|ns| !ns.is_empty())
+        .chain(namespace)
+        .map(str::to_string)
+        .collect();
     Ok(Inventory {
-        desired: Desired::GroupKinds {
+        recorded: Recorded::ApplySet {
             kinds,
-            parent: parent_name,
+            namespaces,
+            inventory: format!("ApplySet parent {}/{name}", kind.kind_with_group()),
         },
         tracker: Tracker {
             preset: Preset::ApplySet,
@@ -370,6 +466,17 @@ mod tests {
         );
         assert!(InventoryRef::parse("flux").is_err());
         assert!(InventoryRef::parse("argo=x").is_err());
+    }
+
+    #[test]
+    fn the_current_helm_release_is_the_last_deployed_revision() {
+        let revisions = vec![
+            (1, "superseded".to_string(), "v1"),
+            (2, "deployed".to_string(), "v2"),
+            (3, "pending-upgrade".to_string(), "v3"),
+        ];
+        assert_eq!(last_deployed(revisions), Some((2, "v2")));
+        assert_eq!(last_deployed(vec![(1, "failed".to_string(), "v1")]), None);
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //!
 //! The data flows through small modules: [`client`] (kubeconfig) -> [`discovery`] -> [`collect`]
 //! (metadata lists) -> [`trackers`] (who tracks what, keep markers) -> [`manifest`], [`desired`]
-//! and [`inventory`] (what should exist) -> [`classify`] (orphans) -> [`graph`] (with [`infer`]:
-//! the edges nobody declared) -> [`plan`] (waves) -> [`execute`] (delete, wait) -> [`render`] and
-//! [`graph_output`]. [`stuck`] and
+//! and [`inventory`] (what should exist) -> [`classify`] (orphans, by each tool's rules in [`policy`]) -> [`graph`]
+//! (with [`infer`]: the edges nobody declared) -> [`plan`]
+//! (waves; [`teardown`] decides what a prune takes, applying [`safeguards`]) -> [`execute`]
+//! (delete, wait; [`recheck`] before every wave, [`suspend`] around Flux objects) -> [`render`],
+//! [`graph_output`] and [`prune_report`]. [`stuck`] and
 //! [`finalize`] are the break-glass path, [`complete`] the shell completion. [`commands`]
 //! composes them; `main.rs` only calls [`run`].
 
@@ -28,9 +30,15 @@ pub mod infer;
 pub mod inventory;
 pub mod manifest;
 pub mod plan;
+pub mod policy;
+pub mod prune_report;
+pub mod recheck;
 pub mod render;
 pub mod retry;
+pub mod safeguards;
 pub mod stuck;
+pub mod suspend;
+pub mod teardown;
 pub mod trackers;
 
 use std::ffi::OsString;

@@ -156,7 +156,10 @@ fn manifest_files(path: &Path) -> Result<Vec<PathBuf>, UserError> {
         for entry in entries {
             let entry = entry.map_err(|err| UserError::usage(format!("cannot read {}: {err}", dir.display())))?;
             let child = entry.path();
-            if child.is_dir() {
+            // As kubectl's -R (filepath.Walk): a symlinked directory is not followed (a loop
+            // would never end); a symlinked file is read.
+            let is_real_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            if is_real_dir {
                 pending.push(child);
             } else if is_manifest_file(&child) {
                 files.push(child);

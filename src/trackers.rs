@@ -18,8 +18,10 @@ pub const FLUX_HR_NAME: &str = "helm.toolkit.fluxcd.io/name";
 pub const FLUX_HR_NAMESPACE: &str = "helm.toolkit.fluxcd.io/namespace";
 /// Flux v1 stack label.
 pub const FLUX_V1_STACK: &str = "flux.weave.works/stack";
-/// Flux v1 later garbage-collection mark label.
+/// Flux v1 (>= 1.13) garbage-collection mark label: a per-object hash, see [`flux_v1_gc_mark`].
 pub const FLUX_V1_GC_MARK: &str = "fluxcd.io/sync-gc-mark";
+/// The same mark under Flux v1's older policy prefix.
+pub const FLUX_V1_GC_MARK_LEGACY: &str = "flux.weave.works/sync-gc-mark";
 /// ApplySet member label.
 pub const APPLYSET_PART_OF: &str = "applyset.kubernetes.io/part-of";
 /// cli-utils / kpt owning inventory annotation.
@@ -36,6 +38,12 @@ pub const HELM_RELEASE_NAME: &str = "meta.helm.sh/release-name";
 pub const HELM_RELEASE_NAMESPACE: &str = "meta.helm.sh/release-namespace";
 /// Helm's managed-by label.
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+
+/// The Flux kinds that track stacks (whose full objects carry `spec.dependsOn` and `spec.suspend`).
+pub const FLUX_KINDS: [(&str, &str); 2] = [
+    ("kustomize.toolkit.fluxcd.io", "Kustomization"),
+    ("helm.toolkit.fluxcd.io", "HelmRelease"),
+];
 
 /// A tool whose tracking kubectl-stack reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -105,6 +113,7 @@ impl Preset {
             Preset::FluxHelm => Some(MarkValue::named(label(FLUX_HR_NAME)?, label(FLUX_HR_NAMESPACE))),
             Preset::FluxV1 => label(FLUX_V1_STACK)
                 .or_else(|| label(FLUX_V1_GC_MARK))
+                .or_else(|| label(FLUX_V1_GC_MARK_LEGACY))
                 .map(|v| MarkValue::named(v, None)),
             Preset::ApplySet => label(APPLYSET_PART_OF).map(|v| MarkValue::named(v, None)),
             Preset::Kpt => annotation(KPT_OWNING_INVENTORY).map(|v| MarkValue::named(v, None)),
@@ -135,13 +144,13 @@ impl Preset {
                     .chain(v.namespace.as_ref().map(|n| pair(FLUX_HR_NAMESPACE, n))),
             )),
             (Preset::FluxHelm, None) => Some(FLUX_HR_NAME.to_string()),
-            (Preset::FluxV1, Some(v)) => Some(pair(FLUX_V1_STACK, &v.name)),
             (Preset::ApplySet, Some(v)) => Some(pair(APPLYSET_PART_OF, &v.name)),
             (Preset::ApplySet, None) => Some(APPLYSET_PART_OF.to_string()),
             (Preset::Kapp, Some(v)) => Some(pair(KAPP_APP, &v.name)),
             (Preset::Kapp, None) => Some(KAPP_APP.to_string()),
-            (Preset::Helm, _) => Some(pair(MANAGED_BY, "Helm")),
-            (Preset::FluxV1 | Preset::Kpt | Preset::ArgoCd, _) => None,
+            // Helm marks by its annotations; `app.kubernetes.io/managed-by=Helm` is a chart
+            // convention, not Helm's mark, so it cannot narrow the list (issue 19, item 9).
+            (Preset::FluxV1 | Preset::Kpt | Preset::ArgoCd | Preset::Helm, _) => None,
         }
     }
 }
@@ -208,10 +217,34 @@ pub fn marks(meta: &ObjectMeta) -> Vec<Mark> {
     found
 }
 
+/// Every tool mark on an object, as `list` shows it in TRACKED-BY: `flux:ns/name,kpt:id`, or
+/// `<none>`.
+pub fn describe_marks(meta: &ObjectMeta) -> String {
+    let found: Vec<String> = marks(meta).iter().map(ToString::to_string).collect();
+    if found.is_empty() {
+        "<none>".to_string()
+    } else {
+        found.join(",")
+    }
+}
+
 /// Whether any tool marked the object: `!marks(meta).is_empty()` without building the marks
 /// (this runs on every listed object when no stack is named).
 pub fn is_tracked(meta: &ObjectMeta) -> bool {
     Preset::ALL.iter().any(|preset| preset.own_mark(meta).is_some())
+}
+
+/// Labels that make an object a tracking object: a cli-utils/kpt inventory (ConfigMap or
+/// ResourceGroup) and a kubectl ApplySet parent. They carry no member mark themselves.
+pub const TRACKING_OBJECT_LABELS: [&str; 2] = ["cli-utils.sigs.k8s.io/inventory-id", "applyset.kubernetes.io/id"];
+
+/// Whether the object is an inventory object or ApplySet parent (see [`TRACKING_OBJECT_LABELS`]).
+pub fn is_tracking_object(meta: &ObjectMeta) -> bool {
+    meta.labels.as_ref().is_some_and(|labels| {
+        TRACKING_OBJECT_LABELS
+            .iter()
+            .any(|key| labels.get(*key).is_some_and(|v| !v.is_empty()))
+    })
 }
 
 fn argocd_mark(meta: &ObjectMeta, label_counts: bool) -> Option<MarkValue> {
@@ -260,8 +293,14 @@ impl Tracker {
         Ok(Self { preset, value })
     }
 
-    /// Whether the object carries this tracker's mark.
+    /// Whether the object carries this tracker's mark. A Flux v1 gc mark is a per-object hash:
+    /// any gc-marked object matches here, and [`crate::policy`] checks that the mark is this
+    /// sync set's mark for this very object.
     pub fn matches(&self, meta: &ObjectMeta) -> bool {
+        if let (Preset::FluxV1, Some(wanted)) = (self.preset, &self.value) {
+            let stack = meta.labels.as_ref().and_then(|l| l.get(FLUX_V1_STACK));
+            return stack == Some(&wanted.name) || flux_v1_gc_mark_of(meta).is_some();
+        }
         let mark = if self.preset == Preset::ArgoCd {
             argocd_mark(meta, true)
         } else {
@@ -278,6 +317,90 @@ impl Tracker {
     pub fn server_selector(&self) -> Option<String> {
         self.preset.server_selector(self.value.as_ref())
     }
+
+    /// A value given without a namespace means the current namespace, as `flux` and `helm`
+    /// take it (`--tracker helm=redis -n team-a` is release `team-a/redis`, never `team-b/redis`).
+    pub fn default_namespace(&mut self, current: &str) {
+        if !self.preset.value_has_namespace() {
+            return;
+        }
+        if let Some(value) = self.value.as_mut() {
+            if value.namespace.is_none() {
+                value.namespace = Some(current.to_string());
+            }
+        }
+    }
+}
+
+/// A mark that names its stack by name alone where the stack lives in a namespace (a Flux
+/// Kustomization or HelmRelease label without its namespace label, a Helm release name without
+/// the release namespace). Which stack it means cannot be told: such an object is reported and
+/// never acted on (neither an orphan nor a member of a teardown). Returns the mark, described.
+pub fn ambiguous_mark(meta: &ObjectMeta) -> Option<String> {
+    let label = |key: &str| meta.labels.as_ref().and_then(|l| l.get(key)).filter(|v| !v.is_empty());
+    let annotation = |key: &str| {
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .filter(|v| !v.is_empty())
+    };
+    let pairs = [
+        (
+            label(FLUX_KS_NAME),
+            label(FLUX_KS_NAMESPACE),
+            FLUX_KS_NAME,
+            FLUX_KS_NAMESPACE,
+        ),
+        (
+            label(FLUX_HR_NAME),
+            label(FLUX_HR_NAMESPACE),
+            FLUX_HR_NAME,
+            FLUX_HR_NAMESPACE,
+        ),
+        (
+            annotation(HELM_RELEASE_NAME),
+            annotation(HELM_RELEASE_NAMESPACE),
+            HELM_RELEASE_NAME,
+            HELM_RELEASE_NAMESPACE,
+        ),
+    ];
+    pairs
+        .into_iter()
+        .find_map(|(name, namespace, name_key, namespace_key)| match (name, namespace) {
+            (Some(name), None) => Some(format!("{name_key}={name} without {namespace_key}")),
+            _ => None,
+        })
+}
+
+/// The Flux v1 gc mark an object carries, if any.
+pub fn flux_v1_gc_mark_of(meta: &ObjectMeta) -> Option<&str> {
+    let labels = meta.labels.as_ref()?;
+    labels
+        .get(FLUX_V1_GC_MARK)
+        .or_else(|| labels.get(FLUX_V1_GC_MARK_LEGACY))
+        .map(String::as_str)
+}
+
+/// Flux v1's resource id, `<namespace>:<kind>/<name>` with the kind lowercased and `<cluster>`
+/// for cluster-scoped objects (fluxcd/flux 1.x `pkg/resource/id.go` `MakeID`,
+/// `pkg/cluster/kubernetes/sync.go` `kuberesource.ResourceID`).
+pub fn flux_v1_resource_id(namespace: Option<&str>, kind: &str, name: &str) -> String {
+    format!("{}:{}/{name}", namespace.unwrap_or("<cluster>"), kind.to_lowercase())
+}
+
+/// The gc mark Flux v1 writes on an object of sync set `sync_set`: `sha256.` + unpadded base64url
+/// of sha256(sync set name + resource id) — object-specific, so that a copied label does not
+/// make the copy collectable (fluxcd/flux 1.x `pkg/cluster/kubernetes/sync.go` `makeGCMark`).
+pub fn flux_v1_gc_mark(sync_set: &str, resource_id: &str) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(sync_set.as_bytes());
+    hasher.update(resource_id.as_bytes());
+    format!(
+        "sha256.{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(hasher.finalize())
+    )
 }
 
 /// The ApplySet id of a parent object (KEP-3659): `applyset-` + unpadded base64url of
@@ -323,6 +446,12 @@ pub struct Selection {
     pub everything: bool,
     /// Only objects being deleted (checked as pages arrive, so the rest is never kept).
     pub only_terminating: bool,
+    /// With `-l` and no tracker, keep only objects some tool marks (`orphans`, `prune`: an
+    /// object no tool tracks is not proven tracked), unless the user asked for untracked ones.
+    pub tracked_only: bool,
+    /// Also the tracking objects that carry no member mark themselves (cli-utils/kpt inventory
+    /// objects, ApplySet parents), so that their members can hang under them.
+    pub tracking_objects: bool,
 }
 
 impl Selection {
@@ -333,6 +462,8 @@ impl Selection {
             tracker,
             everything: false,
             only_terminating: false,
+            tracked_only: false,
+            tracking_objects: false,
         }
     }
 
@@ -366,8 +497,8 @@ impl Selection {
         }
         match (&self.tracker, &self.user_selector) {
             (Some(tracker), _) => tracker.matches(meta),
-            (None, Some(_)) => true,
-            (None, None) => is_tracked(meta),
+            (None, Some(_)) => !self.tracked_only || is_tracked(meta),
+            (None, None) => is_tracked(meta) || (self.tracking_objects && is_tracking_object(meta)),
         }
     }
 
@@ -422,14 +553,22 @@ pub fn keep_marker(meta: &ObjectMeta) -> Option<String> {
         .or_else(|| found(annotations, "client.lifecycle.config.k8s.io/deletion", &eq("detach")))
         .or_else(|| found(annotations, "kapp.k14s.io/delete-strategy", &eq("orphan")))
         .or_else(|| found(annotations, "argocd.argoproj.io/sync-options", &argo_keeps))
-        .or_else(|| found(annotations, "helm.sh/resource-policy", &eq("keep")))
+        .or_else(|| found(annotations, "helm.sh/resource-policy", &helm_keeps))
 }
 
+/// Argo CD's `Prune=false`/`Delete=false` keep; `Prune=confirm`/`Delete=confirm` wait for a
+/// human (argo-cd `docs/user-guide/sync-options.md`): a confirmation is not consent, so they keep too.
 fn argo_keeps(options: &str) -> bool {
     options
         .split(',')
         .map(str::trim)
-        .any(|o| o == "Prune=false" || o == "Delete=false")
+        .any(|o| matches!(o, "Prune=false" | "Delete=false" | "Prune=confirm" | "Delete=confirm"))
+}
+
+/// Helm trims and lowercases the policy before comparing it with `keep` (helm/helm v3
+/// `pkg/action/resource_policy.go` `filterManifestsToKeep`): `" Keep"` keeps.
+fn helm_keeps(policy: &str) -> bool {
+    policy.trim().eq_ignore_ascii_case("keep")
 }
 
 #[cfg(test)]

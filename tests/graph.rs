@@ -61,10 +61,17 @@ fn offline_graph_of_a_repository_needs_no_cluster() {
     assert_eq!(missing.len(), 1);
     assert_eq!(missing[0]["namespace"], "security");
 
+    // Apply order, stated on its own (not derived from the delete order): what others depend on
+    // (the Namespace, infra) first.
     let apply = stack_as(no_cluster, &["graph", "-f", repo, "--order", "apply", "-o", "json"]).expect_code(0);
-    let mut reversed = waves(&json);
-    reversed.reverse();
-    assert_eq!(waves(&apply.json()), reversed);
+    assert_eq!(
+        waves(&apply.json()),
+        vec![
+            vec!["Namespace/shop", "Kustomization/infra"],
+            vec!["ConfigMap/db-config", "Job/migrate", "Kustomization/apps"],
+            vec!["Deployment/web", "StatefulSet/db", "Kustomization/monitoring"],
+        ]
+    );
 
     let table = stack_as(no_cluster, &["graph", "-f", repo, "--order", "delete"]).expect_code(0);
     assert!(table.stdout.starts_with("WAVE"));
@@ -108,7 +115,33 @@ fn a_cycle_is_printed_as_a_path_and_exits_6() {
     assert_eq!(path[0], path[3]);
     assert!(result.stdout.contains("(cycle)"));
     let json = stack_as(std::path::Path::new(NO_CLUSTER), &["graph", "-f", cycle, "-o", "json"]).expect_code(6);
-    assert_eq!(json.json()["cycle"].as_array().unwrap().len(), 3);
+    let json = json.json();
+    let cycle_nodes: Vec<&Value> = json["cycle"].as_array().unwrap().iter().collect();
+    assert_eq!(cycle_nodes.len(), 3);
+    // The path is the fixture's three Kustomizations, each step one of its dependsOn edges.
+    let mut names: Vec<&str> = path[..3].iter().map(|p| p.rsplit('/').next().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["a", "b", "c"], "{line}");
+    let prefix = "Kustomization.kustomize.toolkit.fluxcd.io/flux-system/";
+    let dependencies = [("a", "b"), ("b", "c"), ("c", "a")];
+    for step in path.windows(2) {
+        let (from, to) = (step[0].trim_start_matches(prefix), step[1].trim_start_matches(prefix));
+        assert!(
+            dependencies.contains(&(from, to)),
+            "{from} -> {to} is not an edge: {line}"
+        );
+    }
+    for k in 0..3 {
+        let (from, to) = (cycle_nodes[k], cycle_nodes[(k + 1) % 3]);
+        let edge = json["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| &e["from"] == from && &e["to"] == to)
+            .unwrap_or_else(|| panic!("no edge {from} -> {to}: {json}"));
+        assert_eq!(edge["kind"], "dependsOn");
+        assert_eq!(json["nodes"][from.as_u64().unwrap() as usize]["kind"], "Kustomization");
+    }
 }
 
 #[test]

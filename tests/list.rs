@@ -101,9 +101,19 @@ fn list_finds_exactly_the_tracked_objects_across_kinds_and_namespaces() {
     assert_eq!(identities(&listed), expected);
     // Gadget is served only by v1beta1, the group's non-preferred version: it must not vanish.
     assert!(listed.stdout.contains("stack-test.example.com/v1beta1"));
-    // Secret data never appears, not even through last-applied-configuration.
-    assert!(!listed.stdout.contains("hunter2"), "{}", listed.stdout);
-    assert!(!listed.stdout.contains("last-applied-configuration"));
+    // Secret data never appears: not as stored (base64), not decoded (last-applied-configuration
+    // holds it), on either stream, and no item carries data.
+    for leak in ["aHVudGVyMg==", "hunter2", "last-applied-configuration"] {
+        assert!(
+            !listed.stdout.contains(leak) && !listed.stderr.contains(leak),
+            "{leak} leaked:\n{}\n{}",
+            listed.stdout,
+            listed.stderr
+        );
+    }
+    for item in listed.json()["items"].as_array().unwrap() {
+        assert!(item.get("data").is_none() && item.get("stringData").is_none(), "{item}");
+    }
 
     // Without -A: the namespace's objects plus cluster-scoped ones, nothing from the other namespace.
     let in_a = stack(&["list", "-n", &a.0, "-l", &format!("stack-test/run={run}"), "-o", "json"]).expect_code(0);
@@ -132,17 +142,47 @@ fn every_output_format_parses_or_matches() {
     assert!(lines
         .iter()
         .any(|l| l.starts_with("Deployment.apps") && l.contains(&a.0) && l.contains(" api ")));
-    let again = stack(&["list", "-A", "-l", &selector, "-o", "name"])
-        .expect_code(0)
-        .stdout;
-    assert_eq!(
-        again,
-        stack(&["list", "-A", "-l", &selector, "-o", "name"]).stdout,
-        "output order is stable"
-    );
+    // The documented order: group, kind, namespace, name, in every format.
+    let json = stack(&["list", "-A", "-l", &selector, "-o", "json"]).expect_code(0);
+    let order: Vec<(String, String, String, String)> = json.json()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| {
+            let api_version = item["apiVersion"].as_str().unwrap();
+            let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+            let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+            (
+                group.to_string(),
+                text(&item["kind"]),
+                text(&item["metadata"]["namespace"]),
+                text(&item["metadata"]["name"]),
+            )
+        })
+        .collect();
+    let mut sorted = order.clone();
+    sorted.sort();
+    assert_eq!(order, sorted, "sorted by group, kind, namespace, name");
+    assert_eq!(order.len(), 7);
+    let name_column = lines[0].find(" NAME ").expect("NAME column") + 1;
+    let table_names: Vec<&str> = lines[1..]
+        .iter()
+        .map(|l| l[name_column..].split_whitespace().next().unwrap())
+        .collect();
+    let json_names: Vec<&str> = order.iter().map(|(_, _, _, name)| name.as_str()).collect();
+    assert_eq!(table_names, json_names, "the table is in the same order");
 
+    // -o wide shows each object's real UID.
     let wide = stack(&["list", "-A", "-l", &selector, "-o", "wide"]).expect_code(0);
     assert!(wide.stdout.lines().next().unwrap().contains("UID"));
+    let uid = uid_of("deployment", Some(&a.0), "api");
+    assert!(
+        wide.stdout
+            .lines()
+            .any(|l| l.starts_with("Deployment.apps") && l.split_whitespace().any(|w| w == uid)),
+        "{uid} not in:\n{}",
+        wide.stdout
+    );
 
     let yaml = stack(&["list", "-A", "-l", &selector, "-o", "yaml"]).expect_code(0);
     let parsed: serde_json::Value = serde_saphyr::from_str(&yaml.stdout).expect("YAML parses");
@@ -162,6 +202,8 @@ fn every_output_format_parses_or_matches() {
     let got: BTreeSet<&str> = names.stdout.lines().collect();
     assert!(expected.is_subset(&got), "{got:?}");
     assert_eq!(got.len(), 7);
+    let name_order: Vec<&str> = names.stdout.lines().map(|l| l.rsplit_once('/').unwrap().1).collect();
+    assert_eq!(name_order, json_names, "-o name is in the same order");
 }
 
 /// One object per tool marker, each in its own stack, plus look-alikes that must not match.
@@ -419,7 +461,11 @@ fn credentials_and_namespace_come_from_kubeconfig_like_kubectl() {
         unknown.stderr
     );
 
-    let unreachable_config = admin.replace(":16443", ":1");
+    let server = admin
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: "))
+        .expect("a server in the admin kubeconfig");
+    let unreachable_config = admin.replace(server, "https://127.0.0.1:1");
     std::fs::write(dir.join("unreachable"), unreachable_config).unwrap();
     let unreachable = stack(&[
         "list",

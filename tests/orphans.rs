@@ -23,6 +23,26 @@ fn patch_status(name: &str, namespace: &str, status: &str) -> Run {
     ])
 }
 
+/// Labels that make an object tracked by a Flux Kustomization (with its namespace), plus the
+/// test run's own label: `-l stack-test/run=RUN` then selects tracked objects only.
+fn flux_tracked(run: &str) -> String {
+    format!("stack-test/run: {run}, kustomize.toolkit.fluxcd.io/name: ks-{run}, kustomize.toolkit.fluxcd.io/namespace: flux-system")
+}
+
+fn skipped_reasons(run: &Run) -> Vec<(String, String)> {
+    run.json()["skipped"]
+        .as_array()
+        .expect("skipped")
+        .iter()
+        .map(|o| {
+            (
+                o["name"].as_str().unwrap().to_string(),
+                o["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
 fn orphan_names(run: &Run) -> BTreeSet<String> {
     run.json()["orphans"]
         .as_array()
@@ -47,7 +67,7 @@ fn the_seeds_namespace_trap_is_not_fallen_into() {
     let ns = Namespace::new("trap");
     let other = Namespace::new("trap-other");
     let run = unique("trap");
-    let label = format!("stack-test/run: {run}");
+    let label = flux_tracked(&run);
     apply(&format!(
         r#"
 apiVersion: rbac.authorization.k8s.io/v1
@@ -166,7 +186,7 @@ fn controller_children_keep_markers_and_terminating_objects_are_never_orphans() 
     let ns = Namespace::new("skip");
     let run = unique("skip");
     let n = &ns.0;
-    let label = format!("stack-test/run: {run}");
+    let label = flux_tracked(&run);
     let keep_annotations = [
         ("kustomize.toolkit.fluxcd.io/prune", "disabled"),
         ("kustomize.toolkit.fluxcd.io/reconcile", "disabled"),
@@ -179,6 +199,10 @@ fn controller_children_keep_markers_and_terminating_objects_are_never_orphans() 
         ("argocd.argoproj.io/sync-options", "Prune=false"),
         ("argocd.argoproj.io/sync-options", "Delete=false"),
         ("helm.sh/resource-policy", "keep"),
+        // Confirmations are not consent; Helm trims and lowercases its policy.
+        ("argocd.argoproj.io/sync-options", "Prune=confirm"),
+        ("argocd.argoproj.io/sync-options", "Delete=confirm"),
+        ("helm.sh/resource-policy", " Keep"),
     ];
     let mut yaml =
         format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: parent, namespace: {n}, labels: {{{label}}}}}\n");
@@ -264,8 +288,11 @@ metadata:
     release_finalizers("configmap/terminating", n);
 }
 
+/// Finding 2: Flux deletes only what was in the previous inventory and is not in the new one.
+/// A labelled object Flux never recorded (a Namespace applied in the first stage of a failed
+/// reconciliation) is never its orphan; the inventory alone prunes nothing.
 #[test]
-fn a_flux_inventory_is_a_desired_set() {
+fn a_flux_inventory_bounds_the_orphans() {
     let _logs = start();
     ensure_flux_crds();
     let ns = Namespace::new("inv");
@@ -287,6 +314,10 @@ apiVersion: v1
 kind: ConfigMap
 metadata: {{name: dropped, namespace: {n}, labels: {labels}}}
 ---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {ks}-first-stage, labels: {labels}}}
+---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {{name: {ks}-role, labels: {labels}}}
@@ -294,21 +325,55 @@ rules: []
 "#
     ));
     let status = format!(
-        r#"{{"status":{{"inventory":{{"entries":[{{"id":"{n}_still-listed__ConfigMap","v":"v1"}},{{"id":"_{ks}-role_rbac.authorization.k8s.io_ClusterRole","v":"v1"}}]}}}}}}"#
+        r#"{{"status":{{"inventory":{{"entries":[{{"id":"{n}_still-listed__ConfigMap","v":"v1"}},{{"id":"{n}_dropped__ConfigMap","v":"v1"}},{{"id":"_{ks}-role_rbac.authorization.k8s.io_ClusterRole","v":"v1"}}]}}}}}}"#
     );
     let patched = patch_status(&ks, n, &status);
     assert_eq!(patched.code, 0, "{}", patched.stderr);
 
-    let found = stack(&["orphans", "-A", "--inventory", &format!("flux={ks}.{n}"), "-o", "json"]).expect_code(1);
-    assert_eq!(
-        orphan_names(&found),
-        [format!("ConfigMap/{n}/dropped")].into_iter().collect()
+    // The inventory alone: what Flux applied last; nothing in it is an orphan, and the
+    // Namespace it never recorded is not Flux's to delete.
+    let alone = stack(&[
+        "orphans",
+        "-A",
+        "--inventory",
+        &format!("flux={ks}.{n}"),
+        "-o",
+        "json",
+        "--show-skipped",
+    ])
+    .expect_code(0);
+    assert!(orphan_names(&alone).is_empty(), "{}", alone.stdout);
+    assert!(
+        skipped_reasons(&alone).contains(&(format!("{ks}-first-stage"), "notInInventory".to_string())),
+        "{}",
+        alone.stdout
     );
-    assert_eq!(found.json()["orphans"][0]["reason"], "goneFromInventory");
-    assert_eq!(
-        found.json()["orphans"][0]["inventory"],
-        format!("Kustomization {n}/{ks}")
+
+    // With the new desired set: the inventory minus the new set, as Flux computes it, whether
+    // the inventory is named or found through the tracker.
+    let repo = temp_file(
+        "repo.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: still-listed, namespace: {n}}}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {ks}-role}}\n"
+        ),
     );
+    let repo = repo.to_str().unwrap();
+    for selection in [
+        ["--inventory", &format!("flux={ks}.{n}")],
+        ["--tracker", &format!("flux={ks}.{n}")],
+    ] {
+        let found = stack(&[&["orphans", "-A", "-f", repo, "-o", "json"][..], &selection[..]].concat()).expect_code(1);
+        assert_eq!(
+            orphan_names(&found),
+            [format!("ConfigMap/{n}/dropped")].into_iter().collect(),
+            "{selection:?}"
+        );
+        assert_eq!(found.json()["orphans"][0]["reason"], "goneFromDesiredSet");
+        assert_eq!(
+            found.json()["orphans"][0]["inventory"],
+            format!("the inventory of Kustomization {n}/{ks}")
+        );
+    }
 
     // An empty inventory is refused unless told.
     let empty = patch_status(&ks, n, r#"{"status":{"inventory":{"entries":[]}}}"#);
@@ -316,6 +381,7 @@ rules: []
     let refused = stack(&["orphans", "-A", "--inventory", &format!("flux={ks}.{n}")]).expect_code(4);
     assert!(refused.stderr.contains("desired set is empty"), "{}", refused.stderr);
     let _ = kubectl(&["delete", "clusterrole", &format!("{ks}-role")]);
+    let _ = kubectl(&["delete", "namespace", &format!("{ks}-first-stage"), "--wait=false"]);
 }
 
 #[test]
@@ -325,8 +391,9 @@ fn stdin_bad_manifests_empty_directories_and_unknown_kinds() {
     let n = &ns.0;
     let run = unique("io");
     let label = format!("stack-test/run={run}");
+    let tracked = flux_tracked(&run);
     apply(&format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a, namespace: {n}, labels: {{stack-test/run: {run}}}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: b, namespace: {n}, labels: {{stack-test/run: {run}}}}}\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a, namespace: {n}, labels: {{{tracked}}}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: b, namespace: {n}, labels: {{{tracked}}}}}\n"
     ));
 
     // stdin, JSON, with a kind the cluster does not serve, and a CRD defined alongside its resource.
@@ -339,7 +406,26 @@ fn stdin_bad_manifests_empty_directories_and_unknown_kinds() {
   {{"apiVersion":"later.example.com/v1","kind":"New","metadata":{{"name":"n1"}}}}
 ]}}"#
     );
-    let found = stack_with_stdin(&["orphans", "-n", n, "-l", &label, "-f", "-", "-o", "name"], &input).expect_code(1);
+    // A kind the cluster does not serve makes the desired set incomplete: refused unless accepted.
+    let refused = stack_with_stdin(&["orphans", "-n", n, "-l", &label, "-f", "-", "-o", "name"], &input).expect_code(4);
+    assert!(refused.stderr.contains("--allow-unresolved"), "{}", refused.stderr);
+    assert!(refused.stdout.is_empty());
+    let found = stack_with_stdin(
+        &[
+            "orphans",
+            "-n",
+            n,
+            "-l",
+            &label,
+            "-f",
+            "-",
+            "-o",
+            "name",
+            "--allow-unresolved",
+        ],
+        &input,
+    )
+    .expect_code(1);
     assert_eq!(found.stdout, "configmap/b\n");
     assert!(
         found.stderr.contains("Ghost"),
@@ -390,107 +476,259 @@ fn stdin_bad_manifests_empty_directories_and_unknown_kinds() {
     stack(&["orphans", "-n", n, "-f", empty.to_str().unwrap()]).expect_code(2);
 }
 
+/// Finding 3: Flux v1 (fluxcd/flux 1.x `pkg/cluster/kubernetes/sync.go`) deletes only objects
+/// absent from git whose gc mark is the sync set's mark for themselves; a checksum that differs
+/// means "not updated, skip", never "delete".
 #[test]
-fn flux_v1_checksums_helm_releases_and_kpt_inventories() {
+fn flux_v1_collects_only_objects_absent_from_git_with_their_own_mark() {
     let _logs = start();
-    let ns = Namespace::new("tools");
+    let ns = Namespace::new("fluxv1");
     let n = &ns.0;
-    let id = unique("t");
+    let sync_set = unique("git");
+    let mark = |name: &str| flux_v1_gc_mark(&sync_set, &format!("{n}:configmap/{name}"));
     apply(&format!(
         r#"
 apiVersion: v1
 kind: ConfigMap
-metadata: {{name: current, namespace: {n}, labels: {{flux.weave.works/stack: s-{id}, flux.weave.works/stack-checksum: new}}}}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: stale, namespace: {n}, labels: {{flux.weave.works/stack: s-{id}, flux.weave.works/stack-checksum: old}}}}
+metadata:
+  name: in-git-not-updated
+  namespace: {n}
+  labels: {{fluxcd.io/sync-gc-mark: "{}"}}
+  annotations: {{fluxcd.io/sync-checksum: "0000000000000000000000000000000000000000"}}
 ---
 apiVersion: v1
 kind: ConfigMap
 metadata:
-  name: in-chart
+  name: removed-from-git
   namespace: {n}
-  labels: {{app.kubernetes.io/managed-by: Helm}}
-  annotations: {{meta.helm.sh/release-name: web-{id}, meta.helm.sh/release-namespace: {n}}}
+  labels: {{fluxcd.io/sync-gc-mark: "{}"}}
+  annotations: {{fluxcd.io/sync-checksum: "1111111111111111111111111111111111111111"}}
 ---
 apiVersion: v1
 kind: ConfigMap
 metadata:
-  name: left-behind
+  name: label-copy
   namespace: {n}
-  labels: {{app.kubernetes.io/managed-by: Helm}}
-  annotations: {{meta.helm.sh/release-name: web-{id}, meta.helm.sh/release-namespace: {n}}}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: kpt-kept, namespace: {n}, annotations: {{config.k8s.io/owning-inventory: inv-{id}}}}}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: kpt-dropped, namespace: {n}, annotations: {{config.k8s.io/owning-inventory: inv-{id}}}}}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: inventory, namespace: {n}, labels: {{cli-utils.sigs.k8s.io/inventory-id: inv-{id}}}}}
-data: {{"{n}_kpt-kept__ConfigMap": ""}}
-"#
+  labels: {{fluxcd.io/sync-gc-mark: "{}"}}
+"#,
+        mark("in-git-not-updated"),
+        mark("removed-from-git"),
+        mark("removed-from-git"),
     ));
-    let checksum = stack(&[
+    let repo = temp_file(
+        "repo.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: in-git-not-updated}\n",
+    );
+    let tracker = format!("flux-v1={sync_set}");
+    let found = stack(&[
         "orphans",
         "-n",
         n,
         "--tracker",
-        &format!("flux-v1=s-{id}"),
-        "--checksum",
-        "new",
+        &tracker,
+        "-f",
+        repo.to_str().unwrap(),
         "-o",
         "json",
+        "--show-skipped",
     ])
     .expect_code(1);
     assert_eq!(
-        orphan_names(&checksum),
-        [format!("ConfigMap/{n}/stale")].into_iter().collect()
+        orphan_names(&found),
+        [format!("ConfigMap/{n}/removed-from-git")].into_iter().collect()
     );
-    assert_eq!(checksum.json()["orphans"][0]["reason"], "staleChecksum");
+    assert_eq!(
+        skipped_reasons(&found),
+        vec![("label-copy".to_string(), "toolWouldKeep".to_string())],
+        "{}",
+        found.stdout
+    );
+    // The tracker value is the sync set: it selects the set's objects (the marks are hashes).
+    let listed = stack(&["list", "-n", n, "--tracker", &tracker, "-o", "name"]).expect_code(0);
+    assert_eq!(listed.stdout.lines().count(), 3, "{}", listed.stdout);
+    // A stack checksum is not a desired set.
+    let refused = stack(&["orphans", "-n", n, "--tracker", &tracker, "--checksum", "1111"]).expect_code(2);
+    assert!(refused.stderr.contains("never \"delete\""), "{}", refused.stderr);
+}
 
-    // A Helm release Secret as Helm writes it: base64 of gzip of JSON with a manifest.
-    let release = serde_json::json!({
-        "name": format!("web-{id}"), "version": 3,
-        "manifest": "---\n# Source: web/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: in-chart\n"
-    });
-    let secret = helm_release_secret(n, &format!("web-{id}"), 3, &release);
-    create(&secret);
-    let helm = stack(&[
+/// Finding 7: Helm's current release is its last *deployed* revision; an upgrade deletes what
+/// that manifest has and the new one lacks. Never what a pending revision dropped, never what
+/// the release never rendered, never a hook.
+#[test]
+fn helm_compares_with_the_last_deployed_revision() {
+    let _logs = start();
+    let ns = Namespace::new("helm");
+    let n = &ns.0;
+    let release = unique("web");
+    let annotated = |name: &str, rel: &str, extra: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {n}\n  annotations: {{meta.helm.sh/release-name: {rel}, meta.helm.sh/release-namespace: {n}{extra}}}\n"
+        )
+    };
+    let mut live = String::new();
+    for name in ["in-chart", "dropped-by-v3", "only-in-v3", "never-rendered"] {
+        live.push_str(&annotated(name, &release, ""));
+    }
+    live.push_str(&annotated("pre-upgrade-hook", &release, ", helm.sh/hook: pre-upgrade"));
+    // A release with no record at all: its annotations alone decide, and hooks stay.
+    let solo = format!("solo-{release}");
+    live.push_str(&annotated("solo-gone", &solo, ""));
+    live.push_str(&annotated("solo-hook", &solo, ", helm.sh/hook: post-install"));
+    apply(&live);
+    let manifest = |names: &[&str]| -> String {
+        names
+            .iter()
+            .map(|name| format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n"))
+            .collect()
+    };
+    let revision = |version: u32, status: &str, names: &[&str]| {
+        let body = serde_json::json!({"name": release, "version": version, "manifest": manifest(names)});
+        create(&helm_release_secret(n, &release, version, status, &body));
+    };
+    revision(1, "superseded", &["in-chart"]);
+    revision(2, "deployed", &["in-chart", "dropped-by-v3"]);
+    revision(3, "pending-upgrade", &["in-chart", "only-in-v3"]);
+    let new_render = temp_file("render.yaml", &manifest(&["in-chart", "solo-kept"]));
+    let new_render = new_render.to_str().unwrap();
+    for selection in [
+        ["--tracker", &format!("helm={release}")],
+        ["--inventory", &format!("helm={release}")],
+    ] {
+        let found = stack(
+            &[
+                &["orphans", "-n", n, "-f", new_render, "-o", "json", "--show-skipped"][..],
+                &selection[..],
+            ]
+            .concat(),
+        )
+        .expect_code(1);
+        assert_eq!(
+            orphan_names(&found),
+            [format!("ConfigMap/{n}/dropped-by-v3")].into_iter().collect(),
+            "{selection:?}"
+        );
+        assert_eq!(
+            found.json()["orphans"][0]["inventory"],
+            format!("Helm release {n}/{release} v2")
+        );
+        let skipped = skipped_reasons(&found);
+        for name in ["only-in-v3", "never-rendered", "pre-upgrade-hook"] {
+            assert!(
+                skipped.contains(&(name.to_string(), "notInInventory".to_string())),
+                "{name}: {skipped:?}"
+            );
+        }
+        // Release data is never printed: not as the API returns it (base64 of Helm's base64,
+        // `SDRzSUFB...`), not as Helm wrote it (`H4sI...`, gzip), not gunzipped (the manifest).
+        for leak in ["SDRzSUFB", "H4sI", "\"manifest\""] {
+            assert!(
+                !found.stdout.contains(leak) && !found.stderr.contains(leak),
+                "release data {leak:?} printed:\n{}\n{}",
+                found.stdout,
+                found.stderr
+            );
+        }
+    }
+
+    let labels_only = stack(&[
+        "orphans",
+        "-n",
+        n,
+        "--tracker",
+        &format!("helm={solo}"),
+        "-f",
+        new_render,
+        "-o",
+        "json",
+        "--show-skipped",
+    ])
+    .expect_code(1);
+    assert_eq!(
+        orphan_names(&labels_only),
+        [format!("ConfigMap/{n}/solo-gone")].into_iter().collect()
+    );
+    assert!(labels_only.stderr.contains("falling back"), "{}", labels_only.stderr);
+    assert_eq!(
+        skipped_reasons(&labels_only),
+        vec![("solo-hook".to_string(), "toolWouldKeep".to_string())]
+    );
+
+    // No deployed revision: Helm itself would not touch it; neither do we.
+    let pending = format!("pending-{release}");
+    let body = serde_json::json!({"name": pending, "version": 1, "manifest": manifest(&["in-chart"])});
+    create(&helm_release_secret(n, &pending, 1, "pending-install", &body));
+    stack(&[
         "orphans",
         "-n",
         n,
         "--inventory",
-        &format!("helm=web-{id}"),
-        "-o",
-        "json",
+        &format!("helm={pending}"),
+        "-f",
+        new_render,
     ])
-    .expect_code(1);
-    assert_eq!(
-        orphan_names(&helm),
-        [format!("ConfigMap/{n}/left-behind")].into_iter().collect()
-    );
-    assert!(!helm.stdout.contains("H4sI"), "release data must never be printed");
+    .expect_code(4);
+}
 
-    let kpt = stack(&[
+/// cli-utils/kpt: the inventory's objects missing from the new set, and nothing it never held.
+#[test]
+fn a_kpt_inventory_bounds_the_orphans() {
+    let _logs = start();
+    let ns = Namespace::new("kpt");
+    let n = &ns.0;
+    let id = unique("inv");
+    apply(&format!(
+        r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: kpt-kept, namespace: {n}, annotations: {{config.k8s.io/owning-inventory: {id}}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: kpt-dropped, namespace: {n}, annotations: {{config.k8s.io/owning-inventory: {id}}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: kpt-never-recorded, namespace: {n}, annotations: {{config.k8s.io/owning-inventory: {id}}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: inventory, namespace: {n}, labels: {{cli-utils.sigs.k8s.io/inventory-id: {id}}}}}
+data: {{"{n}_kpt-kept__ConfigMap": "", "{n}_kpt-dropped__ConfigMap": ""}}
+"#
+    ));
+    let repo = temp_file(
+        "repo.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kpt-kept}\n",
+    );
+    let found = stack(&[
         "orphans",
         "-n",
         n,
         "--inventory",
-        &format!("kpt=inv-{id}"),
+        &format!("kpt={id}"),
+        "-f",
+        repo.to_str().unwrap(),
         "-o",
         "name",
     ])
     .expect_code(1);
-    assert_eq!(kpt.stdout, "configmap/kpt-dropped\n");
+    assert_eq!(found.stdout, "configmap/kpt-dropped\n");
+    stack(&["orphans", "-n", n, "--inventory", &format!("kpt={id}")]).expect_code(0);
 }
 
-fn helm_release_secret(namespace: &str, name: &str, version: u32, release: &serde_json::Value) -> String {
+fn flux_v1_gc_mark(sync_set: &str, resource_id: &str) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(sync_set.as_bytes());
+    hasher.update(resource_id.as_bytes());
+    format!(
+        "sha256.{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(hasher.finalize())
+    )
+}
+
+fn helm_release_secret(namespace: &str, name: &str, version: u32, status: &str, release: &serde_json::Value) -> String {
     use base64::Engine;
     use std::io::Write;
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
@@ -505,7 +743,7 @@ type: helm.sh/release.v1
 metadata:
   name: sh.helm.release.v1.{name}.v{version}
   namespace: {namespace}
-  labels: {{owner: helm, name: {name}, version: "{version}", status: deployed}}
+  labels: {{owner: helm, name: {name}, version: "{version}", status: {status}}}
 data: {{release: {}}}
 "#,
         engine.encode(helm_encoded)
@@ -518,8 +756,9 @@ fn a_kustomization_directory_is_a_desired_set() {
     let ns = Namespace::new("kust");
     let n = &ns.0;
     let run = unique("k");
+    let tracked = flux_tracked(&run);
     apply(&format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kept, namespace: {n}, labels: {{stack-test/run: {run}}}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: dropped, namespace: {n}, labels: {{stack-test/run: {run}}}}}\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kept, namespace: {n}, labels: {{{tracked}}}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: dropped, namespace: {n}, labels: {{{tracked}}}}}\n"
     ));
     let dir = temp_file(
         "kustomization.yaml",

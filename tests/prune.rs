@@ -105,6 +105,7 @@ metadata: {{name: {app_ns}, labels: {usage}}}
 struct TestOperator {
     stop: Arc<AtomicBool>,
     finalized: Arc<AtomicUsize>,
+    rounds: Arc<AtomicUsize>,
     handle: Option<thread::JoinHandle<()>>,
 }
 
@@ -112,6 +113,7 @@ impl TestOperator {
     fn start(stacks: &Stacks) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let finalized = Arc::new(AtomicUsize::new(0));
+        let rounds = Arc::new(AtomicUsize::new(0));
         let (f, plural, group, app_ns) = (
             stacks.flux_ns.0.clone(),
             stacks.plural.clone(),
@@ -119,7 +121,7 @@ impl TestOperator {
             stacks.app_ns.clone(),
         );
         let handle = {
-            let (stop, finalized) = (stop.clone(), finalized.clone());
+            let (stop, finalized, rounds) = (stop.clone(), finalized.clone(), rounds.clone());
             thread::spawn(move || {
                 while !stop.load(Ordering::SeqCst) {
                     let alive = exists("configmap", Some(&f), "operator") || exists("deployment", Some(&f), "operator");
@@ -150,6 +152,7 @@ impl TestOperator {
                             }
                         }
                     }
+                    rounds.fetch_add(1, Ordering::SeqCst);
                     thread::sleep(Duration::from_millis(200));
                 }
             })
@@ -157,8 +160,14 @@ impl TestOperator {
         Self {
             stop,
             finalized,
+            rounds,
             handle: Some(handle),
         }
+    }
+
+    /// How many times it has looked for custom resources to finalize.
+    fn rounds(&self) -> usize {
+        self.rounds.load(Ordering::SeqCst)
     }
 
     fn stop(mut self) -> usize {
@@ -200,8 +209,7 @@ fn the_seeds_story_ordered_teardown_completes_usage_before_operator() {
     assert_eq!(pruned.code, 0, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
     assert_eq!(finalized, 3, "the operator finalized every custom resource");
 
-    // Everything is gone.
-    assert!(!exists(&stacks.resource(), Some(&stacks.app_ns), "g0"));
+    // Everything is gone (the custom resources went before their CRD: see the events below).
     assert!(
         kubectl(&["get", &stacks.resource(), "-A"]).code != 0,
         "the CRD is gone too"
@@ -219,6 +227,11 @@ fn the_seeds_story_ordered_teardown_completes_usage_before_operator() {
     // Observed order: every usage object gone before the operator's first delete.
     let events = events(&pruned);
     let position = |pred: &dyn Fn(&serde_json::Value) -> bool| events.iter().position(pred);
+    let gizmos_gone = events
+        .iter()
+        .filter(|e| e["type"] == "event" && e["kind"] == "Gizmo" && e["change"] == "gone")
+        .count();
+    assert_eq!(gizmos_gone, 3, "every custom resource seen gone:\n{}", pruned.stdout);
     let last_usage_gone = events
         .iter()
         .rposition(|e| e["type"] == "event" && e["kind"] == "Gizmo" && e["change"] == "gone")
@@ -237,8 +250,11 @@ fn the_seeds_story_ordered_teardown_completes_usage_before_operator() {
     eprintln!("ordered teardown took {:?}", started.elapsed());
 }
 
+/// The stand-in operator's control (kubectl-stack is not run): the same teardown as one unordered
+/// `kubectl delete`, as Flux does it, leaves the custom resources stuck. It shows that the test
+/// operator really finalizes only while it runs, so the ordered test above proves the order.
 #[test]
-fn the_same_teardown_as_one_unordered_delete_leaves_the_custom_resources_stuck() {
+fn control_the_stand_in_operator_cannot_finalize_after_an_unordered_delete() {
     let _logs = start();
     let stacks = seed_operator_and_usage("unordered");
     let f = stacks.flux_ns.0.clone();
@@ -264,16 +280,29 @@ fn the_same_teardown_as_one_unordered_delete_leaves_the_custom_resources_stuck()
         "--wait=false",
     ]);
     assert_eq!(crs.code, 0, "{}", crs.stderr);
-    thread::sleep(Duration::from_secs(3));
+    // Observed, not slept: every custom resource is terminating, the operator is gone, and the
+    // operator has looked at least twice since.
+    let terminating = || {
+        kubectl(&[
+            "get",
+            &stacks.resource(),
+            "-n",
+            &stacks.app_ns,
+            "-o",
+            "jsonpath={range .items[?(@.metadata.deletionTimestamp)]}{.metadata.name}{\"\\n\"}{end}",
+        ])
+        .stdout
+        .lines()
+        .count()
+    };
+    wait_until(Duration::from_secs(30), || {
+        terminating() == 3 && !exists("configmap", Some(&f), "operator") && !exists("deployment", Some(&f), "operator")
+    });
+    let seen = operator.rounds();
+    wait_until(Duration::from_secs(30), || operator.rounds() >= seen + 2);
     let finalized = operator.stop();
     assert_eq!(finalized, 0);
-    let stuck = kubectl(&["get", &stacks.resource(), "-n", &stacks.app_ns, "-o", "name"]);
-    assert_eq!(
-        stuck.stdout.lines().count(),
-        3,
-        "the custom resources hang on their finalizer: {}",
-        stuck.stdout
-    );
+    assert_eq!(terminating(), 3, "the custom resources hang on their finalizer");
     release_finalizers(&stacks.resource(), &stacks.app_ns);
     let _ = kubectl(&["delete", "crd", &stacks.crd, "--wait=false"]);
     let _ = kubectl(&["delete", "namespace", &stacks.app_ns, "--wait=false"]);
@@ -309,7 +338,8 @@ metadata: {{name: desired, namespace: {ns}, labels: {{stack-test/run: {run}}}}}
 }
 
 fn prune_orphans_args<'a>(ns: &'a str, selector: &'a str, desired: &'a str) -> Vec<&'a str> {
-    vec!["prune", "-n", ns, "-l", selector, "-f", desired]
+    // The objects carry only a test label, no tool's mark: --untracked says so.
+    vec!["prune", "-n", ns, "-l", selector, "--untracked", "-f", desired]
 }
 
 /// Starts `prune --yes --timeout 60s EXTRA` of the chain's orphans in the background and returns
@@ -557,6 +587,7 @@ subjects: [{{kind: User, name: limited, apiGroup: rbac.authorization.k8s.io}}]
         n,
         "-l",
         &selector,
+        "--untracked",
         "-f",
         empty.to_str().unwrap(),
         "--allow-empty",

@@ -104,11 +104,21 @@ spec:
         !exists("helmrelease", Some(n), "remote-app")
     });
 
-    let files: Vec<_> = std::fs::read_dir(&backups)
+    let runs: Vec<_> = std::fs::read_dir(&backups)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1, "one directory per run: {runs:?}");
+    let files: Vec<_> = std::fs::read_dir(&runs[0])
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
     assert_eq!(files.len(), 1);
+    assert!(
+        unstuck.stderr.contains(&files[0].display().to_string()),
+        "each backup's path is printed: {}",
+        unstuck.stderr
+    );
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -267,10 +277,16 @@ async fn the_test_op_refuses_when_finalizers_changed_in_between() {
     assert_eq!(added.code, 0, "{}", added.stderr);
 
     let result = kubectl_stack::finalize::apply_change(&connection.client, &kind, &read, &change, false).await;
-    assert!(
-        matches!(result, Err(kubectl_stack::finalize::UnstickError::Changed)),
-        "{result:?}"
-    );
+    match result {
+        Err(stopped) => {
+            assert!(
+                matches!(stopped.error, kubectl_stack::finalize::UnstickError::Changed),
+                "{stopped:?}"
+            );
+            assert_eq!(stopped.done, Default::default(), "nothing was changed");
+        }
+        Ok(done) => panic!("a stale change went through: {done:?}"),
+    }
     let now = kubectl(&[
         "get",
         "configmap",

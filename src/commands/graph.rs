@@ -20,11 +20,7 @@ use crate::render;
 use crate::retry::with_retries;
 use crate::trackers::Selection;
 
-/// The kinds whose full objects carry `spec.dependsOn`.
-pub const FLUX_KINDS: [(&str, &str); 2] = [
-    ("kustomize.toolkit.fluxcd.io", "Kustomization"),
-    ("helm.toolkit.fluxcd.io", "HelmRelease"),
-];
+pub use crate::trackers::FLUX_KINDS;
 
 /// Runs `graph`.
 pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
@@ -292,8 +288,13 @@ pub async fn live_graph_with(
     let mut listed = Vec::new();
     let mut unlisted = Vec::new();
     let explicit = selection.is_some();
+    // Only a real choice (a tracker, a selector) narrows the Flux objects shown.
+    let narrowed = selection
+        .as_ref()
+        .is_some_and(|s| s.tracker.is_some() || s.user_selector.is_some());
     if explicit || members {
-        let selection = selection.unwrap_or_default();
+        let mut selection = selection.unwrap_or_default();
+        selection.tracking_objects = members;
         let options = list_options(tuning);
         let collection = collect(
             &session.connection.client,
@@ -318,7 +319,7 @@ pub async fn live_graph_with(
         members,
         only_members: !explicit,
         infer,
-        only_selected: explicit,
+        only_selected: narrowed,
     };
     let mut live = graph_of_with(session, listed, &options).await?;
     live.unlisted = unlisted;

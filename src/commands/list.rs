@@ -7,7 +7,6 @@ use crate::collect::{collect, Collection, ErrorGroup, Listed};
 use crate::commands::{list_options, resolve_selection, selection, Session};
 use crate::error::{exit, UserError};
 use crate::render;
-use crate::trackers::marks;
 
 /// Runs `list`.
 pub async fn run(global: &GlobalArgs, args: ListArgs) -> anyhow::Result<u8> {
@@ -148,12 +147,7 @@ pub fn status(object: &Listed) -> String {
 
 /// Every tool mark on the object, comma-separated, or `<none>`.
 pub fn tracked_by(object: &Listed) -> String {
-    let found: Vec<String> = marks(&object.meta).iter().map(ToString::to_string).collect();
-    if found.is_empty() {
-        "<none>".to_string()
-    } else {
-        found.join(",")
-    }
+    crate::trackers::describe_marks(&object.meta)
 }
 
 /// A Kubernetes `List` of the objects' metadata, as `kubectl get -o json` would frame it.

@@ -12,13 +12,14 @@ use std::sync::Arc;
 use crate::cli::{Cli, Command, GlobalArgs, ListTuning, SelectionArgs};
 use crate::client::{connect, Connection};
 use crate::collect::{ListOptions, ListScope};
-use crate::discovery::{discover, Catalog, KindInfo};
+use crate::discovery::{discover_cached, CacheUse, Catalog, DiskCache, KindInfo};
 use crate::error::UserError;
 use crate::identity::ObjectId;
 use crate::trackers::{applyset_id, Preset, Selection, Tracker};
 
 /// Runs the parsed command; returns the exit code.
-pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
+pub async fn dispatch(mut cli: Cli) -> anyhow::Result<u8> {
+    cli.global.discovery_cache = discovery_cache_use(&cli.command);
     match cli.command {
         Command::List(args) => list::run(&cli.global, args).await,
         Command::Orphans(args) => orphans::run(&cli.global, args).await,
@@ -37,6 +38,16 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
+/// `list`, `graph` and `stuck` only read: a revalidated disk cache serves them. `prune`,
+/// `orphans` and `unstick` plan deletions and changes on fresh discovery (which refreshes the
+/// cache): a stale catalog must never hide the members of a kind.
+fn discovery_cache_use(command: &Command) -> CacheUse {
+    match command {
+        Command::List(_) | Command::Graph(_) | Command::Stuck(_) => CacheUse::Revalidate,
+        _ => CacheUse::Refresh,
+    }
+}
+
 /// A connection plus the server's catalog of kinds: what every live command starts from.
 #[derive(Clone)]
 pub struct Session {
@@ -52,7 +63,8 @@ impl Session {
     /// Connects and discovers, warning on stderr about group versions that could not be discovered.
     pub async fn open(global: &GlobalArgs) -> Result<Self, UserError> {
         let connection = connect(global).await?;
-        let catalog = discover(&connection.client)
+        let cache = cache_root(global).map(|root| DiskCache::for_server(&root, &connection.server));
+        let catalog = discover_cached(&connection.client, cache.as_ref(), global.discovery_cache)
             .await
             .map_err(|err| connection.explain(&err))?;
         if catalog.kinds().is_empty() {
@@ -80,6 +92,15 @@ impl Session {
             scope,
         })
     }
+}
+
+/// The discovery cache root: `--cache-dir`, else kubectl's default.
+pub fn cache_root(global: &GlobalArgs) -> Option<std::path::PathBuf> {
+    global
+        .cache_dir
+        .clone()
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .or_else(crate::discovery::default_cache_root)
 }
 
 /// Builds the selection from `-l` and `--tracker`.

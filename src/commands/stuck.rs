@@ -3,16 +3,15 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Value};
-
 use crate::cli::{GlobalArgs, StuckArgs, StuckOutput};
 use crate::collect::{api_for, collect, sort_objects, Listed};
-use crate::commands::list::{tracked_by, warn_unlisted};
+use crate::commands::list::warn_unlisted;
 use crate::commands::{list_options, resolve_selection, resolve_typed, selection, Session};
 use crate::error::{exit, is_not_found, UserError};
 use crate::render;
 use crate::retry::with_retries;
-use crate::stuck::{diagnose, DiagnosisContext};
+use crate::stuck::chains::{render_text, to_json};
+use crate::stuck::{explain, DiagnosisContext};
 use crate::trackers::Selection;
 
 /// Runs `stuck`.
@@ -23,31 +22,34 @@ pub async fn run(global: &GlobalArgs, args: StuckArgs) -> anyhow::Result<u8> {
     } else {
         named(&session, &args.targets).await?
     };
-    let stuck: Vec<&Listed> = objects.iter().filter(|o| o.is_terminating()).collect();
+    let stuck: Vec<Listed> = objects.iter().filter(|o| o.is_terminating()).cloned().collect();
     for object in objects.iter().filter(|o| !o.is_terminating()) {
         eprintln!("{} is not being deleted", object.id());
     }
-    let context = DiagnosisContext::load(&session).await;
-    let mut reports = Vec::new();
-    for object in &stuck {
-        reports.push((*object, diagnose(&session, &context, object).await));
-    }
-    let text = match args.output {
-        StuckOutput::Text => text(&reports),
-        StuckOutput::Json => render::json(&as_json(&reports))?,
-        StuckOutput::Yaml => render::yaml(&as_json(&reports))?,
-    };
-    if reports.is_empty() && args.output == StuckOutput::Text {
+    let mut context = DiagnosisContext::load(&session).await;
+    let report = explain(&session, &mut context, stuck).await;
+    if report.entries.is_empty() && args.output == StuckOutput::Text {
         eprintln!("No objects are being deleted.");
         return Ok(exit::OK);
     }
+    let text = match args.output {
+        StuckOutput::Text => render_text(&report),
+        StuckOutput::Json => render::json(&to_json(&report))?,
+        StuckOutput::Yaml => render::yaml(&to_json(&report))?,
+    };
     render::emit(&text)?;
-    Ok(if reports.is_empty() { exit::OK } else { exit::FOUND })
+    Ok(if report.entries.is_empty() {
+        exit::OK
+    } else {
+        exit::FOUND
+    })
 }
 
 async fn terminating_in_scope(session: &Session, args: &StuckArgs) -> Result<Vec<Listed>, UserError> {
     let mut chosen = selection(&args.selection)?;
     resolve_selection(&mut chosen, session)?;
+    // With neither `--tracker` nor a selector (`-l ''` selects everything, as in kubectl),
+    // every object being deleted counts, whether a tool tracks it or not.
     let mut chosen = if chosen.tracker.is_none() && chosen.user_selector.is_none() {
         Selection::everything()
     } else {
@@ -81,47 +83,4 @@ async fn named(session: &Session, targets: &[String]) -> Result<Vec<Listed>, Use
     }
     sort_objects(&mut found);
     Ok(found)
-}
-
-fn terminating_for(object: &Listed) -> String {
-    render::age(object.meta.deletion_timestamp.as_ref())
-}
-
-fn text(reports: &[(&Listed, Vec<String>)]) -> String {
-    let mut out = String::new();
-    for (object, diagnoses) in reports {
-        let finalizers = if object.finalizers().is_empty() {
-            "<none>".to_string()
-        } else {
-            object.finalizers().join(", ")
-        };
-        out.push_str(&format!("{}\n", object.id()));
-        out.push_str(&format!("  terminating:  {}\n", terminating_for(object)));
-        out.push_str(&format!("  finalizers:   {finalizers}\n"));
-        out.push_str(&format!("  tracked by:   {}\n", tracked_by(object)));
-        if diagnoses.is_empty() {
-            out.push_str("  diagnosis:    none found (the finalizers' controllers may be slow or down)\n");
-        } else {
-            out.push_str("  diagnosis:\n");
-            for diagnosis in diagnoses {
-                out.push_str(&format!("    - {diagnosis}\n"));
-            }
-        }
-    }
-    out
-}
-
-fn as_json(reports: &[(&Listed, Vec<String>)]) -> Value {
-    let items: Vec<Value> = reports
-        .iter()
-        .map(|(object, diagnoses)| {
-            json!({
-                "apiVersion": object.kind.api_version(), "kind": object.kind.kind, "namespace": object.namespace(),
-                "name": object.name(), "uid": object.uid(), "deletionTimestamp": object.meta.deletion_timestamp,
-                "terminatingFor": terminating_for(object), "finalizers": object.finalizers(),
-                "trackedBy": tracked_by(object), "diagnoses": diagnoses,
-            })
-        })
-        .collect();
-    json!({"stuck": items})
 }

@@ -11,9 +11,13 @@ use crate::cli::{DryRun, GlobalArgs, UnstickArgs};
 use crate::commands::{confirm, resolve_typed, Session};
 use crate::discovery::KindInfo;
 use crate::error::{exit, is_not_found, UserError};
-use crate::finalize::{apply_change, write_backups, FinalizerChange, Removal, UnstickError};
+use crate::finalize::{apply_change, create_run_dir, write_backups, FinalizerChange, Removal};
 use crate::retry::with_retries;
-use crate::stuck::what_may_be_lost;
+use crate::stuck::chains::{chain_below, unstick_command};
+use crate::stuck::{explain, what_may_be_lost, DiagnosisContext};
+
+/// Where backups go unless `--backup-dir` says otherwise: each run makes a new directory in it.
+const DEFAULT_BACKUP_DIR: &str = "kubectl-stack-backups";
 
 /// One object to unstick: as read, and the change.
 struct Chosen {
@@ -35,7 +39,8 @@ pub async fn run(global: &GlobalArgs, args: UnstickArgs) -> anyhow::Result<u8> {
         eprintln!("Nothing to change: none of the named finalizers is on these objects.");
         return Ok(exit::OK);
     }
-    explain(&chosen);
+    show_losses(&chosen);
+    warn_when_not_the_cause(&session, &chosen).await;
     if args.dry_run == DryRun::Client {
         eprintln!("Dry run (client): nothing was changed.");
         return Ok(exit::OK);
@@ -47,24 +52,15 @@ pub async fn run(global: &GlobalArgs, args: UnstickArgs) -> anyhow::Result<u8> {
             "nothing was changed",
         )?;
     }
-    let dir = args.backup_dir.clone().unwrap_or_else(default_backup_dir);
-    let backups: Vec<(DynamicObject, Arc<KindInfo>)> =
-        chosen.iter().map(|c| (c.object.clone(), c.kind.clone())).collect();
-    let written = write_backups(&dir, &backups).map_err(|err| {
-        UserError::failed(format!(
-            "cannot write the backup in {}: {err}; nothing was changed",
-            dir.display()
-        ))
-    })?;
-    eprintln!(
-        "backup: {} object(s) written to {} (mode 0600)",
-        written.len(),
-        dir.display()
-    );
+    let base = args
+        .backup_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_BACKUP_DIR));
+    write_all_backups(&base, &chosen)?;
+    let dry_run = args.dry_run == DryRun::Server;
     let mut incomplete = false;
     for target in &chosen {
         let id = crate::collect::Listed::new(target.kind.clone(), target.object.metadata.clone()).id();
-        let dry_run = args.dry_run == DryRun::Server;
         match apply_change(
             &session.connection.client,
             &target.kind,
@@ -74,18 +70,14 @@ pub async fn run(global: &GlobalArgs, args: UnstickArgs) -> anyhow::Result<u8> {
         )
         .await
         {
-            Ok(()) if dry_run => println!(
+            Ok(_) if dry_run => println!(
                 "{id}: the server accepts removing {}",
                 target.change.removed().join(", ")
             ),
-            Ok(()) => println!("{id}: removed {}", target.change.removed().join(", ")),
-            Err(UnstickError::Changed) => {
+            Ok(done) => println!("{id}: {}", done.describe()),
+            Err(stopped) => {
                 incomplete = true;
-                eprintln!("error: {id}: {}", UnstickError::Changed);
-            }
-            Err(err) => {
-                incomplete = true;
-                eprintln!("error: {id}: {err}");
+                eprintln!("error: {id}: {}; {}", stopped.error, stopped.done.describe());
             }
         }
     }
@@ -94,6 +86,72 @@ pub async fn run(global: &GlobalArgs, args: UnstickArgs) -> anyhow::Result<u8> {
         return Ok(exit::INCOMPLETE);
     }
     Ok(exit::OK)
+}
+
+/// Writes this run's backups into a new directory under `base`, naming each file.
+fn write_all_backups(base: &std::path::Path, chosen: &[Chosen]) -> Result<(), UserError> {
+    let failed = |err: std::io::Error| {
+        UserError::failed(format!(
+            "cannot write the backup under {}: {err}; nothing was changed",
+            base.display()
+        ))
+    };
+    let stamp = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y%m%dT%H%M%SZ")
+        .to_string();
+    let dir = create_run_dir(base, &stamp).map_err(failed)?;
+    let backups: Vec<(DynamicObject, Arc<KindInfo>)> =
+        chosen.iter().map(|c| (c.object.clone(), c.kind.clone())).collect();
+    let written = write_backups(&dir, &backups).map_err(failed)?;
+    for (target, path) in chosen.iter().zip(&written) {
+        let id = crate::collect::Listed::new(target.kind.clone(), target.object.metadata.clone()).id();
+        eprintln!("backup: {id} -> {} (mode 0600)", path.display());
+    }
+    Ok(())
+}
+
+/// Warns when an object waits for other stuck objects: removing its finalizers does not touch
+/// the cause, which is named with the command for just it.
+async fn warn_when_not_the_cause(session: &Session, chosen: &[Chosen]) {
+    let objects: Vec<crate::collect::Listed> = chosen
+        .iter()
+        .filter(|c| c.object.metadata.deletion_timestamp.is_some())
+        .map(|c| crate::collect::Listed::new(c.kind.clone(), c.object.metadata.clone()))
+        .collect();
+    if objects.is_empty() {
+        return;
+    }
+    let mut context = DiagnosisContext::load(session).await;
+    let report = explain(session, &mut context, objects.clone()).await;
+    for object in &objects {
+        let id = object.id();
+        let Some(chain) = chain_below(&report, &id) else {
+            continue;
+        };
+        let waited: Vec<String> = report
+            .edges
+            .iter()
+            .filter(|e| e.from == chain.root)
+            .map(|e| format!("{} ({})", report.entries[e.to].object.id(), e.finalizer))
+            .collect();
+        eprintln!("warning: {id} is not the cause: it waits for {}", waited.join(", "));
+        for cut in &chain.cuts {
+            let leaf = &report.entries[cut.entry].object;
+            if cut.finalizers.is_empty() {
+                eprintln!(
+                    "warning: the cause is {}: see `kubectl stack stuck` for what it waits for",
+                    leaf.id()
+                );
+            } else {
+                eprintln!(
+                    "warning: the cause is {} (finalizer {}); removing only that releases the chain: {}",
+                    leaf.id(),
+                    cut.finalizers.join(", "),
+                    unstick_command(leaf, &cut.finalizers)
+                );
+            }
+        }
+    }
 }
 
 async fn read_targets(session: &Session, args: &UnstickArgs, removal: &Removal) -> Result<Vec<Chosen>, UserError> {
@@ -129,7 +187,7 @@ async fn read_targets(session: &Session, args: &UnstickArgs, removal: &Removal) 
     Ok(chosen)
 }
 
-fn explain(chosen: &[Chosen]) {
+fn show_losses(chosen: &[Chosen]) {
     for target in chosen {
         let id = crate::collect::Listed::new(target.kind.clone(), target.object.metadata.clone()).id();
         eprintln!("{id}:");
@@ -137,11 +195,4 @@ fn explain(chosen: &[Chosen]) {
             eprintln!("  remove {finalizer}: {}", what_may_be_lost(&finalizer));
         }
     }
-}
-
-fn default_backup_dir() -> PathBuf {
-    let stamp = k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y%m%dT%H%M%SZ")
-        .to_string();
-    PathBuf::from(format!("kubectl-stack-backup-{stamp}"))
 }

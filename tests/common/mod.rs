@@ -265,13 +265,23 @@ pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) {
     }
 }
 
-/// Whether an object exists (`kubectl get`).
+/// Whether an object exists (`kubectl get`). Only NotFound is absence: any other failure (an
+/// unknown resource type once its CRD is gone, a refused connection) fails the test.
 pub fn exists(kind: &str, namespace: Option<&str>, name: &str) -> bool {
     let mut args = vec!["get", kind, name, "-o", "name"];
     if let Some(ns) = namespace {
         args.extend(["-n", ns]);
     }
-    kubectl(&args).code == 0
+    let result = kubectl(&args);
+    if result.code == 0 {
+        return true;
+    }
+    assert!(
+        result.stderr.contains("(NotFound)"),
+        "kubectl get {kind} {name} failed, and not with NotFound: {}",
+        result.stderr
+    );
+    false
 }
 
 /// A copy of the admin kubeconfig whose context's namespace is `namespace`.

@@ -1,0 +1,253 @@
+//! The re-check before every wave: a teardown deletes exactly its plan, and only while the plan
+//! still holds. Just before a wave's deletes, its objects are read again and every safeguard of
+//! [`crate::safeguards`] is applied again: an object re-created under a planned name, given a
+//! keep marker or taken over by another stack is dropped; a Namespace or CRD that now holds a
+//! tracked or keep-marked object the plan does not delete (another stack's, or a newcomer) is
+//! dropped. What a dropped object depends on is withheld from the later
+//! waves. Then the Flux suspensions prune set on the wave's tracking objects are lifted (see
+//! [`crate::suspend`]).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use kube::Client;
+
+use crate::collect::{collect_kinds, ListOptions, ListScope, Listed};
+use crate::discovery::{Catalog, KindInfo};
+use crate::execute::{CheckedWave, Target, WaveGuard};
+use crate::identity::ObjectId;
+use crate::safeguards::{dies_with_plan, keep_marked, tracked_elsewhere, TornDown};
+use crate::suspend::Suspensions;
+use crate::teardown::{tracker_key, PrunePlan};
+use crate::trackers::Selection;
+
+/// The re-check of one run (see the module documentation).
+pub struct Recheck {
+    client: Client,
+    catalog: Arc<Catalog>,
+    torn_down: TornDown,
+    depends_on: HashMap<ObjectId, Vec<ObjectId>>,
+    trackers_of: HashMap<ObjectId, Vec<ObjectId>>,
+    keep_suspended: HashSet<ObjectId>,
+    planned_uids: HashSet<String>,
+    withheld: HashMap<ObjectId, String>,
+    options: ListOptions,
+    /// The suspensions of the run; lifted wave by wave.
+    pub suspensions: Suspensions,
+}
+
+impl Recheck {
+    /// The re-check of `plan`.
+    pub fn new(
+        client: Client,
+        catalog: Arc<Catalog>,
+        plan: &PrunePlan,
+        suspensions: Suspensions,
+        options: ListOptions,
+    ) -> Self {
+        Self {
+            client,
+            catalog,
+            torn_down: plan.torn_down.clone(),
+            depends_on: plan.depends_on.clone(),
+            trackers_of: plan.trackers_of.clone(),
+            keep_suspended: plan.keep_suspended.clone(),
+            planned_uids: plan.waves.iter().flatten().map(|t| t.uid.clone()).collect(),
+            withheld: HashMap::new(),
+            options,
+            suspensions,
+        }
+    }
+
+    async fn check(&mut self, targets: Vec<Target>) -> CheckedWave {
+        let mut checked = CheckedWave::default();
+        let mut candidates = Vec::new();
+        for target in targets {
+            match self.withheld.remove(&target.id) {
+                Some(reason) => checked.dropped.push((target, reason)),
+                None => candidates.push(target),
+            }
+        }
+        let current = self.reread(&candidates).await;
+        for target in candidates {
+            let now = current.get(&(
+                target.kind.group.clone(),
+                target.kind.kind.clone(),
+                target.id.namespace.clone(),
+            ));
+            let verdict = match now {
+                Some(Ok(objects)) => self.judge(&target, objects.get(&target.id.name)),
+                Some(Err(why)) => Some(format!("could not be re-checked: {why}")),
+                None => Some("could not be re-checked".to_string()),
+            };
+            let verdict = match verdict {
+                Some(reason) => Some(reason),
+                None => self.judge_content(&target).await,
+            };
+            match verdict {
+                Some(reason) => checked.dropped.push((target, reason)),
+                None => checked.targets.push(target),
+            }
+        }
+        self.lift_suspensions(&mut checked).await;
+        for (target, _) in &checked.dropped {
+            self.withhold_dependencies(&target.id);
+            let trackers = self.trackers_of.get(&target.id).cloned().unwrap_or_default();
+            self.keep_suspended.extend(trackers);
+        }
+        checked
+    }
+
+    /// The wave's objects as they are now, by (group, kind, namespace) and name.
+    async fn reread(
+        &self,
+        targets: &[Target],
+    ) -> HashMap<(String, String, Option<String>), Result<HashMap<String, Listed>, String>> {
+        let mut groups: BTreeMap<(String, String, Option<String>), Arc<KindInfo>> = BTreeMap::new();
+        for target in targets {
+            let key = (
+                target.kind.group.clone(),
+                target.kind.kind.clone(),
+                target.id.namespace.clone(),
+            );
+            groups.entry(key).or_insert_with(|| target.kind.clone());
+        }
+        let mut found = HashMap::new();
+        for (key, kind) in groups {
+            let scope = match &key.2 {
+                Some(namespace) => ListScope::Namespace(namespace.clone()),
+                None => ListScope::AllNamespaces,
+            };
+            let listed = collect_kinds(&self.client, &[kind], &scope, &Selection::everything(), self.options).await;
+            let result = match listed.failures.first() {
+                Some(failure) => Err(format!("{:?}", failure.failure)),
+                None => Ok(listed.objects.into_iter().map(|o| (o.name().to_string(), o)).collect()),
+            };
+            found.insert(key, result);
+        }
+        found
+    }
+
+    /// Why a target must not be deleted any more, judged on the object as it is now.
+    fn judge(&self, target: &Target, now: Option<&Listed>) -> Option<String> {
+        // Gone already, or gone and re-created under the planned name (another UID): the planned
+        // object is gone; the DELETE's UID precondition leaves the new one alone and says so.
+        let object = now.filter(|o| o.uid() == target.uid)?;
+        if let Some(marker) = keep_marked(&object.meta) {
+            return Some(format!("{marker} was added since the plan"));
+        }
+        if !self.torn_down.is_empty() && tracker_key(object).is_none() {
+            if let Some(why) = tracked_elsewhere(&object.meta, &self.torn_down) {
+                return Some(format!("{why} (changed since the plan)"));
+            }
+        }
+        None
+    }
+
+    /// For a Namespace or a CRD: an object it holds now that stays (another stack's, kept).
+    async fn judge_content(&self, target: &Target) -> Option<String> {
+        let held = match (target.id.group.as_str(), target.id.kind.as_str()) {
+            ("", "Namespace") => {
+                let kinds: Vec<Arc<KindInfo>> = self.catalog.listable().filter(|k| k.namespaced).cloned().collect();
+                let scope = ListScope::Namespace(target.id.name.clone());
+                collect_kinds(&self.client, &kinds, &scope, &Selection::everything(), self.options).await
+            }
+            ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+                let kinds: Vec<Arc<KindInfo>> = self
+                    .catalog
+                    .kinds()
+                    .iter()
+                    .filter(|k| !k.group.is_empty() && k.crd_name() == target.id.name && k.can("list"))
+                    .cloned()
+                    .collect();
+                collect_kinds(
+                    &self.client,
+                    &kinds,
+                    &ListScope::AllNamespaces,
+                    &Selection::everything(),
+                    self.options,
+                )
+                .await
+            }
+            _ => return None,
+        };
+        if let Some(failure) = held.failures.first() {
+            return Some(format!(
+                "its content could not be re-checked ({} could not be listed)",
+                failure.kind.kind_with_group()
+            ));
+        }
+        let owners_of: HashMap<String, Vec<String>> = held
+            .objects
+            .iter()
+            .map(|o| {
+                let owners = o
+                    .meta
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .map(|r| r.uid.clone())
+                    .collect();
+                (o.uid().to_string(), owners)
+            })
+            .collect();
+        let staying = held.objects.iter().find(|o| {
+            !o.is_terminating()
+                && !self.planned_uids.contains(o.uid())
+                && !dies_with_plan(&o.meta, &self.planned_uids, &owners_of)
+                && (keep_marked(&o.meta).is_some() || crate::trackers::is_tracked(&o.meta))
+        })?;
+        Some(format!(
+            "holds {}, which is not pruned (found by the re-check)",
+            staying.id()
+        ))
+    }
+
+    /// Lifts the suspensions prune set on the wave's tracking objects, just before their deletes.
+    async fn lift_suspensions(&mut self, checked: &mut CheckedWave) {
+        let mut ready = Vec::new();
+        for target in std::mem::take(&mut checked.targets) {
+            if self.keep_suspended.contains(&target.id) {
+                tracing::warn!(
+                    "{} is deleted while still suspended: a member of it stays, which its controller's clean-up would delete",
+                    target.id
+                );
+                ready.push(target);
+                continue;
+            }
+            match self.suspensions.lift(&self.client, &target).await {
+                Ok(()) => ready.push(target),
+                Err(why) => checked.dropped.push((
+                    target,
+                    format!(
+                        "its suspension could not be lifted ({why}): deleting it would skip its controller's cleanup"
+                    ),
+                )),
+            }
+        }
+        checked.targets = ready;
+    }
+
+    /// Withholds from later waves what a dropped object depends on, transitively.
+    fn withhold_dependencies(&mut self, dropped: &ObjectId) {
+        let mut queue = vec![dropped.clone()];
+        let mut seen = HashSet::new();
+        while let Some(current) = queue.pop() {
+            for dependency in self.depends_on.get(&current).cloned().unwrap_or_default() {
+                if seen.insert(dependency.clone()) {
+                    self.withheld
+                        .entry(dependency.clone())
+                        .or_insert_with(|| format!("needed by {current}, which was not deleted"));
+                    queue.push(dependency);
+                }
+            }
+        }
+    }
+}
+
+impl WaveGuard for Recheck {
+    fn before_wave(&mut self, _wave: usize, targets: Vec<Target>) -> BoxFuture<'_, CheckedWave> {
+        Box::pin(self.check(targets))
+    }
+}

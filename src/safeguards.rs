@@ -1,0 +1,352 @@
+//! Safeguards: the rules that keep an object out of a prune, one rule per function (as
+//! cli-utils' `pkg/apply/filter`). The planner ([`crate::teardown`]) applies them when it plans,
+//! and the re-check ([`crate::recheck`]) applies them again before every wave.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use kube::core::ObjectMeta;
+
+use crate::graph::{Edge, EdgeKind, Graph};
+use crate::identity::ObjectId;
+use crate::trackers::{keep_marker, marks, Mark, MarkValue, Preset};
+
+/// The stacks a teardown tears down, by the mark their members carry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TornDown {
+    keys: HashSet<(Preset, MarkValue)>,
+}
+
+impl TornDown {
+    /// The stacks of these tracking objects (see [`crate::graph::owner_mark`]).
+    pub fn new(keys: impl IntoIterator<Item = (Preset, MarkValue)>) -> Self {
+        Self {
+            keys: keys.into_iter().collect(),
+        }
+    }
+
+    /// Whether no stack is torn down (an orphan prune).
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Whether a stack of this tool and name (in any namespace) is torn down.
+    pub fn names(&self, preset: Preset, name: &str) -> bool {
+        self.keys.iter().any(|(p, value)| *p == preset && value.name == name)
+    }
+
+    /// Whether the stack this mark names is torn down. A mark that records no namespace (kpt,
+    /// ApplySet, Argo CD) names its stack by name alone.
+    pub fn covers(&self, mark: &Mark) -> bool {
+        self.keys.iter().any(|(preset, value)| {
+            *preset == mark.preset
+                && value.name == mark.value.name
+                && (mark.value.namespace.is_none() || value.namespace == mark.value.namespace)
+        })
+    }
+}
+
+/// Rule: a tool's keep marker (`helm.sh/resource-policy: keep`, `kustomize.toolkit.fluxcd.io/prune:
+/// disabled`, ...) keeps the object.
+pub fn keep_marked(meta: &ObjectMeta) -> Option<String> {
+    keep_marker(meta).map(|marker| format!("keep marker {marker}"))
+}
+
+/// Rule: a teardown deletes an object only when every stack that tracks it is torn down. The
+/// Helm release a Flux HelmRelease installs counts as that HelmRelease's.
+pub fn tracked_elsewhere(meta: &ObjectMeta, torn_down: &TornDown) -> Option<String> {
+    let found = marks(meta);
+    let helm_release_covered = found
+        .iter()
+        .any(|m| m.preset == Preset::FluxHelm && torn_down.covers(m));
+    found
+        .iter()
+        .find(|mark| !(torn_down.covers(mark) || (mark.preset == Preset::Helm && helm_release_covered)))
+        .map(|mark| format!("also tracked by {mark}, which is not torn down"))
+}
+
+/// The tracking objects of the cluster by preset and name: what a mark that records no
+/// namespace may refer to.
+#[derive(Debug, Clone, Default)]
+pub struct Trackers {
+    namespaces_by_name: HashMap<(Preset, String), HashSet<Option<String>>>,
+}
+
+impl Trackers {
+    /// Indexes the tracking objects' keys.
+    pub fn new<'a>(keys: impl IntoIterator<Item = &'a (Preset, MarkValue)>) -> Self {
+        let mut namespaces_by_name: HashMap<(Preset, String), HashSet<Option<String>>> = HashMap::new();
+        for (preset, value) in keys {
+            namespaces_by_name
+                .entry((*preset, value.name.clone()))
+                .or_default()
+                .insert(value.namespace.clone());
+        }
+        Self { namespaces_by_name }
+    }
+}
+
+/// Rule: a mark that names its stack by name only (Flux labels without the namespace label),
+/// while stacks of that name live in several namespaces, is ambiguous: its object could belong to
+/// either, so it is never acted on.
+pub fn ambiguous_mark(meta: &ObjectMeta, trackers: &Trackers) -> Option<String> {
+    marks(meta).into_iter().find_map(|mark| {
+        let namespaced_preset = matches!(mark.preset, Preset::Flux | Preset::FluxHelm | Preset::Helm);
+        if !namespaced_preset || mark.value.namespace.is_some() {
+            return None;
+        }
+        let candidates = trackers
+            .namespaces_by_name
+            .get(&(mark.preset, mark.value.name.clone()))?;
+        (candidates.len() > 1).then(|| {
+            let mut namespaces: Vec<String> = candidates.iter().flatten().cloned().collect();
+            namespaces.sort();
+            format!(
+                "ambiguous mark {mark}: stacks of that name live in {}",
+                namespaces.join(", ")
+            )
+        })
+    })
+}
+
+/// Rule: an object a controller made (an ownerReference with `controller: true`) is left to its
+/// controller. Returns the controller's `Kind/name`.
+pub fn controlled(meta: &ObjectMeta) -> Option<String> {
+    meta.owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .map(|o| format!("{}/{}", o.kind, o.name))
+}
+
+/// Whether an object dies with the plan: one of its owners (by UID, through owners known here)
+/// is deleted by the plan. Such an object does not keep its Namespace, and is not "left behind".
+pub fn dies_with_plan(meta: &ObjectMeta, planned: &HashSet<String>, owners_of: &HashMap<String, Vec<String>>) -> bool {
+    let mut queue: Vec<String> = meta.owner_references.iter().flatten().map(|o| o.uid.clone()).collect();
+    let mut seen = HashSet::new();
+    while let Some(uid) = queue.pop() {
+        if planned.contains(&uid) {
+            return true;
+        }
+        if seen.insert(uid.clone()) {
+            queue.extend(owners_of.get(&uid).cloned().unwrap_or_default());
+        }
+    }
+    false
+}
+
+/// Rule: what something that stays depends on stays too. Returns the planned nodes that a
+/// staying node depends on (directly), each with the reason. `staying` tells whether a node of
+/// the graph exists and is not deleted.
+pub fn needed_by_staying(
+    graph: &Graph,
+    planned: &HashSet<usize>,
+    staying: impl Fn(usize) -> bool,
+) -> BTreeMap<usize, String> {
+    let mut needed = BTreeMap::new();
+    for Edge { from, to, kind } in &graph.edges {
+        if planned.contains(to) && !planned.contains(from) && staying(*from) && !needed.contains_key(to) {
+            let why = match kind {
+                EdgeKind::Namespace => format!("holds {}, which is not pruned", graph.nodes[*from].id),
+                EdgeKind::Crd => format!("holds {}, which is not pruned", graph.nodes[*from].id),
+                other => format!(
+                    "needed by {}, which is not pruned ({})",
+                    graph.nodes[*from].id,
+                    other.label()
+                ),
+            };
+            needed.insert(*to, why);
+        }
+    }
+    needed
+}
+
+/// Rule: a Namespace or a CRD is not deleted while it holds an object that stays (its deletion
+/// would delete that object too). `crd_of` names the CRD (`plural.group`) of a custom kind.
+pub fn holds_staying<'a>(
+    holder: &ObjectId,
+    staying: impl IntoIterator<Item = &'a ObjectId>,
+    crd_of: impl Fn(&ObjectId) -> Option<String>,
+) -> Option<&'a ObjectId> {
+    let mut staying = staying.into_iter();
+    match (holder.group.as_str(), holder.kind.as_str()) {
+        ("", "Namespace") => staying.find(|id| id.namespace.as_deref() == Some(holder.name.as_str())),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            staying.find(|id| crd_of(id).as_deref() == Some(holder.name.as_str()))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{build, BuildOptions, NodeInput};
+    use crate::trackers::{FLUX_HR_NAME, FLUX_HR_NAMESPACE, FLUX_KS_NAME, FLUX_KS_NAMESPACE, HELM_RELEASE_NAME};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn meta(labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> ObjectMeta {
+        let map = |pairs: &[(&str, &str)]| {
+            Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<BTreeMap<_, _>>(),
+            )
+        };
+        ObjectMeta {
+            labels: map(labels),
+            annotations: map(annotations),
+            ..Default::default()
+        }
+    }
+
+    fn key(preset: Preset, name: &str, namespace: Option<&str>) -> (Preset, MarkValue) {
+        (
+            preset,
+            MarkValue {
+                name: name.into(),
+                namespace: namespace.map(str::to_string),
+            },
+        )
+    }
+
+    #[test]
+    fn keep_markers_keep() {
+        assert!(keep_marked(&meta(&[], &[("helm.sh/resource-policy", "keep")])).is_some());
+        assert!(keep_marked(&meta(&[("app", "x")], &[])).is_none());
+    }
+
+    #[test]
+    fn an_object_another_live_stack_tracks_is_kept() {
+        let torn_down = TornDown::new([key(Preset::Flux, "a", Some("flux-system"))]);
+        let only_a = meta(&[(FLUX_KS_NAME, "a"), (FLUX_KS_NAMESPACE, "flux-system")], &[]);
+        assert_eq!(tracked_elsewhere(&only_a, &torn_down), None);
+        let also_h = meta(
+            &[
+                (FLUX_KS_NAME, "a"),
+                (FLUX_KS_NAMESPACE, "flux-system"),
+                (FLUX_HR_NAME, "h"),
+                (FLUX_HR_NAMESPACE, "web"),
+            ],
+            &[],
+        );
+        let why = tracked_elsewhere(&also_h, &torn_down).unwrap();
+        assert!(why.contains("flux-helm:web/h"), "{why}");
+        let also_kpt = meta(
+            &[(FLUX_KS_NAME, "a"), (FLUX_KS_NAMESPACE, "flux-system")],
+            &[("config.k8s.io/owning-inventory", "inv-1")],
+        );
+        assert!(tracked_elsewhere(&also_kpt, &torn_down).unwrap().contains("kpt:inv-1"));
+        // Same name, other namespace: another stack.
+        let other_ns = meta(&[(FLUX_KS_NAME, "a"), (FLUX_KS_NAMESPACE, "team-b")], &[]);
+        assert!(tracked_elsewhere(&other_ns, &torn_down).is_some());
+    }
+
+    #[test]
+    fn the_helm_release_of_a_torn_down_helmrelease_is_covered() {
+        let torn_down = TornDown::new([key(Preset::FluxHelm, "h", Some("web"))]);
+        let member = meta(
+            &[(FLUX_HR_NAME, "h"), (FLUX_HR_NAMESPACE, "web")],
+            &[(HELM_RELEASE_NAME, "web-h"), ("meta.helm.sh/release-namespace", "web")],
+        );
+        assert_eq!(tracked_elsewhere(&member, &torn_down), None);
+        let helm_only = meta(
+            &[],
+            &[(HELM_RELEASE_NAME, "web-h"), ("meta.helm.sh/release-namespace", "web")],
+        );
+        assert!(tracked_elsewhere(&helm_only, &torn_down).is_some());
+    }
+
+    #[test]
+    fn a_name_only_mark_with_two_candidate_stacks_is_ambiguous() {
+        let keys = [
+            key(Preset::Flux, "dup", Some("a")),
+            key(Preset::Flux, "dup", Some("b")),
+            key(Preset::Flux, "one", Some("a")),
+        ];
+        let trackers = Trackers::new(keys.iter());
+        let name_only = meta(&[(FLUX_KS_NAME, "dup")], &[]);
+        assert!(ambiguous_mark(&name_only, &trackers).unwrap().contains("a, b"));
+        let with_namespace = meta(&[(FLUX_KS_NAME, "dup"), (FLUX_KS_NAMESPACE, "a")], &[]);
+        assert_eq!(ambiguous_mark(&with_namespace, &trackers), None);
+        let unique = meta(&[(FLUX_KS_NAME, "one")], &[]);
+        assert_eq!(ambiguous_mark(&unique, &trackers), None);
+    }
+
+    #[test]
+    fn children_die_with_a_planned_owner_through_the_owner_chain() {
+        let owned_by = |uid: &str, controller: bool| ObjectMeta {
+            owner_references: Some(vec![OwnerReference {
+                uid: uid.into(),
+                kind: "ReplicaSet".into(),
+                name: "rs".into(),
+                controller: Some(controller),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        let pod = owned_by("rs-uid", true);
+        assert_eq!(controlled(&pod).as_deref(), Some("ReplicaSet/rs"));
+        assert_eq!(controlled(&owned_by("x", false)), None);
+        let planned: HashSet<String> = ["deploy-uid".to_string()].into();
+        let owners = HashMap::from([("rs-uid".to_string(), vec!["deploy-uid".to_string()])]);
+        assert!(dies_with_plan(&pod, &planned, &owners));
+        assert!(!dies_with_plan(&pod, &planned, &HashMap::new()));
+        assert!(!dies_with_plan(&ObjectMeta::default(), &planned, &owners));
+    }
+
+    #[test]
+    fn what_a_staying_object_depends_on_stays() {
+        let cm = |name: &str, deps: &[&str]| {
+            let mut input = NodeInput {
+                id: ObjectId::new("", "ConfigMap", Some("t"), name),
+                ..Default::default()
+            };
+            if !deps.is_empty() {
+                let refs: Vec<String> = deps.iter().map(|d| format!("/namespaces/t/ConfigMap/{d}")).collect();
+                input
+                    .annotations
+                    .insert(crate::graph::KPT_DEPENDS_ON.into(), refs.join(","));
+            }
+            input
+        };
+        // app (kept) -> base; other -> base2; other is planned too.
+        let graph = build(
+            &[
+                cm("app", &["base"]),
+                cm("base", &[]),
+                cm("other", &["base2"]),
+                cm("base2", &[]),
+            ],
+            &BuildOptions::default(),
+        );
+        let planned: HashSet<usize> = [1, 2, 3].into();
+        let needed = needed_by_staying(&graph, &planned, |_| true);
+        assert_eq!(needed.keys().copied().collect::<Vec<_>>(), vec![1]);
+        assert!(needed[&1].contains("ConfigMap/t/app"), "{needed:?}");
+        // A node that does not stay (e.g. already gone) keeps nothing.
+        assert!(needed_by_staying(&graph, &planned, |_| false).is_empty());
+    }
+
+    #[test]
+    fn namespaces_and_crds_that_hold_staying_objects_stay() {
+        let staying = [
+            ObjectId::new("", "ConfigMap", Some("shop"), "settings"),
+            ObjectId::new("example.com", "Widget", Some("other"), "w"),
+        ];
+        let crd_of = |id: &ObjectId| (id.group == "example.com").then(|| "widgets.example.com".to_string());
+        let namespace = ObjectId::new("", "Namespace", None, "shop");
+        assert_eq!(holds_staying(&namespace, &staying, crd_of), Some(&staying[0]));
+        let empty = ObjectId::new("", "Namespace", None, "empty");
+        assert_eq!(holds_staying(&empty, &staying, crd_of), None);
+        let crd = ObjectId::new(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            None,
+            "widgets.example.com",
+        );
+        assert_eq!(holds_staying(&crd, &staying, crd_of), Some(&staying[1]));
+        let config_map = ObjectId::new("", "ConfigMap", Some("shop"), "x");
+        assert_eq!(holds_staying(&config_map, &staying, crd_of), None);
+    }
+}

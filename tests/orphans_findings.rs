@@ -1,0 +1,569 @@
+//! End-to-end tests of issue 16's findings: `orphans` (and so `prune`) calls an object an orphan
+//! only when the tool that tracks it would delete it too. Where the producer runs here (kubectl
+//! ApplySet) it is the oracle; elsewhere the rule's source is named on the test.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn orphan_names(run: &Run) -> BTreeSet<String> {
+    run.json()["orphans"]
+        .as_array()
+        .expect("orphans")
+        .iter()
+        .map(|o| {
+            format!(
+                "{}/{}/{}",
+                o["kind"].as_str().unwrap(),
+                o["namespace"].as_str().unwrap_or(""),
+                o["name"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+/// `name -> reason` of the skipped objects.
+fn skipped(run: &Run) -> Vec<(String, String)> {
+    run.json()["skipped"]
+        .as_array()
+        .expect("skipped")
+        .iter()
+        .map(|o| {
+            (
+                o["name"].as_str().unwrap().to_string(),
+                o["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn set(items: &[String]) -> BTreeSet<String> {
+    items.iter().cloned().collect()
+}
+
+/// Flux labels for Kustomization `ks` in `flux-system`, plus the run label.
+fn flux_labels(run: &str) -> String {
+    format!("stack-test/run: {run}, kustomize.toolkit.fluxcd.io/name: ks-{run}, kustomize.toolkit.fluxcd.io/namespace: flux-system")
+}
+
+/// Finding 1: the endpoints controller copies a Service's labels onto its Endpoints, the
+/// StatefulSet controller copies its selector labels onto its claims; neither sets an
+/// ownerReference. They, and anything owned by a tracked object, go with their source.
+#[test]
+fn controller_copies_and_owned_objects_are_never_orphans() {
+    let _logs = start();
+    let ns = Namespace::new("copies");
+    let n = &ns.0;
+    let run = unique("cp");
+    let labels = flux_labels(&run);
+    apply(&format!(
+        r#"
+apiVersion: v1
+kind: Service
+metadata: {{name: api, namespace: {n}, labels: {{{labels}}}}}
+spec: {{selector: {{app: api}}, ports: [{{port: 80}}]}}
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {{name: api, namespace: {n}, labels: {{{labels}}}}}
+---
+apiVersion: discovery.k8s.io/v1beta1
+kind: EndpointSlice
+metadata: {{name: api-x1, namespace: {n}, labels: {{{labels}, kubernetes.io/service-name: api}}}}
+addressType: IPv4
+endpoints: []
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {{name: db, namespace: {n}, labels: {{{labels}}}}}
+spec:
+  serviceName: db
+  selector: {{matchLabels: {{app: db}}}}
+  template:
+    metadata: {{labels: {{app: db}}}}
+    spec: {{containers: [{{name: db, image: db}}]}}
+  volumeClaimTemplates:
+  - metadata: {{name: data}}
+    spec: {{accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Gi}}}}}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: data-db-0, namespace: {n}, labels: {{{labels}, app: db}}}}
+spec: {{accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Gi}}}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: gone, namespace: {n}, labels: {{{labels}}}}}
+"#
+    ));
+    let service_uid = uid_of("service", Some(n), "api");
+    apply(&format!(
+        r#"
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: owned-by-service
+  namespace: {n}
+  labels: {{{labels}}}
+  ownerReferences: [{{apiVersion: v1, kind: Service, name: api, uid: {service_uid}}}]
+"#
+    ));
+    let repo = temp_file(
+        "repo.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: api}\n---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\n",
+    );
+    let selector = format!("stack-test/run={run}");
+    let args = ["-n", n, "-l", &selector, "-f", repo.to_str().unwrap()];
+    let found = stack(&[&["orphans"][..], &args[..], &["-o", "json", "--show-skipped"]].concat()).expect_code(1);
+    assert_eq!(orphan_names(&found), set(&[format!("ConfigMap/{n}/gone")]));
+    let skipped = skipped(&found);
+    for (name, reason) in [
+        ("api", "derived"),
+        ("api-x1", "derived"),
+        ("data-db-0", "derived"),
+        ("owned-by-service", "controllerOwned"),
+    ] {
+        assert!(
+            skipped.contains(&(name.to_string(), reason.to_string())),
+            "{name}: {skipped:?}"
+        );
+    }
+    let table = stack(&[&["orphans"][..], &args[..], &["--show-skipped"]].concat()).expect_code(1);
+    assert!(
+        table.stdout.contains("derived from StatefulSet/db by its controller"),
+        "{}",
+        table.stdout
+    );
+
+    // prune deletes the one orphan and nothing a controller made.
+    stack(&[&["prune"][..], &args[..], &["--yes", "--timeout", "30s"]].concat()).expect_code(0);
+    assert!(!exists("configmap", Some(n), "gone"));
+    assert!(exists("endpoints", Some(n), "api"));
+    assert!(exists("persistentvolumeclaim", Some(n), "data-db-0"));
+    assert!(exists("configmap", Some(n), "owned-by-service"));
+}
+
+/// Finding 2, ApplySet half, with kubectl itself as the oracle: `kubectl apply --prune
+/// --applyset --dry-run=server` names exactly what kubectl would prune; `orphans` says the same,
+/// and nothing of a kind or namespace the parent does not list.
+#[test]
+fn applyset_orphans_are_what_kubectl_would_prune() {
+    let _logs = start();
+    let ns = Namespace::new("aset");
+    let other = Namespace::new("aset-other");
+    let n = &ns.0;
+    let first = temp_file(
+        "a.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n",
+    );
+    let applied = kubectl(&[
+        "apply",
+        "-n",
+        n,
+        "--prune",
+        "--applyset=set1",
+        "-f",
+        first.to_str().unwrap(),
+    ]);
+    assert_eq!(applied.code, 0, "{}", applied.stderr);
+    let id = kubectl(&[
+        "get",
+        "secret",
+        "set1",
+        "-n",
+        n,
+        "-o",
+        "jsonpath={.metadata.labels.applyset\\.kubernetes\\.io/id}",
+    ])
+    .stdout;
+    assert!(id.starts_with("applyset-"), "{id}");
+    // Objects carrying the member label that kubectl never prunes: a kind the parent does not
+    // list, and a namespace it does not list.
+    apply(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: stray, namespace: {n}, labels: {{applyset.kubernetes.io/part-of: {id}}}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: elsewhere, namespace: {}, labels: {{applyset.kubernetes.io/part-of: {id}}}}}\n",
+        other.0
+    ));
+    let next = temp_file("a.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n");
+    let next = next.to_str().unwrap();
+    let oracle = kubectl(&[
+        "apply",
+        "-n",
+        n,
+        "--prune",
+        "--applyset=set1",
+        "-f",
+        next,
+        "--dry-run=server",
+    ]);
+    assert_eq!(oracle.code, 0, "{}", oracle.stderr);
+    let kubectl_prunes: Vec<String> = oracle
+        .stdout
+        .lines()
+        .filter(|l| l.contains("pruned"))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect();
+    assert_eq!(kubectl_prunes, vec!["configmap/b"], "{}", oracle.stdout);
+
+    let kubeconfig = kubeconfig_with_namespace(n);
+    for selection in [["--inventory", "applyset=set1"], ["--tracker", "applyset=set1"]] {
+        let ours = stack_as(
+            &kubeconfig,
+            &[&["orphans", "-A", "-f", next, "-o", "name"][..], &selection[..]].concat(),
+        )
+        .expect_code(1);
+        assert_eq!(ours.stdout.lines().collect::<Vec<_>>(), kubectl_prunes, "{selection:?}");
+    }
+    // The parent alone: what kubectl applied last; nothing is an orphan.
+    stack_as(&kubeconfig, &["orphans", "-A", "--inventory", "applyset=set1"]).expect_code(0);
+}
+
+/// Finding 4: a tracker value without a namespace means the current namespace, as the Helm and
+/// Flux CLIs take it; release `team-b/redis`'s cluster-scoped objects are not `-n team-a`'s.
+/// Issue 19 item 9: `--tracker helm=NAME` finds objects by Helm's annotations even without the
+/// chart's `app.kubernetes.io/managed-by` label.
+#[test]
+fn a_tracker_value_without_namespace_is_the_current_namespace() {
+    let _logs = start();
+    let team_a = Namespace::new("team-a");
+    let team_b = Namespace::new("team-b");
+    let (a, b) = (&team_a.0, &team_b.0);
+    let release = unique("redis");
+    let role = |team: &str| {
+        format!(
+            "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {release}-{team}\n  annotations: {{meta.helm.sh/release-name: {release}, meta.helm.sh/release-namespace: {team}}}\n  labels: {{kustomize.toolkit.fluxcd.io/name: {release}, kustomize.toolkit.fluxcd.io/namespace: {team}}}\nrules: []\n"
+        )
+    };
+    apply(&format!("{}{}", role(a), role(b)));
+    let repo = temp_file(
+        "repo.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: unrelated}\n",
+    );
+    for preset in ["helm", "flux"] {
+        let found = stack(&[
+            "orphans",
+            "-n",
+            a,
+            "--tracker",
+            &format!("{preset}={release}"),
+            "-f",
+            repo.to_str().unwrap(),
+            "-o",
+            "name",
+        ])
+        .expect_code(1);
+        assert_eq!(
+            found.stdout,
+            format!("clusterrole.rbac.authorization.k8s.io/{release}-{a}\n"),
+            "{preset}"
+        );
+    }
+    // No managed-by label on these objects, yet Helm's annotations say what they are.
+    let listed = stack(&["list", "--tracker", &format!("helm={release}.{b}"), "-o", "name"]).expect_code(0);
+    assert_eq!(
+        listed.stdout,
+        format!("clusterrole.rbac.authorization.k8s.io/{release}-{b}\n")
+    );
+    for team in [a, b] {
+        let _ = kubectl(&["delete", "clusterrole", &format!("{release}-{team}")]);
+    }
+}
+
+/// Finding 5 (argo-cd `controller/state.go` `isSelfReferencedObj`,
+/// `util/argo/resource_tracking.go` `getAppInstanceValue`): a tracking id naming another object,
+/// another installation's id, an owned object, and the instance label alone (a Helm chart's) are
+/// not Argo CD's to prune.
+#[test]
+fn argocd_orphans_pass_argocd_ownership_checks() {
+    let _logs = start();
+    let ns = Namespace::new("argo");
+    let n = &ns.0;
+    let app = unique("shop");
+    let tracked = |name: &str, names: &str, extra: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {n}\n  annotations: {{argocd.argoproj.io/tracking-id: \"{app}:/ConfigMap:{n}/{names}\"{extra}}}\n"
+        )
+    };
+    let mut yaml = tracked("own", "own", "");
+    yaml.push_str(&tracked("copy", "own", ""));
+    yaml.push_str(&tracked(
+        "other-installation",
+        "other-installation",
+        ", argocd.argoproj.io/installation-id: other-argo",
+    ));
+    yaml.push_str(&format!(
+        "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: chart-object\n  namespace: {n}\n  labels: {{app.kubernetes.io/instance: {app}, app.kubernetes.io/managed-by: Helm}}\n  annotations: {{meta.helm.sh/release-name: {app}, meta.helm.sh/release-namespace: {n}}}\n"
+    ));
+    yaml.push_str(&format!(
+        "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: label-only\n  namespace: {n}\n  labels: {{app.kubernetes.io/instance: {app}}}\n"
+    ));
+    apply(&yaml);
+    let own_uid = uid_of("configmap", Some(n), "own");
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: owned\n  namespace: {n}\n  annotations: {{argocd.argoproj.io/tracking-id: \"{app}:/ConfigMap:{n}/owned\"}}\n  ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: own, uid: {own_uid}}}]\n"
+    ));
+    let repo = temp_file("repo.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kept}\n");
+    let found = stack(&[
+        "orphans",
+        "-n",
+        n,
+        "--tracker",
+        &format!("argocd={app}"),
+        "-f",
+        repo.to_str().unwrap(),
+        "-o",
+        "json",
+        "--show-skipped",
+    ])
+    .expect_code(1);
+    assert_eq!(orphan_names(&found), set(&[format!("ConfigMap/{n}/own")]));
+    let skipped = skipped(&found);
+    for (name, reason) in [
+        ("copy", "toolWouldKeep"),
+        ("other-installation", "toolWouldKeep"),
+        ("chart-object", "toolWouldKeep"),
+        ("label-only", "toolWouldKeep"),
+        ("owned", "controllerOwned"),
+    ] {
+        assert!(
+            skipped.contains(&(name.to_string(), reason.to_string())),
+            "{name}: {skipped:?}"
+        );
+    }
+}
+
+/// Finding 6: `-l` alone selects only objects some tool tracks (kubectl's own `--prune -l`
+/// needs its last-applied annotation); `--untracked` says otherwise. Issue 17 item 7: a
+/// name-only Flux mark is ambiguous, reported and never acted on.
+#[test]
+fn a_selector_alone_never_makes_untracked_or_ambiguous_objects_orphans() {
+    let _logs = start();
+    let ns = Namespace::new("sel");
+    let n = &ns.0;
+    let app = unique("shop");
+    apply(&format!(
+        r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: hand-made, namespace: {n}, labels: {{app: {app}}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: tracked, namespace: {n}, labels: {{app: {app}, kustomize.toolkit.fluxcd.io/name: dup, kustomize.toolkit.fluxcd.io/namespace: flux-system}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: name-only-mark, namespace: {n}, labels: {{app: {app}, kustomize.toolkit.fluxcd.io/name: dup}}}}
+"#
+    ));
+    let repo = temp_file(
+        "repo.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n",
+    );
+    let selector = format!("app={app}");
+    let args = ["orphans", "-n", n, "-l", &selector, "-f", repo.to_str().unwrap()];
+    let found = stack(&[&args[..], &["-o", "json", "--show-skipped"]].concat()).expect_code(1);
+    assert_eq!(orphan_names(&found), set(&[format!("ConfigMap/{n}/tracked")]));
+    assert_eq!(
+        skipped(&found),
+        vec![("name-only-mark".to_string(), "ambiguousMark".to_string())]
+    );
+    let untracked = stack(&[&args[..], &["--untracked", "-o", "name"]].concat()).expect_code(1);
+    assert_eq!(
+        untracked.sorted_lines(),
+        vec!["configmap/hand-made", "configmap/tracked"]
+    );
+    // The same through prune: the hand-made object is not even planned.
+    let plan = stack(&[
+        "prune",
+        "-n",
+        n,
+        "-l",
+        &selector,
+        "-f",
+        repo.to_str().unwrap(),
+        "--dry-run",
+    ])
+    .expect_code(0);
+    assert!(
+        plan.stdout.contains("tracked") && !plan.stdout.contains("hand-made"),
+        "{}",
+        plan.stdout
+    );
+    assert!(!plan.stdout.contains("name-only-mark"), "{}", plan.stdout);
+}
+
+/// Finding 8: a name the API server would reject (an unrendered Flux postBuild variable) is
+/// refused before anything is compared or deleted, naming file and line.
+#[test]
+fn names_that_cannot_exist_are_refused_with_file_and_line() {
+    let _logs = start();
+    let ns = Namespace::new("names");
+    let n = &ns.0;
+    let run = unique("nm");
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: app-prod-settings, namespace: {n}, labels: {{{}}}}}\n",
+        flux_labels(&run)
+    ));
+    let repo = temp_file(
+        "settings.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-${cluster}-settings\ndata: {a: b}\n",
+    );
+    let selector = format!("stack-test/run={run}");
+    for command in [&["orphans"][..], &["prune", "--yes"][..]] {
+        let refused =
+            stack(&[command, &["-n", n, "-l", &selector, "-f", repo.to_str().unwrap()][..]].concat()).expect_code(2);
+        assert!(
+            refused.stderr.contains(&format!(
+                "{}:4: ConfigMap \"app-${{cluster}}-settings\"",
+                repo.display()
+            )),
+            "{}",
+            refused.stderr
+        );
+        assert!(refused.stderr.contains("unrendered variable"), "{}", refused.stderr);
+    }
+    assert!(exists("configmap", Some(n), "app-prod-settings"));
+}
+
+/// Finding 9: `-f` does not follow symlinked directories (kubectl's -R does not): a loop ends,
+/// and a manifest reached only through a link is not read.
+#[test]
+fn symlinked_directories_are_not_followed() {
+    let _logs = start();
+    let ns = Namespace::new("links");
+    let n = &ns.0;
+    let run = unique("ln");
+    let labels = flux_labels(&run);
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: in-dir, namespace: {n}, labels: {{{labels}}}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: via-link, namespace: {n}, labels: {{{labels}}}}}\n"
+    ));
+    let file = temp_file(
+        "in-dir.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: in-dir}\n",
+    );
+    let dir = file.parent().unwrap();
+    std::os::unix::fs::symlink(".", dir.join("loop")).unwrap();
+    let elsewhere = temp_file(
+        "via-link.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: via-link}\n",
+    );
+    std::os::unix::fs::symlink(elsewhere.parent().unwrap(), dir.join("linked")).unwrap();
+
+    let mut command = stack_command(&cluster().admin);
+    command
+        .args([
+            "orphans",
+            "-n",
+            n,
+            "-l",
+            &format!("stack-test/run={run}"),
+            "-o",
+            "name",
+            "-f",
+        ])
+        .arg(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("orphans -f followed a symlinked directory loop for 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "configmap/via-link\n");
+}
+
+/// Finding 10: a desired set with entries the cluster cannot resolve (a CRD not installed yet)
+/// is incomplete: refused (exit 4) by orphans and prune unless accepted.
+#[test]
+fn an_unresolvable_desired_set_is_refused() {
+    let _logs = start();
+    let ns = Namespace::new("unres");
+    let n = &ns.0;
+    let run = unique("un");
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: {n}, labels: {{{}}}}}\n",
+        flux_labels(&run)
+    ));
+    let repo = temp_file(
+        "db.yaml",
+        "apiVersion: db.not-installed.example.com/v1\nkind: Database\nmetadata: {name: orders}\n",
+    );
+    let selector = format!("stack-test/run={run}");
+    let args = ["-n", n, "-l", &selector, "-f", repo.to_str().unwrap()];
+    let refused = stack(&[&["orphans"][..], &args[..]].concat()).expect_code(4);
+    assert!(
+        refused.stderr.contains("incomplete") && refused.stderr.contains("Database"),
+        "{}",
+        refused.stderr
+    );
+    assert!(refused.stdout.is_empty(), "{}", refused.stdout);
+    stack(&[&["prune"][..], &args[..], &["--yes"]].concat()).expect_code(4);
+    assert!(exists("configmap", Some(n), "settings"));
+    let accepted = stack(&[&["orphans"][..], &args[..], &["--allow-unresolved", "-o", "name"]].concat()).expect_code(1);
+    assert_eq!(accepted.stdout, "configmap/settings\n");
+}
+
+/// kapp (carvel-dev/kapp `pkg/kapp/resources/identity_annotation.go`): an object with the app
+/// label but no `kapp.k14s.io/identity` naming itself is transient (a controller copied the
+/// label); kapp deletes only what it deployed.
+#[test]
+fn kapp_deletes_only_objects_with_their_own_identity() {
+    let _logs = start();
+    let ns = Namespace::new("kapp");
+    let n = &ns.0;
+    let app = format!("1{}", std::process::id());
+    let object = |name: &str, identity_of: Option<&str>| {
+        let identity = identity_of
+            .map(|of| format!(", annotations: {{kapp.k14s.io/identity: \"v1;{n}//ConfigMap/{of};v1\"}}"))
+            .unwrap_or_default();
+        format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {n}, labels: {{kapp.k14s.io/app: \"{app}\"}}{identity}}}\n"
+        )
+    };
+    apply(&format!(
+        "{}{}{}",
+        object("deployed", Some("deployed")),
+        object("copied-identity", Some("deployed")),
+        object("transient", None)
+    ));
+    let repo = temp_file(
+        "repo.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n",
+    );
+    let found = stack(&[
+        "orphans",
+        "-n",
+        n,
+        "--tracker",
+        &format!("kapp={app}"),
+        "-f",
+        repo.to_str().unwrap(),
+        "-o",
+        "json",
+        "--show-skipped",
+    ])
+    .expect_code(1);
+    assert_eq!(orphan_names(&found), set(&[format!("ConfigMap/{n}/deployed")]));
+    let skipped = skipped(&found);
+    for name in ["copied-identity", "transient"] {
+        assert!(
+            skipped.contains(&(name.to_string(), "toolWouldKeep".to_string())),
+            "{name}: {skipped:?}"
+        );
+    }
+}
