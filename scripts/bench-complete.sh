@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark of completion: `kubectl stack stuck <TAB>` (kinds) and `kubectl stack stuck
-# configmaps/<TAB>` (names), through kubectl's plugin completion exactly as a shell runs it, on a
+# namespaces/<TAB>` (names), through kubectl's plugin completion exactly as a shell runs it, on a
 # warm discovery cache (kubectl's layout, --cache-dir) and on none; kubectl's own
-# `kubectl get <TAB>` for comparison. Usage: scripts/bench-complete.sh [RUNS]
+# `kubectl get <TAB>` for comparison; kubectl-stack's own part without kubectl in front.
+# Usage: scripts/bench-complete.sh [RUNS]
 # STACK_BIN=PATH measures an already built binary; BENCH_RTT_MS=50 goes through a latency proxy.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -22,9 +23,9 @@ export PATH="$work/bin:$PATH" KUBECACHEDIR="$work/cache"
 # Median, min and max wall time in ms of a command over $runs runs (before each: $prepare).
 measure() {
   local label=$1 prepare=$2; shift 2
-  python3 - "$runs" "$prepare" "$@" <<'PY' | sed "s/^/$label: /"
+  python3 - "$label" "$runs" "$prepare" "$@" <<'PY'
 import statistics, subprocess, sys, time
-runs, prepare, command = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+label, runs, prepare, command = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
 times = []
 for _ in range(runs):
     if prepare:
@@ -33,14 +34,15 @@ for _ in range(runs):
     out = subprocess.run(command, capture_output=True, text=True)
     times.append((time.perf_counter() - start) * 1000)
 answers = [l for l in out.stdout.splitlines() if not l.startswith(":")]
-print(f"median {statistics.median(times):.0f} ms, min {min(times):.0f}, max {max(times):.0f} ({len(answers)} answers)")
+print(f"{label}: median {statistics.median(times):.0f} ms, min {min(times):.0f}, max {max(times):.0f} ({len(answers)} answers)")
 PY
 }
 
 kubectl stack stuck -n default >/dev/null 2>&1 || true   # kubectl finds the plugin
 measure "kubectl stack stuck <TAB>, warm cache       " "" kubectl __complete stack stuck ""
-measure "kubectl stack stuck configmaps/<TAB>, warm  " "" kubectl __complete stack stuck -n kube-system configmaps/
+measure "kubectl stack stuck namespaces/<TAB>, warm  " "" kubectl __complete stack stuck namespaces/
 measure "kubectl stack stuck <TAB>, no cache         " "rm -rf $work/cache/discovery" kubectl __complete stack stuck ""
 measure "kubectl-stack __complete (no kubectl), warm " "" kubectl-stack __complete -- stuck ""
+measure "kubectl-stack __complete (no kubectl), cold " "rm -rf $work/cache/discovery" kubectl-stack __complete -- stuck ""
 kubectl get cm >/dev/null 2>&1 || true
 measure "kubectl get <TAB> (kubectl's own), warm     " "" kubectl __complete get ""

@@ -82,7 +82,8 @@ if [ "$render_only" = 0 ]; then
   if [ "$os" = windows ]; then
     contents=(LICENSE kubectl-stack.exe kubectl_complete-stack.cmd)
     install -m 0755 "$binary" "$stage/kubectl-stack.exe"
-    # kubectl finds plugin completion helpers through PATH and PATHEXT, so .cmd works on Windows.
+    # kubectl finds kubectl_complete-stack with exec.LookPath (k8s.io/kubectl pkg/cmd
+    # plugin_completion.go, lookupCompletionExec), which tries PATHEXT on Windows: .cmd works.
     printf '@kubectl-stack.exe __complete -- %%*\r\n' >"$stage/kubectl_complete-stack.cmd"
     chmod 0755 "$stage/kubectl_complete-stack.cmd"
   else

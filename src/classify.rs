@@ -347,10 +347,13 @@ mod tests {
         assert_eq!(verdicts[0].verdict, Verdict::Desired);
         assert_eq!(verdicts[1].verdict, Verdict::Orphan(OrphanReason::NotInDesiredSet));
         // And the other way round: desired in a group, listed in core.
-        let in_group = Desired::Set(DesiredSet::from_ids(
-            [ObjectId::new("other.example.com", "ConfigMap", Some("web"), "same")],
-            Origin::Manifests,
-        ));
+        let in_group = Desired {
+            manifests: Some(DesiredSet::from_ids(
+                [ObjectId::new("other.example.com", "ConfigMap", Some("web"), "same")],
+                Origin::Manifests,
+            )),
+            ..Default::default()
+        };
         let verdicts = classify(&[object("same")], &in_group);
         assert_eq!(verdicts[0].verdict, Verdict::Orphan(OrphanReason::NotInDesiredSet));
     }

@@ -439,6 +439,30 @@ mod tests {
     }
 
     #[test]
+    fn backups_leave_out_the_plaintext_last_applied_copy() {
+        let secret: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "s", "namespace": "n", "annotations": {
+                LAST_APPLIED: "{\"stringData\":{\"password\":\"hunter2\"}}", "team": "a"}},
+            "data": {"password": "aHVudGVyMg=="},
+        }))
+        .unwrap();
+        let kind = KindInfo {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "Secret".into(),
+            plural: "secrets".into(),
+            singular: "secret".into(),
+            short_names: vec![],
+            namespaced: true,
+            verbs: vec![],
+        };
+        let manifest = backup_manifest(&secret, &kind);
+        assert_eq!(manifest["metadata"]["annotations"], json!({"team": "a"}));
+        assert_eq!(manifest["data"]["password"], "aHVudGVyMg==", "what re-creates it stays");
+    }
+
+    #[test]
     fn backups_drop_server_fields() {
         let kind = KindInfo {
             group: String::new(),

@@ -339,9 +339,10 @@ async fn finalizer_findings(
         } else {
             format!(", tracked by {tracked}")
         };
+        let state = controllers::stack_workloads(session, context, &tracked).await;
         return vec![Finding::about(
             finalizer,
-            format!("finalizer {finalizer} belongs to the controller of CRD {crd}{owner}: is that controller running?"),
+            format!("finalizer {finalizer} belongs to the controller of CRD {crd}{owner}: {state}"),
         )];
     }
     Vec::new()

@@ -187,7 +187,11 @@ fn old_cache_files_expire_and_orphans_never_trusts_the_cache() {
     // orphans plans on fresh discovery: the ConfigMap the doctored cache hides is an orphan.
     let ns = Namespace::new("cache-orphans");
     apply(&format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: gone, namespace: {ns}, labels: {{cache-test: orphan}}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kept, namespace: {ns}, labels: {{cache-test: orphan}}}}\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: gone, namespace: {ns}, labels: {{cache-test: orphan, {flux}}}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kept, namespace: {ns}, labels: {{cache-test: orphan, {flux}}}}}\n",
+        flux = format!(
+            "kustomize.toolkit.fluxcd.io/name: cache, kustomize.toolkit.fluxcd.io/namespace: {}",
+            ns.0
+        ),
         ns = ns.0
     ));
     let desired = temp_file(

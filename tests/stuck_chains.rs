@@ -684,7 +684,8 @@ fn backups_are_never_overwritten_and_never_readable_by_others() {
     let base = std::env::temp_dir().join(unique("backups"));
     std::fs::create_dir_all(&base).unwrap();
     // Something already there, readable by all: never written into.
-    let existing = base.join("secret.core_x_s.yaml");
+    // Where earlier versions wrote this very backup.
+    let existing = base.join(format!("secret.core_{n}_s.yaml"));
     std::fs::write(&existing, "keep me\n").unwrap();
     #[cfg(unix)]
     {
@@ -869,4 +870,156 @@ subjects: [{{kind: User, name: limited}}]
         run.code == 1 && !diagnoses(item(&run.json(), "ConfigMap", "member")).contains("tracked by")
     });
     release_finalizers("configmap/member", n);
+}
+
+#[test]
+fn a_load_balancer_finalizer_asks_for_a_cloud_controller_that_is_not_there() {
+    let _logs = start();
+    let ns = Namespace::new("lb");
+    let n = &ns.0;
+    apply(&format!(
+        r#"
+apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: {n}, finalizers: [service.kubernetes.io/load-balancer-cleanup]}}
+spec: {{type: LoadBalancer, ports: [{{port: 80}}], selector: {{app: web}}}}
+"#
+    ));
+    assert_eq!(kubectl(&["delete", "service", "web", "-n", n, "--wait=false"]).code, 0);
+    let text = stack(&["stuck", "-n", n, "service/web"]).expect_code(1);
+    assert!(
+        text.stdout.contains(
+            "finalizer service.kubernetes.io/load-balancer-cleanup is removed by the cloud provider's \
+             cloud-controller-manager: no Deployment, StatefulSet or DaemonSet named cloud-controller-manager in any \
+             namespace"
+        ),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout.contains(&format!(
+            "kubectl stack unstick -n {n} services/web --finalizer service.kubernetes.io/load-balancer-cleanup"
+        )),
+        "{}",
+        text.stdout
+    );
+    release_finalizers("service/web", n);
+}
+
+#[test]
+fn a_custom_finalizer_names_the_workload_of_the_stack_that_installed_its_crd() {
+    let _logs = start();
+    let ns = Namespace::new("opstack");
+    let n = &ns.0;
+    let crd = OwnCrd::new("op");
+    let group = &crd.group;
+    let stack_labels = format!("kustomize.toolkit.fluxcd.io/name=operator-{n}");
+    assert_eq!(
+        kubectl(&[
+            "label",
+            "crd",
+            &crd.resource(),
+            &stack_labels,
+            &format!("kustomize.toolkit.fluxcd.io/namespace={n}")
+        ])
+        .code,
+        0
+    );
+    apply(&format!(
+        r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: operator
+  namespace: {n}
+  labels: {{kustomize.toolkit.fluxcd.io/name: operator-{n}, kustomize.toolkit.fluxcd.io/namespace: {n}}}
+spec:
+  selector: {{matchLabels: {{app: operator}}}}
+  template:
+    metadata: {{labels: {{app: operator}}}}
+    spec: {{containers: [{{name: manager, image: example.invalid/operator}}]}}
+---
+apiVersion: {group}/v1
+kind: Thing
+metadata: {{name: db, namespace: {n}, finalizers: [{group}/cleanup]}}
+"#
+    ));
+    assert_eq!(
+        kubectl(&["delete", &crd.resource(), "db", "-n", n, "--wait=false"]).code,
+        0
+    );
+    let json = stack(&["stuck", "-n", n, &format!("{}/db", crd.resource()), "-o", "json"])
+        .expect_code(1)
+        .json();
+    let why = diagnoses(item(&json, "Thing", "db"));
+    assert!(
+        why.contains(&format!(
+            "belongs to the controller of CRD {}, tracked by flux:{n}/operator-{n}: the stack's Deployment {n}/operator has 0/1 ready: its controller is not running",
+            crd.resource()
+        )),
+        "{why}"
+    );
+    release_finalizers(&format!("{}/db", crd.resource()), n);
+}
+
+#[test]
+fn a_cluster_scoped_owner_finds_its_dependents_in_any_namespace() {
+    let _logs = start();
+    let ns = Namespace::new("crowner");
+    let n = &ns.0;
+    let role = unique("owner-role");
+    apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {role}}}\nrules: []\n"
+    ));
+    let owner_uid = uid_of("clusterrole", None, &role);
+    apply(&format!(
+        r#"
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: dep
+  namespace: {n}
+  finalizers: [{HOLD}]
+  ownerReferences: [{{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, name: {role}, uid: {owner_uid}, blockOwnerDeletion: true}}]
+"#
+    ));
+    assert_eq!(
+        kubectl(&["delete", "clusterrole", &role, "--cascade=foreground", "--wait=false"]).code,
+        0
+    );
+    wait_until(Duration::from_secs(30), || {
+        kubectl(&[
+            "get",
+            "configmap",
+            "dep",
+            "-n",
+            n,
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ])
+        .stdout
+        .len()
+            > 1
+    });
+    let json = stack(&[
+        "stuck",
+        &format!("clusterroles.rbac.authorization.k8s.io/{role}"),
+        "-o",
+        "json",
+    ])
+    .expect_code(1)
+    .json();
+    let why = diagnoses(item(&json, "ClusterRole", &role));
+    assert!(
+        why.contains(&format!(
+            "foregroundDeletion: waits for 1 dependent with blockOwnerDeletion: ConfigMap/{n}/dep (finalizer {HOLD})"
+        )),
+        "{why}"
+    );
+    assert_eq!(
+        json["chains"][0]["cut"][0]["command"],
+        format!("kubectl stack unstick -n {n} configmaps/dep --finalizer {HOLD}").as_str()
+    );
+    release_finalizers("configmap/dep", n);
+    wait_until(Duration::from_secs(30), || !exists("clusterrole", None, &role));
 }

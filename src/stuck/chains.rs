@@ -18,8 +18,8 @@ use crate::identity::ObjectId;
 use crate::render;
 use crate::retry::with_retries;
 
-/// At most this many objects are diagnosed when following chains.
-const MAX_ENTRIES: usize = 2_000;
+/// At most this many objects are added to those asked about when following chains.
+const MAX_FOLLOWED: usize = 2_000;
 
 /// One stuck object and why.
 #[derive(Debug, Clone)]
@@ -113,13 +113,14 @@ pub struct Report {
 pub async fn explain(session: &Session, context: &mut DiagnosisContext, objects: Vec<Listed>) -> Report {
     let mut entries: Vec<Entry> = Vec::new();
     let mut seen: HashSet<ObjectId> = HashSet::new();
+    let asked = objects.len();
     let mut queue: VecDeque<Listed> = objects.into();
     let mut truncated = false;
     while let Some(object) = queue.pop_front() {
         if !seen.insert(object.id()) {
             continue;
         }
-        if entries.len() >= MAX_ENTRIES {
+        if entries.len() >= asked + MAX_FOLLOWED {
             truncated = true;
             break;
         }
@@ -159,13 +160,14 @@ pub async fn explain_blockers(session: &Session, blockers: &[(Arc<KindInfo>, Obj
 pub fn link(entries: Vec<Entry>) -> Report {
     let index: HashMap<ObjectId, usize> = entries.iter().enumerate().map(|(i, e)| (e.object.id(), i)).collect();
     let mut edges: Vec<Edge> = Vec::new();
+    let mut linked: HashSet<(usize, usize)> = HashSet::new();
     for (from, entry) in entries.iter().enumerate() {
         for finding in &entry.diagnosis.findings {
             for waited in &finding.waits_for {
                 let Some(&to) = index.get(&waited.id()) else {
                     continue;
                 };
-                if !edges.iter().any(|e| e.from == from && e.to == to) {
+                if linked.insert((from, to)) {
                     edges.push(Edge {
                         from,
                         to,
@@ -175,6 +177,8 @@ pub fn link(entries: Vec<Entry>) -> Report {
             }
         }
     }
+    // Sorted by the waiting object, so that each one's edges are found by binary search.
+    edges.sort_by_key(|e| (e.from, e.to));
     let cycles = find_cycles(entries.len(), &edges);
     let mut report = Report {
         entries,
@@ -186,8 +190,15 @@ pub fn link(entries: Vec<Entry>) -> Report {
     report
 }
 
+/// The edges from one object (`edges` is sorted by `from`).
+fn edges_from(edges: &[Edge], from: usize) -> &[Edge] {
+    let start = edges.partition_point(|e| e.from < from);
+    let end = edges.partition_point(|e| e.from <= from);
+    &edges[start..end]
+}
+
 fn children(edges: &[Edge], from: usize) -> Vec<usize> {
-    edges.iter().filter(|e| e.from == from).map(|e| e.to).collect()
+    edges_from(edges, from).iter().map(|e| e.to).collect()
 }
 
 /// Strongly connected components of more than one object (or an object waiting for itself).
@@ -204,7 +215,7 @@ fn find_cycles(count: usize, edges: &[Edge]) -> Vec<Vec<usize>> {
             members.sort_unstable();
             members
         })
-        .filter(|members| members.len() > 1 || edges.iter().any(|e| e.from == members[0] && e.to == members[0]))
+        .filter(|members| members.len() > 1 || edges_from(edges, members[0]).iter().any(|e| e.to == members[0]))
         .collect();
     cycles.sort();
     cycles
@@ -320,7 +331,7 @@ fn details(entry: &Entry, prefix: &str, out: &mut String) {
 }
 
 fn subtree(report: &Report, node: usize, prefix: &str, path: &mut Vec<usize>, out: &mut String) {
-    let mut kids: Vec<&Edge> = report.edges.iter().filter(|e| e.from == node).collect();
+    let mut kids: Vec<&Edge> = edges_from(&report.edges, node).iter().collect();
     kids.sort_by_key(|e| report.entries[e.to].object.id());
     for (position, edge) in kids.iter().enumerate() {
         let last = position + 1 == kids.len();
@@ -382,7 +393,7 @@ pub fn render_text(report: &Report) -> String {
     if report.truncated {
         let _ = writeln!(
             out,
-            "(stopped following chains after {MAX_ENTRIES} objects; name fewer objects to see the rest)"
+            "(stopped following chains after {MAX_FOLLOWED} more objects; name fewer objects to see the rest)"
         );
     }
     out

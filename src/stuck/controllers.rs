@@ -104,6 +104,8 @@ pub(super) struct Workload {
     ready: i64,
     /// Its containers' names.
     containers: Vec<String>,
+    /// The GitOps marks on it (`flux:ns/name`, …).
+    marks: Vec<String>,
 }
 
 impl Workload {
@@ -129,6 +131,10 @@ impl Workload {
             .filter_map(|c| c.get("name").and_then(Value::as_str).map(str::to_string))
             .collect();
         Self {
+            marks: crate::trackers::marks(&object.metadata)
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
             kind: kind.to_string(),
             namespace: object.metadata.namespace.clone().unwrap_or_default(),
             name: object.metadata.name.clone().unwrap_or_default(),
@@ -205,6 +211,39 @@ pub(super) async fn explain(
     ))
 }
 
+/// Whether the workloads of the stack that also installed a CRD (its controller, most likely)
+/// run, in words; `tracked` is the CRD's marks, comma-separated.
+pub(super) async fn stack_workloads(session: &Session, context: &mut DiagnosisContext, tracked: &str) -> String {
+    const ASK: &str = "is that controller running?";
+    if tracked.is_empty() {
+        return ASK.to_string();
+    }
+    let all = match workloads(session, context).await {
+        Ok(all) => all,
+        Err(_) => return ASK.to_string(),
+    };
+    let stack: Vec<&str> = tracked.split(',').collect();
+    let beside: Vec<&Workload> = all
+        .iter()
+        .filter(|w| w.marks.iter().any(|m| stack.contains(&m.as_str())))
+        .collect();
+    if beside.is_empty() {
+        return format!("{ASK} (no Deployment, StatefulSet or DaemonSet of that stack was found)");
+    }
+    let described: Vec<String> = beside.iter().map(|w| w.describe()).collect();
+    if beside.iter().any(|w| w.ready > 0) {
+        format!(
+            "the stack's {} (it runs: its logs say why it does not finish)",
+            described.join(", ")
+        )
+    } else {
+        format!(
+            "the stack's {}: its controller is not running, so nothing removes the finalizer",
+            described.join(", ")
+        )
+    }
+}
+
 /// Whether the controller runs, in words.
 fn running_state(all: &[Workload], controller: &Controller) -> String {
     let matching: Vec<&Workload> = all.iter().filter(|w| w.runs(controller)).collect();
@@ -248,6 +287,7 @@ mod tests {
             desired: 1,
             ready,
             containers: containers.iter().map(|c| c.to_string()).collect(),
+            marks: Vec::new(),
         }
     }
 
