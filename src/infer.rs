@@ -210,6 +210,7 @@ fn finalizer_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
     if crds.is_empty() {
         return;
     }
+    let mut controllers: HashMap<usize, BTreeSet<usize>> = HashMap::new();
     for (index, input) in objects.inputs.iter().enumerate() {
         let custom = known
             .crd_names
@@ -220,12 +221,10 @@ fn finalizer_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
         for domain in input.finalizers.iter().filter_map(|f| finalizer_domain(f)) {
             for &crd in &crds {
                 if finalizer_matches_crd(domain, &objects.inputs[crd].id.name) {
-                    push_all(
-                        edges,
-                        index,
-                        objects.controllers_of_stack(crd),
-                        EdgeKind::InferredFinalizer,
-                    );
+                    let of_crd = controllers
+                        .entry(crd)
+                        .or_insert_with(|| objects.controllers_of_stack(crd));
+                    push_all(edges, index, of_crd.iter().copied(), EdgeKind::InferredFinalizer);
                 }
             }
         }
