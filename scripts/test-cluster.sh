@@ -7,6 +7,7 @@
 #   scripts/test-cluster.sh stop     stop it
 #   scripts/test-cluster.sh status   exit 0 when it answers
 #   scripts/test-cluster.sh logs     tail of every component's log
+#   scripts/test-cluster.sh restart-apiserver [SECONDS]   stop the API server, wait, start it again
 #
 # State lives in $STACK_CLUSTER_DIR (default: target/test-cluster); the built binaries are cached in
 # $STACK_K8S_CACHE (default: ~/.cache/kubectl-stack/k8s-v1.20.2) so later runs start in seconds.
@@ -150,6 +151,8 @@ start() {
   printf '%s,admin,uid-admin,"system:masters"\n%s,nobody,uid-nobody,"dev"\n%s,limited,uid-limited,"limited"\n' \
     "$admin" "$nobody" "$limited" >"$DIR/tokens.csv"
   chmod 600 "$DIR/tokens.csv"
+  issue_client_certificates
+
 
   setsid etcd --data-dir "$DIR/etcd" --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
@@ -157,20 +160,49 @@ start() {
     --initial-cluster "default=http://127.0.0.1:$ETCD_PEER_PORT" >"$DIR/etcd.log" 2>&1 </dev/null &
   echo $! >"$DIR/etcd.pid"
 
-  setsid "$CACHE/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD_PORT" --cert-dir="$DIR/certs" \
-    --secure-port="$APISERVER_PORT" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
-    --endpoint-reconciler-type=none --service-account-key-file="$DIR/sa.pub" \
-    --service-account-signing-key-file="$DIR/sa.key" --service-account-issuer=https://kubernetes.default.svc \
-    --token-auth-file="$DIR/tokens.csv" --authorization-mode=RBAC --service-cluster-ip-range=10.0.0.0/24 \
-    --insecure-port=0 >"$DIR/apiserver.log" 2>&1 </dev/null &
-  echo $! >"$DIR/apiserver.pid"
-  wait_ready
+  start_apiserver
 
   write_kubeconfig "$DIR/admin.kubeconfig" admin "$admin"
   write_kubeconfig "$DIR/nobody.kubeconfig" nobody "$nobody"
   write_kubeconfig "$DIR/limited.kubeconfig" limited "$limited"
   start_controller_manager
   print_env
+}
+
+# A client CA the apiserver trusts, and a client certificate signed by it for an admin
+# (O=system:masters, CN=cert-admin): for tests of --client-certificate/--client-key.
+issue_client_certificates() {
+  local pki="$DIR/pki"
+  mkdir -p "$pki"
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$pki/client-ca.key" -out "$pki/client-ca.crt" \
+    -days 3650 -subj "/CN=stack-test-client-ca" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -keyout "$pki/cert-admin.key" -out "$pki/cert-admin.csr" \
+    -subj "/O=system:masters/CN=cert-admin" 2>/dev/null
+  openssl x509 -req -in "$pki/cert-admin.csr" -CA "$pki/client-ca.crt" -CAkey "$pki/client-ca.key" \
+    -CAcreateserial -out "$pki/cert-admin.crt" -days 3650 -extfile <(printf 'extendedKeyUsage=clientAuth\n') 2>/dev/null
+  chmod 600 "$pki"/*.key
+}
+
+start_apiserver() {
+  setsid "$CACHE/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD_PORT" --cert-dir="$DIR/certs" \
+    --secure-port="$APISERVER_PORT" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
+    --endpoint-reconciler-type=none --service-account-key-file="$DIR/sa.pub" \
+    --service-account-signing-key-file="$DIR/sa.key" --service-account-issuer=https://kubernetes.default.svc \
+    --token-auth-file="$DIR/tokens.csv" --authorization-mode=RBAC --service-cluster-ip-range=10.0.0.0/24 \
+    --client-ca-file="$DIR/pki/client-ca.crt" --insecure-port=0 >>"$DIR/apiserver.log" 2>&1 </dev/null &
+  echo $! >"$DIR/apiserver.pid"
+  wait_ready
+}
+
+# Stops the API server, waits SECONDS, starts it again and waits until it is ready (a restart
+# for the fault tests: etcd, the certificates and the tokens stay).
+restart_apiserver() {
+  pid_alive "$DIR/apiserver.pid" || die "the API server is not running"
+  kill "$(cat "$DIR/apiserver.pid")" 2>/dev/null || true
+  for _ in $(seq 1 50); do pid_alive "$DIR/apiserver.pid" || break; sleep 0.1; done
+  if pid_alive "$DIR/apiserver.pid"; then kill -9 "$(cat "$DIR/apiserver.pid")" 2>/dev/null || true; fi
+  sleep "${1:-5}"
+  start_apiserver
 }
 
 start_controller_manager() {
@@ -224,5 +256,6 @@ case "${1:-}" in
   logs) logs "${2:-40}" ;;
   env) print_env ;;
   start-controller-manager) start_controller_manager ;;
+  restart-apiserver) restart_apiserver "${2:-5}" ;;
   *) echo "usage: $0 build|start|stop|status|logs [N]|env" >&2; exit 2 ;;
 esac

@@ -21,6 +21,10 @@ for tool in shellcheck:shellcheck zsh:zsh fish:fish; do
   command -v "${tool%%:*}" >/dev/null || missing_debs+=("${tool#*:}")
 done
 python3 -c 'import ensurepip, venv' 2>/dev/null || missing_debs+=(python3-venv python3-pip)
+# The fault-injecting and aggregated-discovery proxy of the tests (tests/proxy/stack_proxy.py)
+# needs python3's standard library only; tests/producers.rs runs the real kpt (gcloud packages).
+command -v python3 >/dev/null || missing_debs+=(python3)
+command -v kpt >/dev/null || echo "test.sh: kpt is missing: tests/producers.rs will fail" >&2
 if [ "${#missing_debs[@]}" -gt 0 ]; then
   echo "test.sh: installing ${missing_debs[*]}" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing_debs[@]}" >/dev/null

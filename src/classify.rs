@@ -23,6 +23,10 @@ pub enum Recorded {
         ids: HashSet<ObjectId>,
         /// The record, for messages (e.g. `Kustomization flux-system/apps`).
         inventory: String,
+        /// The mark a recorded object must still carry to be deleted (Flux deletes only stale
+        /// objects with its owner labels, cli-utils only those whose `owning-inventory` is this
+        /// inventory); `None` where the tool checks none (Helm).
+        owner: Option<Tracker>,
     },
     /// kubectl ApplySet: the parent lists group-kinds and namespaces; kubectl prunes members
     /// (`applyset.kubernetes.io/part-of`) of those kinds in those namespaces only
@@ -34,6 +38,8 @@ pub enum Recorded {
         namespaces: HashSet<String>,
         /// The parent, for messages.
         inventory: String,
+        /// The member label kubectl lists by (`applyset.kubernetes.io/part-of=<id>`).
+        owner: Option<Tracker>,
     },
 }
 
@@ -47,6 +53,14 @@ impl Recorded {
                     && object.namespace().is_none_or(|ns| namespaces.contains(ns))
             }
         }
+    }
+
+    /// Whether the object still carries the mark the tool deletes by (always, where it checks none).
+    pub fn still_marked(&self, object: &Listed) -> bool {
+        let owner = match self {
+            Recorded::Ids { owner, .. } | Recorded::ApplySet { owner, .. } => owner,
+        };
+        owner.as_ref().is_none_or(|tracker| tracker.matches(&object.meta))
     }
 
     /// The record's description.
@@ -231,6 +245,12 @@ fn undesired_reason(object: &Listed, desired: &Desired) -> Result<Option<OrphanR
         (Some(recorded), _) if !recorded.holds(object) => Err(SkipReason::NotInInventory {
             inventory: recorded.name().to_string(),
         }),
+        (Some(recorded), Some(_)) if !recorded.still_marked(object) => Err(SkipReason::ToolWouldKeep {
+            why: format!(
+                "in {} but no longer carries the tool's mark: the tool deletes only objects that still do",
+                recorded.name()
+            ),
+        }),
         // Only a record, no new desired set: what the tool applied last is what it wants.
         (_, None) => Ok(None),
         (Some(recorded), Some(_)) => Ok(Some(OrphanReason::GoneFromDesiredSet {
@@ -374,6 +394,7 @@ mod tests {
         let recorded = Recorded::Ids {
             ids: ids(&["applied", "removed"]),
             inventory: "Kustomization flux-system/apps".into(),
+            owner: None,
         };
         let alone = Desired {
             recorded: Some(recorded.clone()),
@@ -405,11 +426,40 @@ mod tests {
     }
 
     #[test]
+    fn a_recorded_object_that_lost_the_tools_mark_is_not_deleted() {
+        let owner = Tracker::parse("flux=apps.flux-system").unwrap();
+        let recorded = Recorded::Ids {
+            ids: ids(&["marked", "unmarked"]),
+            inventory: "the inventory of Kustomization flux-system/apps".into(),
+            owner: Some(owner),
+        };
+        let diff = Desired {
+            recorded: Some(recorded),
+            ..desired(&[])
+        };
+        let mut marked = object("marked");
+        marked.meta.labels = Some(BTreeMap::from([
+            (crate::trackers::FLUX_KS_NAME.to_string(), "apps".to_string()),
+            (
+                crate::trackers::FLUX_KS_NAMESPACE.to_string(),
+                "flux-system".to_string(),
+            ),
+        ]));
+        let verdicts = classify(&[marked, object("unmarked")], &diff);
+        assert!(matches!(verdicts[0].verdict, Verdict::Orphan(_)));
+        assert!(matches!(
+            verdicts[1].verdict,
+            Verdict::Skipped(SkipReason::ToolWouldKeep { .. })
+        ));
+    }
+
+    #[test]
     fn an_applyset_prunes_only_listed_kinds_in_listed_namespaces() {
         let recorded = Recorded::ApplySet {
             kinds: [(String::new(), "ConfigMap".to_string())].into_iter().collect(),
             namespaces: ["web".to_string()].into_iter().collect(),
             inventory: "ApplySet parent Secret/set".into(),
+            owner: None,
         };
         let diff = Desired {
             recorded: Some(recorded),

@@ -67,6 +67,31 @@ pub struct GlobalArgs {
     /// How far this command's discovery may rely on the disk cache (set per command, no flag).
     #[arg(skip)]
     pub discovery_cache: crate::discovery::CacheUse,
+    /// The address of the API server (overrides the kubeconfig's; works without a kubeconfig).
+    #[arg(short = 's', long = "server", global = true, value_name = "URL")]
+    pub server: Option<String>,
+    /// Bearer token for the API server (overrides the kubeconfig user's credentials).
+    #[arg(long = "token", global = true, value_name = "TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Certificate authority file to verify the API server with.
+    #[arg(long = "certificate-authority", global = true, value_name = "FILE")]
+    pub certificate_authority: Option<PathBuf>,
+    /// Client certificate file for TLS authentication.
+    #[arg(long = "client-certificate", global = true, value_name = "FILE")]
+    pub client_certificate: Option<PathBuf>,
+    /// Client key file for TLS authentication.
+    #[arg(long = "client-key", global = true, value_name = "FILE")]
+    pub client_key: Option<PathBuf>,
+    /// Do not verify the API server's certificate (insecure).
+    #[arg(long = "insecure-skip-tls-verify", global = true, value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set, default_value_t = false)]
+    pub insecure_skip_tls_verify: bool,
+    /// Server name to verify the API server's certificate against (and to send as SNI).
+    #[arg(long = "tls-server-name", global = true, value_name = "NAME")]
+    pub tls_server_name: Option<String>,
+    /// UID to impersonate.
+    #[arg(long = "as-uid", global = true, value_name = "UID")]
+    pub as_uid: Option<String>,
 }
 
 /// The subcommands.
@@ -241,6 +266,25 @@ pub struct PruneArgs {
     /// Listing tuning.
     #[command(flatten)]
     pub tuning: ListTuning,
+    /// Delete planned Namespaces and CRDs although their deletion also takes objects the plan
+    /// does not delete (the cascade victims the plan names).
+    #[arg(long = "allow-cascade", conflicts_with = "keep_cascading")]
+    pub allow_cascade: bool,
+    /// Keep the planned Namespaces and CRDs whose deletion would take objects the plan does not
+    /// delete, and prune the rest.
+    #[arg(long = "keep-cascading")]
+    pub keep_cascading: bool,
+    /// Suspend the live parents (Flux Kustomizations, up their chain) that would re-create what
+    /// the teardown deletes, before deleting; they stay suspended (the resume command is printed).
+    #[arg(long = "suspend-parents")]
+    pub suspend_parents: bool,
+    /// Write the plan (context, server, every object with UID, wave and reason, cascade victims,
+    /// parents) to FILE as JSON, for review and for `--plan`.
+    #[arg(long = "plan-out", value_name = "FILE")]
+    pub plan_out: Option<PathBuf>,
+    /// Execute exactly the plan saved with --plan-out; refused when the cluster moved since.
+    #[arg(long = "plan", value_name = "FILE", conflicts_with = "plan_out")]
+    pub plan: Option<PathBuf>,
 }
 
 /// `--cascade`: how dependents of each deleted object are garbage-collected.
@@ -283,6 +327,8 @@ pub enum PruneOutput {
     Table,
     /// JSON lines: the plan, each event, the summary.
     Json,
+    /// Like table, with every row of the plan however long it is.
+    Wide,
 }
 
 const GRAPH_EXAMPLES: &str = "Examples:

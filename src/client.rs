@@ -1,10 +1,24 @@
 //! Kubeconfig and client: the operator's own credentials, chosen exactly as kubectl chooses them.
+//!
+//! The kubeconfig is loaded as client-go's loading rules do (`--kubeconfig FILE`, which must exist;
+//! else every file of `KUBECONFIG` that exists, merged, first value wins; else `~/.kube/config`),
+//! then the connection flags override it as client-go's `DirectClientConfig` does (`getCluster`,
+//! `getAuthInfo` in `tools/clientcmd/client_config.go`): flag over kubeconfig over environment.
 
-use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+use std::path::{Path, PathBuf};
+
+use kube::config::{AuthInfo, Cluster, Context, ExecAuthCluster, Kubeconfig, KubeconfigError};
 use kube::{Client, Config};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::CertificateDer;
+use secrecy::SecretString;
 
 use crate::cli::GlobalArgs;
-use crate::error::{explain_kube_error, UserError};
+use crate::error::{explain_client_build_error, explain_kube_error, UserError};
+use crate::proxy::{proxy_for, ProxyEnv};
+
+/// How long connecting (TCP and the TLS handshake) may take when `--request-timeout` is not given.
+pub const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A connected client and what the user should be told about it.
 #[derive(Clone)]
@@ -26,71 +40,345 @@ impl Connection {
     }
 }
 
-/// Loads the kubeconfig: `--kubeconfig FILE`, else `$KUBECONFIG` (paths merged), else `~/.kube/config`.
+/// Loads the kubeconfig: `--kubeconfig FILE`, else `$KUBECONFIG` (the files that exist, merged),
+/// else `~/.kube/config`. Fails when there is none.
 pub fn load_kubeconfig(args: &GlobalArgs) -> Result<Kubeconfig, UserError> {
-    let loaded = match &args.kubeconfig {
-        Some(path) => Kubeconfig::read_from(path),
-        None => Kubeconfig::read(),
-    };
-    loaded.map_err(|err| match err {
-        KubeconfigError::FindPath => UserError::failed("no kubeconfig found")
-            .hint("pass --kubeconfig FILE or set KUBECONFIG (kubectl's rules apply)"),
+    find_kubeconfig(args)?.ok_or_else(no_kubeconfig)
+}
+
+fn no_kubeconfig() -> UserError {
+    UserError::failed("no kubeconfig found")
+        .hint("pass --kubeconfig FILE, set KUBECONFIG, or give --server (with --token or a client certificate)")
+}
+
+/// The kubeconfig as client-go's loading rules find it, or `None` when no file exists at all.
+fn find_kubeconfig(args: &GlobalArgs) -> Result<Option<Kubeconfig>, UserError> {
+    if let Some(path) = &args.kubeconfig {
+        // An explicit --kubeconfig must exist (client-go: ExplicitPath).
+        return read_kubeconfig(path).map(Some);
+    }
+    let listed = std::env::var_os("KUBECONFIG")
+        .map(|value| kubeconfig_paths(&value))
+        .unwrap_or_default();
+    if listed.is_empty() {
+        return match home_kubeconfig() {
+            Some(path) if path.exists() => read_kubeconfig(&path).map(Some),
+            _ => Ok(None),
+        };
+    }
+    let mut merged: Option<Kubeconfig> = None;
+    for path in &listed {
+        if !path.exists() {
+            // kubectl skips files of the list that do not exist.
+            tracing::debug!("KUBECONFIG file {} does not exist; skipped", path.display());
+            continue;
+        }
+        let next = read_kubeconfig(path)?;
+        merged = Some(match merged {
+            None => next,
+            Some(first) => first.merge(next).map_err(|err| invalid_kubeconfig(path, &err))?,
+        });
+    }
+    if merged.is_none() && args.server.is_none() {
+        let names: Vec<String> = listed.iter().map(|p| p.display().to_string()).collect();
+        return Err(
+            UserError::failed(format!("none of the files in KUBECONFIG exist: {}", names.join(", ")))
+                .hint("set KUBECONFIG to existing files, pass --kubeconfig FILE, or give --server"),
+        );
+    }
+    Ok(merged)
+}
+
+/// The paths of a `KUBECONFIG` value: split as the OS does, empty ones ignored, duplicates dropped.
+pub fn kubeconfig_paths(value: &std::ffi::OsStr) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for path in std::env::split_paths(value) {
+        if !path.as_os_str().is_empty() && !paths.contains(&path) {
+            paths.push(path);
+        }
+    }
+    paths
+}
+
+fn home_kubeconfig() -> Option<PathBuf> {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var_os("USERPROFILE").filter(|h| !h.is_empty()))?;
+    Some(PathBuf::from(home).join(".kube").join("config"))
+}
+
+fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, UserError> {
+    Kubeconfig::read_from(path).map_err(|err| match err {
         KubeconfigError::ReadConfig(io, path) => {
             UserError::failed(format!("cannot read kubeconfig {}: {io}", path.display()))
                 .hint("pass --kubeconfig FILE or set KUBECONFIG to a readable file")
         }
-        other => UserError::failed(format!("invalid kubeconfig: {other}")),
+        other => invalid_kubeconfig(path, &other),
     })
+}
+
+fn invalid_kubeconfig(path: &Path, err: &KubeconfigError) -> UserError {
+    UserError::failed(format!(
+        "invalid kubeconfig {}: {}",
+        path.display(),
+        crate::error::without_content(&err.to_string())
+    ))
+    .hint("`kubectl config view` shows what kubectl makes of it")
+}
+
+/// The cluster, user and namespace a command connects with, after the flags are applied.
+#[derive(Debug, Clone, Default)]
+pub struct Resolved {
+    /// The cluster entry (server, CA, TLS settings, proxy).
+    pub cluster: Cluster,
+    /// The credentials.
+    pub auth: AuthInfo,
+    /// The namespace: `-n` (when not empty), else the context's, else `default`.
+    pub namespace: String,
+    /// The user name to show in messages.
+    pub user_name: String,
+}
+
+/// Applies kubectl's precedence to a kubeconfig (possibly none) and the flags.
+pub fn resolve(kubeconfig: Option<&Kubeconfig>, args: &GlobalArgs) -> Result<Resolved, UserError> {
+    let empty = Kubeconfig::default();
+    let kubeconfig = kubeconfig.unwrap_or(&empty);
+    check_names(kubeconfig, args)?;
+    let context_name = args
+        .context
+        .clone()
+        .or_else(|| kubeconfig.current_context.clone())
+        .filter(|name| !name.is_empty());
+    let context = match &context_name {
+        Some(name) => find_context(kubeconfig, name).ok_or_else(|| {
+            UserError::failed(format!("the current context \"{name}\" is not in the kubeconfig"))
+                .hint("pass --context NAME (`kubectl config get-contexts` lists them)")
+        })?,
+        None => Context::default(),
+    };
+    let cluster_name = args.cluster.clone().unwrap_or_else(|| context.cluster.clone());
+    let user_name = args.user.clone().or_else(|| context.user.clone());
+    let mut cluster = kubeconfig
+        .clusters
+        .iter()
+        .find(|c| c.name == cluster_name)
+        .and_then(|c| c.cluster.clone())
+        .unwrap_or_default();
+    let mut auth = user_name
+        .as_ref()
+        .and_then(|name| kubeconfig.auth_infos.iter().find(|u| &u.name == name))
+        .and_then(|u| u.auth_info.clone())
+        .unwrap_or_default();
+    override_cluster(&mut cluster, args);
+    override_auth(&mut auth, args);
+    trim_token_file(&mut auth)?;
+    let namespace = args
+        .namespace
+        .clone()
+        .filter(|ns| !ns.is_empty())
+        .or_else(|| context.namespace.clone().filter(|ns| !ns.is_empty()))
+        .unwrap_or_else(|| "default".to_string());
+    let shown_user = args
+        .as_user
+        .clone()
+        .or(user_name)
+        .unwrap_or_else(|| "unknown".to_string());
+    Ok(Resolved {
+        cluster,
+        auth,
+        namespace,
+        user_name: shown_user,
+    })
+}
+
+fn find_context(kubeconfig: &Kubeconfig, name: &str) -> Option<Context> {
+    kubeconfig
+        .contexts
+        .iter()
+        .find(|c| c.name == name)
+        .map(|c| c.context.clone().unwrap_or_default())
+}
+
+/// client-go's `getCluster` overrides: `--server`; `--certificate-authority` or
+/// `--insecure-skip-tls-verify` replace the kubeconfig's CA and skip setting together;
+/// `--tls-server-name` (also cleared by `--server` alone).
+fn override_cluster(cluster: &mut Cluster, args: &GlobalArgs) {
+    if let Some(server) = &args.server {
+        cluster.server = Some(server.clone());
+    }
+    if args.insecure_skip_tls_verify || args.certificate_authority.is_some() {
+        cluster.insecure_skip_tls_verify = Some(args.insecure_skip_tls_verify);
+        cluster.certificate_authority = args.certificate_authority.as_ref().map(|p| p.display().to_string());
+        cluster.certificate_authority_data = None;
+    }
+    if args.tls_server_name.is_some() || args.server.is_some() {
+        cluster.tls_server_name = args.tls_server_name.clone();
+    }
+}
+
+/// client-go's `getAuthInfo` overrides: `--token` (a bearer token wins over the kubeconfig's other
+/// credentials), `--client-certificate`/`--client-key` (replacing the embedded data), and
+/// impersonation (`--as`, `--as-group`, `--as-uid`).
+fn override_auth(auth: &mut AuthInfo, args: &GlobalArgs) {
+    if let Some(token) = &args.token {
+        auth.token = Some(SecretString::from(token.clone()));
+        auth.token_file = None;
+        auth.exec = None;
+        auth.auth_provider = None;
+        auth.username = None;
+        auth.password = None;
+    }
+    if let Some(path) = &args.client_certificate {
+        auth.client_certificate = Some(path.display().to_string());
+        auth.client_certificate_data = None;
+    }
+    if let Some(path) = &args.client_key {
+        auth.client_key = Some(path.display().to_string());
+        auth.client_key_data = None;
+    }
+    if let Some(user) = &args.as_user {
+        auth.impersonate = Some(user.clone());
+    }
+    if !args.as_group.is_empty() {
+        auth.impersonate_groups = Some(args.as_group.clone());
+    }
+    if let Some(uid) = &args.as_uid {
+        auth.impersonate_uid = Some(uid.clone());
+    }
+}
+
+/// Reads a `tokenFile` once, trimmed of surrounding white space as client-go does
+/// (`transport.NewCachedFileTokenSource`): a token file written by `echo` ends in a newline.
+fn trim_token_file(auth: &mut AuthInfo) -> Result<(), UserError> {
+    if auth.token.is_some() {
+        auth.token_file = None;
+        return Ok(());
+    }
+    let Some(path) = auth.token_file.take() else {
+        return Ok(());
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|err| UserError::failed(format!("cannot read the tokenFile {path}: {err}")))?;
+    auth.token = Some(SecretString::from(text.trim().to_string()));
+    Ok(())
 }
 
 /// Builds the client configuration from the kubeconfig and the kubectl-style flags.
 pub async fn client_config(args: &GlobalArgs) -> Result<(Config, String), UserError> {
-    let kubeconfig = load_kubeconfig(args)?;
-    check_names(&kubeconfig, args)?;
-    let user_name = args
-        .user
-        .clone()
-        .or_else(|| current_user(&kubeconfig, args.context.as_deref()))
-        .unwrap_or_else(|| "unknown".to_string());
-    let options = KubeConfigOptions {
-        context: args.context.clone(),
-        cluster: args.cluster.clone(),
-        user: args.user.clone(),
-    };
-    let mut config = Config::from_custom_kubeconfig(kubeconfig, &options)
-        .await
-        .map_err(|err| match err {
-            KubeconfigError::CurrentContextNotSet => UserError::failed("the kubeconfig has no current context")
-                .hint("pass --context NAME (`kubectl config get-contexts` lists them)"),
-            other => UserError::failed(format!("cannot use the kubeconfig: {other}")),
-        })?;
-    if let Some(namespace) = &args.namespace {
-        config.default_namespace = namespace.clone();
+    let kubeconfig = find_kubeconfig(args)?;
+    if kubeconfig.is_none() && args.server.is_none() {
+        return Err(no_kubeconfig());
     }
+    let resolved = resolve(kubeconfig.as_ref(), args)?;
+    let config = build_config(resolved.clone(), args, &ProxyEnv::from_env())?;
+    Ok((config, resolved.user_name))
+}
+
+/// The kube client configuration for a resolved cluster and user.
+pub fn build_config(resolved: Resolved, args: &GlobalArgs, proxy_env: &ProxyEnv) -> Result<Config, UserError> {
+    let Resolved {
+        cluster,
+        mut auth,
+        namespace,
+        ..
+    } = resolved;
+    let server = cluster.server.clone().filter(|s| !s.is_empty()).ok_or_else(|| {
+        UserError::failed("the kubeconfig's cluster has no server")
+            .hint("pass --server URL, or --context/--cluster naming a cluster with a server")
+    })?;
+    let cluster_url = server_uri(&server)?;
+    let mut config = Config::new(cluster_url.clone());
+    config.default_namespace = namespace;
+    config.root_cert = certificate_authority(&cluster)?;
+    config.accept_invalid_certs = cluster.insecure_skip_tls_verify.unwrap_or(false);
+    config.tls_server_name = cluster.tls_server_name.clone().filter(|n| !n.is_empty());
+    config.disable_compression = cluster.disable_compression.unwrap_or(false);
+    config.proxy_url = proxy_for(&cluster_url, cluster.proxy_url.as_deref(), proxy_env)
+        .map_err(|err| UserError::failed(err).hint("fix the proxy setting (kubeconfig proxy-url, HTTPS_PROXY)"))?;
+    check_readable("client certificate", auth.client_certificate.as_deref())?;
+    check_readable("client key", auth.client_key.as_deref())?;
+    if let Some(exec) = auth.exec.as_mut() {
+        if exec.provide_cluster_info {
+            exec.cluster = Some(
+                ExecAuthCluster::try_from(&cluster)
+                    .map_err(|err| UserError::failed(format!("cannot pass the cluster to the exec plugin: {err}")))?,
+            );
+        }
+    }
+    config.auth_info = auth;
     // Retries are bounded in `retry` instead: kube's layer would spend minutes on a 503.
     config.default_retry = false;
-    if let Some(as_user) = &args.as_user {
-        config.auth_info.impersonate = Some(as_user.clone());
-    }
-    if !args.as_group.is_empty() {
-        config.auth_info.impersonate_groups = Some(args.as_group.clone());
-    }
-    if !args.request_timeout.is_zero() {
+    if args.request_timeout.is_zero() {
+        // kubectl's TLS handshake timeout: a hung handshake fails in about 55 s with the retries
+        // (kube's default of 30 s made it 153 s).
+        config.connect_timeout = Some(DEFAULT_CONNECT_TIMEOUT);
+    } else {
         config.connect_timeout = Some(args.request_timeout);
         config.read_timeout = Some(args.request_timeout);
         config.write_timeout = Some(args.request_timeout);
     }
-    let shown_user = args.as_user.clone().unwrap_or(user_name);
-    Ok((config, shown_user))
+    Ok(config)
 }
 
-/// Connects with the kubectl-style flags. No request is sent yet.
+/// The server URL; one without a scheme is taken as `https://`.
+fn server_uri(server: &str) -> Result<http::Uri, UserError> {
+    let text = if server.contains("://") {
+        server.to_string()
+    } else {
+        format!("https://{server}")
+    };
+    text.parse::<http::Uri>()
+        .ok()
+        .filter(|uri| uri.host().is_some())
+        .ok_or_else(|| {
+            UserError::usage(format!("invalid server URL {server:?}")).hint("e.g. --server https://HOST:6443")
+        })
+}
+
+/// The CA certificates (DER) from `certificate-authority` (a file) or `certificate-authority-data`.
+fn certificate_authority(cluster: &Cluster) -> Result<Option<Vec<Vec<u8>>>, UserError> {
+    let (pem, origin) = if let Some(data) = cluster.certificate_authority_data.as_deref().filter(|d| !d.is_empty()) {
+        use base64::Engine;
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .map_err(|err| UserError::failed(format!("invalid certificate-authority-data in the kubeconfig: {err}")))?;
+        (decoded, "certificate-authority-data".to_string())
+    } else if let Some(path) = cluster.certificate_authority.as_deref().filter(|p| !p.is_empty()) {
+        let bytes = std::fs::read(path)
+            .map_err(|err| UserError::failed(format!("cannot read the certificate authority {path}: {err}")))?;
+        (bytes, path.to_string())
+    } else {
+        return Ok(None);
+    };
+    let certificates: Vec<Vec<u8>> = CertificateDer::pem_slice_iter(&pem)
+        .filter_map(Result::ok)
+        .map(|der| der.as_ref().to_vec())
+        .collect();
+    if certificates.is_empty() {
+        return Err(UserError::failed(format!(
+            "no PEM certificate found in the certificate authority {origin}"
+        )));
+    }
+    Ok(Some(certificates))
+}
+
+fn check_readable(what: &str, path: Option<&str>) -> Result<(), UserError> {
+    match path {
+        Some(path) if !path.is_empty() => std::fs::metadata(path)
+            .map(|_| ())
+            .map_err(|err| UserError::failed(format!("cannot read the {what} {path}: {err}"))),
+        _ => Ok(()),
+    }
+}
+
+/// Connects with the kubectl-style flags. No request is sent yet (an exec credential plugin runs).
 pub async fn connect(args: &GlobalArgs) -> Result<Connection, UserError> {
     let (config, user) = client_config(args).await?;
     let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
     let namespace = config.default_namespace.clone();
-    let client = Client::try_from(config)
-        .map_err(|err| UserError::failed(format!("cannot build a client for {server}: {err}")))?;
+    let exec_command = config.auth_info.exec.as_ref().and_then(|e| e.command.clone());
+    let client =
+        Client::try_from(config).map_err(|err| explain_client_build_error(&err, &server, exec_command.as_deref()))?;
     Ok(Connection {
         client,
         namespace,
@@ -133,8 +421,234 @@ fn check_names(kubeconfig: &Kubeconfig, args: &GlobalArgs) -> Result<(), UserErr
     )
 }
 
-fn current_user(kubeconfig: &Kubeconfig, context: Option<&str>) -> Option<String> {
-    let wanted = context.or(kubeconfig.current_context.as_deref())?;
-    let named = kubeconfig.contexts.iter().find(|c| c.name == wanted)?;
-    named.context.as_ref().and_then(|c| c.user.clone())
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use secrecy::ExposeSecret;
+
+    const KUBECONFIG: &str = r#"
+apiVersion: v1
+kind: Config
+current-context: main
+contexts:
+- name: main
+  context: {cluster: prod, user: ops, namespace: shop}
+- name: bare
+  context: {cluster: prod, user: ops}
+clusters:
+- name: prod
+  cluster:
+    server: https://k8s.example.com:6443
+    certificate-authority-data: Zm9v
+    tls-server-name: api.internal
+users:
+- name: ops
+  user:
+    client-certificate-data: Y2VydA==
+    client-key-data: a2V5
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: get-token
+      interactiveMode: Never
+"#;
+
+    fn kubeconfig() -> Kubeconfig {
+        Kubeconfig::from_yaml(KUBECONFIG).unwrap()
+    }
+
+    #[test]
+    fn without_flags_the_kubeconfig_decides() {
+        let resolved = resolve(Some(&kubeconfig()), &GlobalArgs::default()).unwrap();
+        assert_eq!(resolved.cluster.server.as_deref(), Some("https://k8s.example.com:6443"));
+        assert_eq!(resolved.cluster.tls_server_name.as_deref(), Some("api.internal"));
+        assert_eq!(resolved.namespace, "shop");
+        assert_eq!(resolved.user_name, "ops");
+        assert!(resolved.auth.exec.is_some());
+    }
+
+    #[test]
+    fn flags_win_over_the_kubeconfig_as_in_client_go() {
+        let args = GlobalArgs {
+            server: Some("https://10.0.0.1:6443".into()),
+            token: Some("flag-token".into()),
+            certificate_authority: Some("/etc/ca.pem".into()),
+            client_certificate: Some("/etc/me.crt".into()),
+            client_key: Some("/etc/me.key".into()),
+            as_user: Some("jane".into()),
+            as_uid: Some("uid-7".into()),
+            as_group: vec!["ops".into()],
+            ..Default::default()
+        };
+        let resolved = resolve(Some(&kubeconfig()), &args).unwrap();
+        let cluster = &resolved.cluster;
+        assert_eq!(cluster.server.as_deref(), Some("https://10.0.0.1:6443"));
+        assert_eq!(cluster.certificate_authority.as_deref(), Some("/etc/ca.pem"));
+        assert_eq!(cluster.certificate_authority_data, None);
+        assert_eq!(cluster.insecure_skip_tls_verify, Some(false));
+        // --server alone clears the kubeconfig's tls-server-name.
+        assert_eq!(cluster.tls_server_name, None);
+        let auth = &resolved.auth;
+        assert_eq!(
+            auth.token.as_ref().map(|t| t.expose_secret().to_string()).as_deref(),
+            Some("flag-token")
+        );
+        assert!(auth.exec.is_none(), "a bearer token wins over the exec plugin");
+        assert_eq!(auth.client_certificate.as_deref(), Some("/etc/me.crt"));
+        assert_eq!(auth.client_certificate_data, None);
+        assert_eq!(auth.client_key.as_deref(), Some("/etc/me.key"));
+        assert!(auth.client_key_data.is_none());
+        assert_eq!(auth.impersonate.as_deref(), Some("jane"));
+        assert_eq!(auth.impersonate_uid.as_deref(), Some("uid-7"));
+        assert_eq!(auth.impersonate_groups, Some(vec!["ops".to_string()]));
+        assert_eq!(resolved.user_name, "jane");
+    }
+
+    #[test]
+    fn insecure_skip_tls_verify_clears_the_kubeconfig_ca_and_tls_server_name_overrides() {
+        let args = GlobalArgs {
+            insecure_skip_tls_verify: true,
+            tls_server_name: Some("kubernetes".into()),
+            ..Default::default()
+        };
+        let cluster = resolve(Some(&kubeconfig()), &args).unwrap().cluster;
+        assert_eq!(cluster.insecure_skip_tls_verify, Some(true));
+        assert_eq!(cluster.certificate_authority_data, None);
+        assert_eq!(cluster.tls_server_name.as_deref(), Some("kubernetes"));
+    }
+
+    #[test]
+    fn an_empty_namespace_flag_is_the_context_namespace_then_default() {
+        let empty = GlobalArgs {
+            namespace: Some(String::new()),
+            ..Default::default()
+        };
+        assert_eq!(resolve(Some(&kubeconfig()), &empty).unwrap().namespace, "shop");
+        let bare = GlobalArgs {
+            context: Some("bare".into()),
+            namespace: Some(String::new()),
+            ..Default::default()
+        };
+        assert_eq!(resolve(Some(&kubeconfig()), &bare).unwrap().namespace, "default");
+        let named = GlobalArgs {
+            namespace: Some("web".into()),
+            ..Default::default()
+        };
+        assert_eq!(resolve(Some(&kubeconfig()), &named).unwrap().namespace, "web");
+    }
+
+    #[test]
+    fn a_server_and_token_need_no_kubeconfig() {
+        let args = GlobalArgs {
+            server: Some("k8s.example.com:6443".into()),
+            token: Some("t".into()),
+            ..Default::default()
+        };
+        let resolved = resolve(None, &args).unwrap();
+        assert_eq!(resolved.namespace, "default");
+        let config = build_config(resolved, &args, &ProxyEnv::default()).unwrap();
+        assert_eq!(config.cluster_url.to_string(), "https://k8s.example.com:6443/");
+        assert_eq!(config.connect_timeout, Some(DEFAULT_CONNECT_TIMEOUT));
+        assert!(!config.default_retry);
+    }
+
+    #[test]
+    fn a_token_file_is_read_once_and_trimmed() {
+        let path = std::env::temp_dir().join(format!("kubectl-stack-token-{}", std::process::id()));
+        std::fs::write(&path, "  abc.def\n\n").unwrap();
+        let mut auth = AuthInfo {
+            token_file: Some(path.display().to_string()),
+            ..Default::default()
+        };
+        trim_token_file(&mut auth).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(
+            auth.token.map(|t| t.expose_secret().to_string()).as_deref(),
+            Some("abc.def")
+        );
+        assert!(auth.token_file.is_none());
+    }
+
+    #[test]
+    fn connection_flags_parse_as_kubectl_spells_them() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from([
+            "kubectl-stack",
+            "list",
+            "-s",
+            "https://h:6443",
+            "--token",
+            "t",
+            "--insecure-skip-tls-verify",
+            "--tls-server-name",
+            "kubernetes",
+            "--as-uid",
+            "u",
+            "--certificate-authority",
+            "/ca",
+            "--client-certificate",
+            "/c",
+            "--client-key",
+            "/k",
+        ])
+        .unwrap();
+        let global = cli.global;
+        assert_eq!(global.server.as_deref(), Some("https://h:6443"));
+        assert!(global.insecure_skip_tls_verify);
+        assert_eq!(global.tls_server_name.as_deref(), Some("kubernetes"));
+        assert_eq!(global.as_uid.as_deref(), Some("u"));
+        assert_eq!(global.client_key, Some(PathBuf::from("/k")));
+        let explicit =
+            crate::cli::Cli::try_parse_from(["kubectl-stack", "list", "--insecure-skip-tls-verify=false"]).unwrap();
+        assert!(!explicit.global.insecure_skip_tls_verify);
+    }
+
+    #[test]
+    fn a_kubeconfig_that_does_not_parse_is_reported_without_its_content() {
+        let dir = std::env::temp_dir().join(format!("kubectl-stack-badkc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    token: secret-token-1234\n    client-key-data: [secret-key\n",
+        )
+        .unwrap();
+        let err = read_kubeconfig(&path).unwrap_err();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(err.message.contains("line 7"), "{}", err.message);
+        assert!(!err.message.contains("secret-"), "{}", err.message);
+        assert_eq!(
+            crate::error::without_content("invalid type: string \"hunter2\", expected a sequence\n  | more"),
+            "invalid type: string \"…\", expected a sequence"
+        );
+    }
+
+    #[test]
+    fn kubeconfig_lists_drop_empty_and_repeated_paths() {
+        let joined = std::env::join_paths(["/a", "", "/b", "/a"]).unwrap();
+        assert_eq!(
+            kubeconfig_paths(&joined),
+            vec![PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+    }
+
+    #[test]
+    fn the_proxy_goes_into_the_client_configuration() {
+        let args = GlobalArgs::default();
+        let mut resolved = resolve(Some(&kubeconfig()), &args).unwrap();
+        resolved.cluster.certificate_authority_data = None;
+        let env = ProxyEnv {
+            https_proxy: Some("http://proxy.corp:3128".into()),
+            ..Default::default()
+        };
+        let config = build_config(resolved.clone(), &args, &env).unwrap();
+        assert_eq!(
+            config.proxy_url.map(|u| u.to_string()).as_deref(),
+            Some("http://proxy.corp:3128/")
+        );
+        let bypass = ProxyEnv {
+            no_proxy: Some(".example.com".into()),
+            ..env
+        };
+        assert_eq!(build_config(resolved, &args, &bypass).unwrap().proxy_url, None);
+    }
 }

@@ -15,10 +15,86 @@ use crate::identity::ObjectId;
 use crate::retry::with_retries;
 use crate::trackers::Selection;
 
-/// Annotation that holds a full copy of the last applied manifest (Secret data included).
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+/// Annotations that hold a copy of an object's content (a Secret's data included), by name:
+/// kubectl's (and Argo CD's client-side apply) last-applied copy; kapp's `original` copy and its
+/// debugging diffs (k14s/kapp `pkg/kapp/diff/resource_with_history.go`: `original`,
+/// `original-diff`, `original-diff-full`, `original-diff-md5`, all under the prefix below);
+/// banzaicloud k8s-objectmatcher's (base64 of zip). Helm's annotations (`meta.helm.sh/*`,
+/// `helm.sh/*`) and Argo CD's (`argocd.argoproj.io/*`) carry names and options only: Helm keeps
+/// manifests in its release Secrets, which are never listed with their data.
+const CONTENT_ANNOTATIONS: [&str; 3] = [
+    "kubectl.kubernetes.io/last-applied-configuration",
+    "banzaicloud.com/last-applied",
+    "banzaicloud.io/last-applied",
+];
 
-/// One listed object: its kind and its metadata (managed fields and last-applied copies dropped).
+/// kapp's annotations that keep the applied content and diffs of it.
+const KAPP_ORIGINAL_PREFIX: &str = "kapp.k14s.io/original";
+
+/// Longest annotation value that is decoded to look for a serialized object.
+const MAX_DECODED_ANNOTATION: usize = 1 << 20;
+
+/// Removes every annotation that can carry an object's content: the known ones by name, and any
+/// other whose value is a serialized object (JSON or YAML with `apiVersion`/`kind`/`data`),
+/// plainly, base64-encoded, or base64 of gzip. Such copies hold Secret data and are never needed.
+pub fn drop_content_annotations(meta: &mut ObjectMeta) {
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.retain(|key, value| !carries_content(key, value));
+    }
+}
+
+fn carries_content(key: &str, value: &str) -> bool {
+    CONTENT_ANNOTATIONS.contains(&key)
+        || key.starts_with(KAPP_ORIGINAL_PREFIX)
+        || is_serialized_object(value.as_bytes())
+        || decoded(value).is_some_and(|bytes| is_serialized_object(&bytes))
+}
+
+/// JSON or YAML text of an object: a mapping with `apiVersion`, `kind`, `data` or `stringData`.
+fn is_serialized_object(text: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(text) else {
+        return false;
+    };
+    let text = text.trim_start();
+    if text.starts_with('{') {
+        return serde_json::from_str::<serde_json::Value>(text).is_ok_and(|value| {
+            value.as_object().is_some_and(|object| {
+                ["apiVersion", "kind", "data", "stringData"]
+                    .iter()
+                    .any(|key| object.contains_key(*key))
+            })
+        });
+    }
+    // YAML: a document of several lines, one of them a top-level key of an object.
+    text.contains('\n')
+        && text.lines().any(|line| {
+            ["apiVersion:", "kind:", "data:", "stringData:"]
+                .iter()
+                .any(|key| line.starts_with(key))
+        })
+}
+
+/// The bytes of a base64 value (gunzipped when gzip), when it is one.
+fn decoded(value: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    use std::io::Read;
+    let value = value.trim();
+    if value.len() < 16 || value.len() > MAX_DECODED_ANNOTATION {
+        return None;
+    }
+    let bytes = base64::engine::general_purpose::STANDARD.decode(value).ok()?;
+    if !bytes.starts_with(&[0x1f, 0x8b]) {
+        return Some(bytes);
+    }
+    let mut unzipped = Vec::new();
+    flate2::read::GzDecoder::new(bytes.as_slice())
+        .take(MAX_DECODED_ANNOTATION as u64)
+        .read_to_end(&mut unzipped)
+        .ok()?;
+    Some(unzipped)
+}
+
+/// One listed object: its kind and its metadata (managed fields and content copies dropped).
 #[derive(Debug, Clone)]
 pub struct Listed {
     /// The kind, at the version it was listed with.
@@ -28,12 +104,11 @@ pub struct Listed {
 }
 
 impl Listed {
-    /// Wraps metadata, dropping what is large and never needed (managed fields, last-applied).
+    /// Wraps metadata, dropping what is large and never needed: managed fields, and every
+    /// annotation that can carry the object's content ([`drop_content_annotations`]).
     pub fn new(kind: Arc<KindInfo>, mut meta: ObjectMeta) -> Self {
         meta.managed_fields = None;
-        if let Some(annotations) = meta.annotations.as_mut() {
-            annotations.remove(LAST_APPLIED);
-        }
+        drop_content_annotations(&mut meta);
         Self { kind, meta }
     }
 
@@ -401,4 +476,69 @@ where
         .collect()
         .await;
     assemble(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn gzip_base64(text: &str) -> String {
+        use base64::Engine;
+        use std::io::Write;
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(text.as_bytes()).unwrap();
+        base64::engine::general_purpose::STANDARD.encode(encoder.finish().unwrap())
+    }
+
+    fn base64(text: &str) -> String {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(text)
+    }
+
+    #[test]
+    fn content_annotations_are_dropped_and_the_others_kept() {
+        let secret = r#"{"apiVersion":"v1","kind":"Secret","data":{"password":"c2VjcmV0"}}"#;
+        let yaml = "apiVersion: v1\nkind: Secret\ndata:\n  password: c2VjcmV0\n";
+        let kept: BTreeMap<String, String> = [
+            ("config.kubernetes.io/depends-on", "apps/namespaces/web/Deployment/api"),
+            ("kapp.k14s.io/change-rule", "upsert after upserting apps"),
+            ("meta.helm.sh/release-name", "web"),
+            ("argocd.argoproj.io/tracking-id", "shop:apps/Deployment:web/api"),
+            ("argocd.argoproj.io/sync-wave", "-1"),
+            ("example.com/settings", r#"{"replicas": 3}"#),
+            ("example.com/note", "kind: of a note"),
+            ("example.com/checksum", "0123456789abcdef0123456789abcdef"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let mut annotations = kept.clone();
+        for (key, value) in [
+            ("kubectl.kubernetes.io/last-applied-configuration", secret.to_string()),
+            ("kapp.k14s.io/original", secret.to_string()),
+            ("kapp.k14s.io/original-diff", "  - replace /data/password".to_string()),
+            ("kapp.k14s.io/original-diff-full", "whatever".to_string()),
+            (
+                "kapp.k14s.io/original-diff-md5",
+                "58e0494c51d30eb3494f7c9198986bb9".to_string(),
+            ),
+            (
+                "banzaicloud.com/last-applied",
+                "UEsDBBQACAAIAAAAAAAAAAAAAAAAAAAAAAAIAAAAb3JpZ2luYWw=".to_string(),
+            ),
+            ("example.com/copy", secret.to_string()),
+            ("example.com/yaml-copy", yaml.to_string()),
+            ("example.com/base64-copy", base64(secret)),
+            ("example.com/gzip-copy", gzip_base64(secret)),
+        ] {
+            annotations.insert(key.to_string(), value);
+        }
+        let mut meta = ObjectMeta {
+            annotations: Some(annotations),
+            ..Default::default()
+        };
+        drop_content_annotations(&mut meta);
+        assert_eq!(meta.annotations, Some(kept));
+    }
 }

@@ -13,12 +13,14 @@ use futures::{stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     APIGroup, APIGroupList, APIResource, APIResourceList, GroupVersionForDiscovery,
 };
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::core::discovery::v2::{APIGroupDiscovery, APIResourceDiscovery};
 use kube::core::Version;
 use kube::discovery::ApiResource;
-use kube::Client;
+use kube::{Api, Client};
 
-use crate::retry::{with_attempts, with_retries};
+use crate::error::root_cause;
+use crate::retry::{self, is_transient, with_attempts, with_budget, with_retries};
 
 /// One kind the server serves, at the version kubectl-stack uses for it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -489,9 +491,18 @@ async fn read_resources(
     } else {
         with_attempts("discovery", attempts, || client.list_core_api_resources(group_version)).await
     };
-    answer.map_err(|err| DiscoveryFailure {
+    let err = match answer {
+        Ok(list) => return Ok(list),
+        Err(err) => err,
+    };
+    // Name the APIService when it says it is down, as the patient path does.
+    let message = match api_service_availability(client, group_version).await {
+        Availability::Down(why) => format!("{why} ({})", root_cause(&err)),
+        _ => root_cause(&err),
+    };
+    Err(DiscoveryFailure {
         group_version: group_version.to_string(),
-        message: crate::error::root_cause(&err),
+        message,
     })
 }
 
@@ -513,13 +524,25 @@ async fn read_all_resources(
 
 /// Per-group discovery, kept as the server sent it.
 pub async fn read_per_group(client: &Client) -> Result<ServerLists, kube::Error> {
-    let groups = read_groups(client, crate::retry::MAX_ATTEMPTS).await?;
+    // Tries are bounded by the retry budget, not counted.
+    let groups = read_groups(client, u32::MAX).await?;
     let mut lists = ServerLists {
         groups,
         resources: Vec::new(),
     };
-    // An aggregated API whose service is down answers 503 for good: two tries only.
-    lists.resources = read_all_resources(client, lists.group_versions(), 2).await;
+    lists.resources = stream::iter(lists.group_versions())
+        .map(|group_version| async move {
+            let answer = group_version_resources(client, !group_version.contains('/'), &group_version)
+                .await
+                .map_err(|message| DiscoveryFailure {
+                    group_version: group_version.clone(),
+                    message,
+                });
+            (group_version, answer)
+        })
+        .buffer_unordered(DISCOVERY_CONCURRENCY)
+        .collect()
+        .await;
     Ok(lists)
 }
 
@@ -837,6 +860,86 @@ async fn crd_names(client: &Client, catalog: &Catalog) -> Result<Vec<String>, ku
     }
 }
 
+/// How long a group version whose APIService cannot be read is retried: a user who may not read
+/// APIServices cannot tell a down aggregated API from a transient failure.
+const UNKNOWN_API_SERVICE_BUDGET: Duration = Duration::from_secs(5);
+
+/// One group version's resources. A transient failure is retried for the whole retry budget,
+/// unless the group version is served by an aggregated API whose APIService reports
+/// `Available=False`: that one is down for good, and is given up at once and named.
+async fn group_version_resources(client: &Client, core: bool, group_version: &str) -> Result<APIResourceList, String> {
+    let fetch = || async {
+        if core {
+            client.list_core_api_resources(group_version).await
+        } else {
+            client.list_api_group_resources(group_version).await
+        }
+    };
+    let first = match fetch().await {
+        Ok(list) => return Ok(list),
+        Err(err) => err,
+    };
+    let availability = if core {
+        Availability::Up
+    } else {
+        api_service_availability(client, group_version).await
+    };
+    let budget = match availability {
+        Availability::Down(why) => return Err(format!("{why} ({})", root_cause(&first))),
+        _ if !is_transient(&first) => return Err(root_cause(&first)),
+        Availability::Up => retry::budget(),
+        Availability::Unknown => UNKNOWN_API_SERVICE_BUDGET,
+    };
+    tracing::info!("discovery of {group_version}: transient failure ({first}); retrying");
+    with_budget("discovery", budget, fetch)
+        .await
+        .map_err(|err| root_cause(&err))
+}
+
+/// What the APIService behind a group version says about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Availability {
+    /// No APIService condition says it is down (or the group is served locally).
+    Up,
+    /// `Available=False`: the reason and message, naming the APIService.
+    Down(String),
+    /// The APIService could not be read (e.g. 403).
+    Unknown,
+}
+
+/// Reads the APIService `VERSION.GROUP` (`v1beta1.metrics.k8s.io`) and its `Available` condition.
+async fn api_service_availability(client: &Client, group_version: &str) -> Availability {
+    let Some((group, version)) = group_version.split_once('/') else {
+        return Availability::Up;
+    };
+    let name = format!("{version}.{group}");
+    let api: Api<APIService> = Api::all(client.clone());
+    match with_retries("get APIService", || api.get_opt(&name)).await {
+        Ok(Some(service)) => availability_of(&name, &service),
+        Ok(None) => Availability::Up,
+        Err(err) => {
+            tracing::debug!("cannot read APIService {name}: {err}");
+            Availability::Unknown
+        }
+    }
+}
+
+fn availability_of(name: &str, service: &APIService) -> Availability {
+    let conditions = service.status.as_ref().and_then(|s| s.conditions.as_ref());
+    let down = conditions
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "Available" && c.status == "False");
+    match down {
+        Some(condition) => Availability::Down(format!(
+            "APIService {name} is not available: {}: {}",
+            condition.reason.as_deref().unwrap_or("no reason"),
+            condition.message.as_deref().unwrap_or("no message")
+        )),
+        None => Availability::Up,
+    }
+}
+
 fn group_version(group: &str, version: &str) -> String {
     if group.is_empty() {
         version.to_string()
@@ -1061,6 +1164,33 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         assert!(old.groups().is_none());
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn an_api_service_is_down_only_when_it_says_available_false() {
+        let service = |conditions: serde_json::Value| -> APIService {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                "metadata": {"name": "v1beta1.metrics.k8s.io"},
+                "spec": {"groupPriorityMinimum": 100, "versionPriority": 100},
+                "status": {"conditions": conditions}
+            }))
+            .unwrap()
+        };
+        let down = service(serde_json::json!([{"type": "Available", "status": "False",
+            "reason": "FailedDiscoveryCheck", "message": "no endpoints"}]));
+        assert_eq!(
+            availability_of("v1beta1.metrics.k8s.io", &down),
+            Availability::Down(
+                "APIService v1beta1.metrics.k8s.io is not available: FailedDiscoveryCheck: no endpoints".into()
+            )
+        );
+        let up = service(serde_json::json!([{"type": "Available", "status": "True"}]));
+        assert_eq!(availability_of("v1beta1.metrics.k8s.io", &up), Availability::Up);
+        assert_eq!(
+            availability_of("v1beta1.metrics.k8s.io", &service(serde_json::json!([]))),
+            Availability::Up
+        );
     }
 
     #[test]

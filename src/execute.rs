@@ -429,7 +429,7 @@ async fn watch_group(client: Client, targets: Vec<Target>, sightings: mpsc::Send
     let api = api_for(&client, &kind, first.id.namespace.as_deref());
     let wanted: HashMap<String, String> = targets.iter().map(|t| (t.uid.clone(), t.id.name.clone())).collect();
     let first_page = ListParams::default().limit(1);
-    loop {
+    'watching: loop {
         let version = match with_retries("list for watch", || api.list_metadata(&first_page)).await {
             Ok(list) => list.metadata.resource_version.unwrap_or_default(),
             Err(err) => {
@@ -443,7 +443,12 @@ async fn watch_group(client: Client, targets: Vec<Target>, sightings: mpsc::Send
                 Ok(None) => Sighting::Gone(uid.clone()),
                 Ok(Some(object)) if object.metadata.uid.as_deref() != Some(uid.as_str()) => Sighting::Gone(uid.clone()),
                 Ok(Some(object)) => Sighting::Present(uid.clone(), Box::new(object.metadata)),
-                Err(_) => continue,
+                // Unknown: a watch from here could miss that it went before; start over.
+                Err(err) => {
+                    tracing::debug!("cannot read {name} to watch it: {err}");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue 'watching;
+                }
             };
             if sightings.send(sighting).await.is_err() {
                 return;

@@ -207,18 +207,20 @@ async fn load_flux(session: &Session, name: &str, namespace: &str) -> Result<Opt
             ))
         })?);
     }
+    let tracker = Tracker {
+        preset: Preset::Flux,
+        value: Some(MarkValue {
+            name: name.to_string(),
+            namespace: Some(namespace.to_string()),
+        }),
+    };
     Ok(Some(Inventory {
         recorded: Recorded::Ids {
             ids: ids.into_iter().collect(),
             inventory: format!("the inventory of Kustomization {namespace}/{name}"),
+            owner: Some(tracker.clone()),
         },
-        tracker: Tracker {
-            preset: Preset::Flux,
-            value: Some(MarkValue {
-                name: name.to_string(),
-                namespace: Some(namespace.to_string()),
-            }),
-        },
+        tracker,
     }))
 }
 
@@ -260,18 +262,20 @@ async fn load_kpt(session: &Session, id: &str) -> Result<Inventory, UserError> {
         return Err(UserError::failed(format!("no inventory object labelled {selector}"))
             .hint("check the id (`kubectl get cm -A -l cli-utils.sigs.k8s.io/inventory-id`)"));
     }
+    let tracker = Tracker {
+        preset: Preset::Kpt,
+        value: Some(MarkValue {
+            name: id.to_string(),
+            namespace: None,
+        }),
+    };
     Ok(Inventory {
         recorded: Recorded::Ids {
             ids: ids.into_iter().collect(),
             inventory: format!("inventory {id}"),
+            owner: Some(tracker.clone()),
         },
-        tracker: Tracker {
-            preset: Preset::Kpt,
-            value: Some(MarkValue {
-                name: id.to_string(),
-                namespace: None,
-            }),
-        },
+        tracker,
     })
 }
 
@@ -329,6 +333,8 @@ async fn load_helm(session: &Session, release: &str, namespace: &str) -> Result<
         recorded: Recorded::Ids {
             ids: set.ids,
             inventory: record,
+            // Helm deletes what the old manifest has and the new one lacks, marked or not.
+            owner: None,
         },
         tracker: Tracker {
             preset: Preset::Helm,
@@ -423,19 +429,21 @@ async fn load_applyset(session: &Session, parent: &str) -> Result<Inventory, Use
         .chain(namespace)
         .map(str::to_string)
         .collect();
+    let tracker = Tracker {
+        preset: Preset::ApplySet,
+        value: Some(MarkValue {
+            name: id,
+            namespace: None,
+        }),
+    };
     Ok(Inventory {
         recorded: Recorded::ApplySet {
             kinds,
             namespaces,
             inventory: format!("ApplySet parent {}/{name}", kind.kind_with_group()),
+            owner: Some(tracker.clone()),
         },
-        tracker: Tracker {
-            preset: Preset::ApplySet,
-            value: Some(MarkValue {
-                name: id,
-                namespace: None,
-            }),
-        },
+        tracker,
     })
 }
 

@@ -4,7 +4,9 @@
 //! (metadata lists) -> [`trackers`] (who tracks what, keep markers) -> [`manifest`], [`desired`]
 //! and [`inventory`] (what should exist) -> [`classify`] (orphans, by each tool's rules in [`policy`]) -> [`graph`]
 //! (with [`infer`]: the edges nobody declared) -> [`plan`]
-//! (waves; [`teardown`] decides what a prune takes, applying [`safeguards`]) -> [`execute`]
+//! (waves; [`teardown`] decides what a prune takes, applying [`safeguards`]; [`cascade`] finds
+//! what its Namespaces and CRDs would take with them, [`parents`] what would re-create it,
+//! [`plan_file`] saves and compares it) -> [`execute`]
 //! (delete, wait; [`recheck`] before every wave, [`suspend`] around Flux objects) -> [`render`],
 //! [`graph_output`] and [`prune_report`]. [`stuck`] and
 //! [`finalize`] are the break-glass path, [`complete`] the shell completion. [`commands`]
@@ -12,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cascade;
 pub mod classify;
 pub mod cli;
 pub mod client;
@@ -29,8 +32,11 @@ pub mod identity;
 pub mod infer;
 pub mod inventory;
 pub mod manifest;
+pub mod parents;
 pub mod plan;
+pub mod plan_file;
 pub mod policy;
+pub mod proxy;
 pub mod prune_report;
 pub mod recheck;
 pub mod render;
@@ -50,13 +56,17 @@ use crate::error::{exit, UserError};
 
 /// Parses the command line, runs the command, prints errors with hints, and returns the exit code.
 pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> ExitCode {
-    let cli = match cli::Cli::try_parse_from(args) {
+    let mut cli = match cli::Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(err) => {
             let _ = err.print();
             return ExitCode::from(if err.use_stderr() { exit::USAGE } else { exit::OK });
         }
     };
+    // `-n ""` means the context's namespace, as in kubectl (client-go ignores an empty override).
+    if cli.global.namespace.as_deref() == Some("") {
+        cli.global.namespace = None;
+    }
     init_logging(cli.global.verbosity);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -95,8 +105,12 @@ fn init_logging(verbosity: u8) {
         4 | 5 => ("debug", "info"),
         _ => ("trace", "debug"),
     };
+    // kube-client's own module logs whole response bodies when one does not parse (Secret data
+    // included): only its request spans (`client::builder`: method, URL, status) are shown.
     let filter = tracing_subscriber::EnvFilter::try_from_env("KUBECTL_STACK_LOG").unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(format!("kubectl_stack={ours},kube={kube},kube_client={kube}"))
+        tracing_subscriber::EnvFilter::new(format!(
+            "kubectl_stack={ours},kube={kube},kube_client={kube},kube_client::client=off,kube_client::client::builder={kube}"
+        ))
     });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)

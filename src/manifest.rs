@@ -208,16 +208,24 @@ pub fn parse_text(text: &str, source: &str) -> Result<Vec<Manifest>, UserError> 
 /// The documents of a text, parsed but not yet checked as objects.
 fn parse_documents(text: &str, source: &str) -> Result<Vec<Value>, UserError> {
     let documents: Vec<Value> = if text.trim_start().starts_with(['{', '[']) {
-        serde_json::from_str::<Value>(text)
-            .map(|v| vec![v])
-            .map_err(|err| UserError::usage(format!("{source}:{}:{}: invalid JSON: {err}", err.line(), err.column())))?
+        serde_json::from_str::<Value>(text).map(|v| vec![v]).map_err(|err| {
+            UserError::usage(format!(
+                "{source}:{}:{}: invalid JSON: {}",
+                err.line(),
+                err.column(),
+                crate::error::without_content(&err.to_string())
+            ))
+        })?
     } else {
         serde_saphyr::from_multiple::<Value>(text).map_err(|err| {
             let at = err
                 .location()
                 .map(|l| format!(":{}:{}", l.line(), l.column()))
                 .unwrap_or_default();
-            UserError::usage(format!("{source}{at}: invalid YAML: {err}"))
+            UserError::usage(format!(
+                "{source}{at}: invalid YAML: {}",
+                crate::error::without_content(&err.to_string())
+            ))
         })?
     };
     Ok(documents)

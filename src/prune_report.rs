@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::cascade::Cascade;
 use crate::error::{exit, UserError};
 use crate::execute::{Blocker, Change, Event, Observer, Outcome};
 use crate::identity::ObjectId;
+use crate::parents::Parent;
 use crate::render;
 use crate::suspend::Suspended;
 use crate::teardown::PrunePlan;
@@ -23,34 +25,109 @@ pub enum Format {
     Json,
 }
 
-/// Prints the plan: the waves (stdout), what is kept and the warnings (stderr).
-pub fn print_plan(plan: &PrunePlan, format: Format) -> Result<(), UserError> {
+/// Plans longer than this many rows show the first [`ROWS_PER_WAVE`] rows of each wave (the
+/// full table with `-o wide`, and always in `--plan-out`).
+pub const SCREENFUL: usize = 40;
+/// The rows of each wave shown when a plan is longer than [`SCREENFUL`].
+pub const ROWS_PER_WAVE: usize = 5;
+
+/// The rows of the plan table; past a screenful (unless `wide`), the first rows of each wave and
+/// a row that says how many more there are.
+pub fn plan_rows(plan: &PrunePlan, wide: bool) -> Vec<Vec<String>> {
+    let shorten = !wide && plan.count() > SCREENFUL;
+    let mut rows = Vec::new();
+    for (wave, targets) in plan.waves.iter().enumerate() {
+        let shown = if shorten { ROWS_PER_WAVE } else { targets.len() };
+        for t in targets.iter().take(shown) {
+            rows.push(vec![
+                (wave + 1).to_string(),
+                t.id.kind_with_group(),
+                t.id.namespace.clone().unwrap_or_default(),
+                t.id.name.clone(),
+                t.why.clone(),
+            ]);
+        }
+        if targets.len() > shown {
+            rows.push(vec![
+                (wave + 1).to_string(),
+                format!("... {} more", targets.len() - shown),
+                String::new(),
+                String::new(),
+                "all rows: -o wide, or --plan-out FILE".to_string(),
+            ]);
+        }
+    }
+    rows
+}
+
+/// The summary printed right above the prompt: per wave, the counts by kind; the cascade
+/// victims; the parents; what is kept and why.
+pub fn plan_summary(plan: &PrunePlan) -> String {
+    let mut text = format!(
+        "Plan: {} object(s) to delete in {} wave(s)\n",
+        plan.count(),
+        plan.waves.len()
+    );
+    for (wave, targets) in plan.waves.iter().enumerate() {
+        let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
+        for target in targets {
+            *by_kind.entry(target.id.kind_with_group()).or_insert(0) += 1;
+        }
+        let counts: Vec<String> = by_kind.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
+        text.push_str(&format!("  wave {}: {}\n", wave + 1, counts.join(", ")));
+    }
+    let victims: usize = plan.cascades.iter().map(|c| c.victims.len()).sum();
+    if !plan.cascades.is_empty() {
+        let holders: Vec<String> = plan
+            .cascades
+            .iter()
+            .map(|c| format!("{} takes {}", c.holder, c.victims.len()))
+            .collect();
+        text.push_str(&format!(
+            "Cascade victims: {victims} object(s) the plan does not delete ({})\n",
+            holders.join("; ")
+        ));
+    }
+    if !plan.parents.is_empty() {
+        text.push_str(&format!("Parents ({}):\n", plan.parents.len()));
+        for line in parents_text(&plan.parents).lines() {
+            text.push_str(&format!("  {}\n", line.trim_start_matches("parent: ")));
+        }
+    }
+    if !plan.kept.is_empty() {
+        text.push_str(&format!("Kept: {} object(s)\n", plan.kept.len()));
+        for kept in plan.kept.iter().take(ROWS_PER_WAVE) {
+            text.push_str(&format!("  {} ({})\n", kept.id, kept.reason));
+        }
+        if plan.kept.len() > ROWS_PER_WAVE {
+            text.push_str(&format!(
+                "  ... {} more (listed above)\n",
+                plan.kept.len() - ROWS_PER_WAVE
+            ));
+        }
+    }
+    text
+}
+
+/// Prints the plan: the waves, the cascade victims and the parents (stdout), what is kept, the
+/// warnings and the summary (stderr, right above the prompt). `wide` shows every row.
+pub fn print_plan(plan: &PrunePlan, format: Format, wide: bool) -> Result<(), UserError> {
     match format {
         Format::Table => {
-            let rows: Vec<Vec<String>> = plan
-                .waves
-                .iter()
-                .enumerate()
-                .flat_map(|(wave, targets)| {
-                    targets.iter().map(move |t| {
-                        vec![
-                            (wave + 1).to_string(),
-                            t.id.kind_with_group(),
-                            t.id.namespace.clone().unwrap_or_default(),
-                            t.id.name.clone(),
-                            t.why.clone(),
-                        ]
-                    })
-                })
-                .collect();
+            let rows = plan_rows(plan, wide);
             if !rows.is_empty() {
                 render::emit(&render::table(&["WAVE", "KIND", "NAMESPACE", "NAME", "WHY"], rows))?;
             }
+            render::emit(&cascades_text(&plan.cascades))?;
+            render::emit(&parents_text(&plan.parents))?;
             for kept in &plan.kept {
                 eprintln!("kept: {} ({})", kept.id, kept.reason);
             }
             for warning in &plan.warnings {
                 eprintln!("warning: {warning}");
+            }
+            if plan.count() > 0 {
+                eprint!("{}", plan_summary(plan));
             }
             Ok(())
         }
@@ -69,10 +146,49 @@ pub fn print_plan(plan: &PrunePlan, format: Format) -> Result<(), UserError> {
                 .iter()
                 .map(|k| json!({"id": k.id, "reason": k.reason}))
                 .collect();
-            let line = json!({"type": "plan", "waves": waves, "kept": kept, "warnings": plan.warnings});
+            let line = json!({"type": "plan", "waves": waves, "kept": kept, "warnings": plan.warnings,
+                "cascades": plan.cascades, "parents": plan.parents});
             render::emit(&(line.to_string() + "\n"))
         }
     }
+}
+
+/// The cascade victims, under the Namespace or CRD whose deletion would take them.
+pub fn cascades_text(cascades: &[Cascade]) -> String {
+    let mut text = String::new();
+    for cascade in cascades {
+        text.push_str(&format!(
+            "{} would also delete {} object(s) the plan does not delete:\n",
+            cascade.holder,
+            cascade.victims.len()
+        ));
+        for victim in &cascade.victims {
+            text.push_str(&format!("  {} ({})\n", victim.id, victim.why));
+        }
+        for kind in &cascade.unlisted {
+            text.push_str(&format!("  every {kind} in it (could not be listed)\n"));
+        }
+    }
+    text
+}
+
+/// The live parents that would re-create planned objects, and whether each is suspended.
+pub fn parents_text(parents: &[Parent]) -> String {
+    let mut text = String::new();
+    for parent in parents {
+        let state = match parent.suspended {
+            Some(true) => "suspended",
+            Some(false) => "not suspended",
+            None => "cannot be suspended",
+        };
+        let applies: Vec<String> = parent.applies.iter().map(ToString::to_string).collect();
+        text.push_str(&format!(
+            "parent: {} ({state}) applies {}\n",
+            parent.id,
+            applies.join(", ")
+        ));
+    }
+    text
 }
 
 /// Counts and prints what happens: a progress bar per wave on a terminal, lines otherwise.
@@ -275,7 +391,10 @@ pub fn finish(progress: &Progress, ending: &Ending, format: Format) -> Result<u8
             eprintln!("error: {failed} delete(s) failed in wave {wave}; later waves were not started (nothing they depend on was deleted)");
             eprintln!("hint: fix the cause above, then run the same command again to continue");
         }
-        Outcome::TimedOut { wave, blockers } => report_blockers(*wave, blockers, ending.wave_timeout),
+        Outcome::TimedOut { wave, blockers } => {
+            report_blockers(*wave, blockers, ending.wave_timeout);
+            report_recreating_parents(blockers, &ending.plan.parents);
+        }
         Outcome::Interrupted { wave } => eprintln!("interrupted in wave {wave}: no further deletes were started"),
         Outcome::Completed if failed > 0 => eprintln!("error: {failed} delete(s) failed"),
         Outcome::Completed if dropped > 0 => {
@@ -337,6 +456,18 @@ fn report_blockers(wave: usize, blockers: &[Blocker], timeout: Duration) {
     eprintln!("hint: when they are gone, run the same prune command again to continue");
 }
 
+/// Names the live parent of a blocker, which re-creates it for as long as it lives.
+fn report_recreating_parents(blockers: &[Blocker], parents: &[Parent]) {
+    for blocker in blockers {
+        for parent in parents.iter().filter(|p| p.applies.contains(&blocker.target.id)) {
+            eprintln!(
+                "hint: {} is applied by {}, which is not torn down: it re-creates it while it lives",
+                blocker.target.id, parent.id
+            );
+        }
+    }
+}
+
 /// The `kubectl stack stuck` commands that inspect exactly these objects, one per namespace.
 pub fn stuck_commands(blockers: &[Blocker]) -> Vec<String> {
     let mut by_namespace: BTreeMap<Option<String>, Vec<String>> = BTreeMap::new();
@@ -359,4 +490,63 @@ pub fn stuck_commands(blockers: &[Blocker]) -> Vec<String> {
             None => format!("kubectl stack stuck {}", names.join(" ")),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discovery::KindInfo;
+    use crate::execute::Target;
+    use crate::teardown::Kept;
+    use std::sync::Arc;
+
+    fn target(kind: &str, name: &str) -> Target {
+        Target {
+            id: ObjectId::new("", kind, Some("shop"), name),
+            kind: Arc::new(KindInfo {
+                group: String::new(),
+                version: "v1".into(),
+                kind: kind.into(),
+                plural: format!("{}s", kind.to_lowercase()),
+                singular: kind.to_lowercase(),
+                short_names: vec![],
+                namespaced: true,
+                verbs: vec![],
+            }),
+            uid: format!("uid-{name}"),
+            why: "member".into(),
+            terminating: false,
+            finalizers: vec![],
+            tracked_by: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_long_plan_shows_the_first_rows_of_each_wave_and_a_summary() {
+        let first: Vec<Target> = (0..1_200).map(|i| target("ConfigMap", &format!("c{i}"))).collect();
+        let mut second = vec![target("Secret", "s")];
+        second.push(target("ConfigMap", "last"));
+        let plan = PrunePlan {
+            waves: vec![first, second],
+            kept: vec![Kept {
+                id: ObjectId::new("", "ConfigMap", Some("shop"), "keep"),
+                reason: "keep marker helm.sh/resource-policy=keep".into(),
+            }],
+            ..Default::default()
+        };
+        let rows = plan_rows(&plan, false);
+        assert_eq!(rows.len(), ROWS_PER_WAVE + 1 + 2);
+        assert_eq!(rows[ROWS_PER_WAVE][1], "... 1195 more");
+        assert_eq!(plan_rows(&plan, true).len(), 1_202);
+        assert_eq!(
+            plan_summary(&plan),
+            "Plan: 1202 object(s) to delete in 2 wave(s)\n  wave 1: 1200 ConfigMap\n  wave 2: 1 ConfigMap, 1 Secret\n\
+Kept: 1 object(s)\n  ConfigMap/shop/keep (keep marker helm.sh/resource-policy=keep)\n"
+        );
+        let short = PrunePlan {
+            waves: vec![vec![target("ConfigMap", "a")]],
+            ..Default::default()
+        };
+        assert_eq!(plan_rows(&short, false).len(), 1);
+    }
 }

@@ -2,8 +2,8 @@
 //! still holds. Just before a wave's deletes, its objects are read again and every safeguard of
 //! [`crate::safeguards`] is applied again: an object re-created under a planned name, given a
 //! keep marker or taken over by another stack is dropped; a Namespace or CRD that now holds a
-//! tracked or keep-marked object the plan does not delete (another stack's, or a newcomer) is
-//! dropped. What a dropped object depends on is withheld from the later
+//! an object its deletion would take that the plan neither deletes nor accepted as a cascade
+//! victim (another stack's, keep-marked, or an untracked newcomer) is dropped. What a dropped object depends on is withheld from the later
 //! waves. Then the Flux suspensions prune set on the wave's tracking objects are lifted (see
 //! [`crate::suspend`]).
 
@@ -13,11 +13,12 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use kube::Client;
 
+use crate::cascade::{contents, victims, Planned};
 use crate::collect::{collect_kinds, ListOptions, ListScope, Listed};
 use crate::discovery::{Catalog, KindInfo};
 use crate::execute::{CheckedWave, Target, WaveGuard};
 use crate::identity::ObjectId;
-use crate::safeguards::{dies_with_plan, keep_marked, tracked_elsewhere, TornDown};
+use crate::safeguards::{keep_marked, tracked_elsewhere, TornDown};
 use crate::suspend::Suspensions;
 use crate::teardown::{tracker_key, PrunePlan};
 use crate::trackers::Selection;
@@ -30,7 +31,8 @@ pub struct Recheck {
     depends_on: HashMap<ObjectId, Vec<ObjectId>>,
     trackers_of: HashMap<ObjectId, Vec<ObjectId>>,
     keep_suspended: HashSet<ObjectId>,
-    planned_uids: HashSet<String>,
+    planned: Planned,
+    accepted_victims: HashSet<String>,
     withheld: HashMap<ObjectId, String>,
     options: ListOptions,
     /// The suspensions of the run; lifted wave by wave.
@@ -53,7 +55,15 @@ impl Recheck {
             depends_on: plan.depends_on.clone(),
             trackers_of: plan.trackers_of.clone(),
             keep_suspended: plan.keep_suspended.clone(),
-            planned_uids: plan.waves.iter().flatten().map(|t| t.uid.clone()).collect(),
+            planned: Planned {
+                uids: plan.waves.iter().flatten().map(|t| t.uid.clone()).collect(),
+                ids: plan.waves.iter().flatten().map(|t| t.id.clone()).collect(),
+            },
+            accepted_victims: plan
+                .cascades
+                .iter()
+                .flat_map(|c| c.victims.iter().map(|v| v.uid.clone()))
+                .collect(),
             withheld: HashMap::new(),
             options,
             suspensions,
@@ -145,62 +155,23 @@ impl Recheck {
         None
     }
 
-    /// For a Namespace or a CRD: an object it holds now that stays (another stack's, kept).
+    /// For a Namespace or a CRD: an object it holds now that its deletion would take and that the
+    /// plan did not accept (another stack's, kept, or any untracked newcomer; see
+    /// [`crate::cascade`]).
     async fn judge_content(&self, target: &Target) -> Option<String> {
-        let held = match (target.id.group.as_str(), target.id.kind.as_str()) {
-            ("", "Namespace") => {
-                let kinds: Vec<Arc<KindInfo>> = self.catalog.listable().filter(|k| k.namespaced).cloned().collect();
-                let scope = ListScope::Namespace(target.id.name.clone());
-                collect_kinds(&self.client, &kinds, &scope, &Selection::everything(), self.options).await
-            }
-            ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-                let kinds: Vec<Arc<KindInfo>> = self
-                    .catalog
-                    .kinds()
-                    .iter()
-                    .filter(|k| !k.group.is_empty() && k.crd_name() == target.id.name && k.can("list"))
-                    .cloned()
-                    .collect();
-                collect_kinds(
-                    &self.client,
-                    &kinds,
-                    &ListScope::AllNamespaces,
-                    &Selection::everything(),
-                    self.options,
-                )
-                .await
-            }
-            _ => return None,
-        };
+        let held = contents(&self.client, &self.catalog, &target.id, self.options).await?;
         if let Some(failure) = held.failures.first() {
             return Some(format!(
                 "its content could not be re-checked ({} could not be listed)",
                 failure.kind.kind_with_group()
             ));
         }
-        let owners_of: HashMap<String, Vec<String>> = held
-            .objects
-            .iter()
-            .map(|o| {
-                let owners = o
-                    .meta
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .map(|r| r.uid.clone())
-                    .collect();
-                (o.uid().to_string(), owners)
-            })
-            .collect();
-        let staying = held.objects.iter().find(|o| {
-            !o.is_terminating()
-                && !self.planned_uids.contains(o.uid())
-                && !dies_with_plan(&o.meta, &self.planned_uids, &owners_of)
-                && (keep_marked(&o.meta).is_some() || crate::trackers::is_tracked(&o.meta))
-        })?;
+        let victim = victims(&held.objects, &self.planned)
+            .into_iter()
+            .find(|v| !self.accepted_victims.contains(&v.uid))?;
         Some(format!(
-            "holds {}, which is not pruned (found by the re-check)",
-            staying.id()
+            "holds {} ({}), which is not pruned (found by the re-check)",
+            victim.id, victim.why
         ))
     }
 

@@ -1,27 +1,54 @@
-//! Retries of transient API failures with exponential backoff.
+//! Retries of transient API failures, within a time budget, with jittered exponential backoff.
 //!
 //! 429 (waiting as long as the server's `retryAfterSeconds` asks), 5xx, connection resets and
-//! timeouts are retried a bounded number of times. kube's own retry layer is switched off (see
-//! `client`): it would retry a 503 fifteen times over minutes, which turns one unavailable
-//! aggregated API into a hang. Only idempotent requests go through here (reads, and deletes
-//! guarded by a UID precondition).
+//! timeouts are retried until the request succeeds, fails for good, or its time budget is spent:
+//! an API server that restarts (down 5-30 s) is ridden out, a handful of quick tries would not be.
+//! The budget is [`DEFAULT_BUDGET`]; `prune` raises it to its wave `--timeout` ([`set_budget`]).
+//! Delays double from 200 ms up to 5 s, each drawn at random between half and all of that, so
+//! many clients (or many concurrent deletes) do not hammer a recovering server in step.
+//! kube's own retry layer is switched off (see `client`): it would retry a 503 fifteen times
+//! over minutes whatever the caller wants. Only idempotent requests go through here (reads, and
+//! deletes guarded by a UID precondition).
 
 use std::future::Future;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// How many times a request is tried in all.
-pub const MAX_ATTEMPTS: u32 = 5;
+use tokio::time::Instant;
+
+/// How long one request's transient failures are retried unless [`set_budget`] says otherwise.
+pub const DEFAULT_BUDGET: Duration = Duration::from_secs(45);
 const FIRST_DELAY: Duration = Duration::from_millis(200);
 const MAX_DELAY: Duration = Duration::from_secs(5);
+/// The longest wait a server's `retryAfterSeconds` may ask for.
+const MAX_SERVER_DELAY: Duration = Duration::from_secs(60);
+
+static BUDGET_MILLIS: AtomicU64 = AtomicU64::new(45_000);
+
+/// Sets how long transient failures of one request are retried, for the rest of the process.
+pub fn set_budget(budget: Duration) {
+    let millis = u64::try_from(budget.as_millis()).unwrap_or(u64::MAX);
+    BUDGET_MILLIS.store(millis, Ordering::Relaxed);
+}
+
+/// How long transient failures of one request are retried.
+pub fn budget() -> Duration {
+    Duration::from_millis(BUDGET_MILLIS.load(Ordering::Relaxed))
+}
 
 /// True when the error is worth another try: the connection failed or timed out, or the
-/// server answered 500/502 (kube's retry layer has already spent its own tries on 429/503/504).
+/// server answered 429, 500, 502, 503 or 504 (except an internal error about a bad request).
 pub fn is_transient(err: &kube::Error) -> bool {
     match err {
         kube::Error::Api(status) => {
             matches!(status.code, 429 | 500 | 502 | 503 | 504) && !is_permanent_reason(&status.reason)
         }
-        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
+        // A certificate that does not verify or a failed credential plugin: retrying does not
+        // mend them (see `error::is_unrecoverable`).
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {
+            !crate::error::is_unrecoverable(err)
+        }
         _ => false,
     }
 }
@@ -31,10 +58,29 @@ fn is_permanent_reason(reason: &str) -> bool {
     reason == "BadRequest"
 }
 
-/// The delay before attempt `attempt` (1-based: the delay after the first failure is attempt 1).
+/// The longest delay before attempt `attempt + 1` (1-based: after the first failure, attempt 1):
+/// 200 ms doubling up to 5 s. The delay used is drawn between half of it and all of it.
 pub fn backoff_delay(attempt: u32) -> Duration {
-    let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
+    let factor = 2u32.saturating_pow(attempt.saturating_sub(1).min(16));
     FIRST_DELAY.saturating_mul(factor).min(MAX_DELAY)
+}
+
+/// `delay` with jitter: a random duration between half of it and all of it.
+pub fn jittered(delay: Duration) -> Duration {
+    let half = delay / 2;
+    let spread = u64::try_from(half.as_micros()).unwrap_or(u64::MAX);
+    if spread == 0 {
+        return delay;
+    }
+    half + Duration::from_micros(random() % (spread + 1))
+}
+
+/// A random number from the standard library's per-process random hash keys.
+fn random() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    hasher.finish()
 }
 
 /// How long the server asked to wait (429 and some 503 answers carry `retryAfterSeconds`).
@@ -45,32 +91,58 @@ fn server_delay(err: &kube::Error) -> Option<Duration> {
             .as_ref()
             .map(|d| d.retry_after_seconds)
             .filter(|&s| s > 0)
-            .map(|s| Duration::from_secs(u64::from(s).min(60))),
+            .map(|s| Duration::from_secs(u64::from(s)).min(MAX_SERVER_DELAY)),
         _ => None,
     }
 }
 
-/// Runs `operation` until it succeeds, fails permanently, or `MAX_ATTEMPTS` are spent.
+/// Runs `operation` until it succeeds, fails permanently, or the process's [`budget`] is spent.
 pub async fn with_retries<T, F, Fut>(what: &str, operation: F) -> Result<T, kube::Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, kube::Error>>,
 {
-    with_attempts(what, MAX_ATTEMPTS, operation).await
+    with_budget(what, budget(), operation).await
 }
 
-/// Like [`with_retries`] with at most `attempts` tries.
-pub async fn with_attempts<T, F, Fut>(what: &str, attempts: u32, mut operation: F) -> Result<T, kube::Error>
+/// Runs `operation` until it succeeds, fails permanently, or `budget` has passed since the first
+/// try. The last try starts at the latest when the budget ends.
+pub async fn with_budget<T, F, Fut>(what: &str, budget: Duration, operation: F) -> Result<T, kube::Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, kube::Error>>,
 {
+    retry(what, budget, u32::MAX, operation).await
+}
+
+/// Like [`with_retries`] with at most `attempts` tries (and at most the budget).
+pub async fn with_attempts<T, F, Fut>(what: &str, attempts: u32, operation: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    retry(what, budget(), attempts, operation).await
+}
+
+async fn retry<T, F, Fut>(what: &str, budget: Duration, attempts: u32, mut operation: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    let started = Instant::now();
     let mut attempt = 1;
     loop {
         match operation().await {
             Ok(value) => return Ok(value),
-            Err(err) if attempt < attempts && is_transient(&err) => {
-                let delay = server_delay(&err).unwrap_or_else(|| backoff_delay(attempt));
+            Err(err) if is_transient(&err) => {
+                let left = budget.saturating_sub(started.elapsed());
+                if left.is_zero() || attempt >= attempts {
+                    tracing::info!("{what}: transient failure ({err}); giving up after {attempt} tries");
+                    return Err(err);
+                }
+                let delay = server_delay(&err)
+                    .unwrap_or_else(|| jittered(backoff_delay(attempt)))
+                    .min(left);
                 tracing::info!("{what}: transient failure ({err}); retrying in {delay:?}");
                 tokio::time::sleep(delay).await;
                 attempt += 1;
@@ -84,7 +156,7 @@ where
 mod tests {
     use super::*;
     use kube::core::Status;
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::atomic::AtomicU32;
 
     fn api_error(code: u16) -> kube::Error {
         kube::Error::Api(Status::failure("boom", "InternalError").with_code(code).boxed())
@@ -96,6 +168,16 @@ mod tests {
         assert_eq!(backoff_delay(2), Duration::from_millis(400));
         assert_eq!(backoff_delay(3), Duration::from_millis(800));
         assert_eq!(backoff_delay(20), MAX_DELAY);
+        assert_eq!(backoff_delay(u32::MAX), MAX_DELAY);
+    }
+
+    #[test]
+    fn jitter_stays_between_half_and_all_and_varies() {
+        let delay = Duration::from_secs(4);
+        let drawn: Vec<Duration> = (0..200).map(|_| jittered(delay)).collect();
+        assert!(drawn.iter().all(|d| *d >= delay / 2 && *d <= delay), "{drawn:?}");
+        let distinct: std::collections::HashSet<_> = drawn.iter().collect();
+        assert!(distinct.len() > 150, "{} distinct of 200", distinct.len());
     }
 
     #[test]
@@ -128,9 +210,52 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn an_outage_shorter_than_the_budget_is_ridden_out() {
+        // A server that is down for 30 s (every request fails), then answers.
+        let started = Instant::now();
+        let calls = AtomicU32::new(0);
+        let result = with_budget("test", DEFAULT_BUDGET, || {
+            calls.fetch_add(1, Ordering::SeqCst);
+            let down = started.elapsed() < Duration::from_secs(30);
+            async move {
+                if down {
+                    Err(api_error(503))
+                } else {
+                    Ok(())
+                }
+            }
+        })
+        .await;
+        assert!(result.is_ok());
+        let elapsed = started.elapsed();
+        assert!(
+            elapsed >= Duration::from_secs(30) && elapsed < Duration::from_secs(36),
+            "{elapsed:?}"
+        );
+        // Backoff, not a busy loop: about 6 quick tries, then one every 2.5-5 s.
+        let calls = calls.load(Ordering::SeqCst);
+        assert!((8..=20).contains(&calls), "{calls} calls");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn gives_up_when_the_budget_is_spent() {
+        let started = Instant::now();
+        let calls = AtomicU32::new(0);
+        let result: Result<(), _> = with_budget("test", Duration::from_secs(20), || {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { Err(api_error(502)) }
+        })
+        .await;
+        assert!(result.is_err());
+        // The last try is made when the budget ends, not later.
+        assert_eq!(started.elapsed(), Duration::from_secs(20));
+        assert!(calls.load(Ordering::SeqCst) >= 5);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn too_many_requests_waits_as_long_as_the_server_asks() {
         let calls = AtomicU32::new(0);
-        let started = tokio::time::Instant::now();
+        let started = Instant::now();
         let result = with_retries("test", || {
             let n = calls.fetch_add(1, Ordering::SeqCst);
             async move {
@@ -152,7 +277,7 @@ mod tests {
         })
         .await;
         assert_eq!(result.unwrap(), 1);
-        assert!(started.elapsed() >= Duration::from_secs(3));
+        assert_eq!(started.elapsed(), Duration::from_secs(3));
     }
 
     #[tokio::test(start_paused = true)]
@@ -168,14 +293,14 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn gives_up_after_max_attempts() {
+    async fn a_number_of_attempts_can_still_be_asked_for() {
         let calls = AtomicU32::new(0);
-        let result: Result<(), _> = with_retries("test", || {
+        let result: Result<(), _> = with_attempts("test", 3, || {
             calls.fetch_add(1, Ordering::SeqCst);
-            async { Err(api_error(502)) }
+            async { Err(api_error(503)) }
         })
         .await;
-        assert!(result.is_err());
-        assert_eq!(calls.load(Ordering::SeqCst), MAX_ATTEMPTS);
+        assert_eq!(crate::error::api_status(&result.unwrap_err()), Some(503));
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
     }
 }

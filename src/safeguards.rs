@@ -177,6 +177,34 @@ pub fn holds_staying<'a>(
     }
 }
 
+/// The annotation that names the ServiceAccount of a token Secret.
+pub const SERVICE_ACCOUNT_NAME: &str = "kubernetes.io/service-account.name";
+
+/// Rule (cascade victims): what the control plane makes by itself, in every namespace or for
+/// every Service, is no loss when its Namespace goes: the `default` ServiceAccount and its token
+/// Secret, the `kube-root-ca.crt` ConfigMap, Events, and the Endpoints and EndpointSlices of a
+/// Service (`services`: the Services of the Namespace and those the plan deletes). Returns what it is.
+pub fn made_by_control_plane(id: &ObjectId, meta: &ObjectMeta, services: &HashSet<ObjectId>) -> Option<&'static str> {
+    let service_named = |name: Option<&str>| {
+        name.is_some_and(|name| services.contains(&ObjectId::new("", "Service", id.namespace.as_deref(), name)))
+    };
+    let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str);
+    let label = |key: &str| meta.labels.as_ref().and_then(|l| l.get(key)).map(String::as_str);
+    match (id.group.as_str(), id.kind.as_str(), id.name.as_str()) {
+        ("", "ServiceAccount", "default") => Some("the default ServiceAccount"),
+        ("", "Secret", _) if annotation(SERVICE_ACCOUNT_NAME) == Some("default") => {
+            Some("the default ServiceAccount's token")
+        }
+        ("", "ConfigMap", "kube-root-ca.crt") => Some("the cluster CA bundle"),
+        ("", "Event", _) | ("events.k8s.io", "Event", _) => Some("an Event"),
+        ("", "Endpoints", name) if service_named(Some(name)) => Some("a Service's Endpoints"),
+        ("discovery.k8s.io", "EndpointSlice", _) if service_named(label("kubernetes.io/service-name")) => {
+            Some("a Service's EndpointSlice")
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -348,5 +376,28 @@ mod tests {
         assert_eq!(holds_staying(&crd, &staying, crd_of), Some(&staying[1]));
         let config_map = ObjectId::new("", "ConfigMap", Some("shop"), "x");
         assert_eq!(holds_staying(&config_map, &staying, crd_of), None);
+    }
+
+    #[test]
+    fn what_the_control_plane_makes_is_no_loss() {
+        let services: HashSet<ObjectId> = [ObjectId::new("", "Service", Some("shop"), "web")].into();
+        let plain = ObjectMeta::default();
+        let id = |group: &str, kind: &str, name: &str| ObjectId::new(group, kind, Some("shop"), name);
+        assert!(made_by_control_plane(&id("", "ServiceAccount", "default"), &plain, &services).is_some());
+        assert!(made_by_control_plane(&id("", "ServiceAccount", "builder"), &plain, &services).is_none());
+        let token = meta(&[], &[(SERVICE_ACCOUNT_NAME, "default")]);
+        assert!(made_by_control_plane(&id("", "Secret", "default-token-x"), &token, &services).is_some());
+        let other_token = meta(&[], &[(SERVICE_ACCOUNT_NAME, "builder")]);
+        assert!(made_by_control_plane(&id("", "Secret", "builder-token-x"), &other_token, &services).is_none());
+        assert!(made_by_control_plane(&id("", "Secret", "handmade"), &plain, &services).is_none());
+        assert!(made_by_control_plane(&id("", "ConfigMap", "kube-root-ca.crt"), &plain, &services).is_some());
+        assert!(made_by_control_plane(&id("events.k8s.io", "Event", "e"), &plain, &services).is_some());
+        assert!(made_by_control_plane(&id("", "Endpoints", "web"), &plain, &services).is_some());
+        assert!(made_by_control_plane(&id("", "Endpoints", "db"), &plain, &services).is_none());
+        let slice = meta(&[("kubernetes.io/service-name", "web")], &[]);
+        assert!(
+            made_by_control_plane(&id("discovery.k8s.io", "EndpointSlice", "web-abc"), &slice, &services).is_some()
+        );
+        assert!(made_by_control_plane(&id("", "PersistentVolumeClaim", "data"), &plain, &services).is_none());
     }
 }

@@ -27,6 +27,7 @@ use crate::discovery::KindInfo;
 use crate::error::{is_not_found, root_cause, UserError};
 use crate::execute::Target;
 use crate::identity::ObjectId;
+use crate::parents::Parent;
 use crate::retry::with_retries;
 use crate::trackers::FLUX_KINDS;
 
@@ -122,6 +123,26 @@ pub async fn suspend_all(client: &Client, targets: &[&Target]) -> Result<Suspens
         done.entries.push(Suspended {
             id: target.id.clone(),
             kind: target.kind.clone(),
+            lifted: false,
+        });
+    }
+    Ok(done)
+}
+
+/// Suspends the parents that would re-create what the teardown deletes (see
+/// [`crate::parents`]), those not suspended already. They are never lifted by prune: the run
+/// reports them at its end with the command that resumes each.
+pub async fn suspend_parents(client: &Client, parents: &[Parent]) -> Result<Suspensions, (Suspensions, UserError)> {
+    let mut done = Suspensions::default();
+    for parent in parents.iter().filter(|p| p.suspendable() && p.suspended != Some(true)) {
+        if let Err(why) = set_suspend(client, &parent.kind, &parent.id, true).await {
+            let error = UserError::failed(format!("cannot suspend the parent {}: {why}", parent.id));
+            return Err((done, error));
+        }
+        tracing::info!("suspended the parent {}", parent.id);
+        done.entries.push(Suspended {
+            id: parent.id.clone(),
+            kind: parent.kind.clone(),
             lifted: false,
         });
     }

@@ -12,6 +12,7 @@ use crate::execute::Target;
 use crate::graph::{owner_mark, EdgeKind, Graph, NodeInput, NodeStatus};
 use crate::graph_output::cycle_path;
 use crate::identity::ObjectId;
+use crate::parents::find_parents;
 use crate::plan::plan_deletion;
 use crate::safeguards::{
     ambiguous_mark, controlled, dies_with_plan, holds_staying, keep_marked, needed_by_staying, tracked_elsewhere,
@@ -47,6 +48,12 @@ pub struct PrunePlan {
     /// Planned tracking objects with a member the plan keeps: deleted while still suspended, so
     /// that their controller does not garbage-collect the kept member.
     pub keep_suspended: HashSet<ObjectId>,
+    /// What the planned Namespaces and CRDs would take beyond the plan (filled in by
+    /// [`crate::cascade::find_cascades`]; accepted with `--allow-cascade`).
+    pub cascades: Vec<crate::cascade::Cascade>,
+    /// Live reconcilers outside the plan that would re-create planned objects, up their chains
+    /// (see [`crate::parents`]).
+    pub parents: Vec<crate::parents::Parent>,
 }
 
 impl PrunePlan {
@@ -216,10 +223,12 @@ pub fn plan(
     if teardown {
         kept.extend(ambiguous_members(snapshot, &trackers, &torn_down, &targets));
     }
-    let warnings = if teardown {
-        parent_warnings(snapshot, &targets, &torn_down)
+    let (warnings, parents) = if teardown {
+        let planned = targets.keys().filter_map(|&i| object_of(i));
+        let parents = find_parents(planned, snapshot.objects.values(), &torn_down);
+        (parent_warnings(snapshot, &targets, &torn_down, &parents), parents)
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     let indices: HashSet<usize> = targets.keys().copied().collect();
     let order = plan_deletion(graph, &indices).map_err(|cycle| {
@@ -257,6 +266,8 @@ pub fn plan(
         warnings,
         trackers_of,
         keep_suspended,
+        cascades: Vec::new(),
+        parents,
     })
 }
 
@@ -326,17 +337,36 @@ fn holders(
         .collect()
 }
 
-/// Tracking objects in the plan that a stack outside the plan applies (a parent Kustomization,
-/// an Argo CD app of apps): that stack's next reconcile may re-create them.
-fn parent_warnings(snapshot: &Snapshot, targets: &BTreeMap<usize, String>, torn_down: &TornDown) -> Vec<String> {
+/// Tracking objects in the plan that a stack outside the plan applies, when that parent is not
+/// one of the live reconcilers of [`crate::parents`] (refused unless held): a kpt inventory or an
+/// ApplySet (their next apply re-creates them), or an Argo CD Application that was not listed
+/// (it may live all the same). Flux parents are always listed: one not found is gone.
+fn parent_warnings(
+    snapshot: &Snapshot,
+    targets: &BTreeMap<usize, String>,
+    torn_down: &TornDown,
+    parents: &[crate::parents::Parent],
+) -> Vec<String> {
+    let found_argo = |name: &str| {
+        parents
+            .iter()
+            .any(|p| p.id.group == "argoproj.io" && p.id.kind == "Application" && p.id.name == name)
+    };
     targets
         .keys()
         .filter_map(|&index| {
             let object = snapshot.objects.get(&snapshot.graph.nodes[index].id)?;
             tracker_key(object)?;
-            let parent = marks(&object.meta).into_iter().find(|m| !torn_down.covers(m))?;
+            let parent = marks(&object.meta).into_iter().find(|m| {
+                !torn_down.covers(m)
+                    && match m.preset {
+                        Preset::Flux | Preset::FluxHelm => false,
+                        Preset::ArgoCd => !found_argo(&m.value.name),
+                        _ => true,
+                    }
+            })?;
             Some(format!(
-                "{} is applied by {parent}, which is not torn down: its next reconcile may re-create it (tear that stack down too, or suspend it first)",
+                "{} is applied by {parent}, which is not torn down: its next apply or sync may re-create it (tear that stack down too)",
                 object.id()
             ))
         })
@@ -654,7 +684,7 @@ mod tests {
     }
 
     #[test]
-    fn a_stack_applied_by_a_parent_is_warned_about() {
+    fn a_stack_applied_by_a_parent_names_the_parent() {
         let mut world = World::new();
         world.add(
             KS_GROUP,
@@ -666,12 +696,31 @@ mod tests {
         world.ks("flux-system", &[]);
         let plan = world.teardown(&["child"]);
         assert_eq!(names(&plan), vec![vec!["child"]]);
-        assert_eq!(plan.warnings.len(), 1);
-        assert!(
-            plan.warnings[0].contains("flux:flux-system/flux-system"),
-            "{:?}",
-            plan.warnings
+        assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
+        assert_eq!(plan.parents.len(), 1);
+        assert_eq!(plan.parents[0].id.name, "flux-system");
+        assert!(plan.parents[0].applies_planned);
+    }
+
+    #[test]
+    fn an_argo_cd_parent_that_was_not_listed_is_warned_about() {
+        let mut world = World::new();
+        world.add_with(
+            KS_GROUP,
+            "Kustomization",
+            Some("flux-system"),
+            "child",
+            &[],
+            &[(
+                "argocd.argoproj.io/tracking-id",
+                "root-app:kustomize.toolkit.fluxcd.io/Kustomization:flux-system/child",
+            )],
         );
+        let plan = world.teardown(&["child"]);
+        assert_eq!(names(&plan), vec![vec!["child"]]);
+        assert!(plan.parents.is_empty());
+        assert_eq!(plan.warnings.len(), 1, "{:?}", plan.warnings);
+        assert!(plan.warnings[0].contains("argocd:root-app"), "{:?}", plan.warnings);
     }
 
     #[test]

@@ -222,6 +222,30 @@ metadata: {{name: {app_ns}, labels: {usage}}}
         kustomizations(&f, &["operator", "usage"])
     ));
     wait_established(&[&format!("crd/gizmos.{group}")], &format!("gizmos.{group}"));
+    // The 1.20 token controller gives the ServiceAccount a token Secret no stack tracks; the
+    // teardown refuses to delete a Namespace that would take an untracked object with it. Here
+    // the Secret goes with its ServiceAccount's stack (whether a token Secret should always follow
+    // its ServiceAccount is for that safeguard to decide).
+    let mut token = String::new();
+    wait_until(Duration::from_secs(30), || {
+        let secrets = kubectl(&["get", "secrets", "-n", &op_ns, "-o", "name"]);
+        token = secrets
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("secret/controller-token-"))
+            .unwrap_or_default()
+            .to_string();
+        !token.is_empty()
+    });
+    let labelled = kubectl(&[
+        "label",
+        &token,
+        "-n",
+        &op_ns,
+        "kustomize.toolkit.fluxcd.io/name=operator",
+        &format!("kustomize.toolkit.fluxcd.io/namespace={f}"),
+    ]);
+    assert_eq!(labelled.code, 0, "{}", labelled.stderr);
     let mut crs = String::new();
     for i in 0..CRS {
         crs.push_str(&format!(

@@ -6,7 +6,7 @@ use futures::{stream, StreamExt};
 
 use crate::cli::{GlobalArgs, GraphArgs, GraphOutput, ListTuning, Order};
 use crate::collect::{api_for, collect, list_objects, ListScope, Listed};
-use crate::commands::list::warn_unlisted;
+use crate::commands::list::{gaps as list_gaps, incomplete, warn_unlisted};
 use crate::commands::orphans::read_manifests;
 use crate::commands::{list_options, resolve_selection, Session};
 use crate::desired::{resolve, Scopes};
@@ -30,6 +30,7 @@ pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
         ..Default::default()
     })?;
     let infer = !args.no_infer;
+    let mut gaps = Vec::new();
     let graph = match manifests {
         Some(manifests) => offline_graph(
             &manifests,
@@ -42,9 +43,9 @@ pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
             let mut selection = crate::commands::selection(&args.selection)?;
             resolve_selection(&mut selection, &session)?;
             let wanted = (selection.tracker.is_some() || selection.user_selector.is_some()).then_some(selection);
-            live_graph_with(&session, wanted, args.members, &args.tuning, infer)
-                .await?
-                .graph
+            let live = live_graph_with(&session, wanted, args.members, &args.tuning, infer).await?;
+            gaps = live.gaps;
+            live.graph
         }
     };
     report_references(&graph);
@@ -68,6 +69,7 @@ pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
         eprintln!("error: dependency cycle: {}", graph_output::cycle_path(&graph, cycle));
         return Ok(exit::CYCLE);
     }
+    incomplete(&gaps)?;
     Ok(exit::OK)
 }
 
@@ -261,6 +263,8 @@ pub struct LiveGraph {
     pub tracked: Vec<ObjectId>,
     /// Kinds that could not be listed (`Kind.group`): their objects are not in the graph.
     pub unlisted: Vec<String>,
+    /// What could not be listed for another reason than 403 (`commands::list::gaps`).
+    pub gaps: Vec<String>,
 }
 
 /// The live graph: Flux Kustomizations and HelmReleases in scope (full objects, for
@@ -287,6 +291,7 @@ pub async fn live_graph_with(
 ) -> Result<LiveGraph, UserError> {
     let mut listed = Vec::new();
     let mut unlisted = Vec::new();
+    let mut gaps = Vec::new();
     let explicit = selection.is_some();
     // Only a real choice (a tracker, a selector) narrows the Flux objects shown.
     let narrowed = selection
@@ -305,6 +310,7 @@ pub async fn live_graph_with(
         )
         .await;
         warn_unlisted(&collection, session)?;
+        gaps = list_gaps(&collection, session);
         unlisted = collection.failures.iter().map(|f| f.kind.kind_with_group()).collect();
         unlisted.extend(
             session
@@ -323,6 +329,7 @@ pub async fn live_graph_with(
     };
     let mut live = graph_of_with(session, listed, &options).await?;
     live.unlisted = unlisted;
+    live.gaps = gaps;
     Ok(live)
 }
 
@@ -428,6 +435,7 @@ pub async fn graph_of_with(
         objects,
         tracked,
         unlisted: Vec::new(),
+        gaps: Vec::new(),
     })
 }
 

@@ -24,10 +24,43 @@ pub async fn run(global: &GlobalArgs, args: ListArgs) -> anyhow::Result<u8> {
     warn_unlisted(&collection, &session)?;
     if collection.objects.is_empty() && matches!(args.output, ListOutput::Table | ListOutput::Wide) {
         eprintln!("No tracked objects found ({}).", selection.describe());
-        return Ok(exit::OK);
+    } else {
+        render::emit(&render_list(&collection.objects, args.output)?)?;
     }
-    render::emit(&render_list(&collection.objects, args.output)?)?;
+    incomplete(&gaps(&collection, &session))?;
     Ok(exit::OK)
+}
+
+/// What could not be listed for another reason than 403 Forbidden: kinds whose listing failed,
+/// and every kind of a group version that could not be discovered. Empty when the output is
+/// complete, or when the only gaps are kinds an RBAC-limited user may not list.
+pub fn gaps(collection: &Collection, session: &Session) -> Vec<String> {
+    let mut gaps: Vec<String> = collection
+        .errors()
+        .iter()
+        .flat_map(|group| group.kinds.iter().map(|k| k.kind_with_group()))
+        .collect();
+    gaps.extend(
+        session
+            .catalog
+            .failures
+            .iter()
+            .map(|f| format!("every kind of {}", f.group_version)),
+    );
+    gaps
+}
+
+/// Fails with exit 3 after a command printed what it has, when something could not be listed.
+pub fn incomplete(gaps: &[String]) -> Result<(), UserError> {
+    if gaps.is_empty() {
+        return Ok(());
+    }
+    Err(UserError::failed(format!(
+        "the output is incomplete: {} could not be listed: {}",
+        if gaps.len() == 1 { "1 kind" } else { "some kinds" },
+        gaps.join(", ")
+    ))
+    .hint("the warnings above say why; run again when the API server or the aggregated API answers"))
 }
 
 /// Warns once about kinds that could not be listed; fails when no kind could be listed at all.

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use crate::classify::{classify, Classified, Desired, Recorded, SkipReason, Verdict};
 use crate::cli::{DesiredArgs, GlobalArgs, ListOutput, ListTuning, OrphansArgs, SelectionArgs};
 use crate::collect::{collect, Collection, Listed};
-use crate::commands::list::{status, tracked_by, warn_unlisted};
+use crate::commands::list::{gaps, incomplete, status, tracked_by, warn_unlisted};
 use crate::commands::{list_options, resolve_selection, selection, Session};
 use crate::desired::{validate_identities, DesiredSet, Origin, Scopes};
 use crate::error::{exit, is_not_found, UserError};
@@ -54,14 +54,7 @@ pub async fn run(global: &GlobalArgs, args: OrphansArgs) -> anyhow::Result<u8> {
     } else {
         render::emit(&render_report(&report, args.output, args.show_skipped)?)?;
     }
-    let failed_kinds = report.collection.errors();
-    if !failed_kinds.is_empty() {
-        return Err(UserError::failed(format!(
-            "{} kind(s) could not be checked; the result is incomplete",
-            failed_kinds.iter().map(|g| g.kinds.len()).sum::<usize>()
-        ))
-        .into());
-    }
+    incomplete(&gaps(&report.collection, &session))?;
     Ok(if report.orphans().next().is_some() {
         exit::FOUND
     } else {

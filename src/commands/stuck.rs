@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::cli::{GlobalArgs, StuckArgs, StuckOutput};
 use crate::collect::{api_for, collect, sort_objects, Listed};
-use crate::commands::list::warn_unlisted;
+use crate::commands::list::{gaps, incomplete, warn_unlisted};
 use crate::commands::{list_options, resolve_selection, resolve_typed, selection, Session};
 use crate::error::{exit, is_not_found, UserError};
 use crate::render;
@@ -17,10 +17,10 @@ use crate::trackers::Selection;
 /// Runs `stuck`.
 pub async fn run(global: &GlobalArgs, args: StuckArgs) -> anyhow::Result<u8> {
     let session = Session::open(global).await?;
-    let objects = if args.targets.is_empty() {
+    let (objects, gaps) = if args.targets.is_empty() {
         terminating_in_scope(&session, &args).await?
     } else {
-        named(&session, &args.targets).await?
+        (named(&session, &args.targets).await?, Vec::new())
     };
     let stuck: Vec<Listed> = objects.iter().filter(|o| o.is_terminating()).cloned().collect();
     for object in objects.iter().filter(|o| !o.is_terminating()) {
@@ -30,14 +30,15 @@ pub async fn run(global: &GlobalArgs, args: StuckArgs) -> anyhow::Result<u8> {
     let report = explain(&session, &mut context, stuck).await;
     if report.entries.is_empty() && args.output == StuckOutput::Text {
         eprintln!("No objects are being deleted.");
-        return Ok(exit::OK);
+    } else {
+        let text = match args.output {
+            StuckOutput::Text => render_text(&report),
+            StuckOutput::Json => render::json(&to_json(&report))?,
+            StuckOutput::Yaml => render::yaml(&to_json(&report))?,
+        };
+        render::emit(&text)?;
     }
-    let text = match args.output {
-        StuckOutput::Text => render_text(&report),
-        StuckOutput::Json => render::json(&to_json(&report))?,
-        StuckOutput::Yaml => render::yaml(&to_json(&report))?,
-    };
-    render::emit(&text)?;
+    incomplete(&gaps)?;
     Ok(if report.entries.is_empty() {
         exit::OK
     } else {
@@ -45,7 +46,8 @@ pub async fn run(global: &GlobalArgs, args: StuckArgs) -> anyhow::Result<u8> {
     })
 }
 
-async fn terminating_in_scope(session: &Session, args: &StuckArgs) -> Result<Vec<Listed>, UserError> {
+/// What is being deleted in scope, and what could not be listed ([`gaps`]).
+async fn terminating_in_scope(session: &Session, args: &StuckArgs) -> Result<(Vec<Listed>, Vec<String>), UserError> {
     let mut chosen = selection(&args.selection)?;
     resolve_selection(&mut chosen, session)?;
     // With neither `--tracker` nor a selector (`-l ''` selects everything, as in kubectl),
@@ -66,7 +68,11 @@ async fn terminating_in_scope(session: &Session, args: &StuckArgs) -> Result<Vec
     )
     .await;
     warn_unlisted(&collection, session)?;
-    Ok(collection.objects.into_iter().filter(Listed::is_terminating).collect())
+    let gaps = gaps(&collection, session);
+    Ok((
+        collection.objects.into_iter().filter(Listed::is_terminating).collect(),
+        gaps,
+    ))
 }
 
 async fn named(session: &Session, targets: &[String]) -> Result<Vec<Listed>, UserError> {

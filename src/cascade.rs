@@ -1,0 +1,258 @@
+//! Cascade victims: what the API server's own cascades would take with a Namespace or a CRD the
+//! plan deletes, although the plan does not delete it. Deleting a Namespace deletes every object
+//! in it; deleting a CRD deletes every custom resource of it, in every namespace. An object counts
+//! unless it is planned, dies with a planned owner chain anyway, or is one the control plane makes
+//! by itself (see [`crate::safeguards::made_by_control_plane`]). The planner lists the content
+//! of each planned Namespace and CRD once with [`contents`]; the re-check before every wave
+//! lists it again with the same function and judges it with the same [`victims`].
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use kube::Client;
+use serde::Serialize;
+
+use crate::collect::{collect_kinds, Collection, ListOptions, ListScope, Listed};
+use crate::discovery::{Catalog, KindInfo};
+use crate::identity::ObjectId;
+use crate::safeguards::{dies_with_plan, keep_marked, made_by_control_plane};
+use crate::trackers::{describe_marks, is_tracked, Selection};
+
+/// One object a Namespace's or CRD's deletion would take, and why it counts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Victim {
+    /// The object.
+    pub id: ObjectId,
+    /// Its UID (a saved plan accepts exactly these objects).
+    pub uid: String,
+    /// Why it counts: untracked, another stack's, keep-marked.
+    pub why: String,
+}
+
+/// The victims of one planned Namespace or CRD.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cascade {
+    /// The Namespace or CRD.
+    pub holder: ObjectId,
+    /// What its deletion would take beyond the plan.
+    pub victims: Vec<Victim>,
+    /// Kinds whose objects in it could not be listed: what they hold is unknown.
+    pub unlisted: Vec<String>,
+}
+
+impl Cascade {
+    /// Whether the deletion of the holder takes nothing beyond the plan, as far as is known.
+    pub fn is_clean(&self) -> bool {
+        self.victims.is_empty() && self.unlisted.is_empty()
+    }
+}
+
+/// Whether deleting this object cascades to other objects (a Namespace or a CRD).
+pub fn is_holder(id: &ObjectId) -> bool {
+    matches!(
+        (id.group.as_str(), id.kind.as_str()),
+        ("", "Namespace") | ("apiextensions.k8s.io", "CustomResourceDefinition")
+    )
+}
+
+/// Lists what a Namespace holds (every listable namespaced kind in it) or a CRD holds (its custom
+/// resources in every namespace). `None` for any other object.
+pub async fn contents(
+    client: &Client,
+    catalog: &Catalog,
+    holder: &ObjectId,
+    options: ListOptions,
+) -> Option<Collection> {
+    let (kinds, scope): (Vec<Arc<KindInfo>>, ListScope) = match (holder.group.as_str(), holder.kind.as_str()) {
+        ("", "Namespace") => (
+            catalog.listable().filter(|k| k.namespaced).cloned().collect(),
+            ListScope::Namespace(holder.name.clone()),
+        ),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => (
+            catalog
+                .kinds()
+                .iter()
+                .filter(|k| !k.group.is_empty() && k.crd_name() == holder.name && k.can("list"))
+                .cloned()
+                .collect(),
+            ListScope::AllNamespaces,
+        ),
+        _ => return None,
+    };
+    Some(collect_kinds(client, &kinds, &scope, &Selection::everything(), options).await)
+}
+
+/// What the plan deletes, as the victims judge needs it.
+#[derive(Debug, Clone, Default)]
+pub struct Planned {
+    /// The UIDs of the planned objects.
+    pub uids: HashSet<String>,
+    /// The planned objects.
+    pub ids: HashSet<ObjectId>,
+}
+
+/// The victims among the objects a holder holds (`held`, as [`contents`] listed them).
+pub fn victims(held: &[Listed], planned: &Planned) -> Vec<Victim> {
+    let held_uids: HashSet<&str> = held.iter().map(Listed::uid).collect();
+    let owners_of: HashMap<String, Vec<String>> = held
+        .iter()
+        .map(|o| {
+            let owners = o.meta.owner_references.iter().flatten().map(|r| r.uid.clone());
+            (o.uid().to_string(), owners.collect())
+        })
+        .collect();
+    let services: HashSet<ObjectId> = held
+        .iter()
+        .map(Listed::id)
+        .chain(planned.ids.iter().cloned())
+        .filter(|id| id.group.is_empty() && id.kind == "Service")
+        .collect();
+    let mut found: Vec<Victim> = held
+        .iter()
+        .filter(|o| !o.is_terminating() && !planned.uids.contains(o.uid()))
+        .filter(|o| !dies_with_plan(&o.meta, &planned.uids, &owners_of))
+        // An object owned by another object of the same holder goes with that owner, which is
+        // named itself (or is planned, or made by the control plane).
+        .filter(|o| {
+            !o.meta
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|r| held_uids.contains(r.uid.as_str()))
+        })
+        .filter(|o| made_by_control_plane(&o.id(), &o.meta, &services).is_none())
+        .map(|o| Victim {
+            id: o.id(),
+            uid: o.uid().to_string(),
+            why: why_it_counts(o),
+        })
+        .collect();
+    found.sort_by(|a, b| a.id.cmp(&b.id));
+    found
+}
+
+fn why_it_counts(object: &Listed) -> String {
+    if let Some(reason) = keep_marked(&object.meta) {
+        reason
+    } else if is_tracked(&object.meta) {
+        format!("another stack's: {}", describe_marks(&object.meta))
+    } else {
+        "untracked".to_string()
+    }
+}
+
+/// The cascade of one holder from its listed content.
+pub fn cascade_of(holder: &ObjectId, held: &Collection, planned: &Planned) -> Cascade {
+    let mut unlisted: Vec<String> = held.failures.iter().map(|f| f.kind.kind_with_group()).collect();
+    unlisted.sort();
+    Cascade {
+        holder: holder.clone(),
+        victims: victims(&held.objects, planned),
+        unlisted,
+    }
+}
+
+/// The cascades of the planned Namespaces and CRDs that would take something beyond the plan.
+pub async fn find_cascades(
+    client: &Client,
+    catalog: &Catalog,
+    planned_objects: impl IntoIterator<Item = (ObjectId, String)>,
+    options: ListOptions,
+) -> Vec<Cascade> {
+    let mut planned = Planned::default();
+    for (id, uid) in planned_objects {
+        planned.uids.insert(uid);
+        planned.ids.insert(id);
+    }
+    let mut holders: Vec<&ObjectId> = planned.ids.iter().filter(|id| is_holder(id)).collect();
+    holders.sort();
+    let mut found = Vec::new();
+    for holder in holders {
+        if let Some(held) = contents(client, catalog, holder, options).await {
+            let cascade = cascade_of(holder, &held, &planned);
+            if !cascade.is_clean() {
+                found.push(cascade);
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use kube::core::ObjectMeta;
+    use std::collections::BTreeMap;
+
+    fn kind(group: &str, kind: &str) -> Arc<KindInfo> {
+        Arc::new(KindInfo {
+            group: group.into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            plural: format!("{}s", kind.to_lowercase()),
+            singular: kind.to_lowercase(),
+            short_names: vec![],
+            namespaced: true,
+            verbs: vec!["list".into()],
+        })
+    }
+
+    fn object(k: &str, name: &str, owner: Option<&str>, labels: &[(&str, &str)]) -> Listed {
+        let labels: BTreeMap<String, String> = labels.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        Listed::new(
+            kind("", k),
+            ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("shop".into()),
+                uid: Some(format!("uid-{name}")),
+                labels: Some(labels),
+                owner_references: owner.map(|uid| {
+                    vec![OwnerReference {
+                        uid: uid.into(),
+                        kind: "X".into(),
+                        name: "x".into(),
+                        ..Default::default()
+                    }]
+                }),
+                ..Default::default()
+            },
+        )
+    }
+
+    #[test]
+    fn untracked_foreign_and_kept_objects_count_the_rest_does_not() {
+        let held = vec![
+            object("ConfigMap", "planned", None, &[]),
+            object("Secret", "handmade", None, &[]),
+            object(
+                "ConfigMap",
+                "theirs",
+                None,
+                &[("kustomize.toolkit.fluxcd.io/name", "b")],
+            ),
+            object("ReplicaSet", "rs", Some("uid-deploy"), &[]),
+            object("Pod", "pod", Some("uid-rs"), &[]),
+            object("PersistentVolumeClaim", "data-db-0", None, &[]),
+            object("ServiceAccount", "default", None, &[]),
+            object("ConfigMap", "kube-root-ca.crt", None, &[]),
+            object("Pod", "stray-child", Some("uid-handmade"), &[]),
+        ];
+        let planned = Planned {
+            uids: ["uid-planned".to_string(), "uid-deploy".to_string()].into(),
+            ids: HashSet::new(),
+        };
+        let found: Vec<(String, String)> = victims(&held, &planned)
+            .into_iter()
+            .map(|v| (v.id.name, v.why))
+            .collect();
+        assert_eq!(
+            found,
+            vec![
+                ("theirs".to_string(), "another stack's: flux:b".to_string()),
+                ("data-db-0".to_string(), "untracked".to_string()),
+                ("handmade".to_string(), "untracked".to_string()),
+            ]
+        );
+    }
+}

@@ -1,0 +1,479 @@
+//! Blast radius (issue 11), on the real cluster: what the API server's own cascades would take
+//! with a Namespace or CRD the plan deletes is named in the plan and refused unless accepted.
+
+mod common;
+
+use common::*;
+
+fn flux_labels(stack: &str, flux_ns: &str) -> String {
+    format!("{{kustomize.toolkit.fluxcd.io/name: {stack}, kustomize.toolkit.fluxcd.io/namespace: {flux_ns}}}")
+}
+
+fn kustomization(name: &str, flux_ns: &str, extra_metadata: &str) -> String {
+    format!(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {name}, namespace: {flux_ns}{extra_metadata}}}\nspec: {{}}\n---\n"
+    )
+}
+
+/// Stack `br` in `f`: Namespace `app` with a ConfigMap, and a CRD `widgets.GROUP`. Beside it,
+/// untracked: Secret `app/handmade`, a PVC a StatefulSet would leave (no ownerReference), and a
+/// Widget in `f`. Returns the CRD's name and group.
+fn seed_stack_with_victims(f: &str, app: &str, run: &str) -> (String, String) {
+    let group = format!("{run}.example.com");
+    let crd = format!("widgets.{group}");
+    let s = flux_labels("br", f);
+    apply(&format!(
+        r#"{ks}apiVersion: v1
+kind: Namespace
+metadata: {{name: {app}, labels: {s}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: settings, namespace: {app}, labels: {s}}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {crd}, labels: {s}}}
+spec:
+  group: {group}
+  names: {{kind: Widget, plural: widgets}}
+  scope: Namespaced
+  versions: [{{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}]
+"#,
+        ks = kustomization("br", f, ""),
+    ));
+    wait_established(&[&format!("crd/{crd}")], &crd);
+    apply(&format!(
+        r#"apiVersion: v1
+kind: Secret
+metadata: {{name: handmade, namespace: {app}}}
+stringData: {{token: not-shown}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: data-db-0, namespace: {app}, labels: {{app: db}}}}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {{requests: {{storage: 1Gi}}}}
+---
+apiVersion: {group}/v1
+kind: Widget
+metadata: {{name: foreign, namespace: {f}}}
+"#
+    ));
+    (crd, group)
+}
+
+#[test]
+fn cascade_victims_are_named_and_survive_a_plain_yes() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("br");
+    let f = flux.0.clone();
+    let run = unique("br");
+    let app = format!("{run}-shop");
+    let (crd, group) = seed_stack_with_victims(&f, &app, &run);
+
+    let refused = stack(&["prune", "-n", &f, "kustomization/br", "--yes", "--timeout", "60s"]).expect_code(4);
+    for line in [
+        format!("Namespace/{app} would also delete 2 object(s) the plan does not delete:"),
+        format!("  PersistentVolumeClaim/{app}/data-db-0 (untracked)"),
+        format!("  Secret/{app}/handmade (untracked)"),
+        format!("CustomResourceDefinition.apiextensions.k8s.io/{crd} would also delete 1 object(s) the plan does not delete:"),
+        format!("  Widget.{group}/{f}/foreign (untracked)"),
+    ] {
+        assert!(
+            refused.stdout.lines().any(|l| l == line),
+            "missing {line:?}\nstdout:\n{}\nstderr:\n{}",
+            refused.stdout,
+            refused.stderr
+        );
+    }
+    assert!(
+        !refused.stdout.contains("not-shown"),
+        "Secret data must never be printed"
+    );
+    assert!(refused.stderr.contains("--keep-cascading"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("--allow-cascade"), "{}", refused.stderr);
+    // Nothing at all was deleted.
+    assert!(exists("secret", Some(&app), "handmade"));
+    assert!(exists("pvc", Some(&app), "data-db-0"));
+    assert!(exists(&crd, Some(&f), "foreign"));
+    assert!(exists("configmap", Some(&app), "settings"));
+    assert!(exists("kustomization", Some(&f), "br"));
+
+    // A dry run, client or server, shows the same and says it would be refused.
+    for dry in ["--dry-run=client", "--dry-run=server"] {
+        let run = stack(&["prune", "-n", &f, "kustomization/br", dry]).expect_code(4);
+        assert!(
+            run.stdout.contains(&format!("Secret/{app}/handmade (untracked)")),
+            "{dry}: {}",
+            run.stdout
+        );
+    }
+    let json = stack(&["prune", "-n", &f, "kustomization/br", "--dry-run", "-o", "json"]).expect_code(4);
+    let plan: serde_json::Value = serde_json::from_str(json.stdout.lines().next().unwrap()).unwrap();
+    let victims: Vec<&str> = plan["cascades"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["victims"].as_array().unwrap())
+        .map(|v| v["id"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(victims, vec!["data-db-0", "handmade", "foreign"], "{}", json.stdout);
+
+    // Keep the Namespace and the CRD, prune the rest.
+    let kept = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/br",
+        "--keep-cascading",
+        "--yes",
+        "--timeout",
+        "60s",
+    ])
+    .expect_code(0);
+    assert!(
+        kept.stderr.contains(&format!(
+            "kept: Namespace/{app} (--keep-cascading: its deletion would also take 2 object(s)"
+        )),
+        "{}",
+        kept.stderr
+    );
+    assert!(!exists("configmap", Some(&app), "settings"), "the rest is pruned");
+    assert!(!exists("kustomization", Some(&f), "br"));
+    assert!(exists("namespace", None, &app));
+    assert!(exists("crd", None, &crd));
+    assert!(exists("secret", Some(&app), "handmade"));
+    assert!(exists("pvc", Some(&app), "data-db-0"));
+    assert!(exists(&crd, Some(&f), "foreign"));
+    let _ = kubectl(&["delete", "namespace", &app, "--wait=false"]);
+    let _ = kubectl(&["delete", "crd", &crd, "--wait=false"]);
+}
+
+#[test]
+fn an_accepted_cascade_deletes_the_namespace_with_its_victims() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("bra");
+    let f = flux.0.clone();
+    let app = unique("bra-shop");
+    let s = flux_labels("acc", &f);
+    apply(&format!(
+        "{ks}apiVersion: v1\nkind: Namespace\nmetadata: {{name: {app}, labels: {s}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: {app}, labels: {s}}}\n",
+        ks = kustomization("acc", &f, "")
+    ));
+    create(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: handmade, namespace: {app}}}\n"
+    ));
+    let run = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/acc",
+        "--allow-cascade",
+        "--yes",
+        "--timeout",
+        "60s",
+    ])
+    .expect_code(0);
+    assert!(
+        run.stdout.contains(&format!("Secret/{app}/handmade (untracked)")),
+        "{}",
+        run.stdout
+    );
+    wait_until(std::time::Duration::from_secs(60), || !exists("namespace", None, &app));
+}
+
+#[test]
+fn an_orphan_prune_is_guarded_too() {
+    let _logs = start();
+    let run = unique("bro");
+    let selector = format!("stack-test/run={run}");
+    let app = format!("{run}-ns");
+    apply(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {app}, labels: {{stack-test/run: {run}, kustomize.toolkit.fluxcd.io/name: gone, kustomize.toolkit.fluxcd.io/namespace: nowhere}}}}\n"
+    ));
+    create(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: handmade, namespace: {app}}}\n"
+    ));
+    let empty = std::env::temp_dir().join(unique("empty"));
+    std::fs::create_dir_all(&empty).unwrap();
+    let refused = stack(&[
+        "prune",
+        "-A",
+        "-l",
+        &selector,
+        "-f",
+        empty.to_str().unwrap(),
+        "--allow-empty",
+        "--yes",
+    ])
+    .expect_code(4);
+    assert!(
+        refused.stdout.contains(&format!("Secret/{app}/handmade (untracked)")),
+        "{}\n{}",
+        refused.stdout,
+        refused.stderr
+    );
+    assert!(exists("namespace", None, &app));
+    assert!(exists("secret", Some(&app), "handmade"));
+    let _ = kubectl(&["delete", "namespace", &app, "--wait=false"]);
+}
+
+fn suspended(f: &str, name: &str) -> bool {
+    kubectl(&["get", "kustomization", name, "-n", f, "-o", "jsonpath={.spec.suspend}"]).stdout == "true"
+}
+
+#[test]
+fn a_parent_that_would_resurrect_is_named_and_refused_unless_held() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("brp");
+    let f = flux.0.clone();
+    apply(&format!(
+        "{root}{apps}{shop}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: shop-config, namespace: {f}, labels: {s}}}\n",
+        root = kustomization("root", &f, ""),
+        apps = kustomization("apps", &f, &format!(", labels: {}", flux_labels("root", &f))),
+        shop = kustomization("shop", &f, &format!(", labels: {}", flux_labels("apps", &f))),
+        s = flux_labels("shop", &f),
+    ));
+    let ks = |name: &str| format!("Kustomization.kustomize.toolkit.fluxcd.io/{f}/{name}");
+
+    let refused = stack(&["prune", "-n", &f, "kustomization/shop", "--yes"]).expect_code(4);
+    let named = format!("parent: {} (not suspended) applies {}", ks("apps"), ks("shop"));
+    assert!(refused.stdout.lines().any(|l| l == named), "{}", refused.stdout);
+    assert!(refused.stderr.contains("re-create"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("--suspend-parents"), "{}", refused.stderr);
+    assert!(exists("configmap", Some(&f), "shop-config"));
+
+    // Suspending the parent alone does not hold: its own parent would revert the suspend.
+    kubectl(&[
+        "patch",
+        "kustomization",
+        "apps",
+        "-n",
+        &f,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"suspend":true}}"#,
+    ])
+    .expect_code(0);
+    let still = stack(&["prune", "-n", &f, "kustomization/shop", "--yes"]).expect_code(4);
+    assert!(
+        still.stdout.contains(&format!(
+            "parent: {} (not suspended) applies {}",
+            ks("root"),
+            ks("apps")
+        )),
+        "{}",
+        still.stdout
+    );
+    assert!(exists("kustomization", Some(&f), "shop"));
+
+    // Tearing the parent down too is no resurrection: only root is a parent then.
+    let both = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/shop",
+        "kustomization/apps",
+        "--dry-run",
+    ])
+    .expect_code(4);
+    assert!(
+        !both.stdout.contains(&format!("parent: {}", ks("apps"))),
+        "{}",
+        both.stdout
+    );
+
+    // --suspend-parents suspends the chain, tears down, and says how to resume.
+    kubectl(&[
+        "patch",
+        "kustomization",
+        "apps",
+        "-n",
+        &f,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"suspend":false}}"#,
+    ])
+    .expect_code(0);
+    let done = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/shop",
+        "--suspend-parents",
+        "--yes",
+        "--timeout",
+        "60s",
+    ])
+    .expect_code(0);
+    assert!(!exists("kustomization", Some(&f), "shop"));
+    assert!(!exists("configmap", Some(&f), "shop-config"));
+    assert!(suspended(&f, "apps") && suspended(&f, "root"), "the chain is suspended");
+    for name in ["apps", "root"] {
+        let resume =
+            format!("resume with: kubectl -n {f} patch kustomizations.kustomize.toolkit.fluxcd.io/{name} --type merge");
+        assert!(done.stderr.contains(&resume), "{}", done.stderr);
+    }
+}
+
+fn seed_small_stack(f: &str, name: &str) {
+    let s = flux_labels(name, f);
+    apply(&format!(
+        "{ks}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}-a, namespace: {f}, labels: {s}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}-b, namespace: {f}, labels: {s}}}\n",
+        ks = kustomization(name, f, "")
+    ));
+}
+
+#[test]
+fn a_saved_plan_runs_unchanged_and_is_refused_once_the_cluster_moved() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("brs");
+    let f = flux.0.clone();
+    seed_small_stack(&f, "same");
+    seed_small_stack(&f, "moved");
+    let dir = std::env::temp_dir().join(unique("plans"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let same = dir.join("same.json");
+    let moved = dir.join("moved.json");
+
+    let saved = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/same",
+        "--plan-out",
+        same.to_str().unwrap(),
+    ])
+    .expect_code(0);
+    assert!(saved.stderr.contains("nothing was deleted"), "{}", saved.stderr);
+    assert!(
+        saved
+            .stderr
+            .contains("Plan: 3 object(s) to delete in 2 wave(s)\n  wave 1: 2 ConfigMap\n  wave 2: 1 Kustomization.kustomize.toolkit.fluxcd.io\n"),
+        "the summary ends the plan: {}",
+        saved.stderr
+    );
+    assert!(exists("configmap", Some(&f), "same-a"), "--plan-out deletes nothing");
+    let document: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&same).unwrap()).unwrap();
+    assert_eq!(document["kind"], "PrunePlan");
+    assert!(
+        document["server"].as_str().unwrap().starts_with("https://"),
+        "{document}"
+    );
+    let objects = document["objects"].as_array().unwrap();
+    assert_eq!(objects.len(), 3, "{document}");
+    let a = objects.iter().find(|o| o["id"]["name"] == "same-a").unwrap();
+    assert_eq!(a["uid"], uid_of("configmap", Some(&f), "same-a"));
+    assert_eq!(a["wave"], 1);
+
+    // Run unchanged, from the file alone.
+    stack(&["prune", "--plan", same.to_str().unwrap(), "--yes", "--timeout", "60s"]).expect_code(0);
+    for name in ["same-a", "same-b"] {
+        assert!(!exists("configmap", Some(&f), name));
+    }
+    assert!(!exists("kustomization", Some(&f), "same"));
+
+    // One object re-created under the same name: refused, nothing deleted.
+    stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/moved",
+        "--plan-out",
+        moved.to_str().unwrap(),
+    ])
+    .expect_code(0);
+    kubectl(&["delete", "configmap", "moved-a", "-n", &f]).expect_code(0);
+    seed_small_stack(&f, "moved");
+    let refused = stack(&["prune", "--plan", moved.to_str().unwrap(), "--yes"]).expect_code(4);
+    assert!(
+        refused
+            .stderr
+            .contains(&format!("changed: ConfigMap/{f}/moved-a has UID"))
+            && refused.stderr.contains("re-created under the same name"),
+        "{}",
+        refused.stderr
+    );
+    for name in ["moved-a", "moved-b"] {
+        assert!(exists("configmap", Some(&f), name));
+    }
+    assert!(exists("kustomization", Some(&f), "moved"));
+}
+
+#[test]
+fn an_untracked_newcomer_in_a_planned_namespace_stops_its_deletion_at_the_recheck() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("brn");
+    let f = flux.0.clone();
+    let app = unique("brn-shop");
+    let s = flux_labels("nc", &f);
+    apply(&format!(
+        "{ks}apiVersion: v1\nkind: Namespace\nmetadata: {{name: {app}, labels: {s}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: holder, namespace: {app}, labels: {s}, finalizers: [stack-test.example.com/hold]}}\n",
+        ks = kustomization("nc", &f, "")
+    ));
+    let mut command = stack_command(&cluster().admin);
+    command
+        .args([
+            "prune",
+            "-n",
+            &f,
+            "kustomization/nc",
+            "--yes",
+            "--timeout",
+            "60s",
+            "-o",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdin(std::process::Stdio::null());
+    let child = command.spawn().unwrap();
+    wait_until(std::time::Duration::from_secs(30), || {
+        !kubectl(&[
+            "get",
+            "configmap",
+            "holder",
+            "-n",
+            &app,
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ])
+        .stdout
+        .is_empty()
+    });
+    // After the plan, before the Namespace's wave: someone puts a Secret in it by hand.
+    create(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: newcomer, namespace: {app}}}\n"
+    ));
+    release_finalizers("configmap/holder", &app);
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(5),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let dropped = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["change"] == "dropped" && e["name"] == app.as_str())
+        .unwrap_or_else(|| panic!("the Namespace was not dropped: {stdout}"));
+    let reason = dropped["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!("Secret/{app}/newcomer (untracked)")),
+        "{reason}"
+    );
+    assert!(exists("namespace", None, &app));
+    assert!(exists("secret", Some(&app), "newcomer"));
+    let _ = kubectl(&["delete", "namespace", &app, "--wait=false"]);
+}
