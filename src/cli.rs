@@ -259,6 +259,10 @@ pub struct PruneArgs {
     /// Output: a table and a summary, or JSON lines (the plan, one line per event, the summary).
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PruneOutput::Table)]
     pub output: PruneOutput,
+    /// Order by declared and implicit edges only: infer none from finalizers, webhooks,
+    /// APIServices or volumes.
+    #[arg(long = "no-infer")]
+    pub no_infer: bool,
     /// Listing tuning.
     #[command(flatten)]
     pub tuning: ListTuning,
@@ -358,6 +362,10 @@ pub struct GraphArgs {
     /// Print the waves in this order instead of the graph.
     #[arg(long, value_enum)]
     pub order: Option<Order>,
+    /// Use only declared and implicit edges: infer none from finalizers, webhooks, APIServices
+    /// or volumes.
+    #[arg(long = "no-infer")]
+    pub no_infer: bool,
     /// Listing tuning.
     #[command(flatten)]
     pub tuning: ListTuning,
@@ -540,7 +548,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         let value: f64 = number
             .parse()
             .map_err(|_| format!("invalid duration {text:?}: expected a number before the unit"))?;
-        total += Duration::from_secs_f64(value * unit);
+        total = Duration::try_from_secs_f64(value * unit)
+            .ok()
+            .and_then(|part| total.checked_add(part))
+            .ok_or_else(|| format!("invalid duration {text:?}: too long"))?;
         number.clear();
         saw_unit = true;
     }

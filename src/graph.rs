@@ -40,6 +40,20 @@ pub enum EdgeKind {
     Crd,
     /// A namespaced object depends on its Namespace.
     Namespace,
+    /// Inferred: a custom resource depends on the controller behind its finalizer.
+    InferredFinalizer,
+    /// Inferred: a webhook configuration depends on the Service that serves it and its workloads.
+    InferredWebhook,
+    /// Inferred: an object a failing webhook intercepts (UPDATE, DELETE) depends on that webhook.
+    InferredWebhookRule,
+    /// Inferred: an APIService depends on the Service that serves it and its workloads.
+    InferredApiService,
+    /// Inferred: an object of an aggregated API depends on the APIService that serves it.
+    InferredAggregatedApi,
+    /// Inferred: a volume depends on its CSI driver (CSIDriver, StorageClass, controller).
+    InferredStorageDriver,
+    /// Inferred: a PersistentVolumeClaim depends on the PersistentVolume it is bound to.
+    InferredVolume,
 }
 
 impl EdgeKind {
@@ -52,7 +66,28 @@ impl EdgeKind {
             EdgeKind::KappRule => "change-rule",
             EdgeKind::Crd => "crd",
             EdgeKind::Namespace => "namespace",
+            EdgeKind::InferredFinalizer => "inferred: finalizer",
+            EdgeKind::InferredWebhook => "inferred: webhook backend",
+            EdgeKind::InferredWebhookRule => "inferred: webhook rule",
+            EdgeKind::InferredApiService => "inferred: apiservice backend",
+            EdgeKind::InferredAggregatedApi => "inferred: aggregated api",
+            EdgeKind::InferredStorageDriver => "inferred: storage driver",
+            EdgeKind::InferredVolume => "inferred: bound volume",
         }
+    }
+
+    /// Whether the edge was inferred (it orders, it never pulls an object into a teardown).
+    pub fn is_inferred(self) -> bool {
+        matches!(
+            self,
+            EdgeKind::InferredFinalizer
+                | EdgeKind::InferredWebhook
+                | EdgeKind::InferredWebhookRule
+                | EdgeKind::InferredApiService
+                | EdgeKind::InferredAggregatedApi
+                | EdgeKind::InferredStorageDriver
+                | EdgeKind::InferredVolume
+        )
     }
 }
 
@@ -81,6 +116,13 @@ pub struct NodeInput {
     pub annotations: BTreeMap<String, String>,
     /// `spec.dependsOn` of Flux objects, already resolved.
     pub depends_on: Vec<ObjectId>,
+    /// Finalizers (inference: a custom resource's finalizer names its controller).
+    pub finalizers: Vec<String>,
+    /// The whole object, for the kinds inference reads ([`crate::infer::SPEC_KINDS`]).
+    pub body: Option<Value>,
+    /// Offline: the folder the manifest was read from, which stands for the Argo CD application
+    /// (sync waves) and the stack (inference) when the object carries no tracker's mark.
+    pub app: Option<String>,
 }
 
 impl NodeInput {
@@ -153,8 +195,11 @@ pub struct Membership {
 pub struct Graph {
     /// Nodes: selected first, then referred-to ones.
     pub nodes: Vec<Node>,
-    /// Dependencies.
+    /// Dependencies: declared, and implicit (CRD, Namespace).
     pub edges: Vec<Edge>,
+    /// Inferred dependencies ([`crate::infer`]): they order, they never pull an object into a
+    /// teardown.
+    pub inferred: Vec<Edge>,
     /// Memberships (with `--members`).
     pub members: Vec<Membership>,
     #[serde(skip)]
@@ -193,6 +238,33 @@ impl Graph {
         self.nodes.iter().filter(|n| n.status != NodeStatus::Selected)
     }
 
+    /// Every dependency, declared and inferred.
+    pub fn all_edges(&self) -> impl Iterator<Item = &Edge> {
+        self.edges.iter().chain(self.inferred.iter())
+    }
+
+    /// Why an object goes before others in a plan only because of inferred edges: the first of
+    /// its inferred dependencies among `planned`, e.g. `before Deployment.apps/op/ctl (inferred:
+    /// finalizer)`, with how many more there are.
+    pub fn inferred_reason(&self, index: usize, planned: &HashSet<usize>) -> Option<String> {
+        let mut found: Vec<&Edge> = self
+            .inferred
+            .iter()
+            .filter(|e| e.from == index && planned.contains(&e.to))
+            .collect();
+        found.sort_by(|a, b| self.nodes[a.to].id.cmp(&self.nodes[b.to].id));
+        let first = found.first()?;
+        let more = match found.len() {
+            1 => String::new(),
+            n => format!(" and {} more", n - 1),
+        };
+        Some(format!(
+            "before {} ({}){more}",
+            self.nodes[first.to].id,
+            first.kind.label()
+        ))
+    }
+
     /// The members of a node (with `--members`).
     pub fn members_of(&self, owner: usize) -> Vec<usize> {
         self.members
@@ -210,6 +282,10 @@ pub struct BuildOptions {
     pub members: bool,
     /// CRD object name (`plural.group`) of each custom (group, kind), for the implicit CR -> CRD edge.
     pub crd_names: HashMap<(String, String), String>,
+    /// Infer the edges nobody declared ([`crate::infer`]).
+    pub infer: bool,
+    /// Resource (plural) of each (group, kind), for webhook rules (inference).
+    pub plurals: HashMap<(String, String), String>,
 }
 
 /// Builds the graph of the selected objects. Explicit dependencies outside the selection become
@@ -248,7 +324,27 @@ pub fn build(inputs: &[NodeInput], options: &BuildOptions) -> Graph {
     }
     graph.edges.sort_by_key(|e| (e.from, e.to, e.kind));
     graph.edges.dedup();
+    if options.infer {
+        add_inferred(&mut graph, inputs, options);
+    }
     graph
+}
+
+/// Adds the inferred edges; one that would close a cycle is dropped with a warning naming it.
+fn add_inferred(graph: &mut Graph, inputs: &[NodeInput], options: &BuildOptions) {
+    let known = crate::infer::Known {
+        crd_names: options.crd_names.clone(),
+        plurals: options.plurals.clone(),
+    };
+    let candidates = crate::infer::candidates(inputs, &known);
+    for dropped in crate::infer::add_acyclic(graph, candidates) {
+        tracing::warn!(
+            "inferred edge {} -> {} ({}) dropped: it would close a dependency cycle with declared ones, which win",
+            graph.nodes[dropped.from].id,
+            graph.nodes[dropped.to].id,
+            dropped.kind.label()
+        );
+    }
 }
 
 /// One input per identity, in first-seen order. A later definition of the same object is merged
@@ -331,20 +427,19 @@ fn sync_wave_edges(inputs: &[NodeInput]) -> Vec<Edge> {
     let mut by_app: BTreeMap<String, BTreeMap<i64, Vec<usize>>> = BTreeMap::new();
     for (index, input) in inputs.iter().enumerate() {
         let meta = object_meta(input);
-        let Some(app) = marks(&meta).into_iter().find(|m| m.preset == Preset::ArgoCd) else {
-            continue;
+        let marked = marks(&meta).into_iter().find(|m| m.preset == Preset::ArgoCd);
+        // Offline, git has no Argo CD mark: a folder rendered as one application counts.
+        let app = match (marked, &input.app) {
+            (Some(mark), _) => format!("app {}", mark.value.name),
+            (None, Some(folder)) => format!("folder {folder}"),
+            (None, None) => continue,
         };
         let wave = input
             .annotations
             .get(ARGO_SYNC_WAVE)
             .and_then(|w| w.trim().parse::<i64>().ok())
             .unwrap_or(0);
-        by_app
-            .entry(app.value.name)
-            .or_default()
-            .entry(wave)
-            .or_default()
-            .push(index);
+        by_app.entry(app).or_default().entry(wave).or_default().push(index);
     }
     let mut edges = Vec::new();
     for waves in by_app.values() {
@@ -384,16 +479,17 @@ fn kapp_edges(inputs: &[NodeInput]) -> Vec<Edge> {
     let mut edges = Vec::new();
     for (index, input) in inputs.iter().enumerate() {
         for rule in prefixed(&input.annotations, KAPP_CHANGE_RULE) {
-            let words: Vec<&str> = rule.split_whitespace().collect();
-            let [_action, order, _target_action, group] = words.as_slice() else {
+            let Ok(rule) = KappRule::parse(&rule) else {
                 continue;
             };
-            let object_first = match (words[0], *order) {
-                ("delete", "before") | ("upsert", "after") => true,
-                ("delete", "after") | ("upsert", "before") => false,
+            // Only a rule between two deletions or two upserts orders the pair; "upsert after
+            // deleting G" says nothing about which must outlive the other.
+            let object_first = match (rule.action, rule.order, rule.target_action) {
+                ("delete", "before", "deleting") | ("upsert", "after", "upserting") => true,
+                ("delete", "after", "deleting") | ("upsert", "before", "upserting") => false,
                 _ => continue,
             };
-            for &other in groups.get(*group).map(Vec::as_slice).unwrap_or_default() {
+            for &other in groups.get(rule.group).map(Vec::as_slice).unwrap_or_default() {
                 if other == index {
                     continue;
                 }
@@ -409,7 +505,89 @@ fn kapp_edges(inputs: &[NodeInput]) -> Vec<Edge> {
     edges
 }
 
-fn object_meta(input: &NodeInput) -> kube::core::ObjectMeta {
+/// A kapp change rule: `(upsert|delete) (after|before) (upserting|deleting) GROUP`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KappRule<'a> {
+    /// `upsert` or `delete`: what happens to the object.
+    pub action: &'a str,
+    /// `before` or `after`.
+    pub order: &'a str,
+    /// `upserting` or `deleting`: what happens to the group.
+    pub target_action: &'a str,
+    /// The change group.
+    pub group: &'a str,
+}
+
+impl<'a> KappRule<'a> {
+    /// Parses a rule as kapp does (`pkg/kapp/diffgraph/change_rule.go`: four pieces separated
+    /// by one space, each from its fixed set, and a non-empty group).
+    pub fn parse(value: &'a str) -> Result<Self, String> {
+        let expected = "expected \"(upsert|delete) (after|before) (upserting|deleting) GROUP\"";
+        let pieces: Vec<&str> = value.trim().split(' ').collect();
+        let [action, order, target_action, group] = pieces.as_slice() else {
+            return Err(format!("{} piece(s), {expected}", pieces.len()));
+        };
+        let known = matches!(*action, "upsert" | "delete")
+            && matches!(*order, "before" | "after")
+            && matches!(*target_action, "upserting" | "deleting")
+            && !group.is_empty();
+        if !known {
+            return Err(expected.to_string());
+        }
+        Ok(Self {
+            action,
+            order,
+            target_action,
+            group,
+        })
+    }
+}
+
+/// Parses a `config.kubernetes.io/depends-on` value as cli-utils does
+/// (`pkg/object/dependson/strings.go`): references separated by `,`, each
+/// `<group>/<kind>/<name>` (cluster-scoped) or `<group>/namespaces/<namespace>/<kind>/<name>`.
+pub fn parse_depends_on(value: &str) -> Result<Vec<ObjectId>, String> {
+    value
+        .split(',')
+        .map(|reference| {
+            let fields = reference.trim().split('/').count();
+            let expected = "expected <group>/<kind>/<name> or <group>/namespaces/<namespace>/<kind>/<name>";
+            if fields == 5 && reference.trim().split('/').nth(1) != Some("namespaces") {
+                return Err(format!(
+                    "reference {:?}: missing \"namespaces\" field, {expected}",
+                    reference.trim()
+                ));
+            }
+            ObjectId::from_depends_on_ref(reference).ok_or_else(|| {
+                format!(
+                    "reference {:?}: {fields} field(s) or an empty kind or name, {expected}",
+                    reference.trim()
+                )
+            })
+        })
+        .collect()
+}
+
+/// What is wrong with an object's dependency annotations (`depends-on`, kapp change rules),
+/// each as (annotation, the text it holds, why).
+pub fn malformed_annotations(annotations: &BTreeMap<String, String>) -> Vec<(String, String, String)> {
+    let mut found = Vec::new();
+    for (key, value) in annotations {
+        let problem = if key == KPT_DEPENDS_ON {
+            parse_depends_on(value).err()
+        } else if key == KAPP_CHANGE_RULE || key.starts_with(&format!("{KAPP_CHANGE_RULE}.")) {
+            KappRule::parse(value).err()
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            found.push((key.clone(), value.clone(), problem));
+        }
+    }
+    found
+}
+
+pub(crate) fn object_meta(input: &NodeInput) -> kube::core::ObjectMeta {
     kube::core::ObjectMeta {
         labels: Some(input.labels.clone()),
         annotations: Some(input.annotations.clone()),
@@ -659,6 +837,45 @@ mod tests {
         assert_eq!(edges, vec![(id("app"), id("a")), (id("app"), id("b"))]);
         let plan = crate::plan::plan_deletion(&graph, &(0..graph.nodes.len()).collect()).unwrap();
         assert_eq!(plan.waves, vec![vec![id("app")], vec![id("a"), id("b")]]);
+    }
+
+    #[test]
+    fn kapp_rules_and_depends_on_parse_as_their_tools_do() {
+        let rule = KappRule::parse("delete before deleting apps.big.co/db").unwrap();
+        assert_eq!(
+            (rule.action, rule.order, rule.target_action, rule.group),
+            ("delete", "before", "deleting", "apps.big.co/db")
+        );
+        for bad in [
+            "",
+            "delete before db",
+            "delete  before deleting g",
+            "remove before deleting g",
+            "delete before deleting g h",
+        ] {
+            assert!(KappRule::parse(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            parse_depends_on("cert-manager.io/ClusterIssuer/le, apps/namespaces/web/Deployment/api").unwrap(),
+            vec![
+                ObjectId::new("cert-manager.io", "ClusterIssuer", None, "le"),
+                ObjectId::new("apps", "Deployment", Some("web"), "api")
+            ]
+        );
+        let missing = parse_depends_on("apps/web/Deployment/api/x").unwrap_err();
+        assert!(missing.contains("missing \"namespaces\" field"), "{missing}");
+        for bad in ["", "a,", "apps/Deployment", "apps//x", "a/b/c/d"] {
+            assert!(parse_depends_on(bad).is_err(), "{bad:?}");
+        }
+        let mut annotations = BTreeMap::new();
+        annotations.insert(KPT_DEPENDS_ON.to_string(), "/ConfigMap".to_string());
+        annotations.insert(format!("{KAPP_CHANGE_RULE}.1"), "upsert after deleting g".to_string());
+        annotations.insert(format!("{KAPP_CHANGE_RULE}.2"), "upsert after".to_string());
+        let found: Vec<String> = malformed_annotations(&annotations)
+            .into_iter()
+            .map(|(key, _, _)| key)
+            .collect();
+        assert_eq!(found, vec![KPT_DEPENDS_ON.to_string(), format!("{KAPP_CHANGE_RULE}.2")]);
     }
 
     #[test]

@@ -23,8 +23,7 @@ fn label(graph: &Graph, index: usize) -> String {
 /// drawn with `├──`, `└──` and `│`. An object met again is printed once more, marked `(above)`.
 pub fn tree(graph: &Graph) -> String {
     let has_parent: HashSet<usize> = graph
-        .edges
-        .iter()
+        .all_edges()
         .map(|e| e.to)
         .chain(graph.members.iter().map(|m| m.member))
         .collect();
@@ -47,8 +46,7 @@ pub fn tree(graph: &Graph) -> String {
 
 fn children(graph: &Graph, index: usize) -> Vec<(usize, String)> {
     let mut found: Vec<(usize, String)> = graph
-        .edges
-        .iter()
+        .all_edges()
         .filter(|e| e.from == index)
         .map(|e| (e.to, format!(" ({})", e.kind.label())))
         .collect();
@@ -112,7 +110,7 @@ pub fn dot(graph: &Graph) -> String {
         };
         let _ = writeln!(text, "  n{index} [label={}{style}];", quote(&label(graph, index)));
     }
-    for edge in &graph.edges {
+    for edge in graph.all_edges() {
         let _ = writeln!(
             text,
             "  n{} -> n{} [label={}];",
@@ -138,7 +136,7 @@ pub fn mermaid(graph: &Graph) -> String {
     for index in 0..graph.nodes.len() {
         let _ = writeln!(text, "  n{index}[\"{}\"]", label(graph, index).replace('"', "#quot;"));
     }
-    for edge in &graph.edges {
+    for edge in graph.all_edges() {
         let _ = writeln!(text, "  n{} -->|{}| n{}", edge.from, edge.kind.label(), edge.to);
     }
     for membership in &graph.members {
@@ -169,7 +167,8 @@ pub fn json(graph: &Graph, plan: Option<&Plan>, cycle: Option<&Cycle>) -> Value 
                    "name": node.id.name, "status": node.status})
         })
         .collect();
-    let mut document = json!({"nodes": nodes, "edges": graph.edges, "members": graph.members});
+    let mut document =
+        json!({"nodes": nodes, "edges": graph.all_edges().collect::<Vec<_>>(), "members": graph.members});
     if let Some(plan) = plan {
         document["waves"] = json!(plan.waves);
     }
@@ -198,6 +197,18 @@ pub fn waves_table(graph: &Graph, plan: &Plan) -> String {
         })
         .collect();
     crate::render::table(&["WAVE", "KIND", "NAMESPACE", "NAME"], rows)
+}
+
+/// The WHY of a planned object: why it is in the plan, then, when inferred edges place it before
+/// other planned objects, the first of them (`member of …; before Deployment.apps/op/ctl
+/// (inferred: finalizer)`).
+pub fn plan_why(graph: &Graph, index: usize, planned: &HashSet<usize>, why: Option<&String>) -> String {
+    let why = why.cloned().unwrap_or_default();
+    match graph.inferred_reason(index, planned) {
+        Some(inferred) if why.is_empty() => inferred,
+        Some(inferred) => format!("{why}; {inferred}"),
+        None => why,
+    }
 }
 
 /// A cycle as a path: `A -> B -> C -> A`.

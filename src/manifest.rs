@@ -50,6 +50,48 @@ pub fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map(|(group, _)| group).unwrap_or("")
 }
 
+/// The folder a manifest was read from (from its `source`): the file's directory, or the whole
+/// input for stdin and `kubectl kustomize` output. Objects of one folder are one application to
+/// Argo CD (a directory source) and, offline, one stack to inference.
+pub fn folder_of(source: &str) -> String {
+    let input = source.split(" (document ").next().unwrap_or(source);
+    let path = Path::new(input);
+    match path.parent() {
+        Some(parent) if path.is_file() => parent.display().to_string(),
+        _ => input.to_string(),
+    }
+}
+
+/// `FILE:LINE` of the first line holding `needle` in the document a manifest's `source` names
+/// (`FILE (document N)`); the source itself when the file cannot be read again (stdin) or the
+/// text is not found.
+pub fn locate(source: &str, needle: &str) -> String {
+    let (file, rest) = source.split_once(" (document ").unwrap_or((source, ""));
+    let document: usize = rest.split(')').next().and_then(|n| n.parse().ok()).unwrap_or(1);
+    let Ok(text) = std::fs::read_to_string(file) else {
+        return source.to_string();
+    };
+    let mut current = 1;
+    let mut content_seen = false;
+    for (number, line) in text.lines().enumerate() {
+        if line.starts_with("---") {
+            // A separator before any content does not start a second document.
+            if content_seen {
+                current += 1;
+            }
+            content_seen = true;
+            continue;
+        }
+        if !line.trim().is_empty() && !line.trim_start().starts_with('#') {
+            content_seen = true;
+        }
+        if current == document && line.contains(needle) {
+            return format!("{file}:{}", number + 1);
+        }
+    }
+    source.to_string()
+}
+
 /// Reads manifests from files, directories (recursively: `.yaml`, `.yml`, `.json`) and `-` (stdin).
 /// A document that does not parse stops everything, naming the file and line.
 pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<Manifest>, UserError> {
@@ -66,7 +108,13 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<Manifest>, UserError> {
         for file in manifest_files(path)? {
             let text = std::fs::read_to_string(&file)
                 .map_err(|err| UserError::usage(format!("cannot read {}: {err}", file.display())))?;
-            manifests.extend(parse_text(&text, &file.display().to_string())?);
+            let source = file.display().to_string();
+            let documents = parse_documents(&text, &source)?;
+            if let Some(why) = not_kubernetes_objects(&file, &documents) {
+                tracing::warn!("skipped {source}: {why}");
+                continue;
+            }
+            manifests.extend(unwrap_documents(documents, &source)?);
         }
     }
     Ok(manifests)
@@ -126,8 +174,39 @@ fn is_manifest_file(path: &Path) -> bool {
     matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
 }
 
+/// Why a file holds no Kubernetes object and is skipped, as `kubectl apply -R` users expect of
+/// a repository: kustomize configuration (`kustomize.config.k8s.io`, or a `kustomization.yaml`
+/// with neither `apiVersion` nor `kind`), Helm's `Chart.yaml`, and files none of whose documents
+/// has an `apiVersion` or a `kind` (CI workflows, tool settings). A file with one document that
+/// looks like an object is read, and refused if broken: nothing that could be desired is skipped.
+fn not_kubernetes_objects(file: &Path, documents: &[Value]) -> Option<&'static str> {
+    let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if matches!(name, "Chart.yaml" | "Chart.lock") && !documents.iter().any(|d| d.get("kind").is_some()) {
+        return Some("Helm chart metadata, not a Kubernetes object");
+    }
+    let is_kustomize_config = |d: &Value| {
+        d.get("apiVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|v| group_of(v) == "kustomize.config.k8s.io")
+    };
+    if !documents.is_empty() && documents.iter().all(is_kustomize_config) {
+        return Some("a kustomize configuration, not a Kubernetes object (use -k to render it)");
+    }
+    let looks_like_object = |d: &Value| d.get("apiVersion").is_some() || d.get("kind").is_some();
+    let has_content = documents.iter().any(|d| !d.is_null());
+    if has_content && !documents.iter().any(looks_like_object) {
+        return Some("no document has an apiVersion or a kind: not Kubernetes objects");
+    }
+    None
+}
+
 /// Parses one text of YAML documents (JSON is YAML too) into manifests; `source` names it in errors.
 pub fn parse_text(text: &str, source: &str) -> Result<Vec<Manifest>, UserError> {
+    unwrap_documents(parse_documents(text, source)?, source)
+}
+
+/// The documents of a text, parsed but not yet checked as objects.
+fn parse_documents(text: &str, source: &str) -> Result<Vec<Value>, UserError> {
     let documents: Vec<Value> = if text.trim_start().starts_with(['{', '[']) {
         serde_json::from_str::<Value>(text).map(|v| vec![v]).map_err(|err| {
             UserError::usage(format!(
@@ -149,6 +228,12 @@ pub fn parse_text(text: &str, source: &str) -> Result<Vec<Manifest>, UserError> 
             ))
         })?
     };
+    Ok(documents)
+}
+
+/// The manifests of parsed documents (`List`s unwrapped); a document that is not an object is
+/// an error naming it.
+fn unwrap_documents(documents: Vec<Value>, source: &str) -> Result<Vec<Manifest>, UserError> {
     let mut manifests = Vec::new();
     for (index, document) in documents.into_iter().enumerate() {
         unwrap_document(document, &format!("{source} (document {})", index + 1), &mut manifests)?;

@@ -30,7 +30,7 @@ pub struct Cycle {
 pub fn deletion_order(graph: &Graph) -> DiGraph<usize, ()> {
     let mut order = DiGraph::with_capacity(graph.nodes.len(), graph.edges.len() + graph.members.len());
     let indices: Vec<NodeIndex> = (0..graph.nodes.len()).map(|i| order.add_node(i)).collect();
-    for edge in &graph.edges {
+    for edge in graph.all_edges() {
         order.add_edge(indices[edge.from], indices[edge.to], ());
     }
     for membership in &graph.members {

@@ -247,7 +247,8 @@ pub fn plan(
             wave.iter()
                 .filter_map(|&index| {
                     let object = object_of(index)?;
-                    Some(target(object, targets.get(&index).cloned().unwrap_or_default()))
+                    let why = crate::graph_output::plan_why(graph, index, &indices, targets.get(&index));
+                    Some(target(object, why))
                 })
                 .collect()
         })
@@ -525,7 +526,7 @@ mod tests {
                 uid: Some(format!("uid-{name}")),
                 labels,
                 annotations,
-                depends_on: Vec::new(),
+                ..Default::default()
             });
             self.inputs.last_mut().unwrap()
         }

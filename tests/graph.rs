@@ -294,3 +294,211 @@ fn two_files_defining_one_object_are_merged_not_a_panic() {
         run.stderr
     );
 }
+
+/// A fresh folder holding `files` (relative path, text).
+fn repository(files: &[(&str, &str)]) -> std::path::PathBuf {
+    let root = std::env::temp_dir().join(unique("repo"));
+    for (path, text) in files {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    root
+}
+
+#[test]
+fn offline_graph_reads_a_repository_as_its_tools_do() {
+    let no_cluster = std::path::Path::new(NO_CLUSTER);
+    let repo = repository(&[
+        (
+            "clusters/prod/kustomization.yaml",
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [certs.yaml]\n",
+        ),
+        ("clusters/prod/flux-kustomization.yaml", "resources: [../base]\n"),
+        ("charts/web/Chart.yaml", "apiVersion: v2\nname: web\nversion: 0.1.0\n"),
+        (".github/workflows/ci.yml", "name: ci\non: [push]\njobs: {test: {runs-on: ubuntu-latest}}\n"),
+        // A reference without `namespaces/` names a cluster-scoped object (cli-utils).
+        (
+            "clusters/prod/certs.yaml",
+            "apiVersion: cert-manager.io/v1\nkind: ClusterIssuer\nmetadata: {name: letsencrypt}\n---\napiVersion: cert-manager.io/v1\nkind: Certificate\nmetadata:\n  name: web\n  namespace: shop\n  annotations:\n    config.kubernetes.io/depends-on: cert-manager.io/ClusterIssuer/letsencrypt\n",
+        ),
+        // Argo CD sync waves count in files: the folder is one application.
+        (
+            "apps/shop/app.yaml",
+            "apiVersion: batch/v1\nkind: Job\nmetadata: {name: migrate, namespace: shop, annotations: {argocd.argoproj.io/sync-wave: \"-1\"}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: shop}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop, annotations: {argocd.argoproj.io/sync-wave: \"1\"}}\n",
+        ),
+        // kapp: only deletion-to-deletion (or upsert-to-upsert) rules order a teardown.
+        (
+            "kapp/app.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: db, namespace: k, annotations: {kapp.k14s.io/change-group: db}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: upsert-after-deleting, namespace: k, annotations: {kapp.k14s.io/change-rule: upsert after deleting db}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: delete-before-deleting, namespace: k, annotations: {kapp.k14s.io/change-rule: delete before deleting db}}\n",
+        ),
+    ]);
+    let run = stack_as(
+        no_cluster,
+        &["graph", "-f", repo.to_str().unwrap(), "--order", "delete", "-o", "json"],
+    )
+    .expect_code(0);
+    for skipped in [
+        "clusters/prod/kustomization.yaml: a kustomize configuration",
+        "clusters/prod/flux-kustomization.yaml: no document has an apiVersion or a kind",
+        "charts/web/Chart.yaml: Helm chart metadata",
+        ".github/workflows/ci.yml: no document has an apiVersion or a kind",
+    ] {
+        assert!(run.stderr.contains(skipped), "{skipped}:\n{}", run.stderr);
+    }
+    let json = run.json();
+    let issuer = json["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["kind"] == "ClusterIssuer")
+        .unwrap();
+    assert!(issuer["namespace"].is_null(), "{issuer}");
+    assert!(
+        json["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["status"] == "selected"),
+        "nothing missing: {json}"
+    );
+    let waves = waves(&json);
+    let wave_of = |name: &str| {
+        waves
+            .iter()
+            .position(|w| w.iter().any(|n| n.ends_with(&format!("/{name}"))))
+            .unwrap_or_else(|| panic!("{name}: {waves:?}"))
+    };
+    assert!(wave_of("web") < wave_of("letsencrypt"));
+    assert!(wave_of("web") < wave_of("settings") && wave_of("settings") < wave_of("migrate"));
+    assert!(wave_of("delete-before-deleting") < wave_of("db"));
+    let node_of = |name: &str| {
+        json["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|n| n["name"] == name)
+            .unwrap()
+    };
+    let upsert_rule = node_of("upsert-after-deleting");
+    assert!(
+        !json["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["from"] == upsert_rule || e["to"] == upsert_rule),
+        "\"upsert after deleting\" orders no deletion: {}",
+        json["edges"]
+    );
+}
+
+#[test]
+fn malformed_dependency_annotations_are_refused_with_file_and_line() {
+    let no_cluster = std::path::Path::new(NO_CLUSTER);
+    let repo = repository(&[
+        (
+            "a.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fine, namespace: t}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\n  namespace: t\n  annotations:\n    config.kubernetes.io/depends-on: apps/t/Deployment/web/x\n",
+        ),
+        (
+            "b.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rule\n  namespace: t\n  annotations:\n    kapp.k14s.io/change-rule.0: delete before db\n",
+        ),
+    ]);
+    let run = stack_as(no_cluster, &["graph", "-f", repo.to_str().unwrap()]).expect_code(2);
+    let a = repo.join("a.yaml");
+    let b = repo.join("b.yaml");
+    assert!(
+        run.stderr.contains(&format!(
+            "{}:11: ConfigMap bad: invalid config.kubernetes.io/depends-on \"apps/t/Deployment/web/x\": reference \"apps/t/Deployment/web/x\": missing \"namespaces\" field",
+            a.display()
+        )),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(&format!(
+            "{}:7: ConfigMap rule: invalid kapp.k14s.io/change-rule.0 \"delete before db\"",
+            b.display()
+        )),
+        "{}",
+        run.stderr
+    );
+    // A file that looks like a manifest but is broken is still refused.
+    let broken = repository(&[("c.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n")]);
+    stack_as(no_cluster, &["graph", "-f", broken.to_str().unwrap()]).expect_code(2);
+}
+
+#[test]
+fn a_tracker_selection_shows_only_what_it_holds_and_its_dependencies_as_external() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("graph-sel");
+    let n = &ns.0;
+    let inventory = unique("inv");
+    apply(&format!(
+        r#"
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {{name: unrelated, namespace: {n}}}
+spec: {{}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: outside, namespace: {n}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: app
+  namespace: {n}
+  annotations:
+    config.k8s.io/owning-inventory: {inventory}
+    config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/db,/namespaces/{n}/ConfigMap/outside
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: db
+  namespace: {n}
+  annotations: {{config.k8s.io/owning-inventory: {inventory}}}
+"#
+    ));
+    let tracker = format!("kpt={inventory}");
+    for selection in [
+        vec!["--tracker", tracker.as_str()],
+        vec!["-l", "nothing-has-this-label"],
+    ] {
+        let mut args = vec!["graph", "-n", n.as_str(), "-o", "json", "--order", "delete"];
+        args.extend(&selection);
+        let json = stack(&args).expect_code(0).json();
+        let nodes: Vec<(String, String)> = json["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| {
+                (
+                    n["name"].as_str().unwrap().to_string(),
+                    n["status"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        if selection[0] == "-l" {
+            assert!(
+                nodes.is_empty(),
+                "a selector that matches nothing shows nothing: {nodes:?}"
+            );
+            continue;
+        }
+        assert_eq!(
+            nodes,
+            vec![
+                ("app".to_string(), "selected".to_string()),
+                ("db".to_string(), "selected".to_string()),
+                ("outside".to_string(), "external".to_string()),
+            ],
+            "no Kustomization the inventory does not track"
+        );
+        assert_eq!(waves(&json), vec![vec!["ConfigMap/app"], vec!["ConfigMap/db"]]);
+    }
+}

@@ -166,6 +166,7 @@ fn teardown_closure_pulls_in_dependents_and_their_members_only() {
             ("demo.example.com".to_string(), "Database".to_string()),
             crd.to_string(),
         )]),
+        ..Default::default()
     };
     let graph = build(&inputs, &options);
     let index = |group: &str, kind: &str, namespace: Option<&str>, name: &str| {

@@ -29,19 +29,21 @@ pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
         kustomize: args.kustomize.clone(),
         ..Default::default()
     })?;
+    let infer = !args.no_infer;
     let mut gaps = Vec::new();
     let graph = match manifests {
         Some(manifests) => offline_graph(
             &manifests,
             global.namespace.as_deref().unwrap_or("default"),
             args.members,
-        ),
+            infer,
+        )?,
         None => {
             let session = Session::open(global).await?;
             let mut selection = crate::commands::selection(&args.selection)?;
             resolve_selection(&mut selection, &session)?;
             let wanted = (selection.tracker.is_some() || selection.user_selector.is_some()).then_some(selection);
-            let live = live_graph(&session, wanted, args.members, &args.tuning).await?;
+            let live = live_graph_with(&session, wanted, args.members, &args.tuning, infer).await?;
             gaps = live.gaps;
             live.graph
         }
@@ -95,17 +97,24 @@ fn report_references(graph: &Graph) {
     }
 }
 
-/// The graph of manifests, with no cluster: scopes from the built-in table and the manifests'
-/// CRDs; a dependency that no manifest declares is marked missing.
-pub fn offline_graph(manifests: &[Manifest], namespace: &str, members: bool) -> Graph {
+/// The graph of manifests, with no cluster: scopes from the built-in table, the manifests' CRDs
+/// and the `depends-on` references (a reference without `namespaces/` names a cluster-scoped
+/// object); a dependency that no manifest declares is marked missing. A malformed `depends-on`
+/// or kapp change rule is a usage error naming the file and line.
+pub fn offline_graph(manifests: &[Manifest], namespace: &str, members: bool, infer: bool) -> Result<Graph, UserError> {
+    check_dependency_annotations(manifests)?;
     let scopes = Scopes::new(None, manifests);
+    let cluster_scoped = cluster_scoped_by_reference(manifests);
     let mut crd_names = HashMap::new();
     let mut inputs = Vec::new();
     let mut sources = Vec::new();
     for manifest in manifests {
-        let Ok(id) = resolve(manifest, &scopes, namespace) else {
+        let Ok(mut id) = resolve(manifest, &scopes, namespace) else {
             continue;
         };
+        if cluster_scoped.contains(&(id.group.clone(), id.kind.clone())) {
+            id.namespace = None;
+        }
         sources.push(manifest);
         if manifest.kind == "CustomResourceDefinition" {
             if let (Some(group), Some(kind)) = (manifest.str_at("/spec/group"), manifest.str_at("/spec/names/kind")) {
@@ -119,18 +128,108 @@ pub fn offline_graph(manifests: &[Manifest], namespace: &str, members: bool) -> 
                 .and_then(|v| serde_json::from_value(v.clone()).ok())
                 .unwrap_or_default()
         };
+        let body = crate::infer::needs_spec(&id.group, &id.kind).then(|| manifest.body.clone());
         inputs.push(NodeInput {
             depends_on: NodeInput::flux_depends_on(&id, &manifest.body),
             id,
             uid: None,
             labels: map("/metadata/labels"),
             annotations: map("/metadata/annotations"),
+            finalizers: strings_at(&manifest.body, "/metadata/finalizers"),
+            body,
+            app: Some(crate::manifest::folder_of(&manifest.source)),
         });
     }
     note_conflicting_duplicates(&inputs.iter().zip(sources).collect::<Vec<_>>());
-    let mut graph = build(&inputs, &BuildOptions { members, crd_names });
+    let plurals = crd_plurals(manifests);
+    let options = BuildOptions {
+        members,
+        crd_names,
+        infer,
+        plurals,
+    };
+    let mut graph = build(&inputs, &options);
     graph.mark_referenced(|_| false);
-    graph
+    Ok(graph)
+}
+
+/// Refuses manifests whose `depends-on` or kapp change rules their own tools would reject
+/// (cli-utils: "failed to parse object metadata"), naming each file and line.
+fn check_dependency_annotations(manifests: &[Manifest]) -> Result<(), UserError> {
+    let mut problems = Vec::new();
+    for manifest in manifests {
+        let annotations: std::collections::BTreeMap<String, String> = manifest
+            .body
+            .pointer("/metadata/annotations")
+            .and_then(|a| serde_json::from_value(a.clone()).ok())
+            .unwrap_or_default();
+        for (key, value, why) in crate::graph::malformed_annotations(&annotations) {
+            problems.push(format!(
+                "{}: {} {}: invalid {key} {value:?}: {why}",
+                crate::manifest::locate(&manifest.source, &value),
+                manifest.kind,
+                manifest.name
+            ));
+        }
+    }
+    match problems.len() {
+        0 => Ok(()),
+        _ => Err(UserError::usage(problems.join("\n"))),
+    }
+}
+
+/// Custom kinds that no manifest's CRD defines but that `depends-on` references name as
+/// cluster-scoped (no `namespaces/` segment) and never as namespaced. Offline, nothing else
+/// tells their scope: cli-utils writes a reference by the object's real scope.
+fn cluster_scoped_by_reference(manifests: &[Manifest]) -> HashSet<(String, String)> {
+    let defined: HashSet<(&str, &str)> = manifests
+        .iter()
+        .filter(|m| m.kind == "CustomResourceDefinition")
+        .filter_map(|crd| Some((crd.str_at("/spec/group")?, crd.str_at("/spec/names/kind")?)))
+        .collect();
+    let mut cluster = HashSet::new();
+    let mut namespaced = HashSet::new();
+    for manifest in manifests {
+        let Some(value) = manifest.annotation(crate::graph::KPT_DEPENDS_ON) else {
+            continue;
+        };
+        for id in crate::graph::parse_depends_on(value).unwrap_or_default() {
+            let custom = id.group.contains('.') && !id.group.ends_with(".k8s.io");
+            if !custom || defined.contains(&(id.group.as_str(), id.kind.as_str())) {
+                continue;
+            }
+            let key = (id.group.clone(), id.kind.clone());
+            if id.namespace.is_some() {
+                namespaced.insert(key);
+            } else {
+                cluster.insert(key);
+            }
+        }
+    }
+    cluster.retain(|key| !namespaced.contains(key));
+    cluster
+}
+
+/// The strings of an array field (missing, or not strings: none).
+fn strings_at(body: &serde_json::Value, pointer: &str) -> Vec<String> {
+    body.pointer(pointer)
+        .and_then(serde_json::Value::as_array)
+        .map(|items| items.iter().filter_map(|i| i.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
+/// The resource (plural) of each kind the manifests' CRDs define.
+fn crd_plurals(manifests: &[Manifest]) -> HashMap<(String, String), String> {
+    manifests
+        .iter()
+        .filter(|m| m.kind == "CustomResourceDefinition")
+        .filter_map(|crd| {
+            let group = crd.str_at("/spec/group")?;
+            let kind = crd.str_at("/spec/names/kind")?;
+            let plural = crd.str_at("/spec/names/plural")?;
+            Some(((group.to_string(), kind.to_string()), plural.to_string()))
+        })
+        .collect()
 }
 
 /// Two manifests that define the same object are merged into one node; when they define it
@@ -178,10 +277,26 @@ pub async fn live_graph(
     members: bool,
     tuning: &ListTuning,
 ) -> Result<LiveGraph, UserError> {
+    live_graph_with(session, selection, members, tuning, true).await
+}
+
+/// [`live_graph`], with inference on or off (`--no-infer`). With a selection, only the Flux
+/// objects it holds are nodes; what they depend on outside it is marked external.
+pub async fn live_graph_with(
+    session: &Session,
+    selection: Option<Selection>,
+    members: bool,
+    tuning: &ListTuning,
+    infer: bool,
+) -> Result<LiveGraph, UserError> {
     let mut listed = Vec::new();
     let mut unlisted = Vec::new();
     let mut gaps = Vec::new();
     let explicit = selection.is_some();
+    // Only a real choice (a tracker, a selector) narrows the Flux objects shown.
+    let narrowed = selection
+        .as_ref()
+        .is_some_and(|s| s.tracker.is_some() || s.user_selector.is_some());
     if explicit || members {
         let mut selection = selection.unwrap_or_default();
         selection.tracking_objects = members;
@@ -206,21 +321,66 @@ pub async fn live_graph(
         );
         listed = collection.objects;
     }
-    let mut live = graph_of(session, listed, members, !explicit).await?;
+    let options = LiveOptions {
+        members,
+        only_members: !explicit,
+        infer,
+        only_selected: narrowed,
+    };
+    let mut live = graph_of_with(session, listed, &options).await?;
     live.unlisted = unlisted;
     live.gaps = gaps;
     Ok(live)
 }
 
 /// The live graph of the given objects plus the Flux objects in scope. With `only_members`,
-/// the given objects are kept only when they hang under a tracking object.
+/// the given objects are kept only when they hang under a tracking object. Inference is on.
 pub async fn graph_of(
     session: &Session,
     listed: Vec<Listed>,
     members: bool,
     only_members: bool,
 ) -> Result<LiveGraph, UserError> {
-    let flux = flux_objects(session).await?;
+    let options = LiveOptions {
+        members,
+        only_members,
+        infer: true,
+        only_selected: false,
+    };
+    graph_of_with(session, listed, &options).await
+}
+
+/// How to build a live graph.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LiveOptions {
+    /// Hang members under the objects that track them.
+    pub members: bool,
+    /// Keep the given objects only when they hang under a tracking object.
+    pub only_members: bool,
+    /// Infer the edges nobody declared (`--no-infer` turns it off).
+    pub infer: bool,
+    /// Only the given objects are nodes: the Flux objects in scope that are not among them are
+    /// left out (those they depend on show as external).
+    pub only_selected: bool,
+}
+
+/// [`graph_of`] with every option.
+pub async fn graph_of_with(
+    session: &Session,
+    listed: Vec<Listed>,
+    options: &LiveOptions,
+) -> Result<LiveGraph, UserError> {
+    let LiveOptions {
+        members,
+        only_members,
+        infer,
+        only_selected,
+    } = *options;
+    let mut flux = flux_objects(session).await?;
+    if only_selected {
+        let given: HashSet<ObjectId> = listed.iter().map(Listed::id).collect();
+        flux.retain(|(object, _)| given.contains(&object.id()));
+    }
     let mut objects: HashMap<ObjectId, Listed> = HashMap::new();
     let mut inputs = Vec::new();
     for (object, body) in flux {
@@ -243,14 +403,31 @@ pub async fn graph_of(
         objects.retain(|id, _| kept.contains(id));
     }
     inputs.extend(others);
-    let crd_names = session
-        .catalog
-        .kinds()
+    for input in &inputs {
+        for (key, value, why) in crate::graph::malformed_annotations(&input.annotations) {
+            tracing::warn!("{}: {key} {value:?} ignored: {why}", input.id);
+        }
+    }
+    if infer {
+        attach_specs(session, &mut inputs).await?;
+    }
+    let kinds = session.catalog.kinds();
+    let crd_names = kinds
         .iter()
         .filter(|k| !k.group.is_empty())
         .map(|k| ((k.group.clone(), k.kind.clone()), format!("{}.{}", k.plural, k.group)))
         .collect();
-    let mut graph = build(&inputs, &BuildOptions { members, crd_names });
+    let plurals = kinds
+        .iter()
+        .map(|k| ((k.group.clone(), k.kind.clone()), k.plural.clone()))
+        .collect();
+    let options = BuildOptions {
+        members,
+        crd_names,
+        infer,
+        plurals,
+    };
+    let mut graph = build(&inputs, &options);
     let existing = existing_references(session, &graph).await;
     graph.mark_referenced(|id| existing.contains(id));
     Ok(LiveGraph {
@@ -270,7 +447,56 @@ pub fn input_from_listed(object: &Listed) -> NodeInput {
         labels: object.meta.labels.clone().unwrap_or_default(),
         annotations: object.meta.annotations.clone().unwrap_or_default(),
         depends_on: Vec::new(),
+        finalizers: object.finalizers().to_vec(),
+        body: None,
+        app: None,
     }
+}
+
+/// Reads the whole objects inference needs (webhooks, APIServices, Services, workloads, volumes,
+/// StorageClasses): one list per such kind that has nodes, in the session's scope. A kind the
+/// user may not list is warned about; its edges are not inferred.
+async fn attach_specs(session: &Session, inputs: &mut [NodeInput]) -> Result<(), UserError> {
+    let namespace = match &session.scope {
+        ListScope::Namespace(ns) => Some(ns.as_str()),
+        ListScope::AllNamespaces => None,
+    };
+    let mut wanted: HashMap<ObjectId, usize> = HashMap::new();
+    for (index, input) in inputs.iter().enumerate() {
+        if crate::infer::needs_spec(&input.id.group, &input.id.kind) {
+            wanted.insert(input.id.clone(), index);
+        }
+    }
+    for (group, kind) in crate::infer::SPEC_KINDS {
+        if !wanted.keys().any(|id| id.group == group && id.kind == kind) {
+            continue;
+        }
+        let Some(info) = session.catalog.get(group, kind) else {
+            continue;
+        };
+        let objects = match list_objects(&session.connection.client, info, namespace, None).await {
+            Ok(objects) => objects,
+            Err(err) if is_forbidden(&err) => {
+                tracing::warn!(
+                    "not allowed to list {}: the edges they imply are not inferred",
+                    info.kind_with_group()
+                );
+                continue;
+            }
+            Err(err) => return Err(session.connection.explain(&err)),
+        };
+        for object in objects {
+            let id = Listed::new(info.clone(), object.metadata.clone()).id();
+            if let Some(&index) = wanted.get(&id) {
+                let mut body = object.data;
+                if let Some(fields) = body.as_object_mut() {
+                    fields.insert("apiVersion".into(), info.api_version().into());
+                }
+                inputs[index].body = Some(body);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Every Flux Kustomization and HelmRelease in scope, as whole objects (their spec matters).

@@ -1,0 +1,824 @@
+//! Inferred edges: the order a teardown deadlocks on when nobody declared it, read from what the
+//! objects themselves say (finalizers, webhook and APIService backends, volume drivers).
+//!
+//! Every inferred edge has its own [`EdgeKind`]. Inferred edges only order; they never make an
+//! object part of a teardown (they live in [`Graph::inferred`], apart from the declared edges).
+//! Declared edges win: an inferred edge that would close a cycle is dropped with a warning.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use petgraph::algo::{has_path_connecting, toposort, DfsSpace};
+use petgraph::graph::NodeIndex;
+use serde_json::Value;
+
+use crate::graph::{object_meta, Edge, EdgeKind, Graph, NodeInput};
+use crate::identity::ObjectId;
+use crate::trackers::{marks, MarkValue, Preset};
+
+/// The kinds whose whole objects inference reads (the rest needs only metadata).
+pub const SPEC_KINDS: [(&str, &str); 10] = [
+    ("", "Service"),
+    ("", "PersistentVolume"),
+    ("", "PersistentVolumeClaim"),
+    ("apps", "Deployment"),
+    ("apps", "StatefulSet"),
+    ("apps", "DaemonSet"),
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+    ("apiregistration.k8s.io", "APIService"),
+    ("storage.k8s.io", "StorageClass"),
+];
+
+/// Workload kinds: what runs a controller.
+const WORKLOAD_KINDS: [(&str, &str); 3] = [("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet")];
+
+/// What a controller needs to run: its workloads, their ServiceAccounts, RBAC and Services.
+const CONTROLLER_KINDS: [(&str, &str); 9] = [
+    ("apps", "Deployment"),
+    ("apps", "StatefulSet"),
+    ("apps", "DaemonSet"),
+    ("", "ServiceAccount"),
+    ("", "Service"),
+    ("rbac.authorization.k8s.io", "Role"),
+    ("rbac.authorization.k8s.io", "RoleBinding"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+];
+
+/// Whether inference reads the whole object of this kind.
+pub fn needs_spec(group: &str, kind: &str) -> bool {
+    SPEC_KINDS.contains(&(group, kind))
+}
+
+/// What inference knows besides the objects.
+#[derive(Debug, Clone, Default)]
+pub struct Known {
+    /// CRD object name (`plural.group`) of each custom (group, kind).
+    pub crd_names: HashMap<(String, String), String>,
+    /// Resource (plural) of each (group, kind), for webhook rules; guessed when absent.
+    pub plurals: HashMap<(String, String), String>,
+}
+
+/// A stack an object belongs to: a tracker's mark, or (offline) the folder it was read from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum StackKey {
+    Mark(Preset, MarkValue),
+    Folder(String),
+}
+
+/// The inputs indexed for the rules.
+struct Objects<'a> {
+    inputs: &'a [NodeInput],
+    by_id: HashMap<&'a ObjectId, usize>,
+    stacks: Vec<Vec<StackKey>>,
+    by_stack: HashMap<StackKey, Vec<usize>>,
+}
+
+impl<'a> Objects<'a> {
+    fn new(inputs: &'a [NodeInput]) -> Self {
+        let by_id = inputs.iter().enumerate().map(|(i, input)| (&input.id, i)).collect();
+        let stacks: Vec<Vec<StackKey>> = inputs.iter().map(stack_keys).collect();
+        let mut by_stack: HashMap<StackKey, Vec<usize>> = HashMap::new();
+        for (index, keys) in stacks.iter().enumerate() {
+            for key in keys {
+                by_stack.entry(key.clone()).or_default().push(index);
+            }
+        }
+        Self {
+            inputs,
+            by_id,
+            stacks,
+            by_stack,
+        }
+    }
+
+    fn find(&self, id: &ObjectId) -> Option<usize> {
+        self.by_id.get(id).copied()
+    }
+
+    fn is(&self, index: usize, kinds: &[(&str, &str)]) -> bool {
+        let id = &self.inputs[index].id;
+        kinds.contains(&(id.group.as_str(), id.kind.as_str()))
+    }
+
+    fn of_kind(&self, group: &'a str, kind: &'a str) -> impl Iterator<Item = usize> + 'a {
+        let inputs = self.inputs;
+        (0..inputs.len()).filter(move |&i| inputs[i].id.group == group && inputs[i].id.kind == kind)
+    }
+
+    /// The controller objects (workloads, ServiceAccounts, RBAC, Services) of the stacks `index`
+    /// belongs to.
+    fn controllers_of_stack(&self, index: usize) -> BTreeSet<usize> {
+        self.stacks[index]
+            .iter()
+            .filter_map(|key| self.by_stack.get(key))
+            .flatten()
+            .copied()
+            .filter(|&other| other != index && self.is(other, &CONTROLLER_KINDS))
+            .collect()
+    }
+
+    /// A Service (by namespace and name) and the workloads its selector picks.
+    fn service_backend(&self, namespace: Option<&str>, name: Option<&str>) -> Vec<usize> {
+        let (Some(namespace), Some(name)) = (namespace, name) else {
+            return Vec::new();
+        };
+        let Some(service) = self.find(&ObjectId::new("", "Service", Some(namespace), name)) else {
+            return Vec::new();
+        };
+        let mut backend = vec![service];
+        let selector = self.inputs[service]
+            .body
+            .as_ref()
+            .and_then(|b| b.pointer("/spec/selector"))
+            .and_then(Value::as_object);
+        let Some(selector) = selector.filter(|s| !s.is_empty()) else {
+            return backend;
+        };
+        for (index, input) in self.inputs.iter().enumerate() {
+            if !self.is(index, &WORKLOAD_KINDS) || input.id.namespace.as_deref() != Some(namespace) {
+                continue;
+            }
+            let labels = input
+                .body
+                .as_ref()
+                .and_then(|b| b.pointer("/spec/template/metadata/labels"))
+                .and_then(Value::as_object);
+            let picked = labels.is_some_and(|labels| {
+                selector
+                    .iter()
+                    .all(|(key, value)| labels.get(key).is_some_and(|v| v == value))
+            });
+            if picked {
+                backend.push(index);
+            }
+        }
+        backend
+    }
+}
+
+fn stack_keys(input: &NodeInput) -> Vec<StackKey> {
+    let mut keys: Vec<StackKey> = marks(&object_meta(input))
+        .into_iter()
+        .map(|mark| StackKey::Mark(mark.preset, mark.value))
+        .collect();
+    if let Some(folder) = &input.app {
+        keys.push(StackKey::Folder(folder.clone()));
+    }
+    keys
+}
+
+/// Every inferred edge of the inputs (input index = node index), before cycles are checked.
+pub fn candidates(inputs: &[NodeInput], known: &Known) -> Vec<Edge> {
+    let objects = Objects::new(inputs);
+    let mut edges = Vec::new();
+    finalizer_edges(&objects, known, &mut edges);
+    webhook_edges(&objects, known, &mut edges);
+    api_service_edges(&objects, &mut edges);
+    volume_edges(&objects, &mut edges);
+    edges.retain(|e| e.from != e.to);
+    edges.sort_by_key(|e| (e.from, e.to, e.kind));
+    edges.dedup_by_key(|e| (e.from, e.to));
+    edges
+}
+
+fn push_all(edges: &mut Vec<Edge>, from: usize, to: impl IntoIterator<Item = usize>, kind: EdgeKind) {
+    edges.extend(to.into_iter().map(|to| Edge { from, to, kind }));
+}
+
+/// The API group a finalizer names: `example.com` of `example.com/cleanup`.
+fn finalizer_domain(finalizer: &str) -> Option<&str> {
+    finalizer
+        .split_once('/')
+        .map(|(domain, _)| domain)
+        .filter(|domain| domain.contains('.'))
+}
+
+/// Whether a finalizer's domain names the CRD `plural.group`: the group itself, a parent domain
+/// of it, or the CRD's own name.
+fn finalizer_matches_crd(domain: &str, crd_name: &str) -> bool {
+    let group = crd_name.split_once('.').map(|(_, group)| group).unwrap_or("");
+    domain == crd_name || domain == group || group.ends_with(&format!(".{domain}"))
+}
+
+/// 1. A custom resource whose finalizer belongs to a CRD's API group depends on the controller
+///    objects of the stack that holds that CRD.
+fn finalizer_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
+    let crds: Vec<usize> = objects
+        .of_kind("apiextensions.k8s.io", "CustomResourceDefinition")
+        .collect();
+    if crds.is_empty() {
+        return;
+    }
+    let mut controllers: HashMap<usize, BTreeSet<usize>> = HashMap::new();
+    for (index, input) in objects.inputs.iter().enumerate() {
+        let custom = known
+            .crd_names
+            .contains_key(&(input.id.group.clone(), input.id.kind.clone()));
+        if !custom {
+            continue;
+        }
+        for domain in input.finalizers.iter().filter_map(|f| finalizer_domain(f)) {
+            for &crd in &crds {
+                if finalizer_matches_crd(domain, &objects.inputs[crd].id.name) {
+                    let of_crd = controllers
+                        .entry(crd)
+                        .or_insert_with(|| objects.controllers_of_stack(crd));
+                    push_all(edges, index, of_crd.iter().copied(), EdgeKind::InferredFinalizer);
+                }
+            }
+        }
+    }
+}
+
+/// 2. A webhook configuration goes before the Service that serves it and the workloads behind
+///    that Service; objects its rules intercept for UPDATE or DELETE (with `failurePolicy: Fail`)
+///    go before it.
+fn webhook_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
+    for kind in ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"] {
+        for index in objects.of_kind("admissionregistration.k8s.io", kind) {
+            let input = &objects.inputs[index];
+            let Some(body) = &input.body else { continue };
+            let legacy = body
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .is_some_and(|v| v.ends_with("/v1beta1"));
+            let webhooks = body
+                .get("webhooks")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            for webhook in &webhooks {
+                let service = webhook.pointer("/clientConfig/service");
+                let str_of = |key: &str| service.and_then(|s| s.get(key)).and_then(Value::as_str);
+                let backend = objects.service_backend(str_of("namespace"), str_of("name"));
+                push_all(edges, index, backend.iter().copied(), EdgeKind::InferredWebhook);
+                let policy = webhook.get("failurePolicy").and_then(Value::as_str);
+                let fails = policy.map_or(!legacy, |p| p == "Fail");
+                if !fails {
+                    continue;
+                }
+                let rules = webhook
+                    .get("rules")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                for (other, candidate) in objects.inputs.iter().enumerate() {
+                    if other == index || backend.contains(&other) {
+                        continue;
+                    }
+                    if rules.iter().any(|rule| intercepts(rule, &candidate.id, known)) {
+                        edges.push(Edge {
+                            from: other,
+                            to: index,
+                            kind: EdgeKind::InferredWebhookRule,
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn strings(value: &Value, key: &str) -> Vec<String> {
+    value
+        .get(key)
+        .and_then(Value::as_array)
+        .map(|items| items.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// The resource (plural) of a kind: from discovery or the CRDs, else as Kubernetes guesses it.
+pub fn plural_of(known: &Known, group: &str, kind: &str) -> String {
+    if let Some(plural) = known.plurals.get(&(group.to_string(), kind.to_string())) {
+        return plural.clone();
+    }
+    let lower = kind.to_ascii_lowercase();
+    if lower.ends_with('s') {
+        format!("{lower}es")
+    } else if let Some(stem) = lower.strip_suffix('y') {
+        format!("{stem}ies")
+    } else {
+        format!("{lower}s")
+    }
+}
+
+/// Whether a webhook rule intercepts UPDATE or DELETE of this object.
+fn intercepts(rule: &Value, id: &ObjectId, known: &Known) -> bool {
+    let operations = strings(rule, "operations");
+    if !operations
+        .iter()
+        .any(|o| matches!(o.as_str(), "UPDATE" | "DELETE" | "*"))
+    {
+        return false;
+    }
+    let groups = strings(rule, "apiGroups");
+    if !groups.iter().any(|g| g == "*" || *g == id.group) {
+        return false;
+    }
+    let plural = plural_of(known, &id.group, &id.kind);
+    let resources = strings(rule, "resources");
+    if !resources.iter().any(|r| r == "*" || r == "*/*" || *r == plural) {
+        return false;
+    }
+    match rule.get("scope").and_then(Value::as_str) {
+        Some("Namespaced") => id.namespace.is_some(),
+        Some("Cluster") => id.namespace.is_none(),
+        _ => true,
+    }
+}
+
+/// 3. An APIService goes before the Service that serves it and the workloads behind it; objects
+///    of the API group it serves go before it.
+fn api_service_edges(objects: &Objects, edges: &mut Vec<Edge>) {
+    for index in objects.of_kind("apiregistration.k8s.io", "APIService") {
+        let Some(body) = &objects.inputs[index].body else {
+            continue;
+        };
+        let Some(service) = body.pointer("/spec/service").filter(|s| !s.is_null()) else {
+            continue; // served locally (a built-in group or a CRD's): no backend to outlive
+        };
+        let str_of = |key: &str| service.get(key).and_then(Value::as_str);
+        let backend = objects.service_backend(str_of("namespace"), str_of("name"));
+        push_all(edges, index, backend, EdgeKind::InferredApiService);
+        if let Some(group) = body.pointer("/spec/group").and_then(Value::as_str) {
+            let served = (0..objects.inputs.len()).filter(|&i| i != index && objects.inputs[i].id.group == group);
+            for other in served {
+                edges.push(Edge {
+                    from: other,
+                    to: index,
+                    kind: EdgeKind::InferredAggregatedApi,
+                });
+            }
+        }
+    }
+}
+
+/// Annotations that name the CSI driver of a PersistentVolumeClaim or PersistentVolume.
+const DRIVER_ANNOTATIONS: [&str; 3] = [
+    "pv.kubernetes.io/provisioned-by",
+    "volume.kubernetes.io/storage-provisioner",
+    "volume.beta.kubernetes.io/storage-provisioner",
+];
+
+fn text_at<'v>(input: &'v NodeInput, pointer: &str) -> Option<&'v str> {
+    input
+        .body
+        .as_ref()?
+        .pointer(pointer)?
+        .as_str()
+        .filter(|s| !s.is_empty())
+}
+
+/// The driver of a volume: its annotations, `spec.csi.driver`, its bound PersistentVolume's
+/// driver, or its StorageClass's provisioner.
+fn driver_of(objects: &Objects, index: usize) -> Option<String> {
+    let input = &objects.inputs[index];
+    if let Some(driver) = DRIVER_ANNOTATIONS.iter().find_map(|key| input.annotations.get(*key)) {
+        return Some(driver.clone());
+    }
+    if let Some(driver) = text_at(input, "/spec/csi/driver") {
+        return Some(driver.to_string());
+    }
+    if let Some(volume) = bound_volume(objects, index) {
+        if let Some(driver) = driver_of_volume_only(objects, volume) {
+            return Some(driver);
+        }
+    }
+    let class = text_at(input, "/spec/storageClassName")?;
+    let class = objects.find(&ObjectId::new("storage.k8s.io", "StorageClass", None, class))?;
+    objects.inputs[class]
+        .body
+        .as_ref()?
+        .get("provisioner")?
+        .as_str()
+        .map(str::to_string)
+}
+
+fn driver_of_volume_only(objects: &Objects, volume: usize) -> Option<String> {
+    let input = &objects.inputs[volume];
+    DRIVER_ANNOTATIONS
+        .iter()
+        .find_map(|key| input.annotations.get(*key).cloned())
+        .or_else(|| text_at(input, "/spec/csi/driver").map(str::to_string))
+}
+
+/// The PersistentVolume a claim is bound to, when it is in the graph.
+fn bound_volume(objects: &Objects, claim: usize) -> Option<usize> {
+    let input = &objects.inputs[claim];
+    if !input.id.group.is_empty() || input.id.kind != "PersistentVolumeClaim" {
+        return None;
+    }
+    let name = text_at(input, "/spec/volumeName")?;
+    objects.find(&ObjectId::new("", "PersistentVolume", None, name))
+}
+
+/// 4. PersistentVolumeClaims and PersistentVolumes go before their CSI driver: its CSIDriver, its
+///    StorageClasses, and the controller objects of the stacks that hold them. A claim goes
+///    before the volume it is bound to.
+fn volume_edges(objects: &Objects, edges: &mut Vec<Edge>) {
+    let volumes: Vec<usize> = objects
+        .of_kind("", "PersistentVolumeClaim")
+        .chain(objects.of_kind("", "PersistentVolume"))
+        .collect();
+    if volumes.is_empty() {
+        return;
+    }
+    let mut driver_objects: HashMap<String, BTreeSet<usize>> = HashMap::new();
+    for index in objects.of_kind("storage.k8s.io", "CSIDriver") {
+        driver_objects
+            .entry(objects.inputs[index].id.name.clone())
+            .or_default()
+            .insert(index);
+    }
+    for index in objects.of_kind("storage.k8s.io", "StorageClass") {
+        if let Some(provisioner) = objects.inputs[index]
+            .body
+            .as_ref()
+            .and_then(|b| b.get("provisioner"))
+            .and_then(Value::as_str)
+        {
+            driver_objects.entry(provisioner.to_string()).or_default().insert(index);
+        }
+    }
+    let mut driver_cache: HashMap<String, BTreeSet<usize>> = HashMap::new();
+    for volume in volumes {
+        if let Some(bound) = bound_volume(objects, volume) {
+            edges.push(Edge {
+                from: volume,
+                to: bound,
+                kind: EdgeKind::InferredVolume,
+            });
+        }
+        let Some(driver) = driver_of(objects, volume) else {
+            continue;
+        };
+        let targets = driver_cache.entry(driver.clone()).or_insert_with(|| {
+            let own = driver_objects.get(&driver).cloned().unwrap_or_default();
+            let mut all = own.clone();
+            for &object in &own {
+                all.extend(objects.controllers_of_stack(object));
+            }
+            all
+        });
+        push_all(edges, volume, targets.iter().copied(), EdgeKind::InferredStorageDriver);
+    }
+}
+
+/// Adds the inferred edges that close no cycle with what is already there (declared edges win:
+/// they are all there first), in order; returns the dropped ones. An inferred edge that repeats a
+/// declared one is not added.
+pub fn add_acyclic(graph: &mut Graph, mut candidates: Vec<Edge>) -> Vec<Edge> {
+    let declared: HashSet<(usize, usize)> = graph.edges.iter().map(|e| (e.from, e.to)).collect();
+    candidates.retain(|e| e.from != e.to && !declared.contains(&(e.from, e.to)));
+    graph.inferred = candidates;
+    let order = crate::plan::deletion_order(graph);
+    if toposort(&order, None).is_ok() {
+        return Vec::new();
+    }
+    let candidates = std::mem::take(&mut graph.inferred);
+    let mut order = crate::plan::deletion_order(graph);
+    let mut space = DfsSpace::new(&order);
+    let mut dropped = Vec::new();
+    for edge in candidates {
+        let (from, to) = (NodeIndex::new(edge.from), NodeIndex::new(edge.to));
+        if has_path_connecting(&order, to, from, Some(&mut space)) {
+            dropped.push(edge);
+        } else {
+            order.add_edge(from, to, ());
+            graph.inferred.push(edge);
+        }
+    }
+    dropped
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::graph::{build, BuildOptions, NodeInput};
+
+    fn object(group: &str, kind: &str, ns: Option<&str>, name: &str, stack: Option<&str>) -> NodeInput {
+        let mut input = NodeInput {
+            id: ObjectId::new(group, kind, ns, name),
+            ..Default::default()
+        };
+        if let Some(stack) = stack {
+            input
+                .labels
+                .insert("kustomize.toolkit.fluxcd.io/name".into(), stack.into());
+            input
+                .labels
+                .insert("kustomize.toolkit.fluxcd.io/namespace".into(), "flux-system".into());
+        }
+        input
+    }
+
+    fn with_body(mut input: NodeInput, body: Value) -> NodeInput {
+        input.body = Some(body);
+        input
+    }
+
+    fn options() -> BuildOptions {
+        let mut options = BuildOptions {
+            infer: true,
+            ..Default::default()
+        };
+        options.crd_names.insert(
+            ("ops.example.com".into(), "Gizmo".into()),
+            "gizmos.ops.example.com".into(),
+        );
+        options
+    }
+
+    /// The inferred edges as (from name, to name, kind).
+    fn inferred(inputs: &[NodeInput], options: &BuildOptions) -> Vec<(String, String, EdgeKind)> {
+        let graph = build(inputs, options);
+        graph
+            .inferred
+            .iter()
+            .map(|e| {
+                (
+                    graph.nodes[e.from].id.name.clone(),
+                    graph.nodes[e.to].id.name.clone(),
+                    e.kind,
+                )
+            })
+            .collect()
+    }
+
+    fn edge(from: &str, to: &str, kind: EdgeKind) -> (String, String, EdgeKind) {
+        (from.to_string(), to.to_string(), kind)
+    }
+
+    fn deployment(ns: &str, name: &str, labels: Value, stack: Option<&str>) -> NodeInput {
+        with_body(
+            object("apps", "Deployment", Some(ns), name, stack),
+            json!({"spec": {"template": {"metadata": {"labels": labels}}}}),
+        )
+    }
+
+    fn service(ns: &str, name: &str, selector: Value, stack: Option<&str>) -> NodeInput {
+        with_body(
+            object("", "Service", Some(ns), name, stack),
+            json!({"spec": {"selector": selector}}),
+        )
+    }
+
+    #[test]
+    fn finalizer_domains_name_a_crds_group_a_parent_or_the_crd() {
+        let crd = "gizmos.ops.example.com";
+        assert!(finalizer_matches_crd("ops.example.com", crd));
+        assert!(finalizer_matches_crd("example.com", crd));
+        assert!(finalizer_matches_crd("gizmos.ops.example.com", crd));
+        assert!(!finalizer_matches_crd("ample.com", crd));
+        assert!(!finalizer_matches_crd("other.io", crd));
+        assert_eq!(finalizer_domain("ops.example.com/cleanup"), Some("ops.example.com"));
+        assert_eq!(finalizer_domain("kubernetes"), None);
+        assert_eq!(finalizer_domain("foregroundDeletion"), None);
+    }
+
+    #[test]
+    fn a_custom_resource_depends_on_the_controller_of_its_finalizers_stack() {
+        let mut cr = object("ops.example.com", "Gizmo", Some("app"), "g1", Some("usage"));
+        cr.finalizers = vec!["ops.example.com/cleanup".into()];
+        let mut plain = object("ops.example.com", "Gizmo", Some("app"), "g2", Some("usage"));
+        plain.finalizers = vec!["other.io/cleanup".into()];
+        let inputs = vec![
+            cr,
+            plain,
+            object(
+                "apiextensions.k8s.io",
+                "CustomResourceDefinition",
+                None,
+                "gizmos.ops.example.com",
+                Some("operator"),
+            ),
+            deployment("op", "controller", json!({"app": "op"}), Some("operator")),
+            object("", "ServiceAccount", Some("op"), "controller-sa", Some("operator")),
+            object(
+                "rbac.authorization.k8s.io",
+                "ClusterRole",
+                None,
+                "controller-role",
+                Some("operator"),
+            ),
+            object("", "ConfigMap", Some("op"), "settings", Some("operator")),
+            deployment("else", "unrelated", json!({"app": "x"}), Some("other")),
+        ];
+        let mut found = inferred(&inputs, &options());
+        found.sort();
+        assert_eq!(
+            found,
+            vec![
+                edge("g1", "controller", EdgeKind::InferredFinalizer),
+                edge("g1", "controller-role", EdgeKind::InferredFinalizer),
+                edge("g1", "controller-sa", EdgeKind::InferredFinalizer),
+            ]
+        );
+        assert!(inferred(
+            &inputs,
+            &BuildOptions {
+                infer: false,
+                ..options()
+            }
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn a_webhook_goes_before_its_backend_and_after_what_it_intercepts() {
+        let webhook = |policy: &str| {
+            json!({"apiVersion": "admissionregistration.k8s.io/v1", "webhooks": [{
+                "name": "check.ops.example.com",
+                "clientConfig": {"service": {"namespace": "op", "name": "hook"}},
+                "failurePolicy": policy,
+                "rules": [
+                    {"apiGroups": ["ops.example.com"], "apiVersions": ["*"], "operations": ["UPDATE"], "resources": ["gizmos"], "scope": "Namespaced"},
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}
+                ]
+            }]})
+        };
+        let inputs = |policy: &str| {
+            vec![
+                with_body(
+                    object(
+                        "admissionregistration.k8s.io",
+                        "ValidatingWebhookConfiguration",
+                        None,
+                        "check",
+                        None,
+                    ),
+                    webhook(policy),
+                ),
+                service("op", "hook", json!({"app": "hook"}), None),
+                deployment("op", "hook-server", json!({"app": "hook", "tier": "x"}), None),
+                deployment("op", "other-server", json!({"app": "other"}), None),
+                deployment("elsewhere", "same-labels", json!({"app": "hook"}), None),
+                object("ops.example.com", "Gizmo", Some("app"), "g1", None),
+                object("", "ConfigMap", Some("app"), "created-only", None),
+            ]
+        };
+        let mut found = inferred(&inputs("Fail"), &options());
+        found.sort();
+        assert_eq!(
+            found,
+            vec![
+                edge("check", "hook", EdgeKind::InferredWebhook),
+                edge("check", "hook-server", EdgeKind::InferredWebhook),
+                edge("g1", "check", EdgeKind::InferredWebhookRule),
+            ]
+        );
+        let mut ignored = inferred(&inputs("Ignore"), &options());
+        ignored.sort();
+        assert_eq!(
+            ignored,
+            vec![
+                edge("check", "hook", EdgeKind::InferredWebhook),
+                edge("check", "hook-server", EdgeKind::InferredWebhook),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_apiservice_goes_before_its_backend_and_after_its_apis_objects() {
+        let inputs = vec![
+            with_body(
+                object(
+                    "apiregistration.k8s.io",
+                    "APIService",
+                    None,
+                    "v1beta1.metrics.example.com",
+                    None,
+                ),
+                json!({"spec": {"group": "metrics.example.com", "version": "v1beta1",
+                                "service": {"namespace": "mon", "name": "api"}}}),
+            ),
+            with_body(
+                object("apiregistration.k8s.io", "APIService", None, "v1.apps", None),
+                json!({"spec": {"group": "apps", "version": "v1", "service": null}}),
+            ),
+            service("mon", "api", json!({"app": "api"}), None),
+            deployment("mon", "api-server", json!({"app": "api"}), None),
+            object("metrics.example.com", "Rollup", Some("mon"), "daily", None),
+        ];
+        let mut found = inferred(&inputs, &options());
+        found.sort();
+        assert_eq!(
+            found,
+            vec![
+                edge("daily", "v1beta1.metrics.example.com", EdgeKind::InferredAggregatedApi),
+                edge("v1beta1.metrics.example.com", "api", EdgeKind::InferredApiService),
+                edge(
+                    "v1beta1.metrics.example.com",
+                    "api-server",
+                    EdgeKind::InferredApiService
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn volumes_go_before_their_csi_driver() {
+        let driver = "csi.example.com";
+        let mut claim = with_body(
+            object("", "PersistentVolumeClaim", Some("app"), "data", Some("usage")),
+            json!({"spec": {"storageClassName": "fast", "volumeName": "pv-data"}}),
+        );
+        claim.finalizers = vec!["kubernetes.io/pvc-protection".into()];
+        let by_class = with_body(
+            object("", "PersistentVolumeClaim", Some("app"), "by-class", Some("usage")),
+            json!({"spec": {"storageClassName": "fast"}}),
+        );
+        let mut annotated = object("", "PersistentVolume", None, "pv-annotated", Some("usage"));
+        annotated
+            .annotations
+            .insert("pv.kubernetes.io/provisioned-by".into(), "other.example.com".into());
+        let inputs = vec![
+            claim,
+            by_class,
+            with_body(
+                object("", "PersistentVolume", None, "pv-data", Some("usage")),
+                json!({"spec": {"csi": {"driver": driver, "volumeHandle": "h1"}}}),
+            ),
+            annotated,
+            object("storage.k8s.io", "CSIDriver", None, driver, Some("storage")),
+            with_body(
+                object("storage.k8s.io", "StorageClass", None, "fast", Some("storage")),
+                json!({"provisioner": driver}),
+            ),
+            deployment("kube-system", "csi-controller", json!({"app": "csi"}), Some("storage")),
+        ];
+        let found = inferred(&inputs, &options());
+        let has = |from: &str, to: &str, kind| found.contains(&edge(from, to, kind));
+        for volume in ["data", "by-class", "pv-data"] {
+            for target in [driver, "fast", "csi-controller"] {
+                assert!(
+                    has(volume, target, EdgeKind::InferredStorageDriver),
+                    "{volume} -> {target}: {found:?}"
+                );
+            }
+        }
+        assert!(has("data", "pv-data", EdgeKind::InferredVolume), "{found:?}");
+        assert!(
+            !found.iter().any(|(from, _, _)| from == "pv-annotated"),
+            "another driver: {found:?}"
+        );
+    }
+
+    #[test]
+    fn declared_edges_win_and_an_inferred_cycle_is_dropped() {
+        let mut cr = object("ops.example.com", "Gizmo", Some("app"), "g1", Some("usage"));
+        cr.finalizers = vec!["ops.example.com/cleanup".into()];
+        let mut controller = deployment("op", "controller", json!({"app": "op"}), Some("operator"));
+        // Declared, against the inference: the controller depends on the custom resource.
+        controller.annotations.insert(
+            crate::graph::KPT_DEPENDS_ON.into(),
+            "ops.example.com/namespaces/app/Gizmo/g1".into(),
+        );
+        let inputs = vec![
+            cr,
+            controller,
+            object("", "ServiceAccount", Some("op"), "sa", Some("operator")),
+            object(
+                "apiextensions.k8s.io",
+                "CustomResourceDefinition",
+                None,
+                "gizmos.ops.example.com",
+                Some("operator"),
+            ),
+        ];
+        let graph = build(&inputs, &options());
+        let names: Vec<(String, String)> = graph
+            .inferred
+            .iter()
+            .map(|e| (graph.nodes[e.from].id.name.clone(), graph.nodes[e.to].id.name.clone()))
+            .collect();
+        assert_eq!(names, vec![("g1".to_string(), "sa".to_string())]);
+        let plan = crate::plan::plan_deletion(&graph, &(0..graph.nodes.len()).collect()).unwrap();
+        let wave_of = |name: &str| {
+            plan.waves
+                .iter()
+                .position(|w| w.iter().any(|&i| graph.nodes[i].id.name == name))
+        };
+        assert!(
+            wave_of("controller") < wave_of("g1"),
+            "declared order kept: {:?}",
+            plan.waves
+        );
+        assert!(wave_of("g1") < wave_of("sa"), "inferred order kept: {:?}", plan.waves);
+    }
+
+    #[test]
+    fn plurals_are_known_or_guessed_as_kubernetes_does() {
+        let mut known = Known::default();
+        known
+            .plurals
+            .insert(("".into(), "Endpoints".into()), "endpoints".into());
+        assert_eq!(plural_of(&known, "", "Endpoints"), "endpoints");
+        assert_eq!(plural_of(&known, "", "Service"), "services");
+        assert_eq!(plural_of(&known, "x.io", "Policy"), "policies");
+        assert_eq!(plural_of(&known, "x.io", "Ingress"), "ingresses");
+    }
+}
