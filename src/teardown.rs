@@ -431,7 +431,7 @@ impl EdgeKind {
     /// Whether people declared this dependency (dependsOn, depends-on, sync waves, kapp rules),
     /// rather than it following from where an object lives (its Namespace, its CRD).
     pub fn is_declared(self) -> bool {
-        !matches!(self, EdgeKind::Namespace | EdgeKind::Crd)
+        !matches!(self, EdgeKind::Namespace | EdgeKind::Crd) && !self.is_inferred()
     }
 }
 

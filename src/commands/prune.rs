@@ -8,7 +8,7 @@ use crate::classify::{SkipReason, Verdict};
 use crate::cli::{DryRun, GlobalArgs, PruneArgs, PruneOutput};
 use crate::client::load_kubeconfig;
 use crate::collect::{collect_kinds, ListScope, Listed};
-use crate::commands::graph::{graph_of, live_graph, LiveGraph};
+use crate::commands::graph::{live_graph_with, LiveGraph};
 use crate::commands::orphans::{find, read_manifests, OrphanReport};
 use crate::commands::{confirm, list_options, resolve_typed, Session};
 use crate::discovery::Catalog;
@@ -52,7 +52,7 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
     } else {
         let report = find(&session, &args.selection, &args.desired, manifests, &args.tuning).await?;
         refuse_unlisted(&report.unchecked, args.skip_unlisted)?;
-        orphan_planning(&session, report).await?
+        orphan_planning(&session, report, !args.no_infer).await?
     };
     let mut plan = plan_with_cascades(&session, &planning, &args).await?;
     read_suspended(&session.connection.client, &mut plan.parents)
@@ -386,7 +386,7 @@ fn refuse_parents(plan: &PrunePlan, suspend_parents: bool) -> Result<(), UserErr
 
 /// Orphans mode: the orphans (and orphans already being deleted, which are waited for), ordered
 /// through the graph of every tracked object.
-async fn orphan_planning(session: &Session, report: OrphanReport) -> Result<Planning, UserError> {
+async fn orphan_planning(session: &Session, report: OrphanReport, infer: bool) -> Result<Planning, UserError> {
     let mut kept = Vec::new();
     let mut targets = HashMap::new();
     for classified in &report.classified {
@@ -424,7 +424,13 @@ async fn orphan_planning(session: &Session, report: OrphanReport) -> Result<Plan
         );
     }
     listed.extend(others.objects);
-    let live = graph_of(session, listed, false, false).await?;
+    let options = crate::commands::graph::LiveOptions {
+        members: false,
+        only_members: false,
+        infer,
+        only_selected: false,
+    };
+    let live = crate::commands::graph::graph_of_with(session, listed, &options).await?;
     let chosen: HashMap<usize, String> = targets
         .into_iter()
         .filter_map(|(id, why)| live.graph.find(&id).map(|index| (index, why)))
@@ -449,7 +455,7 @@ fn snapshot(live: &LiveGraph) -> Snapshot<'_> {
 async fn teardown_planning(session: &Session, args: &PruneArgs) -> Result<Planning, UserError> {
     // Every tracked object is a node (not only those under a live tracking object): the members
     // of a stack whose tracking object is already gone are found again by their marks.
-    let live = live_graph(session, Some(Selection::default()), true, &args.tuning).await?;
+    let live = live_graph_with(session, Some(Selection::default()), true, &args.tuning, !args.no_infer).await?;
     refuse_unlisted(&live.unlisted, args.skip_unlisted)?;
     let mut gone = Vec::new();
     let named = named_targets(session, args, &snapshot(&live), &mut gone).await?;
