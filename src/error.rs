@@ -128,7 +128,21 @@ pub fn is_unrecoverable(err: &(dyn std::error::Error + 'static)) -> bool {
     matches!(
         connection_failure(err),
         Some(ConnectionFailure::CertificateVerify(_) | ConnectionFailure::Credential(_))
-    )
+    ) || is_name_not_resolved(err)
+}
+
+/// Whether the server's name does not resolve (hyper-util's "dns error"; the resolver's "failed
+/// to lookup address information"): kubectl does not retry it, neither do we.
+fn is_name_not_resolved(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(error) = current {
+        let text = error.to_string();
+        if text.starts_with("dns error") || text.contains("failed to lookup address information") {
+            return true;
+        }
+        current = error.source();
+    }
+    false
 }
 
 /// Reads an error chain for a certificate, timeout or credential failure.

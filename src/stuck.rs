@@ -376,6 +376,11 @@ async fn tracker_findings(session: &Session, context: &mut DiagnosisContext, obj
         let Lookup::Found(tracker_object) = context.flux_object(session, &tracker).await else {
             continue;
         };
+        if let Some((parent, mark)) = crate::parents::recreating_parent(&object.meta, [&tracker_object.0]) {
+            found.push(Finding::general(format!(
+                "applied by {parent} ({mark}), which is live: it re-creates this object once it is gone; suspend it or tear it down first"
+            )));
+        }
         for dependency in crate::graph::NodeInput::flux_depends_on(&tracker, &tracker_object.1) {
             if let Some(state) = state_of(session, context, &dependency).await {
                 found.push(Finding::general(format!(

@@ -291,8 +291,9 @@ fn a_hung_tls_handshake_fails_within_the_request_timeout() {
     let elapsed = started.elapsed();
     assert!(run.stderr.contains("TLS handshake timed out"), "{}", run.stderr);
     assert!(!run.stderr.contains("is the cluster running"), "{}", run.stderr);
-    // Five tries of 2 s and 3 s of backoff, as for any timeout (a paused server may come back).
-    assert!(elapsed < Duration::from_secs(16), "took {elapsed:?}");
+    // Retried within the time budget of any timeout (45 s: a paused server may come back, see
+    // tests/faults.rs), then said plainly: under kubectl's 55 s for a hung handshake.
+    assert!(elapsed < Duration::from_secs(55), "took {elapsed:?}");
 }
 
 #[test]

@@ -93,7 +93,9 @@ spec:
         took < healthy + Duration::from_secs(5),
         "discovery stalled on the unavailable group: {took:?}, {healthy:?} without it"
     );
-    assert_eq!(all.code, 1, "{}", all.stderr);
+    // Issue 10: a group version that could not be discovered is a gap in what was checked: the
+    // stuck objects found are printed, and the exit code says the result is incomplete.
+    assert_eq!(all.code, 3, "{}", all.stderr);
     assert!(all.stdout.contains(&name));
     assert!(
         all.stderr.contains("broken.stack-test.example.com"),

@@ -133,7 +133,36 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
         server_dry_run: options.server_dry_run,
         wave_timeout: options.wave_timeout,
     };
-    Ok(finish(&progress, &ending, format)?)
+    let code = finish(&progress, &ending, format)?;
+    if let crate::execute::Outcome::TimedOut { blockers, .. } = &outcome {
+        explain_blockers(&session, blockers, format).await?;
+    }
+    Ok(code)
+}
+
+/// What the objects of a wave that did not go wait for, as `stuck` explains it: chains down to
+/// the one finalizer to remove, and its `unstick` command.
+async fn explain_blockers(
+    session: &Session,
+    blockers: &[crate::execute::Blocker],
+    format: Format,
+) -> Result<(), UserError> {
+    let ids: Vec<_> = blockers
+        .iter()
+        .map(|b| (b.target.kind.clone(), b.target.id.clone()))
+        .collect();
+    let report = crate::stuck::explain_blockers(session, &ids).await;
+    match format {
+        Format::Json => {
+            let mut line = crate::stuck::chains::to_json(&report);
+            line["type"] = serde_json::json!("diagnosis");
+            crate::render::emit(&(line.to_string() + "\n"))
+        }
+        _ => {
+            eprint!("{}", crate::stuck::chains::render_text(&report));
+            Ok(())
+        }
+    }
 }
 
 fn check_mode(args: &PruneArgs, teardown: bool) -> Result<(), UserError> {
