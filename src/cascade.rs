@@ -186,16 +186,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn kind(group: &str, kind: &str) -> Arc<KindInfo> {
-        Arc::new(KindInfo {
-            group: group.into(),
-            version: "v1".into(),
-            kind: kind.into(),
-            plural: format!("{}s", kind.to_lowercase()),
-            singular: kind.to_lowercase(),
-            short_names: vec![],
-            namespaced: true,
-            verbs: vec!["list".into()],
-        })
+        Arc::new(crate::fixtures::kind(group, kind, true))
     }
 
     fn object(k: &str, name: &str, owner: Option<&str>, labels: &[(&str, &str)]) -> Listed {

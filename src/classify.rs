@@ -271,16 +271,7 @@ mod tests {
     use std::sync::Arc;
 
     fn kind(group: &str, kind: &str, namespaced: bool) -> Arc<KindInfo> {
-        Arc::new(KindInfo {
-            group: group.into(),
-            version: "v1".into(),
-            kind: kind.into(),
-            plural: format!("{}s", kind.to_lowercase()),
-            singular: kind.to_lowercase(),
-            short_names: vec![],
-            namespaced,
-            verbs: vec!["list".into(), "delete".into()],
-        })
+        Arc::new(crate::fixtures::kind(group, kind, namespaced))
     }
 
     fn object(name: &str) -> Listed {

@@ -26,6 +26,8 @@ pub mod discovery;
 pub mod error;
 pub mod execute;
 pub mod finalize;
+#[cfg(test)]
+mod fixtures;
 pub mod graph;
 pub mod graph_output;
 pub mod identity;

@@ -167,7 +167,6 @@ fn annotation<'a>(object: &'a Listed, key: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discovery::KindInfo;
     use crate::trackers::{FLUX_V1_GC_MARK, HELM_RELEASE_NAME, HELM_RELEASE_NAMESPACE};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use kube::core::ObjectMeta;
@@ -184,16 +183,7 @@ mod tests {
             )
         };
         Listed::new(
-            Arc::new(KindInfo {
-                group: group.into(),
-                version: "v1".into(),
-                kind: kind.into(),
-                plural: format!("{}s", kind.to_lowercase()),
-                singular: kind.to_lowercase(),
-                short_names: vec![],
-                namespaced: true,
-                verbs: vec![],
-            }),
+            Arc::new(crate::fixtures::kind(group, kind, true)),
             ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some("web".into()),

@@ -495,7 +495,6 @@ pub fn stuck_commands(blockers: &[Blocker]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discovery::KindInfo;
     use crate::execute::Target;
     use crate::teardown::Kept;
     use std::sync::Arc;
@@ -503,16 +502,7 @@ mod tests {
     fn target(kind: &str, name: &str) -> Target {
         Target {
             id: ObjectId::new("", kind, Some("shop"), name),
-            kind: Arc::new(KindInfo {
-                group: String::new(),
-                version: "v1".into(),
-                kind: kind.into(),
-                plural: format!("{}s", kind.to_lowercase()),
-                singular: kind.to_lowercase(),
-                short_names: vec![],
-                namespaced: true,
-                verbs: vec![],
-            }),
+            kind: Arc::new(crate::fixtures::kind("", kind, true)),
             uid: format!("uid-{name}"),
             why: "member".into(),
             terminating: false,

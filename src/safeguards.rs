@@ -218,21 +218,7 @@ mod tests {
     use crate::trackers::{FLUX_HR_NAME, FLUX_HR_NAMESPACE, FLUX_KS_NAME, FLUX_KS_NAMESPACE, HELM_RELEASE_NAME};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-    fn meta(labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> ObjectMeta {
-        let map = |pairs: &[(&str, &str)]| {
-            Some(
-                pairs
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect::<BTreeMap<_, _>>(),
-            )
-        };
-        ObjectMeta {
-            labels: map(labels),
-            annotations: map(annotations),
-            ..Default::default()
-        }
-    }
+    use crate::fixtures::meta;
 
     fn key(preset: Preset, name: &str, namespace: Option<&str>) -> (Preset, MarkValue) {
         (

@@ -438,7 +438,6 @@ impl EdgeKind {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discovery::KindInfo;
     use crate::graph::{build, BuildOptions};
     use crate::trackers::{FLUX_KS_NAME, FLUX_KS_NAMESPACE};
     use kube::core::ObjectMeta;
@@ -446,18 +445,7 @@ mod tests {
 
     const KS_GROUP: &str = "kustomize.toolkit.fluxcd.io";
 
-    fn kind(group: &str, kind: &str, namespaced: bool) -> KindInfo {
-        KindInfo {
-            group: group.into(),
-            version: "v1".into(),
-            kind: kind.into(),
-            plural: format!("{}s", kind.to_lowercase()),
-            singular: kind.to_lowercase(),
-            short_names: vec![],
-            namespaced,
-            verbs: vec!["list".into(), "delete".into()],
-        }
-    }
+    use crate::fixtures::kind;
 
     fn catalog() -> Catalog {
         Catalog::new(

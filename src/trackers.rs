@@ -575,21 +575,7 @@ fn helm_keeps(policy: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn meta(labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> ObjectMeta {
-        let map = |pairs: &[(&str, &str)]| {
-            Some(
-                pairs
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect::<BTreeMap<_, _>>(),
-            )
-        };
-        ObjectMeta {
-            labels: map(labels),
-            annotations: map(annotations),
-            ..Default::default()
-        }
-    }
+    use crate::fixtures::meta;
 
     #[test]
     fn flux_tracker_matches_name_and_namespace() {
