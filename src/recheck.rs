@@ -153,13 +153,13 @@ impl Recheck {
             if now.is_empty() && was_tracked {
                 return Some("no tool tracks it any more (changed since the plan)".to_string());
             }
-            if !self.torn_down.is_empty() && !now.iter().any(|m| self.torn_down.covers(m)) {
-                return Some("no stack being torn down tracks it any more (changed since the plan)".to_string());
-            }
             if !self.torn_down.is_empty() {
                 if let Some(why) = tracked_elsewhere(&object.meta, &self.torn_down) {
                     return Some(format!("{why} (changed since the plan)"));
                 }
+            }
+            if !self.torn_down.is_empty() && !now.iter().any(|m| self.torn_down.covers(m)) {
+                return Some("no stack being torn down tracks it any more (changed since the plan)".to_string());
             }
         }
         None

@@ -376,7 +376,11 @@ async fn tracker_findings(session: &Session, context: &mut DiagnosisContext, obj
         let Lookup::Found(tracker_object) = context.flux_object(session, &tracker).await else {
             continue;
         };
-        if let Some((parent, mark)) = crate::parents::recreating_parent(&object.meta, [&tracker_object.0]) {
+        let suspended = tracker_object.1.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
+        let recreating = (!suspended)
+            .then(|| crate::parents::recreating_parent(&object.meta, [&tracker_object.0]))
+            .flatten();
+        if let Some((parent, mark)) = recreating {
             found.push(Finding::general(format!(
                 "applied by {parent} ({mark}), which is live: it re-creates this object once it is gone; suspend it or tear it down first"
             )));

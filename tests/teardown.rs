@@ -499,3 +499,44 @@ fn a_real_applyset_parent_can_be_named_and_its_members_go_first() {
         assert!(!exists(kind, Some(&n), name), "{name}");
     }
 }
+
+/// `stuck` names the live parent that would re-create a stuck object once it goes; a suspended
+/// one (as a teardown leaves it) re-creates nothing and is not named.
+#[test]
+fn stuck_names_the_live_stack_that_would_recreate_an_object() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("recreate");
+    let f = flux.0.clone();
+    apply(&format!(
+        "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: held, namespace: {f}, labels: {}, finalizers: [{HOLD}]}}\n",
+        kustomization("s", &f, "", ""),
+        flux_labels("s", &f),
+    ));
+    assert_eq!(
+        kubectl(&["delete", "configmap", "held", "-n", &f, "--wait=false"]).code,
+        0
+    );
+    let live = stack(&["stuck", "-n", &f, "configmaps/held"]);
+    assert!(
+        live.stdout
+            .contains(&format!("applied by Kustomization.kustomize.toolkit.fluxcd.io/{f}/s")),
+        "{}\n{}",
+        live.stdout,
+        live.stderr
+    );
+    kubectl(&[
+        "patch",
+        "kustomization",
+        "s",
+        "-n",
+        &f,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"suspend":true}}"#,
+    ]);
+    let suspended = stack(&["stuck", "-n", &f, "configmaps/held"]);
+    assert!(!suspended.stdout.contains("applied by"), "{}", suspended.stdout);
+    release_finalizers("configmap/held", &f);
+}

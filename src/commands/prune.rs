@@ -133,8 +133,16 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
         server_dry_run: options.server_dry_run,
         wave_timeout: options.wave_timeout,
     };
+    // In JSON the summary stays the last line; on a terminal the chains follow the blockers table.
+    let blockers = match &outcome {
+        crate::execute::Outcome::TimedOut { blockers, .. } => blockers.as_slice(),
+        _ => &[],
+    };
+    if !blockers.is_empty() && format == Format::Json {
+        explain_blockers(&session, blockers, format).await?;
+    }
     let code = finish(&progress, &ending, format)?;
-    if let crate::execute::Outcome::TimedOut { blockers, .. } = &outcome {
+    if !blockers.is_empty() && format != Format::Json {
         explain_blockers(&session, blockers, format).await?;
     }
     Ok(code)
