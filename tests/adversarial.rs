@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
@@ -12,10 +11,6 @@ const HOLD: &str = "stack-test.example.com/hold";
 
 fn ks(name: &str, namespace: &str) -> String {
     format!("apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {name}, namespace: {namespace}}}\nspec: {{}}\n---\n")
-}
-
-fn labels(stack: &str, namespace: &str) -> String {
-    format!("{{kustomize.toolkit.fluxcd.io/name: {stack}, kustomize.toolkit.fluxcd.io/namespace: {namespace}}}")
 }
 
 /// A teardown of a Kustomization that does not exist (wrong namespace, or a rerun) must not take
@@ -100,8 +95,8 @@ metadata:
 "#,
         a = ks("a", n),
         b = ks("b", n),
-        la = labels("a", n),
-        lb = labels("b", n),
+        la = flux_labels("a", n),
+        lb = flux_labels("b", n),
     ));
     assert_eq!(kubectl(&["delete", "configmap", "cr", "-n", n, "--wait=false"]).code, 0);
     let run = stack(&["prune", "-n", n, "kustomization/a", "--yes", "--timeout", "30s"]).expect_code(0);
@@ -138,28 +133,10 @@ kind: ConfigMap
 metadata: {{name: base, namespace: {n}, labels: {la}}}
 "#,
         a = ks("a", &n),
-        la = labels("a", &n),
+        la = flux_labels("a", &n),
     ));
-    let mut command = stack_command(&cluster().admin);
-    command
-        .args(["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(Stdio::null());
-    let child = command.spawn().unwrap();
-    wait_until(Duration::from_secs(30), || {
-        !kubectl(&[
-            "get",
-            "configmap",
-            "held",
-            "-n",
-            &n,
-            "-o",
-            "jsonpath={.metadata.deletionTimestamp}",
-        ])
-        .stdout
-        .is_empty()
-    });
+    let child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
+    wait_until(Duration::from_secs(30), || is_terminating("configmap", &n, "held"));
     let unlabelled = kubectl(&[
         "label",
         "configmap",
@@ -171,9 +148,8 @@ metadata: {{name: base, namespace: {n}, labels: {la}}}
     ]);
     assert_eq!(unlabelled.code, 0, "{}", unlabelled.stderr);
     release_finalizers("configmap/held", &n);
-    let output = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(5), "{stderr}");
+    let run = finish(child).expect_code(5);
+    let stderr = run.stderr;
     assert!(exists("configmap", Some(&n), "base"), "{stderr}");
     assert!(stderr.contains("no tool tracks it any more"), "{stderr}");
 }
@@ -200,12 +176,12 @@ spec:
 "#,
         op = ks("op", n),
         usage = ks("usage", n),
-        lop = labels("op", n),
+        lop = flux_labels("op", n),
     ));
     wait_established(&[&format!("crd/{crd}")], &crd);
     apply(&format!(
         "apiVersion: {group}/v1\nkind: Gadget\nmetadata: {{name: precious, namespace: {n}, labels: {}}}\n",
-        labels("usage", n)
+        flux_labels("usage", n)
     ));
     let patched = kubectl(&[
         "patch",

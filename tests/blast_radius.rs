@@ -5,10 +5,6 @@ mod common;
 
 use common::*;
 
-fn flux_labels(stack: &str, flux_ns: &str) -> String {
-    format!("{{kustomize.toolkit.fluxcd.io/name: {stack}, kustomize.toolkit.fluxcd.io/namespace: {flux_ns}}}")
-}
-
 fn kustomization(name: &str, flux_ns: &str, extra_metadata: &str) -> String {
     format!(
         "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {name}, namespace: {flux_ns}{extra_metadata}}}\nspec: {{}}\n---\n"
@@ -438,17 +434,7 @@ fn an_untracked_newcomer_in_a_planned_namespace_stops_its_deletion_at_the_rechec
         .stdin(std::process::Stdio::null());
     let child = command.spawn().unwrap();
     wait_until(std::time::Duration::from_secs(30), || {
-        !kubectl(&[
-            "get",
-            "configmap",
-            "holder",
-            "-n",
-            &app,
-            "-o",
-            "jsonpath={.metadata.deletionTimestamp}",
-        ])
-        .stdout
-        .is_empty()
+        is_terminating("configmap", &app, "holder")
     });
     // After the plan, before the Namespace's wave: someone puts a Secret in it by hand.
     create(&format!(

@@ -6,54 +6,16 @@
 
 mod common;
 
-use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use common::*;
 
 const HOLD: &str = "stack-test.example.com/hold";
 
-fn flux_labels(stack: &str, flux_ns: &str) -> String {
-    format!("{{kustomize.toolkit.fluxcd.io/name: {stack}, kustomize.toolkit.fluxcd.io/namespace: {flux_ns}}}")
-}
-
 fn kustomization(name: &str, flux_ns: &str, extra_metadata: &str, spec: &str) -> String {
     format!(
         "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {name}, namespace: {flux_ns}{extra_metadata}}}\nspec: {{{spec}}}\n---\n"
     )
-}
-
-fn spawn_stack(args: &[&str]) -> Child {
-    let mut command = stack_command(&cluster().admin);
-    command
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(Stdio::null());
-    command.spawn().unwrap()
-}
-
-fn terminating(kind: &str, namespace: &str, name: &str) -> bool {
-    !kubectl(&[
-        "get",
-        kind,
-        name,
-        "-n",
-        namespace,
-        "-o",
-        "jsonpath={.metadata.deletionTimestamp}",
-    ])
-    .stdout
-    .is_empty()
-}
-
-fn finish(child: Child) -> Run {
-    let output = child.wait_with_output().unwrap();
-    Run {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
 }
 
 #[test]
@@ -129,7 +91,7 @@ fn the_plan_is_rechecked_before_every_wave() {
         "-o",
         "json",
     ]);
-    wait_until(Duration::from_secs(30), || terminating("configmap", &app, "holder"));
+    wait_until(Duration::from_secs(30), || is_terminating("configmap", &app, "holder"));
     // While wave 1 waits: a keep marker is added, a label moves to another stack, and another
     // stack's object appears in the Namespace the plan deletes.
     let keep = kubectl(&[
@@ -387,7 +349,7 @@ fn suspensions_are_lifted_before_the_delete_or_reported_with_the_resume_command(
     ]);
     release_finalizers("configmap/slow", &f);
     let child = spawn_stack(&["prune", "-n", &f, "kustomization/s", "--yes", "--timeout", "60s"]);
-    wait_until(Duration::from_secs(30), || terminating("kustomization", &f, "s"));
+    wait_until(Duration::from_secs(30), || is_terminating("kustomization", &f, "s"));
     assert_eq!(suspend("s"), "false", "the suspension is lifted before the delete");
     release_finalizers("kustomization/s", &f);
     finish(child).expect_code(0);

@@ -348,3 +348,39 @@ pub fn release_finalizers(resource: &str, namespace: &str) {
         ]);
     }
 }
+
+/// The labels kustomize-controller puts on what a Kustomization applies, as a YAML flow map.
+pub fn flux_labels(stack: &str, flux_ns: &str) -> String {
+    format!("{{kustomize.toolkit.fluxcd.io/name: {stack}, kustomize.toolkit.fluxcd.io/namespace: {flux_ns}}}")
+}
+
+/// Starts kubectl-stack (admin, no stdin, output captured) without waiting for it.
+pub fn spawn_stack(args: &[&str]) -> std::process::Child {
+    let mut command = stack_command(&cluster().admin);
+    command
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    command.spawn().expect("start kubectl-stack")
+}
+
+/// Waits for a command started by [`spawn_stack`] and returns what it printed.
+pub fn finish(child: std::process::Child) -> Run {
+    Run::from(child.wait_with_output().expect("wait for kubectl-stack"))
+}
+
+/// Whether the object is being deleted (has a deletionTimestamp).
+pub fn is_terminating(kind: &str, namespace: &str, name: &str) -> bool {
+    !kubectl(&[
+        "get",
+        kind,
+        name,
+        "-n",
+        namespace,
+        "-o",
+        "jsonpath={.metadata.deletionTimestamp}",
+    ])
+    .stdout
+    .is_empty()
+}
