@@ -44,6 +44,7 @@ pub mod recheck;
 pub mod render;
 pub mod retry;
 pub mod safeguards;
+pub mod session;
 pub mod stuck;
 pub mod suspend;
 pub mod teardown;

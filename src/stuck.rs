@@ -13,11 +13,11 @@ use kube::api::DynamicObject;
 use serde_json::Value;
 
 use crate::collect::{api_for, Collection, Listed};
-use crate::commands::Session;
 use crate::discovery::Catalog;
 use crate::error::{is_forbidden, is_not_found, root_cause};
 use crate::identity::ObjectId;
 use crate::retry::with_retries;
+use crate::session::Session;
 use crate::trackers::{marks, Preset};
 
 pub use chains::{explain, explain_blockers, Report};

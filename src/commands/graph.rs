@@ -8,7 +8,6 @@ use crate::cli::{GlobalArgs, GraphArgs, GraphOutput, ListTuning, Order};
 use crate::collect::{api_for, collect, list_objects, ListScope, Listed};
 use crate::commands::list::{gaps as list_gaps, incomplete, warn_unlisted};
 use crate::commands::orphans::read_manifests;
-use crate::commands::{list_options, resolve_selection, Session};
 use crate::desired::{resolve, Scopes};
 use crate::error::{exit, is_forbidden, is_not_found, UserError};
 use crate::graph::{build, tracked_by_any, BuildOptions, Graph, NodeInput};
@@ -18,6 +17,7 @@ use crate::manifest::Manifest;
 use crate::plan::{plan_apply, plan_deletion, Cycle, Plan};
 use crate::render;
 use crate::retry::with_retries;
+use crate::session::{list_options, resolve_selection, Session};
 use crate::trackers::Selection;
 
 pub use crate::trackers::FLUX_KINDS;
@@ -40,7 +40,7 @@ pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
         )?,
         None => {
             let session = Session::open(global).await?;
-            let mut selection = crate::commands::selection(&args.selection)?;
+            let mut selection = crate::session::selection(&args.selection)?;
             resolve_selection(&mut selection, &session)?;
             let wanted = (selection.tracker.is_some() || selection.user_selector.is_some()).then_some(selection);
             let live = live_graph_with(&session, wanted, args.members, &args.tuning, infer).await?;

@@ -4,9 +4,9 @@ use serde_json::{json, Value};
 
 use crate::cli::{GlobalArgs, ListArgs, ListOutput};
 use crate::collect::{collect, Collection, ErrorGroup, Listed};
-use crate::commands::{list_options, resolve_selection, selection, Session};
 use crate::error::{exit, UserError};
 use crate::render;
+use crate::session::{list_options, resolve_selection, selection, Session};
 
 /// Runs `list`.
 pub async fn run(global: &GlobalArgs, args: ListArgs) -> anyhow::Result<u8> {
