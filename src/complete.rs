@@ -320,14 +320,25 @@ async fn live_names(global: &GlobalArgs, kind_text: &str) -> Vec<(String, String
         return Vec::new();
     };
     let namespace = kind.namespaced.then_some(connection.namespace.as_str());
-    let api = crate::collect::api_for(&connection.client, kind, namespace);
-    match api.list_metadata(&kube::api::ListParams::default().limit(500)).await {
-        Ok(list) => list
-            .items
-            .into_iter()
-            .filter_map(|o| o.metadata.name)
-            .map(|n| (n, String::new()))
-            .collect(),
+    // One page, one try: a completion answers at once or not at all.
+    let query = crate::collect::ListQuery {
+        namespace,
+        first_page_only: true,
+        attempts: 1,
+        ..Default::default()
+    };
+    let mut names = Vec::new();
+    let listed = crate::collect::list_metadata_pages(&connection.client, kind, &query, |items| {
+        names.extend(
+            items
+                .into_iter()
+                .filter_map(|o| o.metadata.name)
+                .map(|n| (n, String::new())),
+        );
+    })
+    .await;
+    match listed {
+        Ok(()) => names,
         Err(_) => Vec::new(),
     }
 }
