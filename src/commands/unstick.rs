@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use kube::api::DynamicObject;
 
+use super::confirm;
 use crate::cli::{DryRun, GlobalArgs, UnstickArgs};
-use crate::commands::confirm;
 use crate::discovery::KindInfo;
 use crate::error::{exit, is_not_found, UserError};
 use crate::finalize::{apply_change, create_run_dir, write_backups, FinalizerChange, Removal};

@@ -129,7 +129,7 @@ pub async fn explain(session: &Session, context: &mut DiagnosisContext, objects:
             queue.extend(finding.waits_for.iter().filter(|w| w.is_terminating()).cloned());
         }
         entries.push(Entry {
-            tracked_by: crate::commands::list::tracked_by(&object),
+            tracked_by: crate::listing::tracked_by(&object),
             object,
             diagnosis,
         });
