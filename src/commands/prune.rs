@@ -117,6 +117,7 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
         &plan,
         suspensions,
         list_options(&args.tuning),
+        session.scope.clone(),
     );
     let mut progress = Progress::new(format, global.verbosity >= 2);
     let cancel = interrupt_signal();
