@@ -7,14 +7,14 @@ use futures::{stream, StreamExt};
 use crate::cli::{GlobalArgs, GraphArgs, GraphOutput, ListTuning, Order};
 use crate::collect::{api_for, collect, list_objects, ListScope, Listed};
 use crate::commands::list::{gaps as list_gaps, incomplete, warn_unlisted};
-use crate::commands::orphans::read_manifests;
 use crate::commands::{list_options, resolve_selection, Session};
-use crate::desired::{resolve, Scopes};
+use crate::desired::{resolve, NamespaceRule, Scopes};
 use crate::error::{exit, is_forbidden, is_not_found, UserError};
 use crate::graph::{build, tracked_by_any, BuildOptions, Graph, NodeInput};
 use crate::graph_output;
 use crate::identity::ObjectId;
 use crate::manifest::Manifest;
+use crate::orphans::read_manifests;
 use crate::plan::{plan_apply, plan_deletion, Cycle, Plan};
 use crate::render;
 use crate::retry::with_retries;
@@ -109,7 +109,7 @@ pub fn offline_graph(manifests: &[Manifest], namespace: &str, members: bool, inf
     let mut inputs = Vec::new();
     let mut sources = Vec::new();
     for manifest in manifests {
-        let Ok(mut id) = resolve(manifest, &scopes, namespace) else {
+        let Ok(mut id) = resolve(manifest, &scopes, NamespaceRule::Default(namespace)) else {
             continue;
         };
         if cluster_scoped.contains(&(id.group.clone(), id.kind.clone())) {
