@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::desired::{resolve, Scopes};
+use crate::desired::{resolve, NamespaceRule, Scopes};
 use crate::error::UserError;
 use crate::graph::{build, BuildOptions, Graph, NodeInput};
 use crate::identity::ObjectId;
@@ -20,7 +20,7 @@ pub fn offline_graph(manifests: &[Manifest], namespace: &str, members: bool, inf
     let mut inputs = Vec::new();
     let mut sources = Vec::new();
     for manifest in manifests {
-        let Ok(mut id) = resolve(manifest, &scopes, namespace) else {
+        let Ok(mut id) = resolve(manifest, &scopes, NamespaceRule::Default(namespace)) else {
             continue;
         };
         if cluster_scoped.contains(&(id.group.clone(), id.kind.clone())) {

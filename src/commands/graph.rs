@@ -3,13 +3,13 @@
 use std::collections::HashSet;
 
 use crate::cli::{GlobalArgs, GraphArgs, GraphOutput, Order};
-use crate::commands::orphans::read_manifests;
 use crate::error::{exit, UserError};
 use crate::graph::Graph;
 use crate::graph_output;
 use crate::listing::incomplete;
 use crate::live::live_graph_with;
 use crate::offline::offline_graph;
+use crate::orphans::read_manifests;
 use crate::plan::{plan_apply, plan_deletion, Cycle, Plan};
 use crate::render;
 use crate::session::{list_options, resolve_selection, Session};

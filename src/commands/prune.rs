@@ -9,13 +9,13 @@ use crate::classify::{SkipReason, Verdict};
 use crate::cli::{DryRun, GlobalArgs, PruneArgs, PruneOutput};
 use crate::client::load_kubeconfig;
 use crate::collect::{collect_kinds, ListScope, Listed};
-use crate::commands::orphans::{find, read_manifests, OrphanReport};
 use crate::discovery::Catalog;
 use crate::error::{exit, UserError};
 use crate::execute::{execute, ExecOptions};
 use crate::graph::{Graph, NodeStatus};
 use crate::identity::ObjectId;
 use crate::live::{graph_of_with, live_graph_with, LiveGraph, LiveOptions};
+use crate::orphans::{find, read_manifests, OrphanReport};
 use crate::parents::{not_held, read_suspended};
 use crate::plan_file::{self, Place, Request, Saved};
 use crate::prune_report::{finish, print_plan, report_suspended, Ending, Format, Progress};
@@ -117,6 +117,7 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
         &plan,
         suspensions,
         list_options(&args.tuning),
+        session.scope.clone(),
     );
     let mut progress = Progress::new(format, global.verbosity >= 2);
     let cancel = interrupt_signal();
