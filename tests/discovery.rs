@@ -6,7 +6,7 @@ use common::*;
 use kubectl_stack::discovery::{discover, discover_aggregated, DiscoverySource};
 
 async fn client() -> kube::Client {
-    let args = kubectl_stack::cli::GlobalArgs {
+    let args = kubectl_stack::client::ConnectOptions {
         kubeconfig: Some(cluster().admin.clone()),
         ..Default::default()
     };
