@@ -202,6 +202,10 @@ pub struct Graph {
     pub inferred: Vec<Edge>,
     /// Memberships (with `--members`).
     pub members: Vec<Membership>,
+    /// Tracking objects whose controller leaves their members behind when they are deleted
+    /// (see [`orphans_members`]), with why.
+    #[serde(skip)]
+    pub orphaning: HashMap<usize, String>,
     #[serde(skip)]
     index: HashMap<ObjectId, usize>,
 }
@@ -321,6 +325,11 @@ pub fn build(inputs: &[NodeInput], options: &BuildOptions) -> Graph {
     graph.edges.extend(kapp_edges(inputs));
     if options.members {
         graph.members = memberships(inputs);
+        graph.orphaning = inputs
+            .iter()
+            .enumerate()
+            .filter_map(|(index, input)| orphans_members(input).map(|why| (index, why)))
+            .collect();
     }
     graph.edges.sort_by_key(|e| (e.from, e.to, e.kind));
     graph.edges.dedup();
@@ -627,6 +636,39 @@ pub fn owner_mark(input: &NodeInput) -> Option<(Preset, MarkValue)> {
                 .map(|v| (Preset::Kpt, v))
                 .or_else(|| id_label("applyset.kubernetes.io/id").map(|v| (Preset::ApplySet, v)))
         }
+    }
+}
+
+/// Why a tracking object's controller would leave its members behind when it is deleted, read
+/// from its whole object (`body`). A Flux Kustomization deletes its inventory on deletion only
+/// when its deletion policy says so: `MirrorPrune` (the default, `spec.deletionPolicy` unset)
+/// follows `spec.prune`; `Delete` and `WaitForTermination` delete; `Orphan` (and any other
+/// value) leaves them (fluxcd/kustomize-controller `internal/controller/kustomization_controller.go`
+/// `finalizerShouldDeleteResources`, v1.x, API `kustomize.toolkit.fluxcd.io/v1`). A HelmRelease
+/// has no such field: helm-controller uninstalls its release on deletion unless it is suspended
+/// (`reconcileDelete`), which prune lifts; `spec.uninstall.keepHistory` keeps only the release
+/// history, and `helm.sh/resource-policy: keep` is a keep marker on the object itself.
+pub fn orphans_members(input: &NodeInput) -> Option<String> {
+    if (input.id.group.as_str(), input.id.kind.as_str()) != ("kustomize.toolkit.fluxcd.io", "Kustomization") {
+        return None;
+    }
+    let spec = input.body.as_ref()?.get("spec")?;
+    let policy = spec
+        .get("deletionPolicy")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty())
+        .unwrap_or("MirrorPrune");
+    // `spec.prune` is required by Flux's own CRD schema; a Kustomization without it (a CRD with
+    // no schema) states nothing, and its members go as before.
+    let prune = spec.get("prune").and_then(Value::as_bool);
+    match policy {
+        "MirrorPrune" if prune != Some(false) => None,
+        "MirrorPrune" => Some(format!("Flux would orphan it: {} has spec.prune=false", input.id)),
+        "Delete" | "WaitForTermination" => None,
+        other => Some(format!(
+            "Flux would orphan it: {} has spec.deletionPolicy={other}",
+            input.id
+        )),
     }
 }
 

@@ -114,6 +114,18 @@ pub fn ambiguous_mark(meta: &ObjectMeta, trackers: &Trackers) -> Option<String> 
     })
 }
 
+/// Rule: a member of a stack torn down whose tracking object's controller would leave it behind
+/// when that tracking object is deleted (Flux `spec.prune: false`, `spec.deletionPolicy: Orphan`:
+/// see [`crate::graph::orphans_members`]) is kept, as that tool would keep it. `torn_down` tells
+/// whether a tracking object (a node) is torn down.
+pub fn orphaned_by_tracker(graph: &Graph, member: usize, torn_down: impl Fn(usize) -> bool) -> Option<String> {
+    graph
+        .members
+        .iter()
+        .filter(|m| m.member == member && torn_down(m.owner))
+        .find_map(|m| graph.orphaning.get(&m.owner).cloned())
+}
+
 /// Rule: an object a controller made (an ownerReference with `controller: true`) is left to its
 /// controller. Returns the controller's `Kind/name`.
 pub fn controlled(meta: &ObjectMeta) -> Option<String> {

@@ -15,8 +15,8 @@ use crate::identity::ObjectId;
 use crate::parents::find_parents;
 use crate::plan::plan_deletion;
 use crate::safeguards::{
-    ambiguous_mark, controlled, dies_with_plan, holds_staying, keep_marked, needed_by_staying, tracked_elsewhere,
-    TornDown, Trackers,
+    ambiguous_mark, controlled, dies_with_plan, holds_staying, keep_marked, needed_by_staying, orphaned_by_tracker,
+    tracked_elsewhere, TornDown, Trackers,
 };
 use crate::trackers::{marks, MarkValue, Preset};
 
@@ -159,6 +159,7 @@ pub fn plan(
     let all_keys: Vec<(Preset, MarkValue)> = snapshot.objects.values().filter_map(tracker_key).collect();
     let trackers = Trackers::new(all_keys.iter());
     let mut targets: BTreeMap<usize, String> = BTreeMap::new();
+    let chosen_nodes: HashSet<usize> = chosen.keys().copied().collect();
     for (index, why) in chosen {
         let Some(object) = object_of(index) else { continue };
         let id = graph.nodes[index].id.clone();
@@ -166,6 +167,7 @@ pub fn plan(
         if let Some(reason) = keep_marked(&object.meta)
             .or_else(|| ambiguous_mark(&object.meta, &trackers))
             .or_else(tool_keeps)
+            .or_else(|| orphaned_by_tracker(graph, index, |owner| chosen_nodes.contains(&owner)))
         {
             kept.push(Kept { id, reason });
         } else if let Some(owner) = controlled(&object.meta) {
@@ -594,6 +596,38 @@ mod tests {
             plan.waves[1][0].why
         );
         assert!(plan.kept.is_empty());
+    }
+
+    #[test]
+    fn members_flux_would_orphan_are_kept_and_their_kustomization_goes() {
+        for (spec, why) in [
+            (serde_json::json!({"prune": false}), "spec.prune=false"),
+            (
+                serde_json::json!({"prune": true, "deletionPolicy": "Orphan"}),
+                "spec.deletionPolicy=Orphan",
+            ),
+        ] {
+            let mut world = World::new();
+            world.ks("keeper", &[]).body = Some(serde_json::json!({ "spec": spec }));
+            world.member("left", "keeper");
+            let plan = world.teardown(&["keeper"]);
+            assert_eq!(names(&plan), vec![vec!["keeper"]]);
+            assert_eq!(kept(&plan), vec!["left"]);
+            assert!(plan.kept[0].reason.contains("Flux would orphan it"), "{:?}", plan.kept);
+            assert!(plan.kept[0].reason.contains(why), "{:?}", plan.kept);
+        }
+        for spec in [
+            serde_json::json!({"prune": true}),
+            serde_json::json!({"prune": false, "deletionPolicy": "Delete"}),
+            serde_json::json!({"prune": false, "deletionPolicy": "WaitForTermination"}),
+            serde_json::json!({}),
+        ] {
+            let mut world = World::new();
+            world.ks("pruner", &[]).body = Some(serde_json::json!({ "spec": spec }));
+            world.member("gone", "pruner");
+            let plan = world.teardown(&["pruner"]);
+            assert_eq!(names(&plan), vec![vec!["gone"], vec!["pruner"]], "{spec}");
+        }
     }
 
     #[test]
