@@ -9,7 +9,7 @@ use crate::collect::Listed;
 use crate::discovery::Catalog;
 use crate::error::{exit, UserError};
 use crate::execute::Target;
-use crate::graph::{owner_mark, EdgeKind, Graph, NodeInput, NodeStatus};
+use crate::graph::{full_marks, owner_mark, EdgeKind, Graph, NodeInput, NodeStatus};
 use crate::graph_output::cycle_path;
 use crate::identity::ObjectId;
 use crate::parents::find_parents;
@@ -365,21 +365,24 @@ fn parent_warnings(
     torn_down: &TornDown,
     parents: &[crate::parents::Parent],
 ) -> Vec<String> {
-    let found_argo = |name: &str| {
-        parents
-            .iter()
-            .any(|p| p.id.group == "argoproj.io" && p.id.kind == "Application" && p.id.name == name)
+    let found_argo = |mark: &crate::trackers::Mark| {
+        parents.iter().any(|p| {
+            p.id.group == "argoproj.io"
+                && p.id.kind == "Application"
+                && p.id.name == mark.value.name
+                && (mark.value.namespace.is_none() || p.id.namespace == mark.value.namespace)
+        })
     };
     targets
         .keys()
         .filter_map(|&index| {
             let object = snapshot.objects.get(&snapshot.graph.nodes[index].id)?;
             tracker_key(object)?;
-            let parent = marks(&object.meta).into_iter().find(|m| {
+            let parent = full_marks(&object.meta).into_iter().find(|m| {
                 !torn_down.covers(m)
                     && match m.preset {
                         Preset::Flux | Preset::FluxHelm => false,
-                        Preset::ArgoCd => !found_argo(&m.value.name),
+                        Preset::ArgoCd => !found_argo(m),
                         _ => true,
                     }
             })?;
@@ -405,7 +408,7 @@ fn ambiguous_members(
         .values()
         .filter(|o| !planned.contains(&o.id()))
         .filter(|o| {
-            marks(&o.meta)
+            full_marks(&o.meta)
                 .iter()
                 .any(|m| m.value.namespace.is_none() && torn_down.names(m.preset, &m.value.name))
         })
