@@ -11,13 +11,13 @@ use kube::api::{DynamicObject, ListParams};
 use serde_json::Value;
 
 use crate::classify::Recorded;
-use crate::commands::Session;
 use crate::desired::{DesiredSet, Origin, Scopes};
 use crate::discovery::KindInfo;
 use crate::error::{is_not_found, UserError};
 use crate::identity::ObjectId;
 use crate::manifest::parse_text;
 use crate::retry::with_retries;
+use crate::session::Session;
 use crate::trackers::{applyset_id, MarkValue, Preset, Tracker};
 
 /// `--inventory PRESET=REF`.

@@ -12,13 +12,13 @@ use crate::classify::{classify, classify_one, Classified, Desired, SkipReason, V
 use crate::cli::{DesiredArgs, ListTuning, SelectionArgs};
 use crate::collect::{collect, Collection, Listed};
 // Until `warn_unlisted` and the session have their library homes (issue 12, helper `arch`).
-use crate::commands::list::warn_unlisted;
-use crate::commands::{list_options, resolve_selection, selection, Session};
 use crate::desired::{validate_identities, DesiredSet, NamespaceRule, Origin, Scopes};
 use crate::error::{is_not_found, UserError};
 use crate::inventory::{self, InventoryRef, StackRecord};
+use crate::listing::warn_unlisted;
 use crate::manifest::{load_kustomize, load_paths, Manifest};
 use crate::policy::is_claim_of;
+use crate::session::{list_options, resolve_selection, selection, Session};
 use crate::trackers::{marks, Preset, Selection};
 
 /// What `orphans` found: every tracked object with its verdict, and what could not be checked.

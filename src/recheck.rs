@@ -1,11 +1,14 @@
 //! The re-check before every wave: a teardown deletes exactly its plan, and only while the plan
 //! still holds. Just before a wave's deletes, its objects are read again and every safeguard of
 //! [`crate::safeguards`] is applied again: an object re-created under a planned name, given a
-//! keep marker or taken over by another stack is dropped; a Namespace or CRD that now holds a
+//! keep marker or taken over by another stack is dropped; a Namespace or CRD that now holds
 //! an object its deletion would take that the plan neither deletes nor accepted as a cascade
-//! victim (another stack's, keep-marked, or an untracked newcomer) is dropped. What a dropped object depends on is withheld from the later
-//! waves. Then the Flux suspensions prune set on the wave's tracking objects are lifted (see
-//! [`crate::suspend`]).
+//! victim (another stack's, keep-marked, or an untracked newcomer) is dropped; an object that
+//! something the plan does not delete started to depend on is dropped ([`dependents`]). What a
+//! dropped object depends on is withheld from the later waves. Then the Flux suspensions prune
+//! set on the wave's tracking objects are lifted (see [`crate::suspend`]).
+
+pub mod dependents;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -22,6 +25,7 @@ use crate::safeguards::{keep_marked, tracked_elsewhere, TornDown};
 use crate::suspend::Suspensions;
 use crate::teardown::{tracker_key, PrunePlan};
 use crate::trackers::Selection;
+use dependents::{argo_apps, needed_now, relist, Standing};
 
 /// The re-check of one run (see the module documentation).
 pub struct Recheck {
@@ -34,19 +38,28 @@ pub struct Recheck {
     planned: Planned,
     accepted_victims: HashSet<String>,
     withheld: HashMap<ObjectId, String>,
+    /// Every planned object with its UID.
+    planned_uids: Vec<(ObjectId, String)>,
+    /// UIDs of planned objects that a re-check dropped: they stay.
+    dropped: HashSet<String>,
+    /// UIDs of the objects of the waves already run: they are gone (or would be, with dry-run).
+    done: HashSet<String>,
     options: ListOptions,
+    /// Where the plan listed (where a new dependent is looked for).
+    scope: ListScope,
     /// The suspensions of the run; lifted wave by wave.
     pub suspensions: Suspensions,
 }
 
 impl Recheck {
-    /// The re-check of `plan`.
+    /// The re-check of `plan`, which was made from the objects listed in `scope`.
     pub fn new(
         client: Client,
         catalog: Arc<Catalog>,
         plan: &PrunePlan,
         suspensions: Suspensions,
         options: ListOptions,
+        scope: ListScope,
     ) -> Self {
         Self {
             client,
@@ -65,7 +78,16 @@ impl Recheck {
                 .flat_map(|c| c.victims.iter().map(|v| v.uid.clone()))
                 .collect(),
             withheld: HashMap::new(),
+            planned_uids: plan
+                .waves
+                .iter()
+                .flatten()
+                .map(|t| (t.id.clone(), t.uid.clone()))
+                .collect(),
+            dropped: HashSet::new(),
+            done: HashSet::new(),
             options,
+            scope,
             suspensions,
         }
     }
@@ -80,14 +102,17 @@ impl Recheck {
             }
         }
         let current = self.reread(&candidates).await;
+        let mut passed = Vec::new();
         for target in candidates {
-            let now = current.get(&(
-                target.kind.group.clone(),
-                target.kind.kind.clone(),
-                target.id.namespace.clone(),
-            ));
+            let now = current
+                .get(&(
+                    target.kind.group.clone(),
+                    target.kind.kind.clone(),
+                    target.id.namespace.clone(),
+                ))
+                .map(|listed| listed.as_ref().map(|objects| objects.get(&target.id.name)));
             let verdict = match now {
-                Some(Ok(objects)) => self.judge(&target, objects.get(&target.id.name)),
+                Some(Ok(object)) => self.judge(&target, object),
                 Some(Err(why)) => Some(format!("could not be re-checked: {why}")),
                 None => Some("could not be re-checked".to_string()),
             };
@@ -97,16 +122,80 @@ impl Recheck {
             };
             match verdict {
                 Some(reason) => checked.dropped.push((target, reason)),
-                None => checked.targets.push(target),
+                None => {
+                    let object = now
+                        .and_then(Result::ok)
+                        .flatten()
+                        .filter(|o| o.uid() == target.uid)
+                        .cloned();
+                    passed.push((target, object));
+                }
             }
         }
+        self.judge_dependents(passed, &mut checked).await;
         self.lift_suspensions(&mut checked).await;
         for (target, _) in &checked.dropped {
+            self.dropped.insert(target.uid.clone());
             self.withhold_dependencies(&target.id);
             let trackers = self.trackers_of.get(&target.id).cloned().unwrap_or_default();
             self.keep_suspended.extend(trackers);
         }
+        self.done.extend(checked.targets.iter().map(|t| t.uid.clone()));
         checked
+    }
+
+    /// Drops the wave's objects (still there, as planned) that an object the plan does not
+    /// delete started to depend on since the plan, as the planner's needed-by-staying rule would
+    /// have kept them (see [`dependents`]); the others go on to their deletes.
+    async fn judge_dependents(&self, passed: Vec<(Target, Option<Listed>)>, checked: &mut CheckedWave) {
+        let present: Vec<Listed> = passed.iter().filter_map(|(_, object)| object.clone()).collect();
+        if present.is_empty() {
+            checked.targets.extend(passed.into_iter().map(|(target, _)| target));
+            return;
+        }
+        let apps = argo_apps(present.iter().map(|o| &o.meta));
+        let declaring = relist(&self.client, &self.catalog, &self.scope, self.options, &apps).await;
+        if !declaring.failed.is_empty() {
+            let why = format!(
+                "what depends on it could not be re-checked ({} could not be listed)",
+                declaring.failed.join(", ")
+            );
+            for (target, object) in passed {
+                match object {
+                    Some(_) => checked.dropped.push((target, why.clone())),
+                    None => checked.targets.push(target),
+                }
+            }
+            return;
+        }
+        let standing = self.standing(&present);
+        let mut needed = needed_now(&declaring.objects, &present, &standing);
+        for (target, _) in passed {
+            match needed.remove(&target.uid) {
+                Some(reason) => checked.dropped.push((target, reason)),
+                None => checked.targets.push(target),
+            }
+        }
+    }
+
+    /// Where the planned objects stand as the wave of `present` is about to be deleted.
+    fn standing(&self, present: &[Listed]) -> Standing {
+        let withheld: HashSet<&ObjectId> = self.withheld.keys().collect();
+        let planned = self
+            .planned_uids
+            .iter()
+            .filter(|(id, uid)| !withheld.contains(id) && !self.dropped.contains(uid))
+            .map(|(_, uid)| uid.clone())
+            .collect();
+        Standing {
+            leaving: self
+                .done
+                .iter()
+                .cloned()
+                .chain(present.iter().map(|o| o.uid().to_string()))
+                .collect(),
+            planned,
+        }
     }
 
     /// The wave's objects as they are now, by (group, kind, namespace) and name.
