@@ -250,6 +250,22 @@ metadata: {{name: never-recorded, namespace: {n}, labels: {marks}}}
         only_dropped,
         "the same verdict as --tracker"
     );
+    // A preset without a name names no stack: each object is judged by its own Kustomization.
+    let by_preset = stack(&[
+        "orphans",
+        "-n",
+        n,
+        "--tracker",
+        "flux",
+        "-l",
+        &selector,
+        "-f",
+        repo,
+        "-o",
+        "json",
+    ])
+    .expect_code(1);
+    assert_eq!(names(&by_preset, "orphans"), only_dropped, "{}", by_preset.stderr);
 
     // A user who may list ConfigMaps here but not read the Kustomization.
     grant_limited(
