@@ -78,28 +78,8 @@ pub async fn find(
         tracker.default_namespace(&session.connection.namespace);
     }
     refuse_checksum(desired_args)?;
-    let mut stack = StackRecord::default();
-    if let Some(reference) = &desired_args.inventory {
-        let loaded = inventory::load(&InventoryRef::parse(reference)?, session).await?;
-        if selection.tracker.is_none() && selection.user_selector.is_none() {
-            selection.tracker = Some(loaded.tracker);
-        }
-        stack = StackRecord {
-            recorded: Some(loaded.recorded),
-            target_namespace: loaded.target_namespace,
-        };
-    }
-    if manifests.is_none() && stack.recorded.is_none() {
-        return Err(UserError::usage(
-            "say what is desired: -f PATH, -k DIR or --inventory PRESET=REF",
-        ));
-    }
-    if selection.tracker.is_none() && selection.user_selector.is_none() {
-        return Err(
-            UserError::usage("say which stack: -l SELECTOR or --tracker PRESET[=VALUE]")
-                .hint("without one, every stack's objects would be compared with this one desired set"),
-        );
-    }
+    let mut stack = named_record(desired_args, &mut selection, session).await?;
+    refuse_unnamed(manifests.is_some(), &stack, &selection)?;
     // Before an ApplySet parent's name becomes its id: the record is read from the parent.
     if stack.recorded.is_none() && manifests.is_some() {
         stack = tracker_record(&selection, session).await?;
@@ -152,6 +132,41 @@ pub async fn find(
         unchecked,
         desired_digest: digest.finish(),
     })
+}
+
+/// The record `--inventory` names; its stack is the selection when `-l`/`--tracker` name none.
+async fn named_record(
+    desired_args: &DesiredArgs,
+    selection: &mut Selection,
+    session: &Session,
+) -> Result<StackRecord, UserError> {
+    let Some(reference) = &desired_args.inventory else {
+        return Ok(StackRecord::default());
+    };
+    let loaded = inventory::load(&InventoryRef::parse(reference)?, session).await?;
+    if selection.tracker.is_none() && selection.user_selector.is_none() {
+        selection.tracker = Some(loaded.tracker);
+    }
+    Ok(StackRecord {
+        recorded: Some(loaded.recorded),
+        target_namespace: loaded.target_namespace,
+    })
+}
+
+/// Usage errors: nothing desired, or no stack named.
+fn refuse_unnamed(has_manifests: bool, stack: &StackRecord, selection: &Selection) -> Result<(), UserError> {
+    if !has_manifests && stack.recorded.is_none() {
+        return Err(UserError::usage(
+            "say what is desired: -f PATH, -k DIR or --inventory PRESET=REF",
+        ));
+    }
+    if selection.tracker.is_none() && selection.user_selector.is_none() {
+        return Err(
+            UserError::usage("say which stack: -l SELECTOR or --tracker PRESET[=VALUE]")
+                .hint("without one, every stack's objects would be compared with this one desired set"),
+        );
+    }
+    Ok(())
 }
 
 /// The record of the stack `--tracker` names (Flux inventory, Helm release, kpt inventory), read
