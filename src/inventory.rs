@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::io::Read;
 
 use base64::Engine;
-use kube::api::{DynamicObject, ListParams};
+use kube::api::DynamicObject;
 use serde_json::Value;
 
 use crate::classify::Recorded;
@@ -363,15 +363,17 @@ async fn list_labelled(session: &Session, kind: &KindInfo, selector: &str) -> Re
 /// Hooks are kept out of the manifest, so they are never in the record.
 async fn load_helm(session: &Session, release: &str, namespace: &str) -> Result<Inventory, UserError> {
     let secrets = served(session, "", "Secret")?;
-    let api = crate::collect::api_for(&session.connection.client, secrets, Some(namespace));
-    let params = ListParams::default()
-        .labels(&format!("owner=helm,name={release}"))
-        .fields("type=helm.sh/release.v1");
-    let list = with_retries("list helm releases", || api.list(&params))
+    let labels = format!("owner=helm,name={release}");
+    let query = crate::collect::ListQuery {
+        namespace: Some(namespace),
+        labels: Some(&labels),
+        fields: Some("type=helm.sh/release.v1"),
+        ..Default::default()
+    };
+    let releases = crate::collect::list_query(&session.connection.client, secrets, &query)
         .await
         .map_err(|err| session.connection.explain(&err))?;
-    let revisions: Vec<(u64, String, DynamicObject)> = list
-        .items
+    let revisions: Vec<(u64, String, DynamicObject)> = releases
         .into_iter()
         .filter_map(|s| {
             let labels = s.metadata.labels.as_ref()?;

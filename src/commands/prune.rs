@@ -362,7 +362,11 @@ fn save_plan(
     let context = global
         .context
         .clone()
-        .or_else(|| load_kubeconfig(global).ok().and_then(|k| k.current_context))
+        .or_else(|| {
+            load_kubeconfig(&global.connect_options())
+                .ok()
+                .and_then(|k| k.current_context)
+        })
         .unwrap_or_default();
     let place = Place {
         context: &context,

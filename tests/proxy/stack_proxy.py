@@ -9,6 +9,10 @@ the client's kubeconfig CA still holds); it forwards to the API server over TLS.
   after the server acted on it (the answer is replaced by a 500/503 or a reset: the client never
   learns that its DELETE succeeded);
 * lose the answer of the first DELETE of every object (``--lose-first-delete-answer``);
+* remove a group version while a client discovers it (``--remove-on-discovery GV=PATH``): the
+  first ``GET /apis/GV`` is held while the proxy deletes PATH upstream (a CRD) and waits until the
+  server no longer serves GV (404, and gone from ``/apis``); then it is forwarded (and answered 404),
+  as when a CRD is deleted between a client's ``/apis`` and its ``/apis/GROUP/VERSION``;
 * answer aggregated discovery (``--aggregated v2|v2beta1``): ``GET /api`` and ``GET /apis`` asking
   for ``application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList`` get an
   APIGroupDiscoveryList composed from the 1.20 server's per-group answers, as a 1.30+ server
@@ -61,6 +65,7 @@ class State:
         self.lock = threading.Lock()
         self.log = open(args.log, "a", buffering=1) if args.log else None
         self.deletes_seen = set()
+        self.removals = dict(r.split("=", 1) for r in (args.remove_on_discovery or []))
         upstream = urllib.parse.urlsplit(args.upstream)
         self.host = upstream.hostname
         self.port = upstream.port or 443
@@ -143,6 +148,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             fault = ("after", "reset")
         if fault:
             record["fault"] = "%s-%s" % fault
+        removal = self.removal_for(url.path)
+        if removal:
+            record["removed"] = self.remove(url.path, removal)
         try:
             if fault and fault[0] == "before":
                 self.inject(fault[1], record)
@@ -159,6 +167,34 @@ class Handler(http.server.BaseHTTPRequestHandler):
         finally:
             record["end"] = time.time()
             state.write(record)
+
+    # --- a group version removed under discovery ---------------------------------------------
+
+    def removal_for(self, path):
+        """The path to delete before forwarding this request, once per group version."""
+        if self.command != "GET" or not path.startswith("/apis/"):
+            return None
+        with self.state.lock:
+            return self.state.removals.pop(path[len("/apis/"):].rstrip("/"), None)
+
+    def remove(self, path, removal):
+        """Deletes `removal` upstream and waits until `path`'s group version is no longer served."""
+        response = self.request_upstream("DELETE", removal, None, self.upstream_headers_json())
+        response.read()
+        group_version = path[len("/apis/"):].rstrip("/")
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            status, _ = self.get_json(path)
+            _, groups = self.get_json("/apis")
+            listed = any(
+                v.get("groupVersion") == group_version
+                for g in json.loads(groups).get("groups", [])
+                for v in g.get("versions", [])
+            )
+            if status == 404 and not listed:
+                return response.status
+            time.sleep(0.2)
+        return "still served after 60 s"
 
     # --- faults -------------------------------------------------------------------------------
 
@@ -380,6 +416,7 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lose-first-delete-answer", action="store_true")
     parser.add_argument("--aggregated", choices=["v2", "v2beta1"])
+    parser.add_argument("--remove-on-discovery", action="append", metavar="GROUP/VERSION=PATH")
     parser.add_argument("--log")
     parser.add_argument("--cert", help="serve TLS with this certificate (kubectl sends no token over plain HTTP)")
     parser.add_argument("--key", help="the certificate's key")
