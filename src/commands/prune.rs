@@ -47,11 +47,13 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
         PruneOutput::Json => Format::Json,
         PruneOutput::Wide => Format::Table,
     };
+    let mut desired_digest = None;
     let planning = if teardown {
         session.scope = ListScope::AllNamespaces;
         teardown_planning(&session, &args).await?
     } else {
         let report = find(&session, &args.selection, &args.desired, manifests, &args.tuning).await?;
+        desired_digest = Some(report.desired_digest.clone());
         refuse_unlisted(&report.unchecked, args.skip_unlisted)?;
         orphan_planning(&session, report, !args.no_infer).await?
     };
@@ -60,11 +62,12 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
         .await
         .map_err(UserError::failed)?;
     if let Some(saved) = &saved {
+        plan_file::refuse_other_desired(saved, desired_digest.as_deref())?;
         refuse_changed(saved, &plan, &session.connection.server)?;
     }
     print_plan(&plan, format, args.output == PruneOutput::Wide)?;
     if let Some(path) = &args.plan_out {
-        save_plan(path, &plan, global, &session, &args)?;
+        save_plan(path, &plan, global, &session, &args, desired_digest)?;
         return Ok(exit::OK);
     }
     refuse_cascades(&plan, args.allow_cascade)?;
@@ -354,6 +357,7 @@ fn save_plan(
     global: &GlobalArgs,
     session: &Session,
     args: &PruneArgs,
+    desired_digest: Option<String>,
 ) -> Result<(), UserError> {
     let context = global
         .context
@@ -372,6 +376,7 @@ fn save_plan(
         targets: args.targets.clone(),
         namespace: session.connection.namespace.clone(),
         selector: args.selection.selector.clone(),
+        desired: desired_digest,
     };
     plan_file::write(path, plan, &place, &request)?;
     eprintln!(
