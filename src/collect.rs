@@ -225,6 +225,9 @@ pub struct Collection {
     pub failures: Vec<KindFailure>,
     /// How many kinds were listed successfully.
     pub listed_kinds: usize,
+    /// Kinds that answered 404: not served (any more) at the version discovery gave. Neither
+    /// listed nor failed: the caller rediscovers once (`session::relist_not_served`).
+    pub not_served: Vec<Arc<KindInfo>>,
 }
 
 impl Collection {
@@ -324,6 +327,11 @@ fn assemble(mut results: Vec<KindOutcome>) -> Collection {
                         .filter(|o| o.uid().is_empty() || seen_uids.insert(o.uid().to_string())),
                 );
             }
+            // The kind is not served at this version (its CRD deleted or changed since discovery).
+            Err(err) if is_not_found(&err) => {
+                tracing::debug!("{} answered 404: not served", kind.kind_with_group());
+                collection.not_served.push(kind);
+            }
             Err(err) => {
                 let failure = if is_forbidden(&err) {
                     ListFailure::Forbidden
@@ -405,12 +413,6 @@ async fn list_kind(
         let what = format!("list {}", kind.kind_with_group());
         let page = match with_retries(&what, || api.list_metadata(&params)).await {
             Ok(page) => page,
-            // The kind stopped being served after discovery (its CRD was deleted meanwhile):
-            // a type that does not exist has no objects.
-            Err(err) if is_not_found(&err) => {
-                tracing::debug!("{} is no longer served", kind.kind_with_group());
-                return Ok(Vec::new());
-            }
             Err(err) => return Err(err),
         };
         found.extend(
@@ -466,7 +468,6 @@ where
                             _ => break Ok(std::mem::take(&mut found)),
                         }
                     }
-                    Err(err) if is_not_found(&err) => break Ok(Vec::new()),
                     Err(err) => break Err(err),
                 }
             };
