@@ -227,6 +227,9 @@ pub struct Collection {
     pub failures: Vec<KindFailure>,
     /// How many kinds were listed successfully.
     pub listed_kinds: usize,
+    /// Kinds that answered 404: not served (any more) at the version discovery gave. Neither
+    /// listed nor failed: the caller rediscovers once (`session::relist_not_served`).
+    pub not_served: Vec<Arc<KindInfo>>,
 }
 
 impl Collection {
@@ -337,14 +340,7 @@ where
                     );
                 })
                 .await;
-                let outcome = match listed {
-                    Ok(()) => Ok(found),
-                    Err(err) if is_not_found(&err) => {
-                        tracing::debug!("{} is no longer served", kind.kind_with_group());
-                        Ok(Vec::new())
-                    }
-                    Err(err) => Err(err),
-                };
+                let outcome = listed.map(|()| found);
                 if let Ok(found) = &outcome {
                     tracing::debug!("listed {}: {} matching", kind.kind_with_group(), found.len());
                 }
@@ -371,6 +367,11 @@ fn assemble(mut results: Vec<KindOutcome>) -> Collection {
                         .into_iter()
                         .filter(|o| o.uid().is_empty() || seen_uids.insert(o.uid().to_string())),
                 );
+            }
+            // The kind is not served at this version (its CRD deleted or changed since discovery).
+            Err(err) if is_not_found(&err) => {
+                tracing::debug!("{} answered 404: not served", kind.kind_with_group());
+                collection.not_served.push(kind);
             }
             Err(err) => {
                 let failure = if is_forbidden(&err) {

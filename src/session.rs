@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::client::{connect, ConnectOptions, Connection};
-use crate::collect::ListScope;
+use crate::collect::{collect_kinds, sort_objects, Collection, KindFailure, ListFailure, ListOptions, ListScope};
 use crate::discovery::{discover_cached, CacheUse, Catalog, DiskCache, KindInfo};
-use crate::error::UserError;
+use crate::error::{root_cause, UserError};
 use crate::identity::ObjectId;
 use crate::trackers::{applyset_id, Preset, Selection};
 
@@ -135,4 +135,70 @@ pub fn resolve_typed(session: &Session, typed: &str) -> Result<(Arc<KindInfo>, O
     let namespace = kind.namespaced.then_some(session.connection.namespace.as_str());
     let id = name.map(|name| ObjectId::new(&kind.group, &kind.kind, namespace, name));
     Ok((kind, id))
+}
+
+/// Kinds that answered 404 to a LIST although the catalog (perhaps from kubectl's disk cache)
+/// says they are served make discovery run afresh, once (rewriting the cache), and the session's
+/// catalog is replaced: a kind still served is listed again at what the server serves now (a CRD
+/// whose version changed); one no longer served has no objects (its CRD deleted); one that
+/// answers 404 again, though fresh discovery serves it, is a listing failure, never taken as a
+/// kind without objects.
+pub async fn relist_not_served(
+    session: &mut Session,
+    collection: &mut Collection,
+    cache: Option<&DiskCache>,
+    selection: &Selection,
+    options: ListOptions,
+) {
+    if collection.not_served.is_empty() {
+        return;
+    }
+    let names: Vec<String> = collection.not_served.iter().map(|k| k.kind_with_group()).collect();
+    tracing::info!(
+        "{} answered 404 though discovery serves it: discovering afresh",
+        names.join(", ")
+    );
+    let client = session.connection.client.clone();
+    let fresh = match discover_cached(&client, cache, CacheUse::Refresh).await {
+        Ok(fresh) => fresh,
+        Err(err) => {
+            let message = format!(
+                "answered 404, and discovery could not be repeated: {}",
+                root_cause(&err)
+            );
+            for kind in std::mem::take(&mut collection.not_served) {
+                collection.failures.push(KindFailure {
+                    kind,
+                    failure: ListFailure::Error(Some(404), message.clone()),
+                });
+            }
+            return;
+        }
+    };
+    let (served, gone): (Vec<Arc<KindInfo>>, Vec<Arc<KindInfo>>) = std::mem::take(&mut collection.not_served)
+        .into_iter()
+        .partition(|k| fresh.get(&k.group, &k.kind).is_some_and(|f| f.can("list")));
+    for kind in &gone {
+        tracing::debug!("{} is no longer served: no objects", kind.kind_with_group());
+    }
+    collection.not_served = gone;
+    let again: Vec<Arc<KindInfo>> = served
+        .iter()
+        .filter_map(|k| fresh.get(&k.group, &k.kind).cloned())
+        .collect();
+    let relisted = collect_kinds(&client, &again, &session.scope, selection, options).await;
+    collection.objects.extend(relisted.objects);
+    sort_objects(&mut collection.objects);
+    collection.listed_kinds += relisted.listed_kinds;
+    collection.failures.extend(relisted.failures);
+    for kind in relisted.not_served {
+        collection.failures.push(KindFailure {
+            kind,
+            failure: ListFailure::Error(
+                Some(404),
+                "answered 404 to a list although discovery serves it".to_string(),
+            ),
+        });
+    }
+    session.catalog = Arc::new(fresh);
 }

@@ -3,11 +3,14 @@
 //! (a CRD it lacks means fresh discovery); `orphans`/`prune` never plan on it; old files expire.
 
 mod common;
+#[path = "proxy/mod.rs"]
+mod proxy;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::*;
+use proxy::Proxy;
 
 fn cache_root() -> PathBuf {
     let dir = std::env::temp_dir().join(unique("kube-cache"));
@@ -232,4 +235,71 @@ fn old_cache_files_expire_and_orphans_never_trusts_the_cache() {
     assert!(aged.success());
     let kinds = completions(&complete(&root, &["stuck", "config"]));
     assert!(kinds.contains(&"configmaps".to_string()), "{kinds:?}");
+}
+
+/// A kind that answers 404 to a LIST although the (cached, revalidated) catalog serves it, as
+/// when its CRD changed after discovery, makes `list` discover afresh once and list it again,
+/// never take it as a kind without objects (the proxy answers the first LIST of the namespace's
+/// ConfigMaps 404).
+#[test]
+fn a_list_answered_404_rediscovers_once_and_lists_again() {
+    let _logs = start();
+    let ns = Namespace::new("notserved");
+    let run = unique("n");
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: here, namespace: {}, annotations: {{config.k8s.io/owning-inventory: {run}}}}}\n",
+        ns.0
+    ));
+    let root = cache_root();
+    let root = root.to_str().unwrap();
+    let tracker = format!("kpt={run}");
+    let args = [
+        "--cache-dir",
+        root,
+        "list",
+        "-n",
+        &ns.0,
+        "--tracker",
+        &tracker,
+        "-o",
+        "name",
+    ];
+    let path = format!("/api/v1/namespaces/{}/configmaps", ns.0);
+    // The second LIST of them (the second run's) is answered 404.
+    let proxy = Proxy::start(&["--not-found-at", &format!("{path}=2")]);
+    // The first run discovers (no cache yet) and fills the cache.
+    let listed = stack_as(&proxy.kubeconfig, &args);
+    assert_eq!(
+        (listed.code, listed.stdout.as_str()),
+        (0, "configmap/here\n"),
+        "{}",
+        listed.stderr
+    );
+    proxy.clear();
+    // The second takes the catalog from the cache, meets the 404, discovers afresh, lists again.
+    let listed = stack_as(&proxy.kubeconfig, &args);
+    assert_eq!(
+        (listed.code, listed.stdout.as_str()),
+        (0, "configmap/here\n"),
+        "{}",
+        listed.stderr
+    );
+    let records = proxy.records();
+    let not_found = records
+        .iter()
+        .position(|r| r.fault() == Some("not-found"))
+        .expect("the proxy answered the LIST 404");
+    assert!(
+        records[..not_found].iter().all(|r| !r.is_group_version_discovery()),
+        "the catalog came from the cache"
+    );
+    assert!(
+        records[not_found..].iter().any(|r| r.is_group_version_discovery()),
+        "the 404 made discovery run afresh"
+    );
+    assert_eq!(
+        records.iter().filter(|r| r.path() == path).count(),
+        2,
+        "listed again once"
+    );
 }

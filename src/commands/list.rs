@@ -6,19 +6,30 @@ use crate::cli::{GlobalArgs, ListArgs, ListOutput};
 use crate::collect::{collect, Listed};
 use crate::error::{exit, UserError};
 // Moved to the library (`crate::listing`); kept here for callers not yet moved.
+use crate::discovery::DiskCache;
 pub use crate::listing::{gaps, incomplete, status, tracked_by, warn_unlisted};
 use crate::render;
-use crate::session::{list_options, resolve_selection, selection, Session};
+use crate::session::{cache_root, list_options, relist_not_served, resolve_selection, selection, Session};
 
 /// Runs `list`.
 pub async fn run(global: &GlobalArgs, args: ListArgs) -> anyhow::Result<u8> {
     let mut selection = selection(&args.selection)?;
-    let session = Session::open(global).await?;
+    let mut session = Session::open(global).await?;
     resolve_selection(&mut selection, &session)?;
-    let collection = collect(
+    let mut collection = collect(
         &session.connection.client,
         &session.catalog,
         &session.scope,
+        &selection,
+        list_options(&args.tuning),
+    )
+    .await;
+    let cache =
+        cache_root(global.cache_dir.as_deref()).map(|root| DiskCache::for_server(&root, &session.connection.server));
+    relist_not_served(
+        &mut session,
+        &mut collection,
+        cache.as_ref(),
         &selection,
         list_options(&args.tuning),
     )

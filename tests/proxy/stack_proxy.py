@@ -15,6 +15,8 @@ the client's kubeconfig CA still holds); it forwards to the API server over TLS.
   first ``GET /apis/GV`` is held while the proxy deletes PATH upstream (a CRD) and waits until the
   server no longer serves GV (404, and gone from ``/apis``); then it is forwarded (and answered 404),
   as when a CRD is deleted between a client's ``/apis`` and its ``/apis/GROUP/VERSION``;
+* answer the N-th ``GET PATH`` with 404 (``--not-found-at PATH=N``), as a server answers a LIST
+  of a kind whose CRD changed after the client discovered it;
 * answer aggregated discovery (``--aggregated v2|v2beta1``): ``GET /api`` and ``GET /apis`` asking
   for ``application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList`` get an
   APIGroupDiscoveryList composed from the 1.20 server's per-group answers, as a 1.30+ server
@@ -69,6 +71,8 @@ class State:
         self.deletes_seen = set()
         self.removals = dict(r.split("=", 1) for r in (args.remove_on_discovery or []))
         self.refusals = {n: int(c) for n, c in (r.split("=", 1) for r in (args.refuse_delete or []))}
+        self.not_found_at = {p: int(n) for p, n in (r.rsplit("=", 1) for r in (args.not_found_at or []))}
+        self.gets_seen = {}
         upstream = urllib.parse.urlsplit(args.upstream)
         self.host = upstream.hostname
         self.port = upstream.port or 443
@@ -158,6 +162,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         if fault:
             record["fault"] = "%s-%s" % fault
+        if self.command == "GET" and self.take_not_found(url.path):
+            record["fault"] = "not-found"
+            self.inject("404", record)
+            record["end"] = time.time()
+            state.write(record)
+            return
         removal = self.removal_for(url.path)
         if removal:
             record["removed"] = self.remove(url.path, removal)
@@ -187,6 +197,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with self.state.lock:
             return self.state.removals.pop(path[len("/apis/"):].rstrip("/"), None)
 
+    def take_not_found(self, path):
+        """Whether this GET is the one of `--not-found-at` that is answered 404."""
+        with self.state.lock:
+            if path not in self.state.not_found_at:
+                return False
+            seen = self.state.gets_seen.get(path, 0) + 1
+            self.state.gets_seen[path] = seen
+            return seen == self.state.not_found_at[path]
+
     def remove(self, path, removal):
         """Deletes `removal` upstream and waits until `path`'s group version is no longer served."""
         response = self.request_upstream("DELETE", removal, None, self.upstream_headers_json())
@@ -214,7 +233,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.reset()
             return
         code = int(what)
-        reason = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}[code]
+        reason = {404: "NotFound", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}[code]
         status = {
             "kind": "Status",
             "apiVersion": "v1",
@@ -442,6 +461,7 @@ def main():
     parser.add_argument("--aggregated", choices=["v2", "v2beta1"])
     parser.add_argument("--remove-on-discovery", action="append", metavar="GROUP/VERSION=PATH")
     parser.add_argument("--refuse-delete", action="append", metavar="NAME=CODE")
+    parser.add_argument("--not-found-at", action="append", metavar="PATH=N")
     parser.add_argument("--log")
     parser.add_argument("--cert", help="serve TLS with this certificate (kubectl sends no token over plain HTTP)")
     parser.add_argument("--key", help="the certificate's key")
