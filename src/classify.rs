@@ -153,6 +153,12 @@ pub enum SkipReason {
         /// Why, with the tool's rule.
         why: String,
     },
+    /// The record of the stack that marks it cannot be read (its Kustomization is forbidden to
+    /// read): whether that tool would delete it is unknown, so it is not called an orphan.
+    RecordUnreadable {
+        /// The stack, and why it cannot be read.
+        why: String,
+    },
 }
 
 impl fmt::Display for SkipReason {
@@ -167,6 +173,7 @@ impl fmt::Display for SkipReason {
                 write!(f, "not in {inventory}: the tool never deletes it")
             }
             SkipReason::ToolWouldKeep { why } => write!(f, "{why}"),
+            SkipReason::RecordUnreadable { why } => write!(f, "unknown: {why}"),
         }
     }
 }
@@ -193,13 +200,15 @@ pub struct Classified {
 
 /// Classifies every tracked object against what is desired.
 pub fn classify(tracked: &[Listed], desired: &Desired) -> Vec<Classified> {
-    tracked
-        .iter()
-        .map(|object| Classified {
-            object: object.clone(),
-            verdict: verdict(object, desired),
-        })
-        .collect()
+    tracked.iter().map(|object| classify_one(object, desired)).collect()
+}
+
+/// Classifies one tracked object against what is desired.
+pub fn classify_one(object: &Listed, desired: &Desired) -> Classified {
+    Classified {
+        object: object.clone(),
+        verdict: verdict(object, desired),
+    }
 }
 
 fn verdict(object: &Listed, desired: &Desired) -> Verdict {

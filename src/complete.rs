@@ -267,7 +267,7 @@ async fn catalog(
     global: &GlobalArgs,
     refresh: bool,
 ) -> Option<crate::discovery::Catalog> {
-    let cache = crate::commands::cache_root(global)
+    let cache = crate::session::cache_root(global)
         .map(|root| crate::discovery::DiskCache::for_server(&root, &connection.server));
     let usage = if refresh {
         crate::discovery::CacheUse::Refresh

@@ -78,22 +78,54 @@ impl<'a> Scopes<'a> {
     }
 }
 
-/// Resolves a manifest's identity. Errors say why it cannot be resolved (unknown kind).
-pub fn resolve(manifest: &Manifest, scopes: &Scopes, default_namespace: &str) -> Result<ObjectId, String> {
+/// How a namespaced manifest gets its namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NamespaceRule<'a> {
+    /// Its own, else this one (`-n` or the context's namespace, as kubectl resolves it).
+    Default(&'a str),
+    /// This one, whatever the manifest says: a Flux Kustomization's `spec.targetNamespace`
+    /// becomes the `namespace:` of the kustomization kustomize-controller builds
+    /// (fluxcd/pkg `kustomize/kustomize_generator.go` `WriteFile`: `kus.Namespace = tg`), and
+    /// kustomize's namespace transformer then sets it on every namespaced object, replacing
+    /// the namespace it had (kubernetes-sigs/kustomize `api/filters/namespace/namespace.go`,
+    /// `UnsetOnly` false).
+    Target(&'a str),
+}
+
+/// A manifest whose identity the cluster cannot resolve: its kind is not served and no CRD
+/// among the manifests defines it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{location}: {kind} {name}: kind {kind_with_group} is not served by the cluster and no CRD in the manifests defines it")]
+pub struct Unresolved {
+    /// Where it is written: `file:line` when the file can be read again, else the manifest's source.
+    pub location: String,
+    /// Its kind.
+    pub kind: String,
+    /// Its name.
+    pub name: String,
+    /// `Kind.group`.
+    pub kind_with_group: String,
+}
+
+/// Resolves a manifest's identity: a namespaced object takes its namespace by `rule`, a
+/// cluster-scoped one has none.
+pub fn resolve(manifest: &Manifest, scopes: &Scopes, rule: NamespaceRule) -> Result<ObjectId, Unresolved> {
     let group = manifest.group();
     match scopes.namespaced(group, &manifest.kind) {
         Some(true) => {
-            let namespace = manifest.namespace.as_deref().unwrap_or(default_namespace);
+            let namespace = match rule {
+                NamespaceRule::Default(default) => manifest.namespace.as_deref().unwrap_or(default),
+                NamespaceRule::Target(target) => target,
+            };
             Ok(ObjectId::new(group, &manifest.kind, Some(namespace), &manifest.name))
         }
         Some(false) => Ok(ObjectId::new(group, &manifest.kind, None, &manifest.name)),
-        None => Err(format!(
-            "{} {} ({}): kind {} is not served by the cluster and no CRD in the manifests defines it",
-            manifest.kind,
-            manifest.name,
-            manifest.source,
-            crate::discovery::kind_with_group(&manifest.kind, group)
-        )),
+        None => Err(Unresolved {
+            location: locate(&manifest.source, &format!("kind: {}", manifest.kind)),
+            kind: manifest.kind.clone(),
+            name: manifest.name.clone(),
+            kind_with_group: crate::discovery::kind_with_group(&manifest.kind, group),
+        }),
     }
 }
 
@@ -111,8 +143,8 @@ pub enum Origin {
 pub struct DesiredSet {
     /// Identities that should exist.
     pub ids: HashSet<ObjectId>,
-    /// Declared objects that could not be resolved (unknown kinds): reported, never fatal.
-    pub unresolved: Vec<String>,
+    /// Declared objects that could not be resolved (unknown kinds): reported, never fatal here.
+    pub unresolved: Vec<Unresolved>,
     /// Things worth telling (e.g. a namespace ignored on a cluster-scoped object).
     pub notes: Vec<String>,
     /// Where it came from.
@@ -120,8 +152,14 @@ pub struct DesiredSet {
 }
 
 impl DesiredSet {
-    /// Resolves manifests into a desired set.
+    /// Resolves manifests into a desired set, a namespaced manifest without a namespace taking
+    /// `default_namespace`.
     pub fn from_manifests(manifests: &[Manifest], scopes: &Scopes, default_namespace: &str, origin: Origin) -> Self {
+        Self::resolved(manifests, scopes, NamespaceRule::Default(default_namespace), origin)
+    }
+
+    /// Resolves manifests into a desired set, each namespaced manifest taking its namespace by `rule`.
+    pub fn resolved(manifests: &[Manifest], scopes: &Scopes, rule: NamespaceRule, origin: Origin) -> Self {
         let mut set = Self {
             ids: HashSet::new(),
             unresolved: Vec::new(),
@@ -129,13 +167,20 @@ impl DesiredSet {
             origin,
         };
         for manifest in manifests {
-            match resolve(manifest, scopes, default_namespace) {
+            match resolve(manifest, scopes, rule) {
                 Ok(id) => {
-                    if id.namespace.is_none() && manifest.namespace.is_some() {
+                    let written = manifest.namespace.as_deref();
+                    if id.namespace.is_none() && written.is_some() {
                         set.notes.push(format!(
                             "{id} ({}): cluster-scoped, its namespace {:?} is ignored",
                             manifest.source,
-                            manifest.namespace.as_deref().unwrap_or_default()
+                            written.unwrap_or_default()
+                        ));
+                    } else if id.namespace.as_deref() != written && written.is_some() {
+                        set.notes.push(format!(
+                            "{id} ({}): its namespace {:?} is replaced by the target namespace",
+                            manifest.source,
+                            written.unwrap_or_default()
                         ));
                     }
                     set.ids.insert(id);
@@ -339,6 +384,69 @@ metadata: {name: settings}
         .collect();
         assert_eq!(set.ids, expected);
         assert_eq!(set.notes.len(), 2, "{:?}", set.notes);
+    }
+
+    #[test]
+    fn a_target_namespace_replaces_every_namespaced_objects_namespace() {
+        // Flux's targetNamespace: kustomize's namespace transformer overrides a namespace the
+        // manifest wrote too, and leaves cluster-scoped objects alone.
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: plain}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: written, namespace: elsewhere}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader}\n";
+        let manifests = parse_text(text, "target.yaml").unwrap();
+        let scopes = Scopes::new(None, &manifests);
+        let target = DesiredSet::resolved(&manifests, &scopes, NamespaceRule::Target("t"), Origin::Manifests);
+        let expected: HashSet<ObjectId> = [
+            ObjectId::new("", "ConfigMap", Some("t"), "plain"),
+            ObjectId::new("", "ConfigMap", Some("t"), "written"),
+            ObjectId::new("rbac.authorization.k8s.io", "ClusterRole", None, "reader"),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(target.ids, expected);
+        assert!(
+            target
+                .notes
+                .iter()
+                .any(|n| n.contains("replaced by the target namespace")),
+            "{:?}",
+            target.notes
+        );
+        // The control: without a target, the written namespace stands and `-n` fills the rest.
+        let default = DesiredSet::from_manifests(&manifests, &scopes, "n", Origin::Manifests);
+        assert!(default
+            .ids
+            .contains(&ObjectId::new("", "ConfigMap", Some("elsewhere"), "written")));
+        assert!(default
+            .ids
+            .contains(&ObjectId::new("", "ConfigMap", Some("n"), "plain")));
+    }
+
+    #[test]
+    fn an_unresolvable_manifest_is_a_typed_error_with_its_file_and_line() {
+        let dir = std::env::temp_dir().join(format!("stack-unresolved-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("widgets.yaml");
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fine}\n---\napiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n";
+        std::fs::write(&path, text).unwrap();
+        let manifests = parse_text(text, &path.display().to_string()).unwrap();
+        let catalog = Catalog::new(
+            vec![crate::fixtures::kind("", "ConfigMap", true)],
+            vec![],
+            crate::discovery::DiscoverySource::PerGroup,
+        );
+        let scopes = Scopes::new(Some(&catalog), &manifests);
+        let set = DesiredSet::from_manifests(&manifests, &scopes, "n", Origin::Manifests);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(set.ids.len(), 1);
+        let unresolved = &set.unresolved[0];
+        assert_eq!(unresolved.location, format!("{}:6", path.display()));
+        assert_eq!(unresolved.kind_with_group, "Widget.example.com");
+        assert_eq!(
+            unresolved.to_string(),
+            format!(
+                "{}:6: Widget w: kind Widget.example.com is not served by the cluster and no CRD in the manifests defines it",
+                path.display()
+            )
+        );
     }
 
     #[test]

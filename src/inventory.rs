@@ -11,13 +11,13 @@ use kube::api::{DynamicObject, ListParams};
 use serde_json::Value;
 
 use crate::classify::Recorded;
-use crate::commands::Session;
 use crate::desired::{DesiredSet, Origin, Scopes};
 use crate::discovery::KindInfo;
 use crate::error::{is_not_found, UserError};
 use crate::identity::ObjectId;
 use crate::manifest::parse_text;
 use crate::retry::with_retries;
+use crate::session::Session;
 use crate::trackers::{applyset_id, MarkValue, Preset, Tracker};
 
 /// `--inventory PRESET=REF`.
@@ -90,6 +90,27 @@ pub struct Inventory {
     pub recorded: Recorded,
     /// The tracker for the inventory's own stack.
     pub tracker: Tracker,
+    /// The namespace the tool gives every namespaced object of the desired set, whatever the
+    /// manifests say: a Flux Kustomization's `spec.targetNamespace`.
+    pub target_namespace: Option<String>,
+}
+
+/// What the stack a `--tracker` names records: its tool's record, when it keeps one, and the
+/// namespace it forces on the desired set (Flux `spec.targetNamespace`).
+#[derive(Default)]
+pub struct StackRecord {
+    /// The tool's record of what it applied last; `None`: its labels alone say what it tracks.
+    pub recorded: Option<Recorded>,
+    /// A Flux Kustomization's `spec.targetNamespace`.
+    pub target_namespace: Option<String>,
+}
+
+/// A Flux Kustomization as the orphan rules read it.
+pub struct FluxStack {
+    /// Its `status.inventory`, when it records one.
+    pub inventory: Option<Inventory>,
+    /// Its `spec.targetNamespace`, when set (an empty one sets nothing, as in Flux).
+    pub target_namespace: Option<String>,
 }
 
 /// Reads a live inventory the user named; a stack that keeps no record is an error.
@@ -99,7 +120,11 @@ pub async fn load(reference: &InventoryRef, session: &Session) -> Result<Invento
             let namespace = namespace
                 .clone()
                 .unwrap_or_else(|| session.connection.namespace.clone());
-            load_flux(session, name, &namespace).await?.ok_or_else(|| {
+            let stack = read_flux(session, name, &namespace).await?.ok_or_else(|| {
+                UserError::failed(format!("Kustomization {namespace}/{name} not found"))
+                    .hint("check the name and namespace (`kubectl get kustomizations -A`)")
+            })?;
+            stack.inventory.ok_or_else(|| {
                 UserError::failed(format!("Kustomization {namespace}/{name} has no status.inventory"))
                     .hint("Flux records an inventory once a reconciliation succeeded; compare with -f/-k and --tracker instead")
             })
@@ -146,55 +171,102 @@ async fn get_object(
 
 /// The record of the stack a `--tracker` names, when its tool keeps one it can be read from
 /// (Flux `status.inventory`, a Helm release, a cli-utils/kpt inventory, an ApplySet parent
-/// given by name). `None` when the tool
-/// keeps none for it: then its labels alone say what it tracks (and the caller says so).
-pub async fn load_for_tracker(tracker: &Tracker, session: &Session) -> Result<Option<Inventory>, UserError> {
+/// given by name), and a Flux Kustomization's `spec.targetNamespace`. No record when the tool
+/// keeps none for it: then its labels alone say what it tracks (and the caller says so). A
+/// Kustomization that exists but cannot be read is a refusal: its inventory and target
+/// namespace decide what Flux would prune.
+pub async fn load_for_tracker(tracker: &Tracker, session: &Session) -> Result<StackRecord, UserError> {
     let Some(value) = tracker.value.as_ref() else {
-        return Ok(None);
+        return Ok(StackRecord::default());
     };
     let namespace = value
         .namespace
         .clone()
         .unwrap_or_else(|| session.connection.namespace.clone());
     let found = match tracker.preset {
-        Preset::Flux
-            if session
-                .catalog
-                .get("kustomize.toolkit.fluxcd.io", "Kustomization")
-                .is_some() =>
-        {
-            load_flux(session, &value.name, &namespace).await
+        Preset::Flux => {
+            let stack = read_flux(session, &value.name, &namespace).await?;
+            return Ok(stack.map(FluxStack::into_record).unwrap_or_default());
         }
-        Preset::Helm => load_helm(session, &value.name, &namespace).await.map(Some),
-        Preset::Kpt => load_kpt(session, &value.name).await.map(Some),
+        Preset::Helm => load_helm(session, &value.name, &namespace).await,
+        Preset::Kpt => load_kpt(session, &value.name).await,
         // A parent given by name (not by its id): kubectl's own prune reads that parent.
-        Preset::ApplySet if !value.name.starts_with("applyset-") => load_applyset(session, &value.name).await.map(Some),
-        _ => return Ok(None),
+        Preset::ApplySet if !value.name.starts_with("applyset-") => load_applyset(session, &value.name).await,
+        _ => return Ok(StackRecord::default()),
     };
     match found {
-        Ok(found) => Ok(found),
-        // The stack keeps no record under that name (no Kustomization, no release Secret, no
-        // inventory object): not an error, the labels are all there is.
+        Ok(found) => Ok(StackRecord {
+            recorded: Some(found.recorded),
+            target_namespace: found.target_namespace,
+        }),
+        // The stack keeps no record under that name (no release Secret, no inventory object):
+        // not an error, the labels are all there is.
         Err(err) if err.message.contains("not found") || err.message.starts_with("no ") => {
             tracing::debug!("no record for {}: {}", tracker.preset.name(), err.message);
-            Ok(None)
+            Ok(StackRecord::default())
         }
         Err(err) => Err(err),
     }
 }
 
+impl FluxStack {
+    fn into_record(self) -> StackRecord {
+        StackRecord {
+            recorded: self.inventory.map(|inventory| inventory.recorded),
+            target_namespace: self.target_namespace,
+        }
+    }
+}
+
+/// Reads a Flux Kustomization: its inventory and target namespace. `None` when the cluster
+/// serves no Kustomizations or this one does not exist; a refusal (exit 4) when it exists but
+/// cannot be read (forbidden, the server failing): guessing its inventory or target namespace
+/// could make what Flux keeps look like orphans.
+pub async fn read_flux(session: &Session, name: &str, namespace: &str) -> Result<Option<FluxStack>, UserError> {
+    let Some(kind) = session.catalog.get(FLUX_KS_GROUP, "Kustomization") else {
+        return Ok(None);
+    };
+    let api = crate::collect::api_for(&session.connection.client, kind, Some(namespace));
+    let object = match with_retries("get Kustomization", || api.get(name)).await {
+        Ok(object) => object,
+        Err(err) if is_not_found(&err) => return Ok(None),
+        Err(err) => {
+            return Err(UserError::refused(format!(
+                "Kustomization {namespace}/{name} cannot be read ({}): its inventory and targetNamespace decide what Flux would prune",
+                session.connection.explain(&err).message
+            ))
+            .hint("allow `get` on kustomizations.kustomize.toolkit.fluxcd.io, or retry when the API server answers"))
+        }
+    };
+    let target_namespace = object
+        .data
+        .pointer("/spec/targetNamespace")
+        .and_then(Value::as_str)
+        .filter(|target| !target.is_empty())
+        .map(str::to_string);
+    Ok(Some(FluxStack {
+        inventory: flux_inventory(&object, name, namespace, target_namespace.clone())?,
+        target_namespace,
+    }))
+}
+
+/// The API group of Flux Kustomizations.
+const FLUX_KS_GROUP: &str = "kustomize.toolkit.fluxcd.io";
+
 /// Flux v2 (fluxcd/kustomize-controller `internal/controller/kustomization_controller.go`:
 /// `staleObjects := inventory.Diff(oldInventory, newInventory)`, then `prune`): the objects
 /// deleted are those of the previous `status.inventory` that the new inventory lacks.
 /// `None` when the Kustomization records none.
-async fn load_flux(session: &Session, name: &str, namespace: &str) -> Result<Option<Inventory>, UserError> {
-    let kind = served(session, "kustomize.toolkit.fluxcd.io", "Kustomization")?;
-    let object = get_object(session, kind, Some(namespace), name).await?;
+fn flux_inventory(
+    object: &DynamicObject,
+    name: &str,
+    namespace: &str,
+    target_namespace: Option<String>,
+) -> Result<Option<Inventory>, UserError> {
     let Some(entries) = object
         .data
         .pointer("/status/inventory/entries")
         .and_then(Value::as_array)
-        .cloned()
     else {
         return Ok(None);
     };
@@ -221,6 +293,7 @@ async fn load_flux(session: &Session, name: &str, namespace: &str) -> Result<Opt
             owner: Some(tracker.clone()),
         },
         tracker,
+        target_namespace,
     }))
 }
 
@@ -276,6 +349,7 @@ async fn load_kpt(session: &Session, id: &str) -> Result<Inventory, UserError> {
             owner: Some(tracker.clone()),
         },
         tracker,
+        target_namespace: None,
     })
 }
 
@@ -343,6 +417,7 @@ async fn load_helm(session: &Session, release: &str, namespace: &str) -> Result<
                 namespace: Some(namespace.to_string()),
             }),
         },
+        target_namespace: None,
     })
 }
 
@@ -444,6 +519,7 @@ async fn load_applyset(session: &Session, parent: &str) -> Result<Inventory, Use
             owner: Some(tracker.clone()),
         },
         tracker,
+        target_namespace: None,
     })
 }
 

@@ -2,7 +2,8 @@
 //!
 //! The data flows through small modules: [`client`] (kubeconfig) -> [`discovery`] -> [`collect`]
 //! (metadata lists) -> [`trackers`] (who tracks what, keep markers) -> [`manifest`], [`desired`]
-//! and [`inventory`] (what should exist) -> [`classify`] (orphans, by each tool's rules in [`policy`]) -> [`graph`]
+//! and [`inventory`] (what should exist) -> [`classify`] (orphans, by each tool's rules in [`policy`];
+//! [`orphans`] finds them) -> [`graph`]
 //! (with [`infer`]: the edges nobody declared) -> [`plan`]
 //! (waves; [`teardown`] decides what a prune takes, applying [`safeguards`]; [`cascade`] finds
 //! what its Namespaces and CRDs would take with them, [`parents`] what would re-create it,
@@ -33,7 +34,11 @@ pub mod graph_output;
 pub mod identity;
 pub mod infer;
 pub mod inventory;
+pub mod listing;
+pub mod live;
 pub mod manifest;
+pub mod offline;
+pub mod orphans;
 pub mod parents;
 pub mod plan;
 pub mod plan_file;
@@ -44,6 +49,7 @@ pub mod recheck;
 pub mod render;
 pub mod retry;
 pub mod safeguards;
+pub mod session;
 pub mod stuck;
 pub mod suspend;
 pub mod teardown;

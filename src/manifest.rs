@@ -217,7 +217,7 @@ fn parse_documents(text: &str, source: &str) -> Result<Vec<Value>, UserError> {
             ))
         })?
     } else {
-        serde_saphyr::from_multiple::<Value>(text).map_err(|err| {
+        serde_saphyr::from_multiple_with_options::<Value>(text, yaml_options()).map_err(|err| {
             let at = err
                 .location()
                 .map(|l| format!(":{}:{}", l.line(), l.column()))
@@ -229,6 +229,32 @@ fn parse_documents(text: &str, source: &str) -> Result<Vec<Value>, UserError> {
         })?
     };
     Ok(documents)
+}
+
+/// How many YAML documents one input may hold. serde-saphyr's default budget stops at 1,024
+/// documents ("doc separator storms"), which a rendered chart or a generated repository passes;
+/// a million keeps a bound against a hostile stream of `---` separators.
+const MAX_DOCUMENTS: usize = 1_000_000;
+
+/// How many nodes (mappings, sequences, scalars) one input may hold in all: 250,000 by default,
+/// about 4,000 Deployments; 5,000,000 allows the documents above a few nodes each while holding
+/// the parsed values to a bounded size.
+const MAX_NODES: usize = 5_000_000;
+
+/// How many parser events one input may produce in all (1,000,000 by default): a few per node.
+const MAX_EVENTS: usize = 20_000_000;
+
+/// serde-saphyr's options for manifests: its default budget (nesting depth, aliases and anchors,
+/// scalar bytes, merge keys: what guards against hostile YAML), with the whole-input counts
+/// raised to what a large repository needs.
+fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_documents: MAX_DOCUMENTS,
+            max_nodes: MAX_NODES,
+            max_events: MAX_EVENTS,
+        },
+    }
 }
 
 /// The manifests of parsed documents (`List`s unwrapped); a document that is not an object is
@@ -301,6 +327,53 @@ mod tests {
         let manifests = parse_text(text, "x.json").unwrap();
         assert_eq!(manifests.len(), 1);
         assert_eq!(manifests[0].kind, "ConfigMap");
+    }
+
+    fn config_maps(count: usize) -> String {
+        (0..count)
+            .map(|i| format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\n  namespace: web\ndata:\n  key: value-{i}\n"))
+            .collect::<Vec<_>>()
+            .join("---\n")
+    }
+
+    #[test]
+    fn a_file_of_5000_documents_is_read_whole() {
+        // Read as `-f big.yaml` reads it.
+        let dir = std::env::temp_dir().join(format!("manifest-big-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("big.yaml");
+        std::fs::write(&file, config_maps(5_000)).unwrap();
+        let loaded = load_paths(std::slice::from_ref(&file));
+        let _ = std::fs::remove_dir_all(&dir);
+        let manifests = loaded.unwrap();
+        assert_eq!(manifests.len(), 5_000);
+        assert_eq!(manifests[4_999].name, "cm-4999");
+        assert_eq!(manifests[4_999].source, format!("{} (document 5000)", file.display()));
+    }
+
+    #[test]
+    fn hostile_yaml_is_still_bounded() {
+        // Nesting deeper than serde-saphyr's default depth (64) is refused.
+        let deep = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a}}\ndata: {}{}\n",
+            "[".repeat(100),
+            "]".repeat(100)
+        );
+        let err = parse_text(&deep, "deep.yaml").unwrap_err();
+        assert_eq!(err.code, crate::error::exit::USAGE);
+        assert!(err.message.contains("depth"), "{}", err.message);
+        // A billion laughs: aliases expanding past the alias budget are refused.
+        let mut laughs = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        for level in 1..12 {
+            let previous = (b'a' + level - 1) as char;
+            let name = (b'a' + level) as char;
+            laughs.push_str(&format!(
+                "{name}: &{name} [{}]\n",
+                vec![format!("*{previous}"); 10].join(", ")
+            ));
+        }
+        let err = parse_text(&laughs, "laughs.yaml").unwrap_err();
+        assert!(err.message.contains("budget"), "{}", err.message);
     }
 
     #[test]

@@ -13,12 +13,12 @@ use kube::api::DynamicObject;
 use serde_json::Value;
 
 use crate::collect::{api_for, Collection, Listed};
-use crate::commands::Session;
 use crate::discovery::Catalog;
 use crate::error::{is_forbidden, is_not_found, root_cause};
 use crate::identity::ObjectId;
 use crate::retry::with_retries;
-use crate::trackers::{marks, Preset};
+use crate::session::Session;
+use crate::trackers::marks;
 
 pub use chains::{explain, explain_blockers, Report};
 
@@ -164,9 +164,7 @@ impl DiagnosisContext {
             scope: crate::collect::ListScope::AllNamespaces,
             ..session.clone()
         };
-        let flux = crate::commands::graph::flux_objects(&everywhere)
-            .await
-            .unwrap_or_default();
+        let flux = crate::live::flux_objects(&everywhere).await.unwrap_or_default();
         let flux = flux
             .into_iter()
             .map(|(object, body)| (object.id(), Lookup::Found(Box::new((object, body)))))
@@ -294,7 +292,7 @@ pub async fn diagnose(session: &Session, context: &mut DiagnosisContext, object:
         .findings
         .extend(tracker_findings(session, context, object).await);
     let id = object.id();
-    if FLUX_KIND_NAMES.contains(&(id.group.as_str(), id.kind.as_str())) {
+    if crate::trackers::FLUX_KINDS.contains(&(id.group.as_str(), id.kind.as_str())) {
         if let Lookup::Found(found) = context.flux_object(session, &id).await {
             diagnosis
                 .findings
@@ -308,8 +306,6 @@ pub async fn diagnose(session: &Session, context: &mut DiagnosisContext, object:
     }
     diagnosis
 }
-
-const FLUX_KIND_NAMES: [(&str, &str); 2] = crate::commands::graph::FLUX_KINDS;
 
 /// What one finalizer waits for.
 async fn finalizer_findings(
@@ -363,10 +359,8 @@ async fn state_of(session: &Session, context: &mut DiagnosisContext, id: &Object
 async fn tracker_findings(session: &Session, context: &mut DiagnosisContext, object: &Listed) -> Vec<Finding> {
     let mut found = Vec::new();
     for mark in marks(&object.meta) {
-        let (group, kind) = match mark.preset {
-            Preset::Flux => FLUX_KIND_NAMES[0],
-            Preset::FluxHelm => FLUX_KIND_NAMES[1],
-            _ => continue,
+        let Some((group, kind)) = mark.preset.flux_kind() else {
+            continue;
         };
         let tracker = ObjectId::new(group, kind, mark.value.namespace.as_deref(), &mark.value.name);
         if let Some(state) = state_of(session, context, &tracker).await {

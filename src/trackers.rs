@@ -39,11 +39,12 @@ pub const HELM_RELEASE_NAMESPACE: &str = "meta.helm.sh/release-namespace";
 /// Helm's managed-by label.
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 
+/// Flux's Kustomization kind (group, kind): what a `flux` mark names.
+pub const FLUX_KUSTOMIZATION: (&str, &str) = ("kustomize.toolkit.fluxcd.io", "Kustomization");
+/// Flux's HelmRelease kind (group, kind): what a `flux-helm` mark names.
+pub const FLUX_HELM_RELEASE: (&str, &str) = ("helm.toolkit.fluxcd.io", "HelmRelease");
 /// The Flux kinds that track stacks (whose full objects carry `spec.dependsOn` and `spec.suspend`).
-pub const FLUX_KINDS: [(&str, &str); 2] = [
-    ("kustomize.toolkit.fluxcd.io", "Kustomization"),
-    ("helm.toolkit.fluxcd.io", "HelmRelease"),
-];
+pub const FLUX_KINDS: [(&str, &str); 2] = [FLUX_KUSTOMIZATION, FLUX_HELM_RELEASE];
 
 /// A tool whose tracking kubectl-stack reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -95,6 +96,16 @@ impl Preset {
 
     fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// The Flux kind (group, kind) whose object a mark of this preset names: a Kustomization for
+    /// `flux`, a HelmRelease for `flux-helm`; none for the other tools.
+    pub fn flux_kind(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Preset::Flux => Some(FLUX_KUSTOMIZATION),
+            Preset::FluxHelm => Some(FLUX_HELM_RELEASE),
+            _ => None,
+        }
     }
 
     /// Whether the preset's value names something in a namespace (`NAME[.NAMESPACE]`).
@@ -576,6 +587,20 @@ mod tests {
     use super::*;
 
     use crate::fixtures::meta;
+
+    #[test]
+    fn flux_marks_name_a_kustomization_or_a_helm_release() {
+        assert_eq!(
+            Preset::Flux.flux_kind(),
+            Some(("kustomize.toolkit.fluxcd.io", "Kustomization"))
+        );
+        assert_eq!(
+            Preset::FluxHelm.flux_kind(),
+            Some(("helm.toolkit.fluxcd.io", "HelmRelease"))
+        );
+        let others: Vec<Preset> = Preset::ALL.into_iter().filter(|p| p.flux_kind().is_some()).collect();
+        assert_eq!(others, vec![Preset::Flux, Preset::FluxHelm]);
+    }
 
     #[test]
     fn flux_tracker_matches_name_and_namespace() {

@@ -230,7 +230,7 @@ async fn prune_blockers_are_explained_with_the_same_chains() {
         namespace: Some(n.clone()),
         ..Default::default()
     };
-    let session = kubectl_stack::commands::Session::open(&global).await.unwrap();
+    let session = kubectl_stack::session::Session::open(&global).await.unwrap();
     let kind = session.catalog.get("", "ConfigMap").unwrap().clone();
     // What a timed-out wave reports: the object it waited for.
     let blockers = vec![(

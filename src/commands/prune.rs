@@ -3,23 +3,24 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::confirm;
 use crate::cascade::{find_cascades, Cascade};
 use crate::classify::{SkipReason, Verdict};
 use crate::cli::{DryRun, GlobalArgs, PruneArgs, PruneOutput};
 use crate::client::load_kubeconfig;
 use crate::collect::{collect_kinds, ListScope, Listed};
-use crate::commands::graph::{live_graph_with, LiveGraph};
-use crate::commands::orphans::{find, read_manifests, OrphanReport};
-use crate::commands::{confirm, list_options, resolve_typed, Session};
 use crate::discovery::Catalog;
 use crate::error::{exit, UserError};
 use crate::execute::{execute, ExecOptions};
 use crate::graph::{Graph, NodeStatus};
 use crate::identity::ObjectId;
+use crate::live::{graph_of_with, live_graph_with, LiveGraph, LiveOptions};
+use crate::orphans::{find, read_manifests, OrphanReport};
 use crate::parents::{not_held, read_suspended};
 use crate::plan_file::{self, Place, Request, Saved};
 use crate::prune_report::{finish, print_plan, report_suspended, Ending, Format, Progress};
 use crate::recheck::Recheck;
+use crate::session::{list_options, resolve_typed, Session};
 use crate::suspend::{suspend_all, suspend_parents, Suspensions};
 use crate::teardown::{members_of_gone, plan, teardown_closure, Kept, Mode, PrunePlan, Snapshot};
 use crate::trackers::{MarkValue, Preset, Selection, FLUX_KINDS};
@@ -462,13 +463,13 @@ async fn orphan_planning(session: &Session, report: OrphanReport, infer: bool) -
         );
     }
     listed.extend(others.objects);
-    let options = crate::commands::graph::LiveOptions {
+    let options = LiveOptions {
         members: false,
         only_members: false,
         infer,
         only_selected: false,
     };
-    let live = crate::commands::graph::graph_of_with(session, listed, &options).await?;
+    let live = graph_of_with(session, listed, &options).await?;
     let chosen: HashMap<usize, String> = targets
         .into_iter()
         .filter_map(|(id, why)| live.graph.find(&id).map(|index| (index, why)))
@@ -493,7 +494,14 @@ fn snapshot(live: &LiveGraph) -> Snapshot<'_> {
 async fn teardown_planning(session: &Session, args: &PruneArgs) -> Result<Planning, UserError> {
     // Every tracked object is a node (not only those under a live tracking object): the members
     // of a stack whose tracking object is already gone are found again by their marks.
-    let live = live_graph_with(session, Some(Selection::default()), true, &args.tuning, !args.no_infer).await?;
+    let live = live_graph_with(
+        session,
+        Some(Selection::default()),
+        true,
+        list_options(&args.tuning),
+        !args.no_infer,
+    )
+    .await?;
     refuse_unlisted(&live.unlisted, args.skip_unlisted)?;
     let mut gone = Vec::new();
     let named = named_targets(session, args, &snapshot(&live), &mut gone).await?;

@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use kube::api::DynamicObject;
 
+use super::confirm;
 use crate::cli::{DryRun, GlobalArgs, UnstickArgs};
-use crate::commands::{confirm, resolve_typed, Session};
 use crate::discovery::KindInfo;
 use crate::error::{exit, is_not_found, UserError};
 use crate::finalize::{apply_change, create_run_dir, write_backups, FinalizerChange, Removal};
 use crate::retry::with_retries;
+use crate::session::{resolve_typed, Session};
 use crate::stuck::chains::{chain_below, unstick_command};
 use crate::stuck::{explain, what_may_be_lost, DiagnosisContext};
 

@@ -11,12 +11,12 @@ use serde_json::{json, Value};
 
 use super::{diagnose, Diagnosis, DiagnosisContext};
 use crate::collect::{api_for, Listed};
-use crate::commands::Session;
 use crate::discovery::KindInfo;
 use crate::error::{is_not_found, root_cause};
 use crate::identity::ObjectId;
 use crate::render;
 use crate::retry::with_retries;
+use crate::session::Session;
 
 /// At most this many objects are added to those asked about when following chains.
 const MAX_FOLLOWED: usize = 2_000;
@@ -129,7 +129,7 @@ pub async fn explain(session: &Session, context: &mut DiagnosisContext, objects:
             queue.extend(finding.waits_for.iter().filter(|w| w.is_terminating()).cloned());
         }
         entries.push(Entry {
-            tracked_by: crate::commands::list::tracked_by(&object),
+            tracked_by: crate::listing::tracked_by(&object),
             object,
             diagnosis,
         });

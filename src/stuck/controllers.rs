@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use super::{DiagnosisContext, Finding};
 use crate::collect::Listed;
-use crate::commands::Session;
 use crate::error::root_cause;
+use crate::session::Session;
 
 /// The controller that removes a finalizer, and where it comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,11 +9,11 @@ use serde_json::Value;
 
 use super::{DiagnosisContext, Finding};
 use crate::collect::{api_for, Collection, ListScope, Listed};
-use crate::commands::Session;
 use crate::discovery::KindInfo;
 use crate::error::{is_not_found, root_cause};
 use crate::render;
 use crate::retry::with_retries;
+use crate::session::Session;
 
 /// How many objects a finding names before it says "and N more".
 const NAMED: usize = 5;

@@ -1,0 +1,403 @@
+//! Discovery: every kind the server serves, each exactly once, at the version to use.
+//!
+//! Aggregated discovery (two requests) where the server has it; per-group discovery where it
+//! does not. A server older than 1.26 answers the aggregated request with a plain group list,
+//! which parses as *no groups and no error*: that answer is never trusted as an empty cluster.
+//!
+//! The kinds and the catalog are here; the reading is split by source: `aggregated` (one
+//! document for all groups), `per_group` (one request per group version), `cache` (kubectl's
+//! disk cache), all producing the same [`ServerLists`] (`lists`).
+
+mod aggregated;
+mod cache;
+mod lists;
+mod per_group;
+
+pub use aggregated::{discover_aggregated, read_aggregated};
+pub use cache::{cache_dir_for, default_cache_root, discover_cached, CacheUse, DiskCache, CACHE_TTL};
+pub use lists::ServerLists;
+pub use per_group::{discover_per_group, read_per_group};
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use kube::core::Version;
+use kube::discovery::ApiResource;
+use kube::Client;
+
+/// One kind the server serves, at the version kubectl-stack uses for it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KindInfo {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// The version used to read and delete it.
+    pub version: String,
+    /// The kind, e.g. `Deployment`.
+    pub kind: String,
+    /// The plural resource name, e.g. `deployments`.
+    pub plural: String,
+    /// The singular resource name, e.g. `deployment` (may be empty on old servers).
+    pub singular: String,
+    /// Short names, e.g. `deploy`.
+    pub short_names: Vec<String>,
+    /// Whether objects of this kind live in a namespace.
+    pub namespaced: bool,
+    /// The verbs the server allows, e.g. `list`, `delete`, `watch`.
+    pub verbs: Vec<String>,
+}
+
+impl KindInfo {
+    /// The kube `ApiResource` for dynamic requests.
+    pub fn api_resource(&self) -> ApiResource {
+        ApiResource {
+            group: self.group.clone(),
+            version: self.version.clone(),
+            api_version: self.api_version(),
+            kind: self.kind.clone(),
+            plural: self.plural.clone(),
+        }
+    }
+
+    /// `v1` for the core group, `group/version` otherwise.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Whether the server allows a verb on this kind.
+    pub fn can(&self, verb: &str) -> bool {
+        self.verbs.iter().any(|v| v == verb)
+    }
+
+    /// The name of the CRD that defines this kind, `plural.group` (custom kinds only).
+    pub fn crd_name(&self) -> String {
+        format!("{}.{}", self.plural, self.group)
+    }
+
+    /// `Kind.group`, or `Kind` for the core group, as kubectl prints kinds.
+    pub fn kind_with_group(&self) -> String {
+        kind_with_group(&self.kind, &self.group)
+    }
+}
+
+/// `Kind.group`, or `Kind` for the core group.
+pub fn kind_with_group(kind: &str, group: &str) -> String {
+    if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{group}")
+    }
+}
+
+/// A group version whose discovery failed (e.g. an aggregated APIService that is down).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscoveryFailure {
+    /// `group/version`, or `v1` for core.
+    pub group_version: String,
+    /// What the server said.
+    pub message: String,
+}
+
+/// How the catalog was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiscoverySource {
+    /// Aggregated discovery (Kubernetes >= 1.26 with apidiscovery v2).
+    Aggregated,
+    /// One request per group version.
+    PerGroup,
+    /// kubectl's disk cache (`--cache-dir`), group versions it lacked asked for.
+    DiskCache,
+}
+
+/// Every kind the server serves, each once.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    kinds: Vec<Arc<KindInfo>>,
+    by_group_kind: HashMap<(String, String), usize>,
+    /// Group versions that could not be discovered; their kinds are missing from the catalog.
+    pub failures: Vec<DiscoveryFailure>,
+    /// How the catalog was obtained.
+    pub source: DiscoverySource,
+}
+
+impl Catalog {
+    /// Builds a catalog from already chosen kinds (sorted: core group first, then by group and kind).
+    pub fn new(mut kinds: Vec<KindInfo>, failures: Vec<DiscoveryFailure>, source: DiscoverySource) -> Self {
+        kinds.sort_by(|a, b| (&a.group, &a.kind).cmp(&(&b.group, &b.kind)));
+        let kinds: Vec<Arc<KindInfo>> = kinds.into_iter().map(Arc::new).collect();
+        let by_group_kind = kinds
+            .iter()
+            .enumerate()
+            .map(|(index, k)| ((k.group.clone(), k.kind.clone()), index))
+            .collect();
+        Self {
+            kinds,
+            by_group_kind,
+            failures,
+            source,
+        }
+    }
+
+    /// All kinds, core group first, then by group and kind.
+    pub fn kinds(&self) -> &[Arc<KindInfo>] {
+        &self.kinds
+    }
+
+    /// The kinds that can be listed. A kind served under two groups (Ingress as
+    /// `networking.k8s.io` and `extensions`) is listed once, under its canonical group when the
+    /// server serves that: the same objects answer under both.
+    pub fn listable(&self) -> impl Iterator<Item = &Arc<KindInfo>> {
+        self.kinds.iter().filter(|k| k.can("list") && !self.served_elsewhere(k))
+    }
+
+    /// Whether the objects of this kind are served, and listed, under its canonical group.
+    fn served_elsewhere(&self, kind: &KindInfo) -> bool {
+        let canonical = crate::identity::canonical_group(&kind.group, &kind.kind);
+        canonical != kind.group && self.exact(canonical, &kind.kind).is_some_and(|k| k.can("list"))
+    }
+
+    fn exact(&self, group: &str, kind: &str) -> Option<&Arc<KindInfo>> {
+        self.by_group_kind
+            .get(&(group.to_string(), kind.to_string()))
+            .map(|&index| &self.kinds[index])
+    }
+
+    /// The kind with this group and kind name; for a kind served under two groups, the other
+    /// group's when this one is not served.
+    pub fn get(&self, group: &str, kind: &str) -> Option<&Arc<KindInfo>> {
+        self.exact(group, kind).or_else(|| {
+            crate::identity::groups_sharing(group, kind)
+                .into_iter()
+                .find_map(|other| self.exact(other, kind))
+        })
+    }
+
+    /// Resolves what a user typed for a kind, as kubectl does: `deployments`, `deployment`,
+    /// `Deployment`, `deploy`, `deployments.apps`, `deployment.v1.apps`. Core group wins ties.
+    pub fn resolve(&self, typed: &str) -> Option<&Arc<KindInfo>> {
+        let typed_lower = typed.to_ascii_lowercase();
+        let (name, group) = match typed_lower.split_once('.') {
+            Some((name, rest)) => (name.to_string(), Some(rest.to_string())),
+            None => (typed_lower.clone(), None),
+        };
+        let group_matches = |k: &KindInfo| match &group {
+            None => true,
+            Some(g) => k.group == *g || format!("{}.{}", k.version, k.group) == *g,
+        };
+        let name_matches = |k: &KindInfo| {
+            k.plural == name
+                || k.singular == name
+                || k.kind.to_ascii_lowercase() == name
+                || k.short_names.iter().any(|s| s.to_ascii_lowercase() == name)
+        };
+        self.kinds.iter().find(|k| group_matches(k) && name_matches(k))
+    }
+}
+
+/// One resource of one group version, as discovery reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedResource {
+    /// Plural resource name; subresources contain a `/`.
+    pub plural: String,
+    /// Singular name (may be empty).
+    pub singular: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+    /// Allowed verbs.
+    pub verbs: Vec<String>,
+    /// Short names.
+    pub short_names: Vec<String>,
+}
+
+/// What one group serves, version by version.
+#[derive(Debug, Clone, Default)]
+pub struct ServedGroup {
+    /// Group name; empty for core.
+    pub group: String,
+    /// The server's preferred version, if it named one.
+    pub preferred: Option<String>,
+    /// Each version and its resources.
+    pub versions: Vec<(String, Vec<ServedResource>)>,
+}
+
+/// Chooses each kind of a group once: at the preferred version when that version serves it,
+/// otherwise at the newest (most stable, highest) version that does. Subresources are skipped.
+pub fn choose_kinds(group: &ServedGroup) -> Vec<KindInfo> {
+    let mut versions: Vec<&(String, Vec<ServedResource>)> = group.versions.iter().collect();
+    versions.sort_by_key(|(version, _)| {
+        let preferred = group.preferred.as_deref() == Some(version.as_str());
+        (
+            std::cmp::Reverse(preferred),
+            std::cmp::Reverse(Version::parse(version).priority()),
+        )
+    });
+    let mut seen = HashSet::new();
+    let mut chosen = Vec::new();
+    for (version, resources) in versions {
+        for resource in resources {
+            if resource.plural.contains('/') || !seen.insert(resource.kind.clone()) {
+                continue;
+            }
+            chosen.push(KindInfo {
+                group: group.group.clone(),
+                version: version.clone(),
+                kind: resource.kind.clone(),
+                plural: resource.plural.clone(),
+                singular: resource.singular.clone(),
+                short_names: resource.short_names.clone(),
+                namespaced: resource.namespaced,
+                verbs: resource.verbs.clone(),
+            });
+        }
+    }
+    chosen
+}
+
+/// Discovers every kind the server serves (no cache).
+pub async fn discover(client: &Client) -> Result<Catalog, kube::Error> {
+    let (lists, source) = read_lists(client).await?;
+    Ok(lists.catalog(source))
+}
+
+/// Discovery as lists, aggregated where the server has it, per group otherwise.
+pub async fn read_lists(client: &Client) -> Result<(ServerLists, DiscoverySource), kube::Error> {
+    match read_aggregated(client).await {
+        Ok(Some(lists)) => return Ok((lists, DiscoverySource::Aggregated)),
+        Ok(None) => {
+            tracing::debug!("aggregated discovery unusable; falling back to per-group discovery")
+        }
+        Err(kube::Error::Api(status)) => {
+            tracing::debug!(
+                "aggregated discovery refused ({}); falling back to per-group discovery",
+                status.message
+            )
+        }
+        Err(err) => return Err(err),
+    }
+    Ok((read_per_group(client).await?, DiscoverySource::PerGroup))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resource(plural: &str, kind: &str) -> ServedResource {
+        ServedResource {
+            plural: plural.into(),
+            singular: String::new(),
+            kind: kind.into(),
+            namespaced: true,
+            verbs: vec!["list".into(), "delete".into()],
+            short_names: vec![],
+        }
+    }
+
+    #[test]
+    fn preferred_version_wins_when_it_serves_the_kind() {
+        let group = ServedGroup {
+            group: "example.com".into(),
+            preferred: Some("v1".into()),
+            versions: vec![
+                ("v2beta1".into(), vec![resource("widgets", "Widget")]),
+                (
+                    "v1".into(),
+                    vec![resource("widgets", "Widget"), resource("widgets/status", "Widget")],
+                ),
+            ],
+        };
+        let kinds = choose_kinds(&group);
+        assert_eq!(kinds.len(), 1);
+        assert_eq!(kinds[0].version, "v1");
+    }
+
+    #[test]
+    fn kind_served_only_by_a_non_preferred_version_is_kept_at_the_newest() {
+        let group = ServedGroup {
+            group: "example.com".into(),
+            preferred: Some("v1".into()),
+            versions: vec![
+                ("v1".into(), vec![resource("widgets", "Widget")]),
+                ("v1alpha1".into(), vec![resource("gadgets", "Gadget")]),
+                ("v1beta2".into(), vec![resource("gadgets", "Gadget")]),
+                ("v1beta1".into(), vec![resource("gadgets", "Gadget")]),
+            ],
+        };
+        let kinds = choose_kinds(&group);
+        let gadget = kinds.iter().find(|k| k.kind == "Gadget").unwrap();
+        assert_eq!(gadget.version, "v1beta2");
+        assert_eq!(kinds.len(), 2);
+    }
+
+    #[test]
+    fn subresources_are_not_kinds() {
+        let group = ServedGroup {
+            group: String::new(),
+            preferred: Some("v1".into()),
+            versions: vec![(
+                "v1".into(),
+                vec![resource("pods/log", "Pod"), resource("pods/status", "Pod")],
+            )],
+        };
+        assert!(choose_kinds(&group).is_empty());
+    }
+
+    #[test]
+    fn resolve_matches_kubectl_spellings() {
+        let mut deploy = KindInfo {
+            group: "apps".into(),
+            version: "v1".into(),
+            kind: "Deployment".into(),
+            plural: "deployments".into(),
+            singular: "deployment".into(),
+            short_names: vec!["deploy".into()],
+            namespaced: true,
+            verbs: vec!["list".into()],
+        };
+        let catalog = Catalog::new(vec![deploy.clone()], vec![], DiscoverySource::PerGroup);
+        for typed in [
+            "deployments",
+            "deployment",
+            "Deployment",
+            "deploy",
+            "deployments.apps",
+            "deployment.v1.apps",
+        ] {
+            assert_eq!(
+                catalog.resolve(typed).map(|k| k.kind.as_str()),
+                Some("Deployment"),
+                "{typed}"
+            );
+        }
+        assert!(catalog.resolve("deployments.extensions").is_none());
+        assert!(catalog.resolve("deployment.v2.apps").is_none(), "a version not served");
+        assert!(catalog.resolve("deploys").is_none());
+        // By (group, kind): the group is part of the identity.
+        assert_eq!(
+            catalog.get("apps", "Deployment").map(|k| k.plural.as_str()),
+            Some("deployments")
+        );
+        assert!(catalog.get("", "Deployment").is_none());
+        // extensions/Deployment is the same stored object as apps/Deployment (identity's
+        // SHARED_KINDS): asked by either group, the served one answers.
+        assert_eq!(
+            catalog.get("extensions", "Deployment").map(|k| k.group.as_str()),
+            Some("apps")
+        );
+        assert!(catalog.get("example.com", "Deployment").is_none());
+        // A catalog of two groups with the same kind resolves the group it is told.
+        let apps = deploy.clone();
+        deploy.group = "example.com".into();
+        deploy.version = "v1alpha1".into();
+        let both = Catalog::new(vec![apps, deploy], vec![], DiscoverySource::PerGroup);
+        assert_eq!(
+            both.resolve("deployments.example.com").map(|k| k.group.as_str()),
+            Some("example.com")
+        );
+        assert_eq!(both.resolve("deployments.apps").map(|k| k.group.as_str()), Some("apps"));
+    }
+}

@@ -1,0 +1,313 @@
+//! The live dependency graph: the Flux objects in scope (whole, for `spec.dependsOn`), the
+//! selected objects (metadata), their members, and the bodies inference needs; referenced objects
+//! are looked up to tell missing from external. `graph`, `prune` and `stuck` build on it.
+
+use std::collections::{HashMap, HashSet};
+
+use futures::{stream, StreamExt};
+
+use crate::collect::{api_for, collect, list_objects, ListOptions, ListScope, Listed};
+use crate::error::{is_forbidden, is_not_found, UserError};
+use crate::graph::{build, tracked_by_any, BuildOptions, Graph, NodeInput};
+use crate::identity::ObjectId;
+use crate::listing::{gaps as list_gaps, warn_unlisted};
+use crate::retry::with_retries;
+use crate::session::Session;
+use crate::trackers::{Selection, FLUX_KINDS};
+
+/// A live graph and the listed objects behind its selected nodes.
+pub struct LiveGraph {
+    /// The graph.
+    pub graph: Graph,
+    /// The listed object of each selected node.
+    pub objects: HashMap<ObjectId, Listed>,
+    /// Every tracked object that was listed, in the graph or not.
+    pub tracked: Vec<ObjectId>,
+    /// Kinds that could not be listed (`Kind.group`): their objects are not in the graph.
+    pub unlisted: Vec<String>,
+    /// What could not be listed for another reason than 403 (`listing::gaps`).
+    pub gaps: Vec<String>,
+}
+
+/// The live graph: Flux Kustomizations and HelmReleases in scope (full objects, for
+/// `spec.dependsOn`), plus the selected objects (metadata), plus, with `members`, the objects
+/// that hang under a tracking object. Referred-to objects are looked up to tell missing from
+/// external.
+pub async fn live_graph(
+    session: &Session,
+    selection: Option<Selection>,
+    members: bool,
+    options: ListOptions,
+) -> Result<LiveGraph, UserError> {
+    live_graph_with(session, selection, members, options, true).await
+}
+
+/// [`live_graph`], with inference on or off (`--no-infer`). With a selection, only the Flux
+/// objects it holds are nodes; what they depend on outside it is marked external.
+pub async fn live_graph_with(
+    session: &Session,
+    selection: Option<Selection>,
+    members: bool,
+    options: ListOptions,
+    infer: bool,
+) -> Result<LiveGraph, UserError> {
+    let mut listed = Vec::new();
+    let mut unlisted = Vec::new();
+    let mut gaps = Vec::new();
+    let explicit = selection.is_some();
+    // Only a real choice (a tracker, a selector) narrows the Flux objects shown.
+    let narrowed = selection
+        .as_ref()
+        .is_some_and(|s| s.tracker.is_some() || s.user_selector.is_some());
+    if explicit || members {
+        let mut selection = selection.unwrap_or_default();
+        selection.tracking_objects = members;
+        let collection = collect(
+            &session.connection.client,
+            &session.catalog,
+            &session.scope,
+            &selection,
+            options,
+        )
+        .await;
+        warn_unlisted(&collection, session)?;
+        gaps = list_gaps(&collection, session);
+        unlisted = collection.failures.iter().map(|f| f.kind.kind_with_group()).collect();
+        unlisted.extend(
+            session
+                .catalog
+                .failures
+                .iter()
+                .map(|f| format!("every kind of {}", f.group_version)),
+        );
+        listed = collection.objects;
+    }
+    let options = LiveOptions {
+        members,
+        only_members: !explicit,
+        infer,
+        only_selected: narrowed,
+    };
+    let mut live = graph_of_with(session, listed, &options).await?;
+    live.unlisted = unlisted;
+    live.gaps = gaps;
+    Ok(live)
+}
+
+/// The live graph of the given objects plus the Flux objects in scope. With `only_members`,
+/// the given objects are kept only when they hang under a tracking object. Inference is on.
+pub async fn graph_of(
+    session: &Session,
+    listed: Vec<Listed>,
+    members: bool,
+    only_members: bool,
+) -> Result<LiveGraph, UserError> {
+    let options = LiveOptions {
+        members,
+        only_members,
+        infer: true,
+        only_selected: false,
+    };
+    graph_of_with(session, listed, &options).await
+}
+
+/// How to build a live graph.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LiveOptions {
+    /// Hang members under the objects that track them.
+    pub members: bool,
+    /// Keep the given objects only when they hang under a tracking object.
+    pub only_members: bool,
+    /// Infer the edges nobody declared (`--no-infer` turns it off).
+    pub infer: bool,
+    /// Only the given objects are nodes: the Flux objects in scope that are not among them are
+    /// left out (those they depend on show as external).
+    pub only_selected: bool,
+}
+
+/// [`graph_of`] with every option.
+pub async fn graph_of_with(
+    session: &Session,
+    listed: Vec<Listed>,
+    options: &LiveOptions,
+) -> Result<LiveGraph, UserError> {
+    let LiveOptions {
+        members,
+        only_members,
+        infer,
+        only_selected,
+    } = *options;
+    let mut flux = flux_objects(session).await?;
+    if only_selected {
+        let given: HashSet<ObjectId> = listed.iter().map(Listed::id).collect();
+        flux.retain(|(object, _)| given.contains(&object.id()));
+    }
+    let mut objects: HashMap<ObjectId, Listed> = HashMap::new();
+    let mut inputs = Vec::new();
+    for (object, body) in flux {
+        let mut input = input_from_listed(&object);
+        input.depends_on = NodeInput::flux_depends_on(&input.id, &body);
+        input.body = Some(body); // its deletion policy: see `graph::orphans_members`
+        objects.insert(object.id(), object);
+        inputs.push(input);
+    }
+    let tracked: Vec<ObjectId> = listed.iter().map(Listed::id).collect();
+    let mut others: Vec<NodeInput> = Vec::new();
+    for object in listed {
+        if let std::collections::hash_map::Entry::Vacant(slot) = objects.entry(object.id()) {
+            others.push(input_from_listed(&object));
+            slot.insert(object);
+        }
+    }
+    if only_members {
+        others = tracked_by_any(&inputs, others);
+        let kept: HashSet<&ObjectId> = inputs.iter().chain(others.iter()).map(|i| &i.id).collect();
+        objects.retain(|id, _| kept.contains(id));
+    }
+    inputs.extend(others);
+    for input in &inputs {
+        for (key, value, why) in crate::graph::malformed_annotations(&input.annotations) {
+            tracing::warn!("{}: {key} {value:?} ignored: {why}", input.id);
+        }
+    }
+    if infer {
+        attach_specs(session, &mut inputs).await?;
+    }
+    let kinds = session.catalog.kinds();
+    let crd_names = kinds
+        .iter()
+        .filter(|k| !k.group.is_empty())
+        .map(|k| ((k.group.clone(), k.kind.clone()), format!("{}.{}", k.plural, k.group)))
+        .collect();
+    let plurals = kinds
+        .iter()
+        .map(|k| ((k.group.clone(), k.kind.clone()), k.plural.clone()))
+        .collect();
+    let options = BuildOptions {
+        members,
+        crd_names,
+        infer,
+        plurals,
+    };
+    let mut graph = build(&inputs, &options);
+    let existing = existing_references(session, &graph).await;
+    graph.mark_referenced(|id| existing.contains(id));
+    Ok(LiveGraph {
+        graph,
+        objects,
+        tracked,
+        unlisted: Vec::new(),
+        gaps: Vec::new(),
+    })
+}
+
+/// A graph input from listed metadata.
+pub fn input_from_listed(object: &Listed) -> NodeInput {
+    NodeInput {
+        id: object.id(),
+        uid: Some(object.uid().to_string()),
+        labels: object.meta.labels.clone().unwrap_or_default(),
+        annotations: object.meta.annotations.clone().unwrap_or_default(),
+        depends_on: Vec::new(),
+        finalizers: object.finalizers().to_vec(),
+        body: None,
+        app: None,
+    }
+}
+
+/// Reads the whole objects inference needs (webhooks, APIServices, Services, workloads, volumes,
+/// StorageClasses): one list per such kind that has nodes, in the session's scope. A kind the
+/// user may not list is warned about; its edges are not inferred.
+async fn attach_specs(session: &Session, inputs: &mut [NodeInput]) -> Result<(), UserError> {
+    let namespace = match &session.scope {
+        ListScope::Namespace(ns) => Some(ns.as_str()),
+        ListScope::AllNamespaces => None,
+    };
+    let mut wanted: HashMap<ObjectId, usize> = HashMap::new();
+    for (index, input) in inputs.iter().enumerate() {
+        if crate::infer::needs_spec(&input.id.group, &input.id.kind) {
+            wanted.insert(input.id.clone(), index);
+        }
+    }
+    for (group, kind) in crate::infer::SPEC_KINDS {
+        if !wanted.keys().any(|id| id.group == group && id.kind == kind) {
+            continue;
+        }
+        let Some(info) = session.catalog.get(group, kind) else {
+            continue;
+        };
+        let objects = match list_objects(&session.connection.client, info, namespace, None).await {
+            Ok(objects) => objects,
+            Err(err) if is_forbidden(&err) => {
+                tracing::warn!(
+                    "not allowed to list {}: the edges they imply are not inferred",
+                    info.kind_with_group()
+                );
+                continue;
+            }
+            Err(err) => return Err(session.connection.explain(&err)),
+        };
+        for object in objects {
+            let id = Listed::new(info.clone(), object.metadata.clone()).id();
+            if let Some(&index) = wanted.get(&id) {
+                let mut body = object.data;
+                if let Some(fields) = body.as_object_mut() {
+                    fields.insert("apiVersion".into(), info.api_version().into());
+                }
+                inputs[index].body = Some(body);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every Flux Kustomization and HelmRelease in scope, as whole objects (their spec matters).
+/// A kind the user may not list is warned about and left out.
+pub async fn flux_objects(session: &Session) -> Result<Vec<(Listed, serde_json::Value)>, UserError> {
+    let namespace = match &session.scope {
+        ListScope::Namespace(ns) => Some(ns.as_str()),
+        ListScope::AllNamespaces => None,
+    };
+    let mut found = Vec::new();
+    for (group, kind) in FLUX_KINDS {
+        let Some(info) = session.catalog.get(group, kind) else {
+            continue;
+        };
+        match list_objects(&session.connection.client, info, namespace, None).await {
+            Ok(objects) => {
+                found.extend(
+                    objects
+                        .into_iter()
+                        .map(|o| (Listed::new(info.clone(), o.metadata), o.data)),
+                );
+            }
+            Err(err) if is_forbidden(&err) => {
+                tracing::warn!(
+                    "not allowed to list {}: their dependsOn edges are not shown",
+                    info.kind_with_group()
+                );
+            }
+            Err(err) => return Err(session.connection.explain(&err)),
+        }
+    }
+    Ok(found)
+}
+
+async fn existing_references(session: &Session, graph: &Graph) -> HashSet<ObjectId> {
+    let references: Vec<ObjectId> = graph.referenced().map(|n| n.id.clone()).collect();
+    let found: Vec<Option<ObjectId>> = stream::iter(references)
+        .map(|id| async move {
+            let kind = session.catalog.get(&id.group, &id.kind)?;
+            let api = api_for(&session.connection.client, kind, id.namespace.as_deref());
+            match with_retries("get dependency", || api.get_metadata(&id.name)).await {
+                Ok(_) => Some(id),
+                Err(err) if is_not_found(&err) => None,
+                // Cannot tell (e.g. forbidden): do not call it missing.
+                Err(_) => Some(id),
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    found.into_iter().flatten().collect()
+}

@@ -1,0 +1,511 @@
+//! Finding orphans: the use-case `orphans` and `prune` share. The desired set (`-f`/`-k`
+//! manifests, resolved through discovery, in the namespace the stack's tool would give them),
+//! the tool's record (`--inventory`, or the one the `--tracker` names), the listing, then each
+//! tracked object judged by the rules of the tool that tracks it ([`crate::classify`],
+//! [`crate::policy`]), with the objects a controller derives spared.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::classify::{classify, classify_one, Classified, Desired, SkipReason, Verdict};
+use crate::cli::{DesiredArgs, ListTuning, SelectionArgs};
+use crate::collect::{collect, Collection, Listed};
+// Until `warn_unlisted` and the session have their library homes (issue 12, helper `arch`).
+use crate::desired::{validate_identities, DesiredSet, NamespaceRule, Origin, Scopes};
+use crate::error::{is_not_found, UserError};
+use crate::inventory::{self, InventoryRef, StackRecord};
+use crate::listing::warn_unlisted;
+use crate::manifest::{load_kustomize, load_paths, Manifest};
+use crate::policy::is_claim_of;
+use crate::session::{list_options, resolve_selection, selection, Session};
+use crate::trackers::{marks, Preset, Selection};
+
+/// What `orphans` found: every tracked object with its verdict, and what could not be checked.
+pub struct OrphanReport {
+    /// Every tracked object and its verdict.
+    pub classified: Vec<Classified>,
+    /// The listing, for its failures.
+    pub collection: Collection,
+    /// Kinds that could not be checked (`Kind.group`), with why.
+    pub unchecked: Vec<String>,
+}
+
+impl OrphanReport {
+    /// The orphans.
+    pub fn orphans(&self) -> impl Iterator<Item = &Classified> {
+        self.classified
+            .iter()
+            .filter(|c| matches!(c.verdict, Verdict::Orphan(_)))
+    }
+
+    /// The skipped objects.
+    pub fn skipped(&self) -> impl Iterator<Item = &Classified> {
+        self.classified
+            .iter()
+            .filter(|c| matches!(c.verdict, Verdict::Skipped(_)))
+    }
+}
+
+/// Reads `-f`/`-k` manifests (before any request, so a bad manifest stops everything): a
+/// manifest that does not parse, or names an object the API server would reject, is refused.
+pub fn read_manifests(args: &DesiredArgs) -> Result<Option<Vec<Manifest>>, UserError> {
+    if args.filenames.is_empty() && args.kustomize.is_empty() {
+        return Ok(None);
+    }
+    let mut manifests = load_paths(&args.filenames)?;
+    for dir in &args.kustomize {
+        manifests.extend(load_kustomize(dir)?);
+    }
+    validate_identities(&manifests)?;
+    Ok(Some(manifests))
+}
+
+/// Finds the orphans: the shared core of `orphans` and `prune`.
+pub async fn find(
+    session: &Session,
+    selection_args: &SelectionArgs,
+    desired_args: &DesiredArgs,
+    manifests: Option<Vec<Manifest>>,
+    tuning: &ListTuning,
+) -> Result<OrphanReport, UserError> {
+    let mut selection = selection(selection_args)?;
+    selection.tracked_only = !desired_args.untracked;
+    if let Some(tracker) = selection.tracker.as_mut() {
+        tracker.default_namespace(&session.connection.namespace);
+    }
+    refuse_checksum(desired_args)?;
+    let mut stack = StackRecord::default();
+    if let Some(reference) = &desired_args.inventory {
+        let loaded = inventory::load(&InventoryRef::parse(reference)?, session).await?;
+        if selection.tracker.is_none() && selection.user_selector.is_none() {
+            selection.tracker = Some(loaded.tracker);
+        }
+        stack = StackRecord {
+            recorded: Some(loaded.recorded),
+            target_namespace: loaded.target_namespace,
+        };
+    }
+    if manifests.is_none() && stack.recorded.is_none() {
+        return Err(UserError::usage(
+            "say what is desired: -f PATH, -k DIR or --inventory PRESET=REF",
+        ));
+    }
+    if selection.tracker.is_none() && selection.user_selector.is_none() {
+        return Err(
+            UserError::usage("say which stack: -l SELECTOR or --tracker PRESET[=VALUE]")
+                .hint("without one, every stack's objects would be compared with this one desired set"),
+        );
+    }
+    // Before an ApplySet parent's name becomes its id: the record is read from the parent.
+    if stack.recorded.is_none() && manifests.is_some() {
+        stack = tracker_record(&selection, session).await?;
+    }
+    resolve_selection(&mut selection, session)?;
+    let resolved = manifests.as_deref().map(|manifests| {
+        let set = resolve_manifests(manifests, session, stack.target_namespace.as_deref());
+        report_resolution(&set);
+        set
+    });
+    if manifests.is_none() {
+        tracing::warn!(
+            "an inventory alone is what the tool applied last: nothing in it is an orphan, and the tool never deletes what it did not record; give the new desired set with -f/-k to see what it would prune"
+        );
+    }
+    let desired = Desired {
+        manifests: resolved,
+        recorded: stack.recorded,
+        tracker: selection.tracker.clone(),
+    };
+    refuse_empty(&desired, desired_args.allow_empty)?;
+    refuse_unresolved(&desired, desired_args.allow_unresolved)?;
+    let collection = collect(
+        &session.connection.client,
+        &session.catalog,
+        &session.scope,
+        &selection,
+        list_options(tuning),
+    )
+    .await;
+    warn_unlisted(&collection, session)?;
+    let unchecked = unchecked_kinds(&collection, session);
+    if !unchecked.is_empty() {
+        tracing::warn!(
+            "not checked (no object of these kinds is called an orphan): {}",
+            unchecked.join(", ")
+        );
+    }
+    let mut classified = match manifests.as_deref() {
+        Some(manifests) if judged_by_labels(&desired) => {
+            classify_by_flux_stack(&collection.objects, &desired, manifests, session).await
+        }
+        _ => classify(&collection.objects, &desired),
+    };
+    spare_derived(&mut classified, session).await;
+    Ok(OrphanReport {
+        classified,
+        collection,
+        unchecked,
+    })
+}
+
+/// The record of the stack `--tracker` names (Flux inventory, Helm release, kpt inventory), read
+/// so that the orphans are the tool's own diff, and a Flux Kustomization's target namespace;
+/// without a record, its labels alone decide, and the user is told.
+pub async fn tracker_record(selection: &Selection, session: &Session) -> Result<StackRecord, UserError> {
+    let Some(tracker) = selection.tracker.as_ref() else {
+        return Ok(StackRecord::default());
+    };
+    let found = inventory::load_for_tracker(tracker, session).await?;
+    if let Some(target) = &found.target_namespace {
+        tracing::info!(
+            "namespaced manifests are compared in {target}, the Kustomization's targetNamespace (as kustomize-controller applies them)"
+        );
+    }
+    if let Some(recorded) = &found.recorded {
+        tracing::info!("comparing with {}", recorded.name());
+        return Ok(found);
+    }
+    if matches!(
+        tracker.preset,
+        Preset::Flux | Preset::Helm | Preset::Kpt | Preset::ApplySet
+    ) {
+        tracing::warn!(
+            "no {} record read for {}: falling back to its labels and annotations (name the stack, e.g. --tracker {}=NAME, to compare with what the tool recorded)",
+            tracker.preset.name(),
+            selection.describe(),
+            tracker.preset.name()
+        );
+    }
+    Ok(found)
+}
+
+/// Resolves the manifests through discovery: a namespaced manifest takes the stack's target
+/// namespace when its tool forces one (Flux `spec.targetNamespace`), else its own, else `-n`
+/// or the context's namespace.
+fn resolve_manifests(manifests: &[Manifest], session: &Session, target_namespace: Option<&str>) -> DesiredSet {
+    let scopes = Scopes::new(Some(&session.catalog), manifests);
+    let rule = match target_namespace {
+        Some(target) => NamespaceRule::Target(target),
+        None => NamespaceRule::Default(&session.connection.namespace),
+    };
+    DesiredSet::resolved(manifests, &scopes, rule, Origin::Manifests)
+}
+
+/// Whether no record was read and no single stack named: `-l` alone (or a `--tracker` preset
+/// without a value), where each object must be judged by the record of the stack that marks it.
+fn judged_by_labels(desired: &Desired) -> bool {
+    desired.recorded.is_none() && desired.tracker.as_ref().is_none_or(|tracker| tracker.value.is_none())
+}
+
+/// The Flux Kustomization (name, namespace) whose labels an object carries.
+fn flux_stack_of(object: &Listed) -> Option<(String, String)> {
+    marks(&object.meta)
+        .into_iter()
+        .find(|mark| mark.preset == Preset::Flux)
+        .and_then(|mark| Some((mark.value.name, mark.value.namespace?)))
+}
+
+/// How the objects of one Flux Kustomization are judged: by its record and target namespace,
+/// or, when it cannot be read, not at all (why).
+type StackJudgement = Result<Desired, String>;
+
+/// `-l` alone: an object a Flux Kustomization marks is judged as `--tracker flux=NAME.NS` judges
+/// it: against that Kustomization's `status.inventory` (only what it recorded and is no longer
+/// desired is an orphan), with the manifests in its `spec.targetNamespace`. A Kustomization
+/// that does not exist leaves its labels to decide (as `--tracker` does); one that cannot be
+/// read makes its objects unknown, never orphans. Other objects are judged by `base`.
+async fn classify_by_flux_stack(
+    objects: &[Listed],
+    base: &Desired,
+    manifests: &[Manifest],
+    session: &Session,
+) -> Vec<Classified> {
+    let mut stacks: HashMap<(String, String), StackJudgement> = HashMap::new();
+    let mut classified = Vec::with_capacity(objects.len());
+    for object in objects {
+        let Some(key) = flux_stack_of(object) else {
+            classified.push(classify_one(object, base));
+            continue;
+        };
+        if !stacks.contains_key(&key) {
+            let judgement = flux_stack_judgement(&key.0, &key.1, base, manifests, session).await;
+            stacks.insert(key.clone(), judgement);
+        }
+        classified.push(match stacks.get(&key) {
+            Some(Ok(desired)) => classify_one(object, desired),
+            Some(Err(why)) => unknown_unless_desired(classify_one(object, base), why),
+            None => classify_one(object, base),
+        });
+    }
+    classified
+}
+
+/// What a Flux Kustomization's objects are judged against.
+async fn flux_stack_judgement(
+    name: &str,
+    namespace: &str,
+    base: &Desired,
+    manifests: &[Manifest],
+    session: &Session,
+) -> StackJudgement {
+    let stack = match inventory::read_flux(session, name, namespace).await {
+        Ok(Some(stack)) => stack,
+        Ok(None) => {
+            tracing::warn!("no Kustomization {namespace}/{name}: the objects it marks are compared by their labels");
+            return Ok(base.clone());
+        }
+        Err(err) => {
+            tracing::warn!("{}", err.message);
+            return Err(err.message);
+        }
+    };
+    let resolved = match stack.target_namespace.as_deref() {
+        Some(target) => Some(resolve_manifests(manifests, session, Some(target))),
+        None => base.manifests.clone(),
+    };
+    let recorded = stack.inventory.map(|inventory| inventory.recorded);
+    match &recorded {
+        Some(recorded) => tracing::info!(
+            "the objects Kustomization {namespace}/{name} marks are compared with {}",
+            recorded.name()
+        ),
+        None => tracing::warn!(
+            "Kustomization {namespace}/{name} records no inventory: the objects it marks are compared by their labels"
+        ),
+    }
+    Ok(Desired {
+        manifests: resolved,
+        recorded,
+        tracker: base.tracker.clone(),
+    })
+}
+
+/// An object whose stack cannot be read: never an orphan (its tool's verdict is unknown).
+fn unknown_unless_desired(mut classified: Classified, why: &str) -> Classified {
+    if matches!(classified.verdict, Verdict::Orphan(_)) {
+        classified.verdict = Verdict::Skipped(SkipReason::RecordUnreadable { why: why.to_string() });
+    }
+    classified
+}
+
+/// `--checksum` took one stack checksum as "current" and condemned everything else. Flux v1's
+/// checksums are per object: a mismatch means "not updated, skip", and only objects absent from
+/// git are deleted (fluxcd/flux 1.x `pkg/cluster/kubernetes/sync.go` `collectGarbage`).
+fn refuse_checksum(args: &DesiredArgs) -> Result<(), UserError> {
+    if args.checksum.is_none() {
+        return Ok(());
+    }
+    Err(UserError::usage(
+        "--checksum is not a desired set: Flux v1 deletes only objects absent from git, and a checksum that differs means \"not updated\", never \"delete\"",
+    )
+    .hint("give the repository with -f (and the sync set with --tracker flux-v1=SYNC-SET)"))
+}
+
+fn report_resolution(set: &DesiredSet) {
+    for unresolved in &set.unresolved {
+        tracing::warn!("{unresolved}");
+    }
+    for note in &set.notes {
+        tracing::info!("{note}");
+    }
+}
+
+fn refuse_empty(desired: &Desired, allow_empty: bool) -> Result<(), UserError> {
+    let empty = match (&desired.manifests, &desired.recorded) {
+        (Some(set), _) => set.is_empty(),
+        (None, Some(recorded)) => recorded.is_empty(),
+        (None, None) => true,
+    };
+    if empty && !allow_empty {
+        return Err(
+            UserError::refused("the desired set is empty: every tracked object would be an orphan")
+                .hint("check the path or inventory; pass --allow-empty if the whole stack really is gone"),
+        );
+    }
+    Ok(())
+}
+
+/// A desired set with entries the cluster cannot resolve (a kind not served yet, a typo in
+/// `apiVersion`) is incomplete: the objects those entries stand for would look like orphans.
+fn refuse_unresolved(desired: &Desired, allow_unresolved: bool) -> Result<(), UserError> {
+    let Some(set) = desired.manifests.as_ref() else {
+        return Ok(());
+    };
+    if set.unresolved.is_empty() || allow_unresolved {
+        return Ok(());
+    }
+    let unresolved: Vec<String> = set.unresolved.iter().map(ToString::to_string).collect();
+    Err(UserError::refused(format!(
+        "the desired set is incomplete: {} declared object(s) cannot be resolved by the cluster ({}); the objects they stand for would look like orphans",
+        unresolved.len(),
+        unresolved.join("; ")
+    ))
+    .hint("install their CRDs first or fix apiVersion/kind; pass --allow-unresolved to compare anyway"))
+}
+
+/// Objects a controller derives from a tracked object without an ownerReference, which carry
+/// its labels: a Service's Endpoints (the endpoints controller copies the Service's labels) and
+/// EndpointSlices, a StatefulSet's claims (the StatefulSet controller copies its selector
+/// labels onto each `volumeClaimTemplates` claim). They go with their source, never as orphans;
+/// when the source cannot be checked they are spared too.
+async fn spare_derived(classified: &mut [Classified], session: &Session) {
+    let mut claim_templates: HashMap<String, ClaimTemplates> = HashMap::new();
+    for entry in classified.iter_mut() {
+        if !matches!(entry.verdict, Verdict::Orphan(_)) {
+            continue;
+        }
+        let object = &entry.object;
+        let source = match (object.kind.group.as_str(), object.kind.kind.as_str()) {
+            ("", "Endpoints") => endpoints_source(object, session).await,
+            ("discovery.k8s.io", "EndpointSlice") => object
+                .meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("kubernetes.io/service-name"))
+                .map(|service| format!("Service/{service}")),
+            ("", "PersistentVolumeClaim") => {
+                let namespace = object.namespace().unwrap_or_default().to_string();
+                if !claim_templates.contains_key(&namespace) {
+                    let sets = stateful_sets(session, &namespace).await;
+                    claim_templates.insert(namespace.clone(), sets);
+                }
+                claim_templates
+                    .get(&namespace)
+                    .and_then(|sets| claim_source(object.name(), sets))
+            }
+            _ => None,
+        };
+        if let Some(source) = source {
+            entry.verdict = Verdict::Skipped(SkipReason::Derived { source });
+        }
+    }
+}
+
+async fn endpoints_source(object: &Listed, session: &Session) -> Option<String> {
+    let services = session.catalog.get("", "Service")?;
+    let api = crate::collect::api_for(&session.connection.client, services, object.namespace());
+    let service = format!("Service/{}", object.name());
+    match api.get_metadata(object.name()).await {
+        Ok(_) => Some(service),
+        Err(err) if is_not_found(&err) => None,
+        Err(err) => Some(format!("{service} (could not be checked: {err})")),
+    }
+}
+
+/// The StatefulSets of a namespace, each with its claim template names, or why they could not
+/// be listed.
+type ClaimTemplates = Result<Vec<(String, Vec<String>)>, String>;
+
+/// The StatefulSets of a namespace with their claim template names.
+async fn stateful_sets(session: &Session, namespace: &str) -> ClaimTemplates {
+    let Some(kind) = session.catalog.get("apps", "StatefulSet") else {
+        return Ok(Vec::new());
+    };
+    let sets = crate::collect::list_objects(&session.connection.client, kind, Some(namespace), None)
+        .await
+        .map_err(|err| err.to_string())?;
+    Ok(sets
+        .into_iter()
+        .map(|set| {
+            let templates = set
+                .data
+                .pointer("/spec/volumeClaimTemplates")
+                .and_then(Value::as_array)
+                .map(|templates| {
+                    templates
+                        .iter()
+                        .filter_map(|t| t.pointer("/metadata/name").and_then(Value::as_str))
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            (set.metadata.name.unwrap_or_default(), templates)
+        })
+        .collect())
+}
+
+fn claim_source(claim: &str, sets: &ClaimTemplates) -> Option<String> {
+    match sets {
+        Ok(sets) => sets
+            .iter()
+            .find(|(set, templates)| is_claim_of(claim, set, templates))
+            .map(|(set, _)| format!("StatefulSet/{set}")),
+        Err(err) => Some(format!("a StatefulSet (could not be checked: {err})")),
+    }
+}
+
+fn unchecked_kinds(collection: &Collection, session: &Session) -> Vec<String> {
+    let mut kinds: Vec<String> = collection.failures.iter().map(|f| f.kind.kind_with_group()).collect();
+    kinds.extend(
+        session
+            .catalog
+            .failures
+            .iter()
+            .map(|f| format!("every kind of {}", f.group_version)),
+    );
+    kinds
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::OrphanReason;
+    use crate::trackers::{Tracker, FLUX_KS_NAME, FLUX_KS_NAMESPACE};
+    use std::sync::Arc;
+
+    fn config_map(labels: &[(&str, &str)]) -> Listed {
+        let mut meta = crate::fixtures::meta(labels, &[]);
+        meta.name = Some("a".into());
+        meta.namespace = Some("web".into());
+        Listed::new(Arc::new(crate::fixtures::kind("", "ConfigMap", true)), meta)
+    }
+
+    #[test]
+    fn only_objects_no_named_stack_or_record_bounds_are_judged_by_their_own_stack() {
+        let tracker = |text: &str| Some(Tracker::parse(text).unwrap());
+        assert!(judged_by_labels(&Desired::default()), "-l alone");
+        let preset_only = Desired {
+            tracker: tracker("flux"),
+            ..Default::default()
+        };
+        assert!(
+            judged_by_labels(&preset_only),
+            "a preset without a value names no stack"
+        );
+        let named = Desired {
+            tracker: tracker("flux=apps.flux-system"),
+            ..Default::default()
+        };
+        assert!(!judged_by_labels(&named), "--tracker flux=NAME.NS reads its own record");
+    }
+
+    #[test]
+    fn an_objects_flux_stack_needs_both_labels() {
+        let both = config_map(&[(FLUX_KS_NAME, "apps"), (FLUX_KS_NAMESPACE, "flux-system")]);
+        assert_eq!(flux_stack_of(&both), Some(("apps".into(), "flux-system".into())));
+        assert_eq!(flux_stack_of(&config_map(&[(FLUX_KS_NAME, "apps")])), None, "ambiguous");
+        assert_eq!(flux_stack_of(&config_map(&[("app", "shop")])), None);
+    }
+
+    #[test]
+    fn an_unreadable_stack_makes_no_orphan_but_leaves_other_verdicts() {
+        let object = config_map(&[]);
+        let orphan = Classified {
+            object: object.clone(),
+            verdict: Verdict::Orphan(OrphanReason::NotInDesiredSet),
+        };
+        let judged = unknown_unless_desired(orphan, "Kustomization f/apps cannot be read");
+        assert_eq!(
+            judged.verdict,
+            Verdict::Skipped(SkipReason::RecordUnreadable {
+                why: "Kustomization f/apps cannot be read".into()
+            })
+        );
+        let desired = Classified {
+            object,
+            verdict: Verdict::Desired,
+        };
+        assert_eq!(unknown_unless_desired(desired, "x").verdict, Verdict::Desired);
+    }
+}

@@ -1,0 +1,289 @@
+//! End-to-end tests: orphans of a Flux Kustomization exactly as kustomize-controller decides
+//! them (issue 16 F4 and F5): the manifests take the Kustomization's `spec.targetNamespace`,
+//! and objects found by `-l` alone are judged by their Kustomization's inventory.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::*;
+
+/// Sets a Kustomization's status (the Flux inventory lives there), as kustomize-controller does.
+fn set_inventory(name: &str, namespace: &str, ids: &[String]) {
+    let entries: Vec<String> = ids.iter().map(|id| format!(r#"{{"id":"{id}","v":"v1"}}"#)).collect();
+    let status = format!(r#"{{"status":{{"inventory":{{"entries":[{}]}}}}}}"#, entries.join(","));
+    let patched = kubectl(&[
+        "patch",
+        "kustomization",
+        name,
+        "-n",
+        namespace,
+        "--subresource",
+        "status",
+        "--type",
+        "merge",
+        "-p",
+        &status,
+    ]);
+    assert_eq!(patched.code, 0, "{}", patched.stderr);
+}
+
+fn names(run: &Run, list: &str) -> BTreeSet<String> {
+    run.json()[list]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {list} in {}", run.stdout))
+        .iter()
+        .map(|o| {
+            format!(
+                "{}/{}/{}",
+                o["kind"].as_str().unwrap(),
+                o["namespace"].as_str().unwrap_or(""),
+                o["name"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+fn reasons(run: &Run, list: &str) -> BTreeSet<(String, String)> {
+    run.json()[list]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {list} in {}", run.stdout))
+        .iter()
+        .map(|o| {
+            (
+                o["name"].as_str().unwrap().to_string(),
+                o["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The Flux labels of Kustomization `ks` in `flux_ns`, plus this test's own label.
+fn labels(ks: &str, flux_ns: &str, run: &str) -> String {
+    format!("{{kustomize.toolkit.fluxcd.io/name: {ks}, kustomize.toolkit.fluxcd.io/namespace: {flux_ns}, stack-test/run: {run}}}")
+}
+
+/// Binds the `limited` user to a Role with these rules in `namespace`.
+fn grant_limited(namespace: &str, role: &str, rules: &str) {
+    apply(&format!(
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: {role}, namespace: {namespace}}}
+rules: {rules}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: limited-{role}, namespace: {namespace}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {role}}}
+subjects: [{{kind: User, name: limited, apiGroup: rbac.authorization.k8s.io}}]
+"#
+    ));
+}
+
+/// F4: kustomize-controller writes `spec.targetNamespace` as the `namespace:` of the
+/// kustomization it builds (fluxcd/pkg `kustomize/kustomize_generator.go`), and kustomize sets
+/// it on every namespaced object, over the namespace a manifest wrote. `-n other` must not move
+/// the desired objects out of the target namespace, whichever way the stack is named; what is
+/// really gone from git is still an orphan, and `prune` deletes that one alone.
+#[test]
+fn manifests_take_the_kustomizations_target_namespace() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("f4-flux");
+    let target = Namespace::new("f4-target");
+    let other = Namespace::new("f4-other");
+    let (f, t, o) = (&flux.0, &target.0, &other.0);
+    let run = unique("f4");
+    let ks = unique("apps");
+    let marks = labels(&ks, f, &run);
+    apply(&format!(
+        r#"
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {{name: {ks}, namespace: {f}}}
+spec: {{interval: 10m, prune: true, path: ./apps, targetNamespace: {t}, sourceRef: {{kind: GitRepository, name: repo}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: plain, namespace: {t}, labels: {marks}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: written, namespace: {t}, labels: {marks}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: gone, namespace: {t}, labels: {marks}}}
+"#
+    ));
+    set_inventory(
+        &ks,
+        f,
+        &[
+            format!("{t}_plain__ConfigMap"),
+            format!("{t}_written__ConfigMap"),
+            format!("{t}_gone__ConfigMap"),
+        ],
+    );
+    // The repository: `plain` without a namespace, `written` with another one (Flux overrides
+    // it), `gone` removed.
+    let repo = temp_file(
+        "apps.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: plain}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: written, namespace: {o}}}\n"
+        ),
+    );
+    let repo = repo.to_str().unwrap();
+    let only_gone: BTreeSet<String> = [format!("ConfigMap/{t}/gone")].into_iter().collect();
+    for selection in [
+        ["--tracker", &format!("flux={ks}.{f}")],
+        ["--inventory", &format!("flux={ks}.{f}")],
+        ["-l", &format!("stack-test/run={run}")],
+    ] {
+        let found = stack(
+            &[
+                &["orphans", "-A", "-n", o, "-f", repo, "-o", "json"][..],
+                &selection[..],
+            ]
+            .concat(),
+        );
+        let found = found.expect_code(1);
+        assert_eq!(names(&found, "orphans"), only_gone, "{selection:?}: {}", found.stderr);
+    }
+
+    // prune agrees: only `gone` is deleted, nothing desired in the target namespace is touched.
+    stack(&[
+        "prune",
+        "-A",
+        "-n",
+        o,
+        "-f",
+        repo,
+        "--tracker",
+        &format!("flux={ks}.{f}"),
+        "--yes",
+    ])
+    .expect_code(0);
+    assert!(!exists("configmap", Some(t), "gone"));
+    assert!(exists("configmap", Some(t), "plain"));
+    assert!(exists("configmap", Some(t), "written"));
+}
+
+/// F5: with `-l` alone, an object a Flux Kustomization marks is judged as `--tracker
+/// flux=NAME.NS` judges it: what its inventory never held is not Flux's to delete. A
+/// Kustomization that cannot be read makes its objects unknown (never orphans) under `-l`,
+/// and refuses (exit 4) a `--tracker` that names it.
+#[test]
+fn a_label_selection_judges_flux_objects_by_their_kustomizations_inventory() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("f5");
+    let n = &ns.0;
+    let run = unique("f5");
+    let ks = unique("apps");
+    let marks = labels(&ks, n, &run);
+    apply(&format!(
+        r#"
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {{name: {ks}, namespace: {n}}}
+spec: {{interval: 10m, prune: true, path: ./apps, sourceRef: {{kind: GitRepository, name: repo}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: kept, namespace: {n}, labels: {marks}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: dropped, namespace: {n}, labels: {marks}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: never-recorded, namespace: {n}, labels: {marks}}}
+"#
+    ));
+    set_inventory(
+        &ks,
+        n,
+        &[format!("{n}_kept__ConfigMap"), format!("{n}_dropped__ConfigMap")],
+    );
+    let repo = temp_file("apps.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kept}\n");
+    let repo = repo.to_str().unwrap();
+    let selector = format!("stack-test/run={run}");
+    let only_dropped: BTreeSet<String> = [format!("ConfigMap/{n}/dropped")].into_iter().collect();
+
+    let by_labels = stack(&[
+        "orphans",
+        "-n",
+        n,
+        "-l",
+        &selector,
+        "-f",
+        repo,
+        "-o",
+        "json",
+        "--show-skipped",
+    ])
+    .expect_code(1);
+    assert_eq!(names(&by_labels, "orphans"), only_dropped, "{}", by_labels.stderr);
+    assert_eq!(by_labels.json()["orphans"][0]["reason"], "goneFromDesiredSet");
+    assert!(
+        reasons(&by_labels, "skipped").contains(&("never-recorded".to_string(), "notInInventory".to_string())),
+        "{}",
+        by_labels.stdout
+    );
+    let by_tracker = stack(&[
+        "orphans",
+        "-n",
+        n,
+        "--tracker",
+        &format!("flux={ks}"),
+        "-f",
+        repo,
+        "-o",
+        "json",
+    ])
+    .expect_code(1);
+    assert_eq!(
+        names(&by_tracker, "orphans"),
+        only_dropped,
+        "the same verdict as --tracker"
+    );
+
+    // A user who may list ConfigMaps here but not read the Kustomization.
+    grant_limited(
+        n,
+        "configmaps",
+        r#"[{apiGroups: [""], resources: [configmaps], verbs: [get, list]}]"#,
+    );
+    let limited = &cluster().limited;
+    let unknown = stack_as(
+        limited,
+        &[
+            "orphans",
+            "-n",
+            n,
+            "-l",
+            &selector,
+            "-f",
+            repo,
+            "-o",
+            "json",
+            "--show-skipped",
+        ],
+    )
+    .expect_code(0);
+    assert!(names(&unknown, "orphans").is_empty(), "{}", unknown.stdout);
+    let expected: BTreeSet<(String, String)> = ["dropped", "never-recorded"]
+        .into_iter()
+        .map(|name| (name.to_string(), "recordUnreadable".to_string()))
+        .collect();
+    assert_eq!(reasons(&unknown, "skipped"), expected, "{}", unknown.stderr);
+    let refused = stack_as(
+        limited,
+        &["orphans", "-n", n, "--tracker", &format!("flux={ks}"), "-f", repo],
+    )
+    .expect_code(4);
+    assert!(refused.stderr.contains("cannot be read"), "{}", refused.stderr);
+}
