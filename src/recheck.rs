@@ -163,7 +163,13 @@ impl Recheck {
             return;
         }
         let apps = argo_apps(present.iter().map(|o| &o.meta));
+        let started = std::time::Instant::now();
         let declaring = relist(&self.client, &self.catalog, &self.scope, self.options, &apps).await;
+        tracing::debug!(
+            "re-check: {} object(s) that declare dependencies listed again in {:?}",
+            declaring.objects.len(),
+            started.elapsed()
+        );
         if !declaring.failed.is_empty() {
             let why = format!(
                 "what depends on it could not be re-checked ({} could not be listed)",
