@@ -298,6 +298,12 @@ metadata: {{name: never-recorded, namespace: {n}, labels: {marks}}}
     assert_eq!(reasons(&unknown, "skipped"), expected, "{}", unknown.stderr);
     let refused = as_reader(&["orphans", "-n", n, "--tracker", &format!("flux={ks}"), "-f", repo]).expect_code(4);
     assert!(refused.stderr.contains("cannot be read"), "{}", refused.stderr);
+
+    // prune with `-l` alone deletes what Flux would, and nothing it never recorded.
+    stack(&["prune", "-n", n, "-l", &selector, "-f", repo, "--yes"]).expect_code(0);
+    assert!(!exists("configmap", Some(n), "dropped"));
+    assert!(exists("configmap", Some(n), "never-recorded"));
+    assert!(exists("configmap", Some(n), "kept"));
 }
 
 /// F4, with kustomize as the oracle: kustomize-controller builds the Kustomization's path with
