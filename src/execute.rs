@@ -534,7 +534,7 @@ mod tests {
     fn meta(uid: &str, terminating: bool) -> ObjectMeta {
         ObjectMeta {
             uid: Some(uid.to_string()),
-            deletion_timestamp: terminating.then(|| Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
+            deletion_timestamp: terminating.then_some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
             ..ObjectMeta::default()
         }
     }
