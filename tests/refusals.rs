@@ -12,13 +12,13 @@ mod common;
 #[path = "proxy/mod.rs"]
 mod proxy;
 
-use common::{apply, exists, stack_as, start, temp_file, unique, Namespace};
+use common::{apply_applyset, exists, stack_as, start, temp_file, Namespace};
 use proxy::Proxy;
 
-/// A kpt-style stack in its own namespace: `dependent` depends on `base`; `keep` is desired.
+/// A real ApplySet (kubectl's own) in its own namespace: `dependent` depends on `base`; only
+/// `keep` is desired.
 struct Stack {
     ns: Namespace,
-    tracker: String,
     desired: std::path::PathBuf,
 }
 
@@ -26,28 +26,23 @@ impl Stack {
     fn seed(prefix: &str) -> Self {
         let ns = Namespace::new(prefix);
         let n = &ns.0;
-        let inventory = unique("inv");
-        let object = |name: &str, depends_on: &str| {
+        let object = |name: &str, annotations: &str| {
             format!(
-                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {n}\n  annotations:\n    config.k8s.io/owning-inventory: {inventory}\n{depends_on}"
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  annotations: {{{annotations}}}\n"
             )
         };
         let mut yaml = object(
             "dependent",
-            &format!("    config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/base\n"),
+            &format!("config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/base"),
         );
         yaml.push_str(&object("base", ""));
         yaml.push_str(&object("keep", ""));
-        apply(&yaml);
+        apply_applyset(n, "set1", &yaml);
         let desired = temp_file(
             "desired.yaml",
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: keep}\n",
         );
-        Self {
-            ns,
-            tracker: format!("kpt={inventory}"),
-            desired,
-        }
+        Self { ns, desired }
     }
 
     fn prune(&self, proxy: &Proxy, extra: &[&str]) -> common::Run {
@@ -57,7 +52,7 @@ impl Stack {
             "-n",
             &self.ns.0,
             "--tracker",
-            &self.tracker,
+            "applyset=secrets/set1",
             "-f",
             desired,
             "--yes",
