@@ -120,6 +120,8 @@ pub async fn load(reference: &InventoryRef, session: &Session) -> Result<Invento
             let namespace = namespace
                 .clone()
                 .unwrap_or_else(|| session.connection.namespace.clone());
+            let (group, kind) = FLUX_KUSTOMIZATION;
+            served(session, group, kind)?;
             let stack = read_flux(session, name, &namespace).await?.ok_or_else(|| {
                 UserError::failed(format!("Kustomization {namespace}/{name} not found"))
                     .hint("check the name and namespace (`kubectl get kustomizations -A`)")
@@ -239,16 +241,23 @@ pub async fn read_flux(session: &Session, name: &str, namespace: &str) -> Result
             .hint("allow `get` on kustomizations.kustomize.toolkit.fluxcd.io, or retry when the API server answers"))
         }
     };
-    let target_namespace = object
-        .data
-        .pointer("/spec/targetNamespace")
-        .and_then(Value::as_str)
-        .filter(|target| !target.is_empty())
-        .map(str::to_string);
+    let target_namespace = target_namespace_of(&object);
     Ok(Some(FluxStack {
         inventory: flux_inventory(&object, name, namespace, target_namespace.clone())?,
         target_namespace,
     }))
+}
+
+/// A Kustomization's `spec.targetNamespace`; an empty one sets nothing (fluxcd/pkg
+/// `kustomize/kustomize_generator.go` sets the kustomization's `namespace:` to it, and kustomize
+/// leaves namespaces alone when that is empty).
+fn target_namespace_of(kustomization: &DynamicObject) -> Option<String> {
+    kustomization
+        .data
+        .pointer("/spec/targetNamespace")
+        .and_then(Value::as_str)
+        .filter(|target| !target.is_empty())
+        .map(str::to_string)
 }
 
 /// Flux v2 (fluxcd/kustomize-controller `internal/controller/kustomization_controller.go`:
@@ -527,6 +536,38 @@ async fn load_applyset(session: &Session, parent: &str) -> Result<Inventory, Use
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn a_target_namespace_is_read_and_an_empty_one_sets_nothing() {
+        let kustomization = |spec: serde_json::Value| DynamicObject {
+            types: None,
+            metadata: Default::default(),
+            data: serde_json::json!({ "spec": spec }),
+        };
+        let with_target = kustomization(serde_json::json!({"targetNamespace": "apps"}));
+        assert_eq!(target_namespace_of(&with_target).as_deref(), Some("apps"));
+        assert_eq!(
+            target_namespace_of(&kustomization(serde_json::json!({"targetNamespace": ""}))),
+            None
+        );
+        assert_eq!(target_namespace_of(&kustomization(serde_json::json!({}))), None);
+        let recorded = flux_inventory(
+            &DynamicObject {
+                data: serde_json::json!({"status": {"inventory": {"entries": [{"id": "apps_a__ConfigMap", "v": "v1"}]}}}),
+                ..with_target.clone()
+            },
+            "ks",
+            "flux-system",
+            Some("apps".into()),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(recorded.target_namespace.as_deref(), Some("apps"));
+        let Recorded::Ids { ids, .. } = &recorded.recorded else {
+            panic!("a Flux inventory records identities");
+        };
+        assert!(ids.contains(&ObjectId::new("", "ConfigMap", Some("apps"), "a")));
+    }
 
     #[test]
     fn inventory_refs_parse() {

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::classify::{classify, classify_one, Classified, Desired, SkipReason, Verdict};
-use crate::cli::{DesiredArgs, ListTuning, SelectionArgs};
-use crate::collect::{collect, Collection, Listed};
+use crate::cli::DesiredArgs;
+use crate::collect::{collect, Collection, ListOptions, Listed};
 // Until `warn_unlisted` and the session have their library homes (issue 12, helper `arch`).
 use crate::desired::{validate_identities, DesiredSet, NamespaceRule, Origin, Scopes};
 use crate::error::{is_not_found, UserError};
@@ -18,7 +18,7 @@ use crate::inventory::{self, InventoryRef, StackRecord};
 use crate::listing::warn_unlisted;
 use crate::manifest::{load_kustomize, load_paths, Manifest};
 use crate::policy::is_claim_of;
-use crate::session::{list_options, resolve_selection, selection, Session};
+use crate::session::{resolve_selection, Session};
 use crate::trackers::{marks, Preset, Selection};
 
 /// What `orphans` found: every tracked object with its verdict, and what could not be checked.
@@ -64,15 +64,15 @@ pub fn read_manifests(args: &DesiredArgs) -> Result<Option<Vec<Manifest>>, UserE
     Ok(Some(manifests))
 }
 
-/// Finds the orphans: the shared core of `orphans` and `prune`.
+/// Finds the orphans: the shared core of `orphans` and `prune`. `selection` is what `-l` and
+/// `--tracker` select, `manifests` what [`read_manifests`] read, `options` how to list.
 pub async fn find(
     session: &Session,
-    selection_args: &SelectionArgs,
+    mut selection: Selection,
     desired_args: &DesiredArgs,
     manifests: Option<Vec<Manifest>>,
-    tuning: &ListTuning,
+    options: ListOptions,
 ) -> Result<OrphanReport, UserError> {
-    let mut selection = selection(selection_args)?;
     selection.tracked_only = !desired_args.untracked;
     if let Some(tracker) = selection.tracker.as_mut() {
         tracker.default_namespace(&session.connection.namespace);
@@ -107,7 +107,7 @@ pub async fn find(
         &session.catalog,
         &session.scope,
         &selection,
-        list_options(tuning),
+        options,
     )
     .await;
     warn_unlisted(&collection, session)?;

@@ -63,8 +63,9 @@ fn labels(ks: &str, flux_ns: &str, run: &str) -> String {
     format!("{{kustomize.toolkit.fluxcd.io/name: {ks}, kustomize.toolkit.fluxcd.io/namespace: {flux_ns}, stack-test/run: {run}}}")
 }
 
-/// Binds the `limited` user to a Role with these rules in `namespace`.
-fn grant_limited(namespace: &str, role: &str, rules: &str) {
+/// Binds `user` (impersonated with `--as`: a user of this test alone, unlike the shared
+/// `limited` one other test binaries grant rights to) to a Role with these rules in `namespace`.
+fn grant(user: &str, namespace: &str, role: &str, rules: &str) {
     apply(&format!(
         r#"
 apiVersion: rbac.authorization.k8s.io/v1
@@ -74,9 +75,9 @@ rules: {rules}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
-metadata: {{name: limited-{role}, namespace: {namespace}}}
+metadata: {{name: {role}, namespace: {namespace}}}
 roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {role}}}
-subjects: [{{kind: User, name: limited, apiGroup: rbac.authorization.k8s.io}}]
+subjects: [{{kind: User, name: {user}, apiGroup: rbac.authorization.k8s.io}}]
 "#
     ));
 }
@@ -268,27 +269,26 @@ metadata: {{name: never-recorded, namespace: {n}, labels: {marks}}}
     assert_eq!(names(&by_preset, "orphans"), only_dropped, "{}", by_preset.stderr);
 
     // A user who may list ConfigMaps here but not read the Kustomization.
-    grant_limited(
+    let reader = unique("configmap-reader");
+    grant(
+        &reader,
         n,
         "configmaps",
         r#"[{apiGroups: [""], resources: [configmaps], verbs: [get, list]}]"#,
     );
-    let limited = &cluster().limited;
-    let unknown = stack_as(
-        limited,
-        &[
-            "orphans",
-            "-n",
-            n,
-            "-l",
-            &selector,
-            "-f",
-            repo,
-            "-o",
-            "json",
-            "--show-skipped",
-        ],
-    )
+    let as_reader = |args: &[&str]| stack(&[args, &["--as", &reader][..]].concat());
+    let unknown = as_reader(&[
+        "orphans",
+        "-n",
+        n,
+        "-l",
+        &selector,
+        "-f",
+        repo,
+        "-o",
+        "json",
+        "--show-skipped",
+    ])
     .expect_code(0);
     assert!(names(&unknown, "orphans").is_empty(), "{}", unknown.stdout);
     let expected: BTreeSet<(String, String)> = ["dropped", "never-recorded"]
@@ -296,12 +296,14 @@ metadata: {{name: never-recorded, namespace: {n}, labels: {marks}}}
         .map(|name| (name.to_string(), "recordUnreadable".to_string()))
         .collect();
     assert_eq!(reasons(&unknown, "skipped"), expected, "{}", unknown.stderr);
-    let refused = stack_as(
-        limited,
-        &["orphans", "-n", n, "--tracker", &format!("flux={ks}"), "-f", repo],
-    )
-    .expect_code(4);
+    let refused = as_reader(&["orphans", "-n", n, "--tracker", &format!("flux={ks}"), "-f", repo]).expect_code(4);
     assert!(refused.stderr.contains("cannot be read"), "{}", refused.stderr);
+
+    // prune with `-l` alone deletes what Flux would, and nothing it never recorded.
+    stack(&["prune", "-n", n, "-l", &selector, "-f", repo, "--yes"]).expect_code(0);
+    assert!(!exists("configmap", Some(n), "dropped"));
+    assert!(exists("configmap", Some(n), "never-recorded"));
+    assert!(exists("configmap", Some(n), "kept"));
 }
 
 /// F4, with kustomize as the oracle: kustomize-controller builds the Kustomization's path with

@@ -52,7 +52,9 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
         session.scope = ListScope::AllNamespaces;
         teardown_planning(&session, &args).await?
     } else {
-        let report = find(&session, &args.selection, &args.desired, manifests, &args.tuning).await?;
+        let selection = crate::cli::selection(&args.selection)?;
+        let options = list_options(&args.tuning);
+        let report = find(&session, selection, &args.desired, manifests, options).await?;
         desired_digest = Some(report.desired_digest.clone());
         refuse_unlisted(&report.unchecked, args.skip_unlisted)?;
         let (planning, scope) = orphan_planning(&session, report, !args.no_infer, args.skip_unlisted).await?;
