@@ -5,6 +5,12 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod duration;
+mod mapping;
+
+pub use duration::parse_duration;
+pub use mapping::{list_options, selection};
+
 /// Ordered, safe pruning and dependency graphs for GitOps stacks.
 #[derive(Debug, Parser)]
 #[command(
@@ -516,104 +522,6 @@ pub enum ListOutput {
     Name,
 }
 
-impl GlobalArgs {
-    /// The connection flags, for the client.
-    pub fn connect_options(&self) -> crate::client::ConnectOptions {
-        crate::client::ConnectOptions {
-            kubeconfig: self.kubeconfig.clone(),
-            context: self.context.clone(),
-            cluster: self.cluster.clone(),
-            user: self.user.clone(),
-            namespace: self.namespace.clone(),
-            as_user: self.as_user.clone(),
-            as_group: self.as_group.clone(),
-            as_uid: self.as_uid.clone(),
-            request_timeout: self.request_timeout,
-            server: self.server.clone(),
-            token: self.token.clone(),
-            certificate_authority: self.certificate_authority.clone(),
-            client_certificate: self.client_certificate.clone(),
-            client_key: self.client_key.clone(),
-            insecure_skip_tls_verify: self.insecure_skip_tls_verify,
-            tls_server_name: self.tls_server_name.clone(),
-        }
-    }
-}
-
-impl From<&GlobalArgs> for crate::session::SessionOptions {
-    fn from(global: &GlobalArgs) -> Self {
-        Self {
-            connect: global.connect_options(),
-            cache_dir: global.cache_dir.clone(),
-            discovery_cache: global.discovery_cache,
-            all_namespaces: global.all_namespaces,
-        }
-    }
-}
-
-/// Builds the selection from `-l` and `--tracker`.
-pub fn selection(args: &SelectionArgs) -> Result<crate::trackers::Selection, crate::error::UserError> {
-    let tracker = args
-        .tracker
-        .as_deref()
-        .map(crate::trackers::Tracker::parse)
-        .transpose()?;
-    Ok(crate::trackers::Selection::new(args.selector.clone(), tracker))
-}
-
-/// List options from the tuning flags.
-pub fn list_options(tuning: &ListTuning) -> crate::collect::ListOptions {
-    crate::collect::ListOptions {
-        concurrency: usize::from(tuning.concurrency),
-        page_size: tuning.chunk_size,
-    }
-}
-
-/// Parses a kubectl-style duration: `0`, `30`, `30s`, `5m`, `1h`, `1m30s`, `500ms`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    if let Ok(seconds) = text.parse::<u64>() {
-        return Ok(Duration::from_secs(seconds));
-    }
-    let mut total = Duration::ZERO;
-    let mut number = String::new();
-    let mut chars = text.chars().peekable();
-    let mut saw_unit = false;
-    while let Some(c) = chars.next() {
-        if c.is_ascii_digit() || c == '.' {
-            number.push(c);
-            continue;
-        }
-        let unit = match (c, chars.peek()) {
-            ('m', Some('s')) => {
-                chars.next();
-                0.001
-            }
-            ('h', _) => 3600.0,
-            ('m', _) => 60.0,
-            ('s', _) => 1.0,
-            _ => {
-                return Err(format!(
-                    "invalid duration {text:?}: unknown unit {c:?} (use ms, s, m or h)"
-                ))
-            }
-        };
-        let value: f64 = number
-            .parse()
-            .map_err(|_| format!("invalid duration {text:?}: expected a number before the unit"))?;
-        total = Duration::try_from_secs_f64(value * unit)
-            .ok()
-            .and_then(|part| total.checked_add(part))
-            .ok_or_else(|| format!("invalid duration {text:?}: too long"))?;
-        number.clear();
-        saw_unit = true;
-    }
-    if !number.is_empty() || !saw_unit {
-        return Err(format!("invalid duration {text:?}: expected e.g. 30s, 5m, 1h30m"));
-    }
-    Ok(total)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -622,19 +530,6 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn durations_parse_like_kubectl() {
-        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
-        assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
-        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
-        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert!(parse_duration("5x").is_err());
-        assert!(parse_duration("m").is_err());
-        assert!(parse_duration("").is_err());
     }
 
     #[test]
@@ -673,37 +568,5 @@ mod tests {
         };
         assert_eq!(list.selection.selector.as_deref(), Some("a=b"));
         assert_eq!(list.output, ListOutput::Json);
-    }
-
-    #[test]
-    fn connection_flags_parse_as_kubectl_spells_them() {
-        let cli = Cli::try_parse_from([
-            "kubectl-stack",
-            "list",
-            "-s",
-            "https://h:6443",
-            "--token",
-            "t",
-            "--insecure-skip-tls-verify",
-            "--tls-server-name",
-            "kubernetes",
-            "--as-uid",
-            "u",
-            "--certificate-authority",
-            "/ca",
-            "--client-certificate",
-            "/c",
-            "--client-key",
-            "/k",
-        ])
-        .unwrap();
-        let global = cli.global;
-        assert_eq!(global.server.as_deref(), Some("https://h:6443"));
-        assert!(global.insecure_skip_tls_verify);
-        assert_eq!(global.tls_server_name.as_deref(), Some("kubernetes"));
-        assert_eq!(global.as_uid.as_deref(), Some("u"));
-        assert_eq!(global.client_key, Some(PathBuf::from("/k")));
-        let explicit = Cli::try_parse_from(["kubectl-stack", "list", "--insecure-skip-tls-verify=false"]).unwrap();
-        assert!(!explicit.global.insecure_skip_tls_verify);
     }
 }

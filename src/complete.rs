@@ -211,30 +211,51 @@ pub async fn answer(parsed: &GlobalArgs, words: &[String]) -> String {
 }
 
 /// The connection flags already typed (parsed before `__complete`, or among the words), so
-/// completion asks the cluster the user means.
+/// completion asks the cluster the user means: every connection flag `cli` defines.
 fn global_flags(parsed: &GlobalArgs, words: &[String]) -> GlobalArgs {
     let mut global = parsed.clone();
     let mut iter = words.iter().peekable();
     while let Some(word) = iter.next() {
         let (flag, inline) = match word.split_once('=') {
             Some((flag, value)) => (flag, Some(value.to_string())),
-            // `-nNAMESPACE`, as kubectl (pflag) takes it.
-            None if word.starts_with("-n") && word.len() > 2 => ("-n", Some(word[2..].to_string())),
+            // `-nNAMESPACE`, `-sURL`, as kubectl (pflag) takes them.
+            None if (word.starts_with("-n") || word.starts_with("-s")) && word.len() > 2 && !word.starts_with("--") => {
+                (&word[..2], Some(word[2..].to_string()))
+            }
             None => (word.as_str(), None),
         };
-        let mut value = || inline.clone().or_else(|| iter.peek().map(|v| v.to_string()));
-        match flag {
-            "--kubeconfig" => global.kubeconfig = value().map(Into::into),
-            "--context" => global.context = value(),
-            "--cluster" => global.cluster = value(),
-            "--user" => global.user = value(),
-            "-n" | "--namespace" => global.namespace = value(),
-            "--cache-dir" => global.cache_dir = value().map(Into::into),
-            _ => {}
+        if flag == "--insecure-skip-tls-verify" {
+            // A bool flag: a value only as `=VALUE`.
+            global.insecure_skip_tls_verify = inline.as_deref().is_none_or(|v| v == "true");
+            continue;
         }
+        let mut value = || inline.clone().or_else(|| iter.peek().map(|v| v.to_string()));
+        set_connection_flag(&mut global, flag, &mut value);
     }
     global.request_timeout = std::time::Duration::from_secs(3);
     global
+}
+
+/// Sets one connection flag that takes a value; other flags are left alone.
+fn set_connection_flag(global: &mut GlobalArgs, flag: &str, value: &mut dyn FnMut() -> Option<String>) {
+    match flag {
+        "--kubeconfig" => global.kubeconfig = value().map(Into::into),
+        "--context" => global.context = value(),
+        "--cluster" => global.cluster = value(),
+        "--user" => global.user = value(),
+        "-n" | "--namespace" => global.namespace = value(),
+        "--cache-dir" => global.cache_dir = value().map(Into::into),
+        "-s" | "--server" => global.server = value(),
+        "--token" => global.token = value(),
+        "--certificate-authority" => global.certificate_authority = value().map(Into::into),
+        "--client-certificate" => global.client_certificate = value().map(Into::into),
+        "--client-key" => global.client_key = value().map(Into::into),
+        "--tls-server-name" => global.tls_server_name = value(),
+        "--as" => global.as_user = value(),
+        "--as-group" => global.as_group.extend(value()),
+        "--as-uid" => global.as_uid = value(),
+        _ => {}
+    }
 }
 
 fn kubeconfig_names(global: &GlobalArgs, item: KubeconfigItem) -> Vec<(String, String)> {
@@ -431,5 +452,66 @@ mod tests {
         // --help is a word like any other: subcommands follow it, no help text.
         let after_help = values(want(&words("--help ")));
         assert!(after_help.contains(&"list".to_string()), "{after_help:?}");
+    }
+
+    #[test]
+    fn completion_connects_with_the_connection_flags_typed() {
+        let typed = words(
+            "-shttps://10.0.0.1:6443 --token t --certificate-authority /ca.pem --client-certificate /c.crt \
+             --client-key /c.key --tls-server-name api --as jane --as-group ops --as-group=dev --as-uid 7 \
+             --insecure-skip-tls-verify --user u --cluster c stuck x",
+        );
+        let global = global_flags(&GlobalArgs::default(), &typed);
+        assert_eq!(global.server.as_deref(), Some("https://10.0.0.1:6443"));
+        assert_eq!(global.token.as_deref(), Some("t"));
+        assert_eq!(global.certificate_authority, Some("/ca.pem".into()));
+        assert_eq!(global.client_certificate, Some("/c.crt".into()));
+        assert_eq!(global.client_key, Some("/c.key".into()));
+        assert_eq!(global.tls_server_name.as_deref(), Some("api"));
+        assert_eq!(global.as_user.as_deref(), Some("jane"));
+        assert_eq!(global.as_group, vec!["ops", "dev"]);
+        assert_eq!(global.as_uid.as_deref(), Some("7"));
+        assert!(global.insecure_skip_tls_verify);
+        assert_eq!(global.user.as_deref(), Some("u"));
+        assert_eq!(global.cluster.as_deref(), Some("c"));
+        let connect = global.connect_options();
+        assert_eq!(connect.server.as_deref(), Some("https://10.0.0.1:6443"));
+        let spelled = global_flags(
+            &GlobalArgs::default(),
+            &words("--server=https://h:1 --insecure-skip-tls-verify=false x"),
+        );
+        assert_eq!(spelled.server.as_deref(), Some("https://h:1"));
+        assert!(!spelled.insecure_skip_tls_verify);
+    }
+
+    /// Every global flag `cli` defines that takes a value is read by completion (a new
+    /// connection flag must not be forgotten here).
+    #[test]
+    fn every_global_flag_with_a_value_is_read() {
+        let command = Cli::command();
+        let skipped = ["request-timeout", "v"];
+        for arg in command.get_arguments().filter(|a| a.is_global_set()) {
+            let Some(long) = arg.get_long() else { continue };
+            let takes_value = arg.get_num_args().is_none_or(|n| n.takes_values())
+                && !matches!(
+                    arg.get_action(),
+                    clap::ArgAction::SetTrue | clap::ArgAction::SetFalse | clap::ArgAction::Count
+                );
+            if skipped.contains(&long) || !takes_value || long == "insecure-skip-tls-verify" {
+                continue;
+            }
+            let typed = vec![
+                format!("--{long}"),
+                "value".to_string(),
+                "list".to_string(),
+                String::new(),
+            ];
+            let global = global_flags(&GlobalArgs::default(), &typed);
+            assert_ne!(
+                format!("{global:?}"),
+                format!("{:?}", global_flags(&GlobalArgs::default(), &typed[2..])),
+                "--{long} is not read by completion"
+            );
+        }
     }
 }

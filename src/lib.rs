@@ -46,6 +46,7 @@ pub mod plan_file;
 pub mod policy;
 pub mod proxy;
 pub mod prune_report;
+pub mod pruning;
 pub mod recheck;
 pub mod render;
 pub mod retry;

@@ -492,6 +492,23 @@ pub fn stuck_commands(blockers: &[Blocker]) -> Vec<String> {
         .collect()
 }
 
+/// Says where a plan was saved (`--plan-out`), how to run it, and what running it will need.
+pub fn report_saved(path: &std::path::Path, plan: &PrunePlan) {
+    eprintln!(
+        "Plan saved to {}: {} object(s) in {} wave(s); nothing was deleted. Run it with: kubectl stack prune --plan {}",
+        path.display(),
+        plan.count(),
+        plan.waves.len(),
+        path.display()
+    );
+    if !plan.cascades.is_empty() {
+        eprintln!("note: running it needs --allow-cascade (see the cascade victims above), or save it again with --keep-cascading");
+    }
+    if !crate::parents::not_held(&plan.parents).is_empty() {
+        eprintln!("note: running it needs the parents above held (suspended, or --suspend-parents)");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,12 +1,17 @@
 //! How each GitOps tool marks what it owns, and what it marks as never to be pruned.
 //! Every label and annotation here comes from the tools' own documentation (see README).
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use kube::core::ObjectMeta;
 
 use crate::error::UserError;
+
+mod keep;
+mod selection;
+
+pub use keep::keep_marker;
+pub use selection::Selection;
 
 /// Flux kustomize-controller labels.
 pub const FLUX_KS_NAME: &str = "kustomize.toolkit.fluxcd.io/name";
@@ -445,143 +450,6 @@ fn split_name_namespace(value: &str) -> MarkValue {
     }
 }
 
-/// What selects a stack's objects: a label selector (sent to the server) and a tracker (the
-/// server narrows by its label where it has one; the rest is checked here).
-#[derive(Debug, Clone, Default)]
-pub struct Selection {
-    /// The user's `-l` selector.
-    pub user_selector: Option<String>,
-    /// The `--tracker`.
-    pub tracker: Option<Tracker>,
-    /// Every object, tracked or not (for diagnosis, not for stacks).
-    pub everything: bool,
-    /// Only objects being deleted (checked as pages arrive, so the rest is never kept).
-    pub only_terminating: bool,
-    /// With `-l` and no tracker, keep only objects some tool marks (`orphans`, `prune`: an
-    /// object no tool tracks is not proven tracked), unless the user asked for untracked ones.
-    pub tracked_only: bool,
-    /// Also the tracking objects that carry no member mark themselves (cli-utils/kpt inventory
-    /// objects, ApplySet parents), so that their members can hang under them.
-    pub tracking_objects: bool,
-}
-
-impl Selection {
-    /// Builds a selection from `-l` and `--tracker`.
-    pub fn new(user_selector: Option<String>, tracker: Option<Tracker>) -> Self {
-        Self {
-            user_selector: user_selector.filter(|s| !s.trim().is_empty()),
-            tracker,
-            everything: false,
-            only_terminating: false,
-            tracked_only: false,
-            tracking_objects: false,
-        }
-    }
-
-    /// Every object, whether a tool tracks it or not.
-    pub fn everything() -> Self {
-        Self {
-            everything: true,
-            ..Default::default()
-        }
-    }
-
-    /// The label selector sent with every list request.
-    pub fn server_selector(&self) -> Option<String> {
-        let parts: Vec<String> = self
-            .user_selector
-            .iter()
-            .cloned()
-            .chain(self.tracker.as_ref().and_then(Tracker::server_selector))
-            .collect();
-        (!parts.is_empty()).then(|| parts.join(","))
-    }
-
-    /// Whether a listed object belongs to the selection. With neither `-l` nor `--tracker`,
-    /// an object belongs when any tool marked it.
-    pub fn matches(&self, meta: &ObjectMeta) -> bool {
-        if self.only_terminating && meta.deletion_timestamp.is_none() {
-            return false;
-        }
-        if self.everything {
-            return true;
-        }
-        match (&self.tracker, &self.user_selector) {
-            (Some(tracker), _) => tracker.matches(meta),
-            (None, Some(_)) => !self.tracked_only || is_tracked(meta),
-            (None, None) => is_tracked(meta) || (self.tracking_objects && is_tracking_object(meta)),
-        }
-    }
-
-    /// A short description for messages, e.g. `--tracker flux=apps -l tier=web`.
-    pub fn describe(&self) -> String {
-        let mut parts = Vec::new();
-        if let Some(tracker) = &self.tracker {
-            let value = tracker.value.as_ref().map(|v| match &v.namespace {
-                Some(ns) => format!("={}/{}", ns, v.name),
-                None => format!("={}", v.name),
-            });
-            parts.push(format!(
-                "--tracker {}{}",
-                tracker.preset.name(),
-                value.unwrap_or_default()
-            ));
-        }
-        if let Some(selector) = &self.user_selector {
-            parts.push(format!("-l {selector}"));
-        }
-        if parts.is_empty() {
-            "objects any GitOps tool tracks".to_string()
-        } else {
-            parts.join(" ")
-        }
-    }
-}
-
-/// Why an object must never be pruned: the tool marker that says so, e.g.
-/// `helm.sh/resource-policy=keep`.
-pub fn keep_marker(meta: &ObjectMeta) -> Option<String> {
-    let empty = BTreeMap::new();
-    let labels = meta.labels.as_ref().unwrap_or(&empty);
-    let annotations = meta.annotations.as_ref().unwrap_or(&empty);
-    let found = |map: &BTreeMap<String, String>, key: &str, accept: &dyn Fn(&str) -> bool| {
-        map.get(key).filter(|v| accept(v)).map(|v| format!("{key}={v}"))
-    };
-    let eq = |wanted: &'static str| move |v: &str| v.eq_ignore_ascii_case(wanted);
-    let either = |key: &str, accept: &dyn Fn(&str) -> bool| {
-        found(annotations, key, accept).or_else(|| found(labels, key, accept))
-    };
-    either("kustomize.toolkit.fluxcd.io/prune", &eq("disabled"))
-        .or_else(|| either("kustomize.toolkit.fluxcd.io/reconcile", &eq("disabled")))
-        .or_else(|| either("kustomize.toolkit.fluxcd.io/ssa", &eq("ignore")))
-        .or_else(|| {
-            found(annotations, "flux.weave.works/ignore", &|v| {
-                v == "true" || v == "sync_only"
-            })
-        })
-        .or_else(|| found(annotations, "fluxcd.io/ignore", &|v| v == "true" || v == "sync_only"))
-        .or_else(|| found(annotations, "cli-utils.sigs.k8s.io/on-remove", &eq("keep")))
-        .or_else(|| found(annotations, "client.lifecycle.config.k8s.io/deletion", &eq("detach")))
-        .or_else(|| found(annotations, "kapp.k14s.io/delete-strategy", &eq("orphan")))
-        .or_else(|| found(annotations, "argocd.argoproj.io/sync-options", &argo_keeps))
-        .or_else(|| found(annotations, "helm.sh/resource-policy", &helm_keeps))
-}
-
-/// Argo CD's `Prune=false`/`Delete=false` keep; `Prune=confirm`/`Delete=confirm` wait for a
-/// human (argo-cd `docs/user-guide/sync-options.md`): a confirmation is not consent, so they keep too.
-fn argo_keeps(options: &str) -> bool {
-    options
-        .split(',')
-        .map(str::trim)
-        .any(|o| matches!(o, "Prune=false" | "Delete=false" | "Prune=confirm" | "Delete=confirm"))
-}
-
-/// Helm trims and lowercases the policy before comparing it with `keep` (helm/helm v3
-/// `pkg/action/resource_policy.go` `filterManifestsToKeep`): `" Keep"` keeps.
-fn helm_keeps(policy: &str) -> bool {
-    policy.trim().eq_ignore_ascii_case("keep")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -689,41 +557,5 @@ mod tests {
         let err = Tracker::parse("fluxx=a").unwrap_err();
         assert_eq!(err.code, crate::error::exit::USAGE);
         assert!(err.hint.unwrap().contains("flux-helm"));
-    }
-
-    #[test]
-    fn selection_without_tracker_needs_some_tool_mark() {
-        let any = Selection::new(None, None);
-        assert!(!any.matches(&meta(&[("app", "x")], &[])));
-        assert!(any.matches(&meta(&[(KAPP_APP, "1")], &[])));
-        let labelled = Selection::new(Some("app=x".into()), Some(Tracker::parse("kapp=1").unwrap()));
-        assert_eq!(labelled.server_selector().unwrap(), "app=x,kapp.k14s.io/app=1");
-    }
-
-    #[test]
-    fn keep_markers_of_every_tool() {
-        let kept = [
-            meta(&[("kustomize.toolkit.fluxcd.io/prune", "disabled")], &[]),
-            meta(&[], &[("kustomize.toolkit.fluxcd.io/prune", "disabled")]),
-            meta(&[], &[("kustomize.toolkit.fluxcd.io/reconcile", "disabled")]),
-            meta(&[], &[("kustomize.toolkit.fluxcd.io/ssa", "Ignore")]),
-            meta(&[], &[("flux.weave.works/ignore", "true")]),
-            meta(&[], &[("fluxcd.io/ignore", "sync_only")]),
-            meta(&[], &[("cli-utils.sigs.k8s.io/on-remove", "keep")]),
-            meta(&[], &[("client.lifecycle.config.k8s.io/deletion", "detach")]),
-            meta(&[], &[("kapp.k14s.io/delete-strategy", "orphan")]),
-            meta(
-                &[],
-                &[("argocd.argoproj.io/sync-options", "ServerSideApply=true,Prune=false")],
-            ),
-            meta(&[], &[("argocd.argoproj.io/sync-options", "Delete=false")]),
-            meta(&[], &[("helm.sh/resource-policy", "keep")]),
-        ];
-        for object in &kept {
-            assert!(keep_marker(object).is_some(), "{object:?}");
-        }
-        assert!(keep_marker(&meta(&[], &[("argocd.argoproj.io/sync-options", "Prune=true")])).is_none());
-        assert!(keep_marker(&meta(&[], &[("fluxcd.io/ignore", "false")])).is_none());
-        assert!(keep_marker(&meta(&[("app", "x")], &[])).is_none());
     }
 }

@@ -1,0 +1,66 @@
+//! kubectl's durations: `30s`, `5m`, `1h30m`, `500ms`.
+
+use std::time::Duration;
+
+/// Parses a kubectl-style duration: `0`, `30`, `30s`, `5m`, `1h`, `1m30s`, `500ms`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if let Ok(seconds) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(seconds));
+    }
+    let mut total = Duration::ZERO;
+    let mut number = String::new();
+    let mut chars = text.chars().peekable();
+    let mut saw_unit = false;
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() || c == '.' {
+            number.push(c);
+            continue;
+        }
+        let unit = match (c, chars.peek()) {
+            ('m', Some('s')) => {
+                chars.next();
+                0.001
+            }
+            ('h', _) => 3600.0,
+            ('m', _) => 60.0,
+            ('s', _) => 1.0,
+            _ => {
+                return Err(format!(
+                    "invalid duration {text:?}: unknown unit {c:?} (use ms, s, m or h)"
+                ))
+            }
+        };
+        let value: f64 = number
+            .parse()
+            .map_err(|_| format!("invalid duration {text:?}: expected a number before the unit"))?;
+        total = Duration::try_from_secs_f64(value * unit)
+            .ok()
+            .and_then(|part| total.checked_add(part))
+            .ok_or_else(|| format!("invalid duration {text:?}: too long"))?;
+        number.clear();
+        saw_unit = true;
+    }
+    if !number.is_empty() || !saw_unit {
+        return Err(format!("invalid duration {text:?}: expected e.g. 30s, 5m, 1h30m"));
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_like_kubectl() {
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("m").is_err());
+        assert!(parse_duration("").is_err());
+    }
+}

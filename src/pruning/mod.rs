@@ -1,0 +1,201 @@
+//! The prune use-case: from a session and a request to a plan (teardown or orphans), with what
+//! the planned Namespaces and CRDs would take beyond it, and the parents that would undo it;
+//! then the refusals ([`refusals`]) and the run ([`run`]). `commands::prune` only parses, asks
+//! and calls these.
+
+pub mod refusals;
+pub mod run;
+mod targets;
+
+use std::collections::{HashMap, HashSet};
+
+use crate::cascade::find_cascades;
+use crate::classify::{SkipReason, Verdict};
+use crate::collect::{ListOptions, ListScope, Listed};
+use crate::discovery::Catalog;
+use crate::error::UserError;
+use crate::identity::ObjectId;
+use crate::live::{graph_of_with, live_graph_with, LiveGraph, LiveOptions};
+use crate::orphans::OrphanReport;
+use crate::parents::read_suspended;
+use crate::session::Session;
+use crate::teardown::{plan, teardown_closure, Kept, Mode, PrunePlan, Snapshot};
+use crate::trackers::Selection;
+
+use refusals::{describe_cascade, refuse_unlisted};
+
+/// What to plan: the stacks to tear down (none: the orphans), how to list, and the choices the
+/// flags make.
+#[derive(Debug, Clone, Default)]
+pub struct PlanRequest {
+    /// `TYPE/NAME` or `TYPE` (with `selector`) of the stacks to tear down.
+    pub targets: Vec<String>,
+    /// `-l`: with a bare `TYPE`, which objects of it.
+    pub selector: Option<String>,
+    /// How to list.
+    pub list: ListOptions,
+    /// Infer the edges nobody declared.
+    pub infer: bool,
+    /// Go on although some kinds could not be listed.
+    pub skip_unlisted: bool,
+    /// Keep the planned Namespaces and CRDs whose deletion would take what the plan does not
+    /// delete, and plan the rest.
+    pub keep_cascading: bool,
+}
+
+/// The plan of a teardown of the named stacks (the session lists every namespace).
+pub async fn plan_teardown(session: &Session, request: &PlanRequest) -> Result<PrunePlan, UserError> {
+    let planning = teardown_planning(session, request).await?;
+    finish_plan(session, &planning, request).await
+}
+
+/// The plan of pruning the orphans a report found.
+pub async fn plan_orphans(
+    session: &mut Session,
+    report: OrphanReport,
+    request: &PlanRequest,
+) -> Result<PrunePlan, UserError> {
+    refuse_unlisted(&report.unchecked, request.skip_unlisted)?;
+    let (planning, scope) = orphan_planning(session, report, request.infer, request.skip_unlisted).await?;
+    // What depends on the orphans was listed there (see `crate::bystanders`): the re-check
+    // before each wave lists it there again.
+    session.scope = scope;
+    finish_plan(session, &planning, request).await
+}
+
+/// The cascades, then whether each parent is suspended already.
+async fn finish_plan(session: &Session, planning: &Planning, request: &PlanRequest) -> Result<PrunePlan, UserError> {
+    let mut plan = plan_with_cascades(session, planning, request).await?;
+    read_suspended(&session.connection.client, &mut plan.parents)
+        .await
+        .map_err(UserError::failed)?;
+    Ok(plan)
+}
+
+/// What a plan is made from: the live graph, the chosen nodes and what is kept already. Planned
+/// again when Namespaces or CRDs are held back (`--keep-cascading`).
+struct Planning {
+    live: LiveGraph,
+    chosen: HashMap<usize, String>,
+    kept: Vec<Kept>,
+    mode: Mode,
+}
+
+impl Planning {
+    /// The plan, with the `held_back` objects kept out of it.
+    fn plan(&self, catalog: &Catalog, held_back: &[Kept]) -> Result<PrunePlan, UserError> {
+        let held: HashSet<&ObjectId> = held_back.iter().map(|k| &k.id).collect();
+        let chosen = self
+            .chosen
+            .iter()
+            .filter(|(index, _)| !held.contains(&self.live.graph.nodes[**index].id))
+            .map(|(index, why)| (*index, why.clone()))
+            .collect();
+        let mut kept = self.kept.clone();
+        kept.extend(held_back.iter().cloned());
+        plan(&snapshot(&self.live), catalog, chosen, kept, self.mode.clone())
+    }
+}
+
+/// Plans, then finds what the planned Namespaces and CRDs would take beyond the plan. With
+/// `--keep-cascading`, those Namespaces and CRDs are kept and the rest is planned again.
+async fn plan_with_cascades(
+    session: &Session,
+    planning: &Planning,
+    request: &PlanRequest,
+) -> Result<PrunePlan, UserError> {
+    let mut held_back: Vec<Kept> = Vec::new();
+    loop {
+        let mut plan = planning.plan(&session.catalog, &held_back)?;
+        let planned = plan.waves.iter().flatten().map(|t| (t.id.clone(), t.uid.clone()));
+        plan.cascades = find_cascades(&session.connection.client, &session.catalog, planned, request.list).await;
+        if !request.keep_cascading || plan.cascades.is_empty() {
+            return Ok(plan);
+        }
+        held_back.extend(plan.cascades.iter().map(|cascade| Kept {
+            id: cascade.holder.clone(),
+            reason: format!(
+                "--keep-cascading: its deletion would also take {}",
+                describe_cascade(cascade)
+            ),
+        }));
+    }
+}
+
+/// Orphans mode: the orphans (and orphans already being deleted, which are waited for), ordered
+/// through the graph of every tracked object.
+async fn orphan_planning(
+    session: &Session,
+    report: OrphanReport,
+    infer: bool,
+    accept_unlisted: bool,
+) -> Result<(Planning, ListScope), UserError> {
+    let mut kept = Vec::new();
+    let mut targets = HashMap::new();
+    for classified in &report.classified {
+        let id = classified.object.id();
+        match &classified.verdict {
+            Verdict::Orphan(reason) => {
+                targets.insert(id, reason.to_string());
+            }
+            Verdict::Skipped(SkipReason::Terminating) => {
+                targets.insert(id, "already being deleted".to_string());
+            }
+            Verdict::Skipped(SkipReason::Keep { marker }) => kept.push(Kept {
+                id,
+                reason: format!("keep marker {marker}"),
+            }),
+            Verdict::Skipped(_) | Verdict::Desired => {}
+        }
+    }
+    // Every tracked object in scope is a node too, not only this stack's: another stack's object
+    // that depends on an orphan, or lives in an orphan Namespace, keeps it.
+    let mut listed: Vec<Listed> = report.classified.into_iter().map(|c| c.object).collect();
+    let others = crate::bystanders::list(session, accept_unlisted).await?;
+    listed.extend(others.objects);
+    let options = LiveOptions {
+        members: false,
+        only_members: false,
+        infer,
+        only_selected: false,
+    };
+    let live = graph_of_with(session, listed, &options).await?;
+    let chosen: HashMap<usize, String> = targets
+        .into_iter()
+        .filter_map(|(id, why)| live.graph.find(&id).map(|index| (index, why)))
+        .collect();
+    let planning = Planning {
+        live,
+        chosen,
+        kept,
+        mode: Mode::Orphans,
+    };
+    Ok((planning, others.scope))
+}
+
+fn snapshot(live: &LiveGraph) -> Snapshot<'_> {
+    Snapshot {
+        graph: &live.graph,
+        objects: &live.objects,
+        tracked: &live.tracked,
+    }
+}
+
+/// Teardown mode: the named stacks, their members, and everything that depends on them.
+async fn teardown_planning(session: &Session, request: &PlanRequest) -> Result<Planning, UserError> {
+    // Every tracked object is a node (not only those under a live tracking object): the members
+    // of a stack whose tracking object is already gone are found again by their marks.
+    let live = live_graph_with(session, Some(Selection::default()), true, request.list, request.infer).await?;
+    refuse_unlisted(&live.unlisted, request.skip_unlisted)?;
+    let mut gone = Vec::new();
+    let named = targets::named_targets(session, request, &snapshot(&live), &mut gone).await?;
+    let indices: Vec<usize> = named.iter().map(|(index, _)| *index).collect();
+    let mut chosen = teardown_closure(&live.graph, &indices);
+    chosen.extend(named);
+    Ok(Planning {
+        live,
+        chosen,
+        kept: Vec::new(),
+        mode: Mode::Teardown(gone),
+    })
+}

@@ -1,0 +1,136 @@
+//! Running a confirmed plan: suspending what must hold still, the waves with a re-check before
+//! each, progress, the summary, and what blocks a wave that did not finish.
+
+use crate::collect::ListOptions;
+use crate::error::UserError;
+use crate::execute::{execute, Blocker, ExecOptions, Outcome};
+use crate::identity::ObjectId;
+use crate::prune_report::{finish, report_suspended, Ending, Format, Progress};
+use crate::recheck::Recheck;
+use crate::session::Session;
+use crate::suspend::{suspend_all, suspend_parents, Suspensions};
+use crate::teardown::PrunePlan;
+
+/// How to run a plan.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// How to delete.
+    pub exec: ExecOptions,
+    /// How the re-check lists.
+    pub list: ListOptions,
+    /// Table or JSON lines.
+    pub format: Format,
+    /// Show each event, not only the waves.
+    pub verbose: bool,
+}
+
+/// Suspends what must hold still while the plan runs: with `parents`, the live parents that
+/// would re-create what it deletes; always, the Flux objects it deletes (so that they do not
+/// re-apply their members meanwhile). On failure, says what was left suspended.
+pub async fn suspend_for(session: &Session, plan: &PrunePlan, parents: bool) -> Result<Suspensions, UserError> {
+    let client = &session.connection.client;
+    let mut suspensions = Suspensions::default();
+    if parents {
+        suspensions = match suspend_parents(client, &plan.parents).await {
+            Ok(done) => done,
+            Err((done, error)) => {
+                report_suspended(&done.left(&|_| false));
+                return Err(error);
+            }
+        };
+    }
+    let targets: Vec<_> = plan.waves.iter().flatten().collect();
+    match suspend_all(client, &targets).await {
+        Ok(done) => suspensions.entries.extend(done.entries),
+        Err((done, error)) => {
+            suspensions.entries.extend(done.entries);
+            report_suspended(&suspensions.left(&|_| false));
+            return Err(error);
+        }
+    };
+    Ok(suspensions)
+}
+
+/// Runs the waves (each re-checked first), reports progress and the summary, and explains what
+/// blocks a wave that timed out; returns the exit code.
+pub async fn run_waves(
+    session: &Session,
+    plan: &PrunePlan,
+    suspensions: Suspensions,
+    options: &RunOptions,
+) -> Result<u8, UserError> {
+    let client = session.connection.client.clone();
+    let mut recheck = Recheck::new(
+        client.clone(),
+        session.catalog.clone(),
+        plan,
+        suspensions,
+        options.list,
+        session.scope.clone(),
+    );
+    let format = options.format;
+    let mut progress = Progress::new(format, options.verbose);
+    let cancel = interrupt_signal();
+    let outcome = execute(&client, &plan.waves, &options.exec, cancel, &mut progress, &mut recheck).await;
+    progress.clear();
+    let deleted: Vec<ObjectId> = if matches!(outcome, Outcome::Completed) {
+        plan.waves.iter().flatten().map(|t| t.id.clone()).collect()
+    } else {
+        Vec::new()
+    };
+    let ending = Ending {
+        plan,
+        outcome: &outcome,
+        suspended: recheck.suspensions.left(&|id| deleted.contains(id)),
+        server_dry_run: options.exec.server_dry_run,
+        wave_timeout: options.exec.wave_timeout,
+    };
+    // In JSON the summary stays the last line; on a terminal the chains follow the blockers table.
+    let blockers: &[Blocker] = match &outcome {
+        Outcome::TimedOut { blockers, .. } => blockers.as_slice(),
+        _ => &[],
+    };
+    if !blockers.is_empty() && format == Format::Json {
+        explain_blockers(session, blockers, format).await?;
+    }
+    let code = finish(&progress, &ending, format)?;
+    if !blockers.is_empty() && format != Format::Json {
+        explain_blockers(session, blockers, format).await?;
+    }
+    Ok(code)
+}
+
+/// What the objects of a wave that did not go wait for, as `stuck` explains it: chains down to
+/// the one finalizer to remove, and its `unstick` command.
+async fn explain_blockers(session: &Session, blockers: &[Blocker], format: Format) -> Result<(), UserError> {
+    let ids: Vec<_> = blockers
+        .iter()
+        .map(|b| (b.target.kind.clone(), b.target.id.clone()))
+        .collect();
+    let report = crate::stuck::explain_blockers(session, &ids).await;
+    match format {
+        Format::Json => {
+            let mut line = crate::stuck::chains::to_json(&report);
+            line["type"] = serde_json::json!("diagnosis");
+            crate::render::emit(&(line.to_string() + "\n"))
+        }
+        _ => {
+            eprint!("{}", crate::stuck::chains::render_text(&report));
+            Ok(())
+        }
+    }
+}
+
+/// Ctrl-C: the first one stops new deletes; the executor reports and ends.
+fn interrupt_signal() -> tokio::sync::watch::Receiver<bool> {
+    let (sender, receiver) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("interrupted: no new deletes will be started");
+            let _ = sender.send(true);
+            // Keep the sender alive so the receivers see `true`, not a closed channel.
+            std::future::pending::<()>().await;
+        }
+    });
+    receiver
+}
