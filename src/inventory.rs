@@ -783,6 +783,21 @@ mod tests {
     }
 
     #[test]
+    fn a_stacks_namespace_rule_is_its_target_else_its_default_else_the_fallback() {
+        let stack = |target: Option<&str>, default: Option<&str>| StackRecord {
+            recorded: None,
+            target_namespace: target.map(str::to_string),
+            default_namespace: default.map(str::to_string),
+        };
+        assert_eq!(
+            stack(Some("t"), Some("d")).namespace_rule("n"),
+            NamespaceRule::Target("t")
+        );
+        assert_eq!(stack(None, Some("d")).namespace_rule("n"), NamespaceRule::Default("d"));
+        assert_eq!(stack(None, None).namespace_rule("n"), NamespaceRule::Default("n"));
+    }
+
+    #[test]
     fn the_current_helm_release_is_the_last_deployed_revision() {
         let revisions = vec![
             (1, "superseded".to_string(), "v1"),

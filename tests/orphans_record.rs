@@ -170,15 +170,20 @@ fn helm_release_data(release: &serde_json::Value) -> String {
 /// as `helm install` stores it: Secret `sh.helm.release.v1.<release>.v1`, type
 /// `helm.sh/release.v1`, labels owner/name/status/version (helm/helm `pkg/storage/driver/secrets.go`).
 fn helm_release(namespace: &str, release: &str, manifest: &str) {
+    helm_release_in_status(namespace, release, manifest, "deployed");
+}
+
+/// [`helm_release`] with revision 1 in another status (`failed`, `pending-install`).
+fn helm_release_in_status(namespace: &str, release: &str, manifest: &str, status: &str) {
     let body = serde_json::json!({
         "name": release, "namespace": namespace, "version": 1,
-        "info": {"status": "deployed"}, "manifest": manifest,
+        "info": {"status": status}, "manifest": manifest,
     });
     let secret = serde_json::json!({
         "apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
         "metadata": {
             "name": format!("sh.helm.release.v1.{release}.v1"), "namespace": namespace,
-            "labels": {"owner": "helm", "name": release, "status": "deployed", "version": "1"},
+            "labels": {"owner": "helm", "name": release, "status": status, "version": "1"},
         },
         "data": {"release": helm_release_data(&body)},
     });
@@ -296,6 +301,48 @@ fn a_label_selection_judges_helm_objects_by_their_release() {
     stack(&["prune", "-n", p, "-l", "tier=web", "-f", chart, "--yes"]).expect_code(0);
     assert!(exists("configmap", Some(p), "handmade"), "the copy is not Helm's");
     assert!(!exists("configmap", Some(p), "web-old"));
+}
+
+/// F2: a stack whose record exists but cannot be used (a Helm release with no deployed
+/// revision: Helm itself would not upgrade or prune it) makes its objects unknown under `-l`,
+/// never orphans (`recordUnreadable`), and refuses `--tracker helm=NAME` (exit 4).
+#[test]
+fn a_label_selection_never_condemns_what_an_unusable_record_marks() {
+    let _logs = start();
+    let release_ns = Namespace::new("f2-failed");
+    let p = &release_ns.0;
+    helm_release_in_status(p, "web", &rendered(&["web-settings", "web-old"]), "failed");
+    apply(
+        &["web-settings", "web-old"]
+            .iter()
+            .map(|name| helm_config_map(p, name, "web", p))
+            .collect::<String>(),
+    );
+    let chart = temp_file("rendered.yaml", &rendered(&["web-settings"]));
+    let chart = chart.to_str().unwrap();
+    let unknown = stack(&[
+        "orphans",
+        "-n",
+        p,
+        "-l",
+        "tier=web",
+        "-f",
+        chart,
+        "-o",
+        "json",
+        "--show-skipped",
+    ])
+    .expect_code(0);
+    assert!(names(&unknown, "orphans").is_empty(), "{}", unknown.stdout);
+    assert!(
+        reasons(&unknown, "skipped").contains(&("web-old".to_string(), "recordUnreadable".to_string())),
+        "{}",
+        unknown.stdout
+    );
+    let refused = stack(&["orphans", "-n", p, "--tracker", "helm=web", "-f", chart]).expect_code(4);
+    assert!(refused.stderr.contains("no deployed revision"), "{}", refused.stderr);
+    stack(&["prune", "-n", p, "-l", "tier=web", "-f", chart, "--yes"]).expect_code(0);
+    assert!(exists("configmap", Some(p), "web-old"));
 }
 
 /// F2 (Flux helm-controller): a HelmRelease's objects are judged by the Helm release it
