@@ -516,6 +516,59 @@ pub enum ListOutput {
     Name,
 }
 
+impl GlobalArgs {
+    /// The connection flags, for the client.
+    pub fn connect_options(&self) -> crate::client::ConnectOptions {
+        crate::client::ConnectOptions {
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+            cluster: self.cluster.clone(),
+            user: self.user.clone(),
+            namespace: self.namespace.clone(),
+            as_user: self.as_user.clone(),
+            as_group: self.as_group.clone(),
+            as_uid: self.as_uid.clone(),
+            request_timeout: self.request_timeout,
+            server: self.server.clone(),
+            token: self.token.clone(),
+            certificate_authority: self.certificate_authority.clone(),
+            client_certificate: self.client_certificate.clone(),
+            client_key: self.client_key.clone(),
+            insecure_skip_tls_verify: self.insecure_skip_tls_verify,
+            tls_server_name: self.tls_server_name.clone(),
+        }
+    }
+}
+
+impl From<&GlobalArgs> for crate::session::SessionOptions {
+    fn from(global: &GlobalArgs) -> Self {
+        Self {
+            connect: global.connect_options(),
+            cache_dir: global.cache_dir.clone(),
+            discovery_cache: global.discovery_cache,
+            all_namespaces: global.all_namespaces,
+        }
+    }
+}
+
+/// Builds the selection from `-l` and `--tracker`.
+pub fn selection(args: &SelectionArgs) -> Result<crate::trackers::Selection, crate::error::UserError> {
+    let tracker = args
+        .tracker
+        .as_deref()
+        .map(crate::trackers::Tracker::parse)
+        .transpose()?;
+    Ok(crate::trackers::Selection::new(args.selector.clone(), tracker))
+}
+
+/// List options from the tuning flags.
+pub fn list_options(tuning: &ListTuning) -> crate::collect::ListOptions {
+    crate::collect::ListOptions {
+        concurrency: usize::from(tuning.concurrency),
+        page_size: tuning.chunk_size,
+    }
+}
+
 /// Parses a kubectl-style duration: `0`, `30`, `30s`, `5m`, `1h`, `1m30s`, `500ms`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
@@ -620,5 +673,37 @@ mod tests {
         };
         assert_eq!(list.selection.selector.as_deref(), Some("a=b"));
         assert_eq!(list.output, ListOutput::Json);
+    }
+
+    #[test]
+    fn connection_flags_parse_as_kubectl_spells_them() {
+        let cli = Cli::try_parse_from([
+            "kubectl-stack",
+            "list",
+            "-s",
+            "https://h:6443",
+            "--token",
+            "t",
+            "--insecure-skip-tls-verify",
+            "--tls-server-name",
+            "kubernetes",
+            "--as-uid",
+            "u",
+            "--certificate-authority",
+            "/ca",
+            "--client-certificate",
+            "/c",
+            "--client-key",
+            "/k",
+        ])
+        .unwrap();
+        let global = cli.global;
+        assert_eq!(global.server.as_deref(), Some("https://h:6443"));
+        assert!(global.insecure_skip_tls_verify);
+        assert_eq!(global.tls_server_name.as_deref(), Some("kubernetes"));
+        assert_eq!(global.as_uid.as_deref(), Some("u"));
+        assert_eq!(global.client_key, Some(PathBuf::from("/k")));
+        let explicit = Cli::try_parse_from(["kubectl-stack", "list", "--insecure-skip-tls-verify=false"]).unwrap();
+        assert!(!explicit.global.insecure_skip_tls_verify);
     }
 }

@@ -13,12 +13,50 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
 use secrecy::SecretString;
 
-use crate::cli::GlobalArgs;
 use crate::error::{explain_client_build_error, explain_kube_error, UserError};
 use crate::proxy::{proxy_for, ProxyEnv};
 
 /// How long connecting (TCP and the TLS handshake) may take when `--request-timeout` is not given.
 pub const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What to connect with: the kubeconfig to load and the overrides of it, as kubectl's connection
+/// flags give them (`cli` maps the flags to this).
+#[derive(Debug, Clone, Default)]
+pub struct ConnectOptions {
+    /// An explicit kubeconfig file (must exist); else `$KUBECONFIG`, else `~/.kube/config`.
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use.
+    pub context: Option<String>,
+    /// The kubeconfig cluster to use.
+    pub cluster: Option<String>,
+    /// The kubeconfig user to use.
+    pub user: Option<String>,
+    /// The namespace (empty or none: the context's, else `default`).
+    pub namespace: Option<String>,
+    /// User to impersonate.
+    pub as_user: Option<String>,
+    /// Groups to impersonate.
+    pub as_group: Vec<String>,
+    /// UID to impersonate.
+    pub as_uid: Option<String>,
+    /// How long one API request may take (zero: no limit, connecting within
+    /// [`DEFAULT_CONNECT_TIMEOUT`]).
+    pub request_timeout: std::time::Duration,
+    /// The API server's address (works without a kubeconfig).
+    pub server: Option<String>,
+    /// A bearer token (wins over the kubeconfig user's other credentials).
+    pub token: Option<String>,
+    /// A certificate authority file.
+    pub certificate_authority: Option<PathBuf>,
+    /// A client certificate file.
+    pub client_certificate: Option<PathBuf>,
+    /// A client key file.
+    pub client_key: Option<PathBuf>,
+    /// Do not verify the server's certificate.
+    pub insecure_skip_tls_verify: bool,
+    /// The name to verify the server's certificate against (and send as SNI).
+    pub tls_server_name: Option<String>,
+}
 
 /// A connected client and what the user should be told about it.
 #[derive(Clone)]
@@ -42,7 +80,7 @@ impl Connection {
 
 /// Loads the kubeconfig: `--kubeconfig FILE`, else `$KUBECONFIG` (the files that exist, merged),
 /// else `~/.kube/config`. Fails when there is none.
-pub fn load_kubeconfig(args: &GlobalArgs) -> Result<Kubeconfig, UserError> {
+pub fn load_kubeconfig(args: &ConnectOptions) -> Result<Kubeconfig, UserError> {
     find_kubeconfig(args)?.ok_or_else(no_kubeconfig)
 }
 
@@ -52,7 +90,7 @@ fn no_kubeconfig() -> UserError {
 }
 
 /// The kubeconfig as client-go's loading rules find it, or `None` when no file exists at all.
-fn find_kubeconfig(args: &GlobalArgs) -> Result<Option<Kubeconfig>, UserError> {
+fn find_kubeconfig(args: &ConnectOptions) -> Result<Option<Kubeconfig>, UserError> {
     if let Some(path) = &args.kubeconfig {
         // An explicit --kubeconfig must exist (client-go: ExplicitPath).
         return read_kubeconfig(path).map(Some);
@@ -140,7 +178,7 @@ pub struct Resolved {
 }
 
 /// Applies kubectl's precedence to a kubeconfig (possibly none) and the flags.
-pub fn resolve(kubeconfig: Option<&Kubeconfig>, args: &GlobalArgs) -> Result<Resolved, UserError> {
+pub fn resolve(kubeconfig: Option<&Kubeconfig>, args: &ConnectOptions) -> Result<Resolved, UserError> {
     let empty = Kubeconfig::default();
     let kubeconfig = kubeconfig.unwrap_or(&empty);
     check_names(kubeconfig, args)?;
@@ -202,7 +240,7 @@ fn find_context(kubeconfig: &Kubeconfig, name: &str) -> Option<Context> {
 /// client-go's `getCluster` overrides: `--server`; `--certificate-authority` or
 /// `--insecure-skip-tls-verify` replace the kubeconfig's CA and skip setting together;
 /// `--tls-server-name` (also cleared by `--server` alone).
-fn override_cluster(cluster: &mut Cluster, args: &GlobalArgs) {
+fn override_cluster(cluster: &mut Cluster, args: &ConnectOptions) {
     if let Some(server) = &args.server {
         cluster.server = Some(server.clone());
     }
@@ -219,7 +257,7 @@ fn override_cluster(cluster: &mut Cluster, args: &GlobalArgs) {
 /// client-go's `getAuthInfo` overrides: `--token` (a bearer token wins over the kubeconfig's other
 /// credentials), `--client-certificate`/`--client-key` (replacing the embedded data), and
 /// impersonation (`--as`, `--as-group`, `--as-uid`).
-fn override_auth(auth: &mut AuthInfo, args: &GlobalArgs) {
+fn override_auth(auth: &mut AuthInfo, args: &ConnectOptions) {
     if let Some(token) = &args.token {
         auth.token = Some(SecretString::from(token.clone()));
         auth.token_file = None;
@@ -264,7 +302,7 @@ fn trim_token_file(auth: &mut AuthInfo) -> Result<(), UserError> {
 }
 
 /// Builds the client configuration from the kubeconfig and the kubectl-style flags.
-pub async fn client_config(args: &GlobalArgs) -> Result<(Config, String), UserError> {
+pub async fn client_config(args: &ConnectOptions) -> Result<(Config, String), UserError> {
     let kubeconfig = find_kubeconfig(args)?;
     if kubeconfig.is_none() && args.server.is_none() {
         return Err(no_kubeconfig());
@@ -275,7 +313,7 @@ pub async fn client_config(args: &GlobalArgs) -> Result<(Config, String), UserEr
 }
 
 /// The kube client configuration for a resolved cluster and user.
-pub fn build_config(resolved: Resolved, args: &GlobalArgs, proxy_env: &ProxyEnv) -> Result<Config, UserError> {
+pub fn build_config(resolved: Resolved, args: &ConnectOptions, proxy_env: &ProxyEnv) -> Result<Config, UserError> {
     let Resolved {
         cluster,
         mut auth,
@@ -372,7 +410,7 @@ fn check_readable(what: &str, path: Option<&str>) -> Result<(), UserError> {
 }
 
 /// Connects with the kubectl-style flags. No request is sent yet (an exec credential plugin runs).
-pub async fn connect(args: &GlobalArgs) -> Result<Connection, UserError> {
+pub async fn connect(args: &ConnectOptions) -> Result<Connection, UserError> {
     let (config, user) = client_config(args).await?;
     let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
     let namespace = config.default_namespace.clone();
@@ -387,7 +425,7 @@ pub async fn connect(args: &GlobalArgs) -> Result<Connection, UserError> {
     })
 }
 
-fn check_names(kubeconfig: &Kubeconfig, args: &GlobalArgs) -> Result<(), UserError> {
+fn check_names(kubeconfig: &Kubeconfig, args: &ConnectOptions) -> Result<(), UserError> {
     let known = |names: Vec<&str>, what: &str, wanted: &Option<String>| -> Result<(), UserError> {
         match wanted {
             Some(name) if !names.contains(&name.as_str()) => Err(UserError::failed(format!(
@@ -458,7 +496,7 @@ users:
 
     #[test]
     fn without_flags_the_kubeconfig_decides() {
-        let resolved = resolve(Some(&kubeconfig()), &GlobalArgs::default()).unwrap();
+        let resolved = resolve(Some(&kubeconfig()), &ConnectOptions::default()).unwrap();
         assert_eq!(resolved.cluster.server.as_deref(), Some("https://k8s.example.com:6443"));
         assert_eq!(resolved.cluster.tls_server_name.as_deref(), Some("api.internal"));
         assert_eq!(resolved.namespace, "shop");
@@ -468,7 +506,7 @@ users:
 
     #[test]
     fn flags_win_over_the_kubeconfig_as_in_client_go() {
-        let args = GlobalArgs {
+        let args = ConnectOptions {
             server: Some("https://10.0.0.1:6443".into()),
             token: Some("flag-token".into()),
             certificate_authority: Some("/etc/ca.pem".into()),
@@ -505,7 +543,7 @@ users:
 
     #[test]
     fn insecure_skip_tls_verify_clears_the_kubeconfig_ca_and_tls_server_name_overrides() {
-        let args = GlobalArgs {
+        let args = ConnectOptions {
             insecure_skip_tls_verify: true,
             tls_server_name: Some("kubernetes".into()),
             ..Default::default()
@@ -518,18 +556,18 @@ users:
 
     #[test]
     fn an_empty_namespace_flag_is_the_context_namespace_then_default() {
-        let empty = GlobalArgs {
+        let empty = ConnectOptions {
             namespace: Some(String::new()),
             ..Default::default()
         };
         assert_eq!(resolve(Some(&kubeconfig()), &empty).unwrap().namespace, "shop");
-        let bare = GlobalArgs {
+        let bare = ConnectOptions {
             context: Some("bare".into()),
             namespace: Some(String::new()),
             ..Default::default()
         };
         assert_eq!(resolve(Some(&kubeconfig()), &bare).unwrap().namespace, "default");
-        let named = GlobalArgs {
+        let named = ConnectOptions {
             namespace: Some("web".into()),
             ..Default::default()
         };
@@ -538,7 +576,7 @@ users:
 
     #[test]
     fn a_server_and_token_need_no_kubeconfig() {
-        let args = GlobalArgs {
+        let args = ConnectOptions {
             server: Some("k8s.example.com:6443".into()),
             token: Some("t".into()),
             ..Default::default()
@@ -566,40 +604,6 @@ users:
             Some("abc.def")
         );
         assert!(auth.token_file.is_none());
-    }
-
-    #[test]
-    fn connection_flags_parse_as_kubectl_spells_them() {
-        use clap::Parser;
-        let cli = crate::cli::Cli::try_parse_from([
-            "kubectl-stack",
-            "list",
-            "-s",
-            "https://h:6443",
-            "--token",
-            "t",
-            "--insecure-skip-tls-verify",
-            "--tls-server-name",
-            "kubernetes",
-            "--as-uid",
-            "u",
-            "--certificate-authority",
-            "/ca",
-            "--client-certificate",
-            "/c",
-            "--client-key",
-            "/k",
-        ])
-        .unwrap();
-        let global = cli.global;
-        assert_eq!(global.server.as_deref(), Some("https://h:6443"));
-        assert!(global.insecure_skip_tls_verify);
-        assert_eq!(global.tls_server_name.as_deref(), Some("kubernetes"));
-        assert_eq!(global.as_uid.as_deref(), Some("u"));
-        assert_eq!(global.client_key, Some(PathBuf::from("/k")));
-        let explicit =
-            crate::cli::Cli::try_parse_from(["kubectl-stack", "list", "--insecure-skip-tls-verify=false"]).unwrap();
-        assert!(!explicit.global.insecure_skip_tls_verify);
     }
 
     #[test]
@@ -633,7 +637,7 @@ users:
 
     #[test]
     fn the_proxy_goes_into_the_client_configuration() {
-        let args = GlobalArgs::default();
+        let args = ConnectOptions::default();
         let mut resolved = resolve(Some(&kubeconfig()), &args).unwrap();
         resolved.cluster.certificate_authority_data = None;
         let env = ProxyEnv {

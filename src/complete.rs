@@ -238,7 +238,7 @@ fn global_flags(parsed: &GlobalArgs, words: &[String]) -> GlobalArgs {
 }
 
 fn kubeconfig_names(global: &GlobalArgs, item: KubeconfigItem) -> Vec<(String, String)> {
-    let Ok(config) = crate::client::load_kubeconfig(global) else {
+    let Ok(config) = crate::client::load_kubeconfig(&global.connect_options()) else {
         return Vec::new();
     };
     match item {
@@ -267,7 +267,7 @@ async fn catalog(
     global: &GlobalArgs,
     refresh: bool,
 ) -> Option<crate::discovery::Catalog> {
-    let cache = crate::session::cache_root(global)
+    let cache = crate::session::cache_root(global.cache_dir.as_deref())
         .map(|root| crate::discovery::DiskCache::for_server(&root, &connection.server));
     let usage = if refresh {
         crate::discovery::CacheUse::Refresh
@@ -280,7 +280,7 @@ async fn catalog(
 }
 
 async fn live_kinds(global: &GlobalArgs) -> Vec<(String, String)> {
-    let Ok(connection) = crate::client::connect(global).await else {
+    let Ok(connection) = crate::client::connect(&global.connect_options()).await else {
         return Vec::new();
     };
     let Some(catalog) = catalog(&connection, global, false).await else {
@@ -303,7 +303,7 @@ async fn live_kinds(global: &GlobalArgs) -> Vec<(String, String)> {
 }
 
 async fn live_names(global: &GlobalArgs, kind_text: &str) -> Vec<(String, String)> {
-    let Ok(connection) = crate::client::connect(global).await else {
+    let Ok(connection) = crate::client::connect(&global.connect_options()).await else {
         return Vec::new();
     };
     let Some(mut catalog) = catalog(&connection, global, false).await else {
@@ -320,14 +320,25 @@ async fn live_names(global: &GlobalArgs, kind_text: &str) -> Vec<(String, String
         return Vec::new();
     };
     let namespace = kind.namespaced.then_some(connection.namespace.as_str());
-    let api = crate::collect::api_for(&connection.client, kind, namespace);
-    match api.list_metadata(&kube::api::ListParams::default().limit(500)).await {
-        Ok(list) => list
-            .items
-            .into_iter()
-            .filter_map(|o| o.metadata.name)
-            .map(|n| (n, String::new()))
-            .collect(),
+    // One page, one try: a completion answers at once or not at all.
+    let query = crate::collect::ListQuery {
+        namespace,
+        first_page_only: true,
+        attempts: 1,
+        ..Default::default()
+    };
+    let mut names = Vec::new();
+    let listed = crate::collect::list_metadata_pages(&connection.client, kind, &query, |items| {
+        names.extend(
+            items
+                .into_iter()
+                .filter_map(|o| o.metadata.name)
+                .map(|n| (n, String::new())),
+        );
+    })
+    .await;
+    match listed {
+        Ok(()) => names,
         Err(_) => Vec::new(),
     }
 }

@@ -119,13 +119,30 @@ pub fn resolve(manifest: &Manifest, scopes: &Scopes, rule: NamespaceRule) -> Res
             };
             Ok(ObjectId::new(group, &manifest.kind, Some(namespace), &manifest.name))
         }
-        Some(false) => Ok(ObjectId::new(group, &manifest.kind, None, &manifest.name)),
+        Some(false) => Ok(ObjectId::new(
+            group,
+            &manifest.kind,
+            None,
+            resolved_name(manifest, rule),
+        )),
         None => Err(Unresolved {
             location: locate(&manifest.source, &format!("kind: {}", manifest.kind)),
             kind: manifest.kind.clone(),
             name: manifest.name.clone(),
             kind_with_group: crate::discovery::kind_with_group(&manifest.kind, group),
         }),
+    }
+}
+
+/// The name a manifest's object gets: its own, except a Namespace under a target namespace.
+/// kustomize's namespace transformer also renames every `kind: Namespace` (core group) to the
+/// kustomization's `namespace:` (kubernetes-sigs/kustomize `api/konfig/builtinpluginconsts/namespace.go`:
+/// fieldSpec `path: metadata/name, kind: Namespace, create: true`), and Flux builds with
+/// `namespace: <targetNamespace>`: a repository's Namespace `tenant-ns` is applied as the target.
+fn resolved_name<'a>(manifest: &'a Manifest, rule: NamespaceRule<'a>) -> &'a str {
+    match rule {
+        NamespaceRule::Target(target) if manifest.group().is_empty() && manifest.kind == "Namespace" => target,
+        _ => &manifest.name,
     }
 }
 
@@ -170,6 +187,12 @@ impl DesiredSet {
             match resolve(manifest, scopes, rule) {
                 Ok(id) => {
                     let written = manifest.namespace.as_deref();
+                    if id.name != manifest.name {
+                        set.notes.push(format!(
+                            "{id} ({}): Namespace {:?} is renamed to the target namespace, as kustomize's namespace transformer does",
+                            manifest.source, manifest.name
+                        ));
+                    }
                     if id.namespace.is_none() && written.is_some() {
                         set.notes.push(format!(
                             "{id} ({}): cluster-scoped, its namespace {:?} is ignored",
@@ -418,6 +441,25 @@ metadata: {name: settings}
         assert!(default
             .ids
             .contains(&ObjectId::new("", "ConfigMap", Some("n"), "plain")));
+    }
+
+    #[test]
+    fn a_target_namespace_renames_every_namespace_object() {
+        // kustomize's namespace fieldSpec `metadata/name` of kind Namespace: Flux's
+        // targetNamespace renames the repository's Namespace; another group's kind is untouched.
+        let text = "apiVersion: v1\nkind: Namespace\nmetadata: {name: tenant-ns}\n---\napiVersion: example.com/v1\nkind: Namespace\nmetadata: {name: other}\n";
+        let manifests = parse_text(text, "ns.yaml").unwrap();
+        let scopes = Scopes::new(None, &manifests);
+        let target = DesiredSet::resolved(&manifests, &scopes, NamespaceRule::Target("t"), Origin::Manifests);
+        assert!(
+            target.ids.contains(&ObjectId::new("", "Namespace", None, "t")),
+            "{:?}",
+            target.ids
+        );
+        assert!(!target.ids.contains(&ObjectId::new("", "Namespace", None, "tenant-ns")));
+        assert!(target.notes.iter().any(|n| n.contains("renamed")), "{:?}", target.notes);
+        let default = DesiredSet::from_manifests(&manifests, &scopes, "n", Origin::Manifests);
+        assert!(default.ids.contains(&ObjectId::new("", "Namespace", None, "tenant-ns")));
     }
 
     #[test]

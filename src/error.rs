@@ -66,6 +66,40 @@ impl UserError {
     }
 }
 
+/// Why a fact could not be looked up (an object read, a kind listed): said in a diagnosis as
+/// "could not be checked (...)", never taken as "gone" or "none".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LookupError {
+    /// The server does not serve the kind (e.g. "Pods").
+    #[error("the server does not serve {0}")]
+    NotServed(String),
+    /// The user may not read it.
+    #[error("forbidden")]
+    Forbidden,
+    /// Listing the objects of a kind failed (kind in the plural, e.g. "Deployments").
+    #[error("{kinds} could not be listed: {cause}")]
+    Unlisted {
+        /// The kind, in the plural.
+        kinds: String,
+        /// The root cause.
+        cause: String,
+    },
+    /// Any other failure: its root cause.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl LookupError {
+    /// A failed request: forbidden, or its root cause.
+    pub fn from_request(err: &kube::Error) -> Self {
+        if is_forbidden(err) {
+            Self::Forbidden
+        } else {
+            Self::Failed(root_cause(err))
+        }
+    }
+}
+
 /// The HTTP status of a Kubernetes API error, if the error is one.
 pub fn api_status(err: &kube::Error) -> Option<u16> {
     match err {
@@ -301,6 +335,41 @@ mod tests {
     use super::*;
     use kube::client::AuthError;
     use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn lookup_errors_read_as_the_diagnosis_says_them() {
+        let forbidden = kube::Error::Api(
+            kube::core::Status::failure("pods is forbidden", "Forbidden")
+                .with_code(403)
+                .boxed(),
+        );
+        assert_eq!(LookupError::from_request(&forbidden), LookupError::Forbidden);
+        assert_eq!(LookupError::Forbidden.to_string(), "forbidden");
+        assert_eq!(
+            LookupError::NotServed("Pods".into()).to_string(),
+            "the server does not serve Pods"
+        );
+        let unlisted = LookupError::Unlisted {
+            kinds: "Deployments".into(),
+            cause: "connection refused".into(),
+        };
+        assert_eq!(
+            unlisted.to_string(),
+            "Deployments could not be listed: connection refused"
+        );
+        let unavailable = kube::Error::Api(
+            kube::core::Status::failure(
+                "the server is currently unable to handle the request",
+                "ServiceUnavailable",
+            )
+            .with_code(503)
+            .boxed(),
+        );
+        assert!(matches!(
+            LookupError::from_request(&unavailable),
+            LookupError::Failed(_)
+        ));
+    }
 
     #[test]
     fn exec_plugin_failures_are_worded_without_env_args_or_output() {

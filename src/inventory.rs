@@ -7,18 +7,18 @@ use std::collections::HashSet;
 use std::io::Read;
 
 use base64::Engine;
-use kube::api::{DynamicObject, ListParams};
+use kube::api::DynamicObject;
 use serde_json::Value;
 
 use crate::classify::Recorded;
-use crate::desired::{DesiredSet, Origin, Scopes};
+use crate::desired::{DesiredSet, NamespaceRule, Origin, Scopes};
 use crate::discovery::KindInfo;
 use crate::error::{is_not_found, UserError};
 use crate::identity::ObjectId;
 use crate::manifest::parse_text;
 use crate::retry::with_retries;
 use crate::session::Session;
-use crate::trackers::{applyset_id, MarkValue, Preset, Tracker};
+use crate::trackers::{applyset_id, MarkValue, Preset, Tracker, FLUX_KUSTOMIZATION};
 
 /// `--inventory PRESET=REF`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +93,9 @@ pub struct Inventory {
     /// The namespace the tool gives every namespaced object of the desired set, whatever the
     /// manifests say: a Flux Kustomization's `spec.targetNamespace`.
     pub target_namespace: Option<String>,
+    /// The namespace the tool gives a namespaced object written without one: a Helm release's
+    /// namespace (Helm builds the manifests with it as the default namespace).
+    pub default_namespace: Option<String>,
 }
 
 /// What the stack a `--tracker` names records: its tool's record, when it keeps one, and the
@@ -103,6 +106,31 @@ pub struct StackRecord {
     pub recorded: Option<Recorded>,
     /// A Flux Kustomization's `spec.targetNamespace`.
     pub target_namespace: Option<String>,
+    /// The namespace a namespaced manifest without one takes: a Helm release's namespace.
+    pub default_namespace: Option<String>,
+}
+
+impl StackRecord {
+    /// How this stack's tool gives the manifests their namespace: its target namespace over
+    /// every one, else its default namespace (a Helm release's) for those without one, else
+    /// `fallback` (`-n` or the context's namespace).
+    pub fn namespace_rule<'a>(&'a self, fallback: &'a str) -> NamespaceRule<'a> {
+        match (&self.target_namespace, &self.default_namespace) {
+            (Some(target), _) => NamespaceRule::Target(target),
+            (None, Some(default)) => NamespaceRule::Default(default),
+            (None, None) => NamespaceRule::Default(fallback),
+        }
+    }
+}
+
+impl From<Inventory> for StackRecord {
+    fn from(inventory: Inventory) -> Self {
+        Self {
+            recorded: Some(inventory.recorded),
+            target_namespace: inventory.target_namespace,
+            default_namespace: inventory.default_namespace,
+        }
+    }
 }
 
 /// A Flux Kustomization as the orphan rules read it.
@@ -120,6 +148,8 @@ pub async fn load(reference: &InventoryRef, session: &Session) -> Result<Invento
             let namespace = namespace
                 .clone()
                 .unwrap_or_else(|| session.connection.namespace.clone());
+            let (group, kind) = FLUX_KUSTOMIZATION;
+            served(session, group, kind)?;
             let stack = read_flux(session, name, &namespace).await?.ok_or_else(|| {
                 UserError::failed(format!("Kustomization {namespace}/{name} not found"))
                     .hint("check the name and namespace (`kubectl get kustomizations -A`)")
@@ -170,41 +200,126 @@ async fn get_object(
 }
 
 /// The record of the stack a `--tracker` names, when its tool keeps one it can be read from
-/// (Flux `status.inventory`, a Helm release, a cli-utils/kpt inventory, an ApplySet parent
-/// given by name), and a Flux Kustomization's `spec.targetNamespace`. No record when the tool
-/// keeps none for it: then its labels alone say what it tracks (and the caller says so). A
-/// Kustomization that exists but cannot be read is a refusal: its inventory and target
-/// namespace decide what Flux would prune.
+/// (see [`record_of`]); none for a preset without a value. A value without a namespace means
+/// the current namespace.
 pub async fn load_for_tracker(tracker: &Tracker, session: &Session) -> Result<StackRecord, UserError> {
     let Some(value) = tracker.value.as_ref() else {
         return Ok(StackRecord::default());
     };
+    let value = MarkValue {
+        name: value.name.clone(),
+        namespace: Some(
+            value
+                .namespace
+                .clone()
+                .unwrap_or_else(|| session.connection.namespace.clone()),
+        ),
+    };
+    record_of(tracker.preset, &value, session).await
+}
+
+/// The record of the stack a mark names — Flux `status.inventory` (and its
+/// `spec.targetNamespace`), a Helm release (and its namespace), a Flux HelmRelease's Helm
+/// release, a cli-utils/kpt inventory, an ApplySet parent (by name, or found by its id) — the
+/// one function every path reads a stack's record with. `recorded: None` when the tool keeps
+/// none under that mark (no such Kustomization, release Secret, inventory or parent): its
+/// labels alone say what it tracks, and the caller says so. An error when the record exists
+/// but cannot be read, or is not one the tool would act on (a Helm release with no deployed
+/// revision): what the tool would prune is then unknown.
+pub async fn record_of(preset: Preset, value: &MarkValue, session: &Session) -> Result<StackRecord, UserError> {
     let namespace = value
         .namespace
         .clone()
         .unwrap_or_else(|| session.connection.namespace.clone());
-    let found = match tracker.preset {
+    let found = match preset {
         Preset::Flux => {
             let stack = read_flux(session, &value.name, &namespace).await?;
             return Ok(stack.map(FluxStack::into_record).unwrap_or_default());
         }
+        Preset::FluxHelm => return flux_helm_record(session, &value.name, &namespace).await,
         Preset::Helm => load_helm(session, &value.name, &namespace).await,
         Preset::Kpt => load_kpt(session, &value.name).await,
-        // A parent given by name (not by its id): kubectl's own prune reads that parent.
-        Preset::ApplySet if !value.name.starts_with("applyset-") => load_applyset(session, &value.name).await,
+        Preset::ApplySet if value.name.starts_with("applyset-") => {
+            match find_applyset_parent(session, &value.name).await? {
+                Some(parent) => Ok(parent),
+                None => return Ok(StackRecord::default()),
+            }
+        }
+        // A parent given by name: kubectl's own prune reads that parent.
+        Preset::ApplySet => load_applyset(session, &value.name).await,
         _ => return Ok(StackRecord::default()),
     };
+    let default_namespace = matches!(preset, Preset::Helm).then_some(namespace);
     match found {
-        Ok(found) => Ok(StackRecord {
-            recorded: Some(found.recorded),
-            target_namespace: found.target_namespace,
-        }),
-        // The stack keeps no record under that name (no release Secret, no inventory object):
-        // not an error, the labels are all there is.
-        Err(err) if err.message.contains("not found") || err.message.starts_with("no ") => {
-            tracing::debug!("no record for {}: {}", tracker.preset.name(), err.message);
-            Ok(StackRecord::default())
+        Ok(found) => Ok(found.into()),
+        Err(err) if is_absent(&err) => {
+            tracing::debug!("no record for {}: {}", preset.name(), err.message);
+            Ok(StackRecord {
+                default_namespace,
+                ..StackRecord::default()
+            })
         }
+        Err(err) => Err(err),
+    }
+}
+
+/// Whether a load failed because the stack keeps no record under that name (no release
+/// Secret, no inventory object, no parent): not an error, the labels are all there is.
+fn is_absent(err: &UserError) -> bool {
+    err.message.contains("not found") || err.message.starts_with("no ")
+}
+
+/// The API group of Flux HelmReleases.
+const FLUX_HR_GROUP: &str = "helm.toolkit.fluxcd.io";
+
+/// The Helm release a Flux HelmRelease manages, as helm-controller names it (fluxcd/helm-controller
+/// `api/v2*/helmrelease_types.go`: `GetReleaseName` is `spec.releaseName`, else
+/// `[<targetNamespace>-]<name>`; `GetReleaseNamespace` is `spec.targetNamespace`, else the
+/// HelmRelease's namespace; `GetStorageNamespace` is `spec.storageNamespace`, else the
+/// HelmRelease's namespace), read as `--tracker helm=` reads a release. No HelmRelease (or no
+/// such kind served): no record. One that cannot be read, or whose release name is longer
+/// than Helm allows (helm-controller shortens it with a hash): an error.
+async fn flux_helm_record(session: &Session, name: &str, namespace: &str) -> Result<StackRecord, UserError> {
+    let Some(kind) = session.catalog.get(FLUX_HR_GROUP, "HelmRelease") else {
+        return Ok(StackRecord::default());
+    };
+    let api = crate::collect::api_for(&session.connection.client, kind, Some(namespace));
+    let object = match with_retries("get HelmRelease", || api.get(name)).await {
+        Ok(object) => object,
+        Err(err) if is_not_found(&err) => return Ok(StackRecord::default()),
+        Err(err) => {
+            return Err(UserError::refused(format!(
+                "HelmRelease {namespace}/{name} cannot be read ({}): its Helm release decides what helm-controller would prune",
+                session.connection.explain(&err).message
+            )))
+        }
+    };
+    let spec = |field: &str| {
+        object
+            .data
+            .pointer(&format!("/spec/{field}"))
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
+    let target = spec("targetNamespace");
+    let release = spec("releaseName").unwrap_or_else(|| match &target {
+        Some(target) => format!("{target}-{name}"),
+        None => name.to_string(),
+    });
+    if release.len() > 53 {
+        return Err(UserError::refused(format!(
+            "HelmRelease {namespace}/{name}: release name {release:?} is longer than 53 characters, and helm-controller shortens it"
+        )));
+    }
+    let release_namespace = target.unwrap_or_else(|| namespace.to_string());
+    let storage = spec("storageNamespace").unwrap_or_else(|| namespace.to_string());
+    match load_helm(session, &release, &storage).await {
+        Ok(found) => Ok(found.into()),
+        Err(err) if is_absent(&err) => Ok(StackRecord {
+            default_namespace: Some(release_namespace),
+            ..StackRecord::default()
+        }),
         Err(err) => Err(err),
     }
 }
@@ -214,6 +329,7 @@ impl FluxStack {
         StackRecord {
             recorded: self.inventory.map(|inventory| inventory.recorded),
             target_namespace: self.target_namespace,
+            default_namespace: None,
         }
     }
 }
@@ -223,7 +339,8 @@ impl FluxStack {
 /// cannot be read (forbidden, the server failing): guessing its inventory or target namespace
 /// could make what Flux keeps look like orphans.
 pub async fn read_flux(session: &Session, name: &str, namespace: &str) -> Result<Option<FluxStack>, UserError> {
-    let Some(kind) = session.catalog.get(FLUX_KS_GROUP, "Kustomization") else {
+    let (group, kind) = FLUX_KUSTOMIZATION;
+    let Some(kind) = session.catalog.get(group, kind) else {
         return Ok(None);
     };
     let api = crate::collect::api_for(&session.connection.client, kind, Some(namespace));
@@ -238,20 +355,24 @@ pub async fn read_flux(session: &Session, name: &str, namespace: &str) -> Result
             .hint("allow `get` on kustomizations.kustomize.toolkit.fluxcd.io, or retry when the API server answers"))
         }
     };
-    let target_namespace = object
-        .data
-        .pointer("/spec/targetNamespace")
-        .and_then(Value::as_str)
-        .filter(|target| !target.is_empty())
-        .map(str::to_string);
+    let target_namespace = target_namespace_of(&object);
     Ok(Some(FluxStack {
         inventory: flux_inventory(&object, name, namespace, target_namespace.clone())?,
         target_namespace,
     }))
 }
 
-/// The API group of Flux Kustomizations.
-const FLUX_KS_GROUP: &str = "kustomize.toolkit.fluxcd.io";
+/// A Kustomization's `spec.targetNamespace`; an empty one sets nothing (fluxcd/pkg
+/// `kustomize/kustomize_generator.go` sets the kustomization's `namespace:` to it, and kustomize
+/// leaves namespaces alone when that is empty).
+fn target_namespace_of(kustomization: &DynamicObject) -> Option<String> {
+    kustomization
+        .data
+        .pointer("/spec/targetNamespace")
+        .and_then(Value::as_str)
+        .filter(|target| !target.is_empty())
+        .map(str::to_string)
+}
 
 /// Flux v2 (fluxcd/kustomize-controller `internal/controller/kustomization_controller.go`:
 /// `staleObjects := inventory.Diff(oldInventory, newInventory)`, then `prune`): the objects
@@ -294,6 +415,7 @@ fn flux_inventory(
         },
         tracker,
         target_namespace,
+        default_namespace: None,
     }))
 }
 
@@ -350,6 +472,7 @@ async fn load_kpt(session: &Session, id: &str) -> Result<Inventory, UserError> {
         },
         tracker,
         target_namespace: None,
+        default_namespace: None,
     })
 }
 
@@ -365,15 +488,17 @@ async fn list_labelled(session: &Session, kind: &KindInfo, selector: &str) -> Re
 /// Hooks are kept out of the manifest, so they are never in the record.
 async fn load_helm(session: &Session, release: &str, namespace: &str) -> Result<Inventory, UserError> {
     let secrets = served(session, "", "Secret")?;
-    let api = crate::collect::api_for(&session.connection.client, secrets, Some(namespace));
-    let params = ListParams::default()
-        .labels(&format!("owner=helm,name={release}"))
-        .fields("type=helm.sh/release.v1");
-    let list = with_retries("list helm releases", || api.list(&params))
+    let labels = format!("owner=helm,name={release}");
+    let query = crate::collect::ListQuery {
+        namespace: Some(namespace),
+        labels: Some(&labels),
+        fields: Some("type=helm.sh/release.v1"),
+        ..Default::default()
+    };
+    let releases = crate::collect::list_query(&session.connection.client, secrets, &query)
         .await
         .map_err(|err| session.connection.explain(&err))?;
-    let revisions: Vec<(u64, String, DynamicObject)> = list
-        .items
+    let revisions: Vec<(u64, String, DynamicObject)> = releases
         .into_iter()
         .filter_map(|s| {
             let labels = s.metadata.labels.as_ref()?;
@@ -394,15 +519,30 @@ async fn load_helm(session: &Session, release: &str, namespace: &str) -> Result<
         ))
         .hint("see `helm history`; roll back or finish the pending operation first"));
     };
-    let manifest = helm_manifest(&secret).map_err(|why| {
+    let decoded = helm_release(&secret).map_err(|why| {
         UserError::failed(format!(
             "cannot read Helm release {namespace}/{release} v{version}: {why}"
         ))
     })?;
-    let manifests = parse_text(&manifest, &format!("helm release {namespace}/{release} v{version}"))?;
+    let manifest = decoded.get("manifest").and_then(Value::as_str).unwrap_or_default();
+    // Helm builds the manifests with the release namespace as the default namespace
+    // (helm/helm `pkg/kube/client.go` `Build`: `NamespaceParam(...).DefaultNamespace()`); it is
+    // the storage namespace unless the release was stored elsewhere (Flux `storageNamespace`).
+    let release_namespace = decoded
+        .get("namespace")
+        .and_then(Value::as_str)
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or(namespace)
+        .to_string();
+    let manifests = parse_text(manifest, &format!("helm release {namespace}/{release} v{version}"))?;
     let scopes = Scopes::new(Some(&session.catalog), &manifests);
     let record = format!("Helm release {namespace}/{release} v{version}");
-    let set = DesiredSet::from_manifests(&manifests, &scopes, namespace, Origin::Inventory(record.clone()));
+    let set = DesiredSet::from_manifests(
+        &manifests,
+        &scopes,
+        &release_namespace,
+        Origin::Inventory(record.clone()),
+    );
     Ok(Inventory {
         recorded: Recorded::Ids {
             ids: set.ids,
@@ -414,10 +554,11 @@ async fn load_helm(session: &Session, release: &str, namespace: &str) -> Result<
             preset: Preset::Helm,
             value: Some(MarkValue {
                 name: release.to_string(),
-                namespace: Some(namespace.to_string()),
+                namespace: Some(release_namespace.clone()),
             }),
         },
         target_namespace: None,
+        default_namespace: Some(release_namespace),
     })
 }
 
@@ -433,6 +574,15 @@ fn last_deployed<T>(revisions: Vec<(u64, String, T)>) -> Option<(u64, T)> {
 /// The `manifest` of a Helm release Secret: `data.release` is base64 (the API's) of base64
 /// (Helm's) of gzip of JSON. The Secret's data is never printed.
 pub fn helm_manifest(secret: &DynamicObject) -> Result<String, String> {
+    Ok(helm_release(secret)?
+        .get("manifest")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string())
+}
+
+/// The release JSON of a Helm release Secret (see [`helm_manifest`]).
+fn helm_release(secret: &DynamicObject) -> Result<Value, String> {
     let engine = base64::engine::general_purpose::STANDARD;
     let field = secret
         .data
@@ -454,12 +604,7 @@ pub fn helm_manifest(secret: &DynamicObject) -> Result<String, String> {
     } else {
         compressed
     };
-    let release: Value = serde_json::from_slice(&json).map_err(|e| format!("release is not JSON: {e}"))?;
-    Ok(release
-        .get("manifest")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string())
+    serde_json::from_slice(&json).map_err(|e| format!("release is not JSON: {e}"))
 }
 
 /// kubectl ApplySet (kubernetes/kubectl `pkg/cmd/apply/applyset_pruner.go`
@@ -474,6 +619,58 @@ async fn load_applyset(session: &Session, parent: &str) -> Result<Inventory, Use
         .clone();
     let namespace = kind.namespaced.then_some(session.connection.namespace.as_str());
     let object = get_object(session, &kind, namespace, name).await?;
+    Ok(applyset_inventory(&object, &kind))
+}
+
+/// The ApplySet label a parent carries: `applyset.kubernetes.io/id`.
+const APPLYSET_ID: &str = "applyset.kubernetes.io/id";
+/// The label that makes a CRD's kind an ApplySet parent kind (KEP-3659).
+const APPLYSET_PARENT_TYPE: &str = "applyset.kubernetes.io/is-parent-type";
+
+/// The ApplySet parent with this id, found by its `applyset.kubernetes.io/id` label among the
+/// kinds kubectl accepts as parents (Secrets, ConfigMaps, custom resources of CRDs labelled
+/// `applyset.kubernetes.io/is-parent-type: "true"`), in every namespace. Only a parent whose id
+/// is its own (the hash of its name, namespace, kind and group, as kubectl checks it) counts: a
+/// copied label does not make a parent. `None` when there is none; an error when the parents
+/// cannot be listed or several claim the id.
+async fn find_applyset_parent(session: &Session, id: &str) -> Result<Option<Inventory>, UserError> {
+    let selector = format!("{APPLYSET_ID}={id}");
+    let mut kinds: Vec<std::sync::Arc<KindInfo>> = [("", "Secret"), ("", "ConfigMap")]
+        .into_iter()
+        .filter_map(|(group, kind)| session.catalog.get(group, kind).cloned())
+        .collect();
+    if let Some(crds) = session.catalog.get("apiextensions.k8s.io", "CustomResourceDefinition") {
+        let parent_types = list_labelled(session, crds, &format!("{APPLYSET_PARENT_TYPE}=true")).await?;
+        kinds.extend(parent_types.iter().filter_map(|crd| {
+            let group = crd.data.pointer("/spec/group").and_then(Value::as_str)?;
+            let kind = crd.data.pointer("/spec/names/kind").and_then(Value::as_str)?;
+            session.catalog.get(group, kind).cloned()
+        }));
+    }
+    let mut parents = Vec::new();
+    for kind in &kinds {
+        for object in list_labelled(session, kind, &selector).await? {
+            let name = object.metadata.name.clone().unwrap_or_default();
+            let namespace = object.metadata.namespace.clone().unwrap_or_default();
+            if applyset_id(&name, &namespace, &kind.kind, &kind.group) == id {
+                parents.push(applyset_inventory(&object, kind));
+            }
+        }
+    }
+    if parents.len() > 1 {
+        let names: Vec<&str> = parents.iter().map(|p| p.recorded.name()).collect();
+        return Err(UserError::refused(format!(
+            "several ApplySet parents claim id {id}: {}",
+            names.join(", ")
+        )));
+    }
+    Ok(parents.pop())
+}
+
+/// What an ApplySet parent records: its group-kinds and namespaces.
+fn applyset_inventory(object: &DynamicObject, kind: &KindInfo) -> Inventory {
+    let name = object.metadata.name.clone().unwrap_or_default();
+    let namespace = object.metadata.namespace.as_deref().filter(|_| kind.namespaced);
     let annotations = object.metadata.annotations.clone().unwrap_or_default();
     let listed = annotations
         .get("applyset.kubernetes.io/contains-group-kinds")
@@ -492,8 +689,8 @@ async fn load_applyset(session: &Session, parent: &str) -> Result<Inventory, Use
         .metadata
         .labels
         .as_ref()
-        .and_then(|l| l.get("applyset.kubernetes.io/id").cloned())
-        .unwrap_or_else(|| applyset_id(name, namespace.unwrap_or(""), &kind.kind, &kind.group));
+        .and_then(|l| l.get(APPLYSET_ID).cloned())
+        .unwrap_or_else(|| applyset_id(&name, namespace.unwrap_or(""), &kind.kind, &kind.group));
     let namespaces: HashSet<String> = annotations
         .get("applyset.kubernetes.io/additional-namespaces")
         .map(String::as_str)
@@ -511,7 +708,7 @@ async fn load_applyset(session: &Session, parent: &str) -> Result<Inventory, Use
             namespace: None,
         }),
     };
-    Ok(Inventory {
+    Inventory {
         recorded: Recorded::ApplySet {
             kinds,
             namespaces,
@@ -520,13 +717,46 @@ async fn load_applyset(session: &Session, parent: &str) -> Result<Inventory, Use
         },
         tracker,
         target_namespace: None,
-    })
+        default_namespace: None,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn a_target_namespace_is_read_and_an_empty_one_sets_nothing() {
+        let kustomization = |spec: serde_json::Value| DynamicObject {
+            types: None,
+            metadata: Default::default(),
+            data: serde_json::json!({ "spec": spec }),
+        };
+        let with_target = kustomization(serde_json::json!({"targetNamespace": "apps"}));
+        assert_eq!(target_namespace_of(&with_target).as_deref(), Some("apps"));
+        assert_eq!(
+            target_namespace_of(&kustomization(serde_json::json!({"targetNamespace": ""}))),
+            None
+        );
+        assert_eq!(target_namespace_of(&kustomization(serde_json::json!({}))), None);
+        let recorded = flux_inventory(
+            &DynamicObject {
+                data: serde_json::json!({"status": {"inventory": {"entries": [{"id": "apps_a__ConfigMap", "v": "v1"}]}}}),
+                ..with_target.clone()
+            },
+            "ks",
+            "flux-system",
+            Some("apps".into()),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(recorded.target_namespace.as_deref(), Some("apps"));
+        let Recorded::Ids { ids, .. } = &recorded.recorded else {
+            panic!("a Flux inventory records identities");
+        };
+        assert!(ids.contains(&ObjectId::new("", "ConfigMap", Some("apps"), "a")));
+    }
 
     #[test]
     fn inventory_refs_parse() {

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use futures::{stream, StreamExt};
 
-use crate::collect::{api_for, collect, list_objects, ListOptions, ListScope, Listed};
+use crate::collect::{api_for, collect, list_objects, ListOptions, Listed};
 use crate::error::{is_forbidden, is_not_found, UserError};
 use crate::graph::{build, tracked_by_any, BuildOptions, Graph, NodeInput};
 use crate::identity::ObjectId;
@@ -147,6 +147,7 @@ pub async fn graph_of_with(
     for (object, body) in flux {
         let mut input = input_from_listed(&object);
         input.depends_on = NodeInput::flux_depends_on(&input.id, &body);
+        input.body = Some(body); // its deletion policy: see `graph::orphans_members`
         objects.insert(object.id(), object);
         inputs.push(input);
     }
@@ -218,10 +219,7 @@ pub fn input_from_listed(object: &Listed) -> NodeInput {
 /// StorageClasses): one list per such kind that has nodes, in the session's scope. A kind the
 /// user may not list is warned about; its edges are not inferred.
 async fn attach_specs(session: &Session, inputs: &mut [NodeInput]) -> Result<(), UserError> {
-    let namespace = match &session.scope {
-        ListScope::Namespace(ns) => Some(ns.as_str()),
-        ListScope::AllNamespaces => None,
-    };
+    let namespace = session.scope.namespace();
     let mut wanted: HashMap<ObjectId, usize> = HashMap::new();
     for (index, input) in inputs.iter().enumerate() {
         if crate::infer::needs_spec(&input.id.group, &input.id.kind) {
@@ -263,10 +261,7 @@ async fn attach_specs(session: &Session, inputs: &mut [NodeInput]) -> Result<(),
 /// Every Flux Kustomization and HelmRelease in scope, as whole objects (their spec matters).
 /// A kind the user may not list is warned about and left out.
 pub async fn flux_objects(session: &Session) -> Result<Vec<(Listed, serde_json::Value)>, UserError> {
-    let namespace = match &session.scope {
-        ListScope::Namespace(ns) => Some(ns.as_str()),
-        ListScope::AllNamespaces => None,
-    };
+    let namespace = session.scope.namespace();
     let mut found = Vec::new();
     for (group, kind) in FLUX_KINDS {
         let Some(info) = session.catalog.get(group, kind) else {

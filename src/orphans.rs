@@ -9,17 +9,17 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::classify::{classify, classify_one, Classified, Desired, SkipReason, Verdict};
-use crate::cli::{DesiredArgs, ListTuning, SelectionArgs};
-use crate::collect::{collect, Collection, Listed};
+use crate::cli::DesiredArgs;
+use crate::collect::{collect, Collection, ListOptions, Listed};
 // Until `warn_unlisted` and the session have their library homes (issue 12, helper `arch`).
-use crate::desired::{validate_identities, DesiredSet, NamespaceRule, Origin, Scopes};
+use crate::desired::{validate_identities, DesiredSet, Origin, Scopes};
 use crate::error::{is_not_found, UserError};
 use crate::inventory::{self, InventoryRef, StackRecord};
 use crate::listing::warn_unlisted;
 use crate::manifest::{load_kustomize, load_paths, Manifest};
 use crate::policy::is_claim_of;
-use crate::session::{list_options, resolve_selection, selection, Session};
-use crate::trackers::{marks, Preset, Selection};
+use crate::session::{resolve_selection, Session};
+use crate::trackers::{marks, MarkValue, Preset, Selection};
 
 /// What `orphans` found: every tracked object with its verdict, and what could not be checked.
 pub struct OrphanReport {
@@ -29,6 +29,9 @@ pub struct OrphanReport {
     pub collection: Collection,
     /// Kinds that could not be checked (`Kind.group`), with why.
     pub unchecked: Vec<String>,
+    /// A digest of what the orphans were judged against (see [`DesiredDigest`]): a saved plan
+    /// records it, and `--plan` refuses to run it against another desired set.
+    pub desired_digest: String,
 }
 
 impl OrphanReport {
@@ -61,49 +64,29 @@ pub fn read_manifests(args: &DesiredArgs) -> Result<Option<Vec<Manifest>>, UserE
     Ok(Some(manifests))
 }
 
-/// Finds the orphans: the shared core of `orphans` and `prune`.
+/// Finds the orphans: the shared core of `orphans` and `prune`. `selection` is what `-l` and
+/// `--tracker` select, `manifests` what [`read_manifests`] read, `options` how to list.
 pub async fn find(
     session: &Session,
-    selection_args: &SelectionArgs,
+    mut selection: Selection,
     desired_args: &DesiredArgs,
     manifests: Option<Vec<Manifest>>,
-    tuning: &ListTuning,
+    options: ListOptions,
 ) -> Result<OrphanReport, UserError> {
-    let mut selection = selection(selection_args)?;
     selection.tracked_only = !desired_args.untracked;
     if let Some(tracker) = selection.tracker.as_mut() {
         tracker.default_namespace(&session.connection.namespace);
     }
     refuse_checksum(desired_args)?;
-    let mut stack = StackRecord::default();
-    if let Some(reference) = &desired_args.inventory {
-        let loaded = inventory::load(&InventoryRef::parse(reference)?, session).await?;
-        if selection.tracker.is_none() && selection.user_selector.is_none() {
-            selection.tracker = Some(loaded.tracker);
-        }
-        stack = StackRecord {
-            recorded: Some(loaded.recorded),
-            target_namespace: loaded.target_namespace,
-        };
-    }
-    if manifests.is_none() && stack.recorded.is_none() {
-        return Err(UserError::usage(
-            "say what is desired: -f PATH, -k DIR or --inventory PRESET=REF",
-        ));
-    }
-    if selection.tracker.is_none() && selection.user_selector.is_none() {
-        return Err(
-            UserError::usage("say which stack: -l SELECTOR or --tracker PRESET[=VALUE]")
-                .hint("without one, every stack's objects would be compared with this one desired set"),
-        );
-    }
+    let mut stack = named_record(desired_args, &mut selection, session).await?;
+    refuse_unnamed(manifests.is_some(), &stack, &selection)?;
     // Before an ApplySet parent's name becomes its id: the record is read from the parent.
     if stack.recorded.is_none() && manifests.is_some() {
         stack = tracker_record(&selection, session).await?;
     }
     resolve_selection(&mut selection, session)?;
     let resolved = manifests.as_deref().map(|manifests| {
-        let set = resolve_manifests(manifests, session, stack.target_namespace.as_deref());
+        let set = resolve_manifests(manifests, session, &stack);
         report_resolution(&set);
         set
     });
@@ -124,7 +107,7 @@ pub async fn find(
         &session.catalog,
         &session.scope,
         &selection,
-        list_options(tuning),
+        options,
     )
     .await;
     warn_unlisted(&collection, session)?;
@@ -135,9 +118,10 @@ pub async fn find(
             unchecked.join(", ")
         );
     }
+    let mut digest = DesiredDigest::of(&desired);
     let mut classified = match manifests.as_deref() {
         Some(manifests) if judged_by_labels(&desired) => {
-            classify_by_flux_stack(&collection.objects, &desired, manifests, session).await
+            classify_by_recorded_stack(&collection.objects, &desired, manifests, session, &mut digest).await
         }
         _ => classify(&collection.objects, &desired),
     };
@@ -146,7 +130,40 @@ pub async fn find(
         classified,
         collection,
         unchecked,
+        desired_digest: digest.finish(),
     })
+}
+
+/// The record `--inventory` names; its stack is the selection when `-l`/`--tracker` name none.
+async fn named_record(
+    desired_args: &DesiredArgs,
+    selection: &mut Selection,
+    session: &Session,
+) -> Result<StackRecord, UserError> {
+    let Some(reference) = &desired_args.inventory else {
+        return Ok(StackRecord::default());
+    };
+    let loaded = inventory::load(&InventoryRef::parse(reference)?, session).await?;
+    if selection.tracker.is_none() && selection.user_selector.is_none() {
+        selection.tracker = Some(loaded.tracker.clone());
+    }
+    Ok(loaded.into())
+}
+
+/// Usage errors: nothing desired, or no stack named.
+fn refuse_unnamed(has_manifests: bool, stack: &StackRecord, selection: &Selection) -> Result<(), UserError> {
+    if !has_manifests && stack.recorded.is_none() {
+        return Err(UserError::usage(
+            "say what is desired: -f PATH, -k DIR or --inventory PRESET=REF",
+        ));
+    }
+    if selection.tracker.is_none() && selection.user_selector.is_none() {
+        return Err(
+            UserError::usage("say which stack: -l SELECTOR or --tracker PRESET[=VALUE]")
+                .hint("without one, every stack's objects would be compared with this one desired set"),
+        );
+    }
+    Ok(())
 }
 
 /// The record of the stack `--tracker` names (Flux inventory, Helm release, kpt inventory), read
@@ -166,10 +183,7 @@ pub async fn tracker_record(selection: &Selection, session: &Session) -> Result<
         tracing::info!("comparing with {}", recorded.name());
         return Ok(found);
     }
-    if matches!(
-        tracker.preset,
-        Preset::Flux | Preset::Helm | Preset::Kpt | Preset::ApplySet
-    ) {
+    if has_record(tracker.preset) {
         tracing::warn!(
             "no {} record read for {}: falling back to its labels and annotations (name the stack, e.g. --tracker {}=NAME, to compare with what the tool recorded)",
             tracker.preset.name(),
@@ -180,15 +194,20 @@ pub async fn tracker_record(selection: &Selection, session: &Session) -> Result<
     Ok(found)
 }
 
+/// Whether the preset's tool keeps a record of what it applied that bounds what it prunes.
+fn has_record(preset: Preset) -> bool {
+    matches!(
+        preset,
+        Preset::Flux | Preset::FluxHelm | Preset::Helm | Preset::Kpt | Preset::ApplySet
+    )
+}
+
 /// Resolves the manifests through discovery: a namespaced manifest takes the stack's target
-/// namespace when its tool forces one (Flux `spec.targetNamespace`), else its own, else `-n`
-/// or the context's namespace.
-fn resolve_manifests(manifests: &[Manifest], session: &Session, target_namespace: Option<&str>) -> DesiredSet {
+/// namespace when its tool forces one (Flux `spec.targetNamespace`), else its own, else the
+/// stack's default (a Helm release's namespace), else `-n` or the context's namespace.
+fn resolve_manifests(manifests: &[Manifest], session: &Session, stack: &StackRecord) -> DesiredSet {
     let scopes = Scopes::new(Some(&session.catalog), manifests);
-    let rule = match target_namespace {
-        Some(target) => NamespaceRule::Target(target),
-        None => NamespaceRule::Default(&session.connection.namespace),
-    };
+    let rule = stack.namespace_rule(&session.connection.namespace);
     DesiredSet::resolved(manifests, &scopes, rule, Origin::Manifests)
 }
 
@@ -198,87 +217,141 @@ fn judged_by_labels(desired: &Desired) -> bool {
     desired.recorded.is_none() && desired.tracker.as_ref().is_none_or(|tracker| tracker.value.is_none())
 }
 
-/// The Flux Kustomization (name, namespace) whose labels an object carries.
-fn flux_stack_of(object: &Listed) -> Option<(String, String)> {
+/// The stacks whose record bounds what their tool prunes that an object's marks name: a Flux
+/// Kustomization or HelmRelease, a Helm release (each with its namespace: a mark without one is
+/// ambiguous and judged elsewhere), a cli-utils/kpt inventory, an ApplySet.
+fn recorded_stacks_of(object: &Listed) -> Vec<(Preset, MarkValue)> {
     marks(&object.meta)
         .into_iter()
-        .find(|mark| mark.preset == Preset::Flux)
-        .and_then(|mark| Some((mark.value.name, mark.value.namespace?)))
+        .filter(|mark| has_record(mark.preset))
+        .filter(|mark| mark.value.namespace.is_some() || matches!(mark.preset, Preset::Kpt | Preset::ApplySet))
+        .map(|mark| (mark.preset, mark.value))
+        .collect()
 }
 
-/// How the objects of one Flux Kustomization are judged: by its record and target namespace,
-/// or, when it cannot be read, not at all (why).
+/// How the objects of one stack are judged: by its record and namespace rule, or, when it
+/// cannot be read, not at all (why).
 type StackJudgement = Result<Desired, String>;
 
-/// `-l` alone: an object a Flux Kustomization marks is judged as `--tracker flux=NAME.NS` judges
-/// it: against that Kustomization's `status.inventory` (only what it recorded and is no longer
-/// desired is an orphan), with the manifests in its `spec.targetNamespace`. A Kustomization
-/// that does not exist leaves its labels to decide (as `--tracker` does); one that cannot be
-/// read makes its objects unknown, never orphans. Other objects are judged by `base`.
-async fn classify_by_flux_stack(
+/// `-l` alone (or a `--tracker` preset without a value): an object is judged as `--tracker
+/// PRESET=ITS-STACK` judges it, by the record of every stack its marks name (Flux
+/// `status.inventory` and `spec.targetNamespace`, a Helm release and its namespace, a Flux
+/// HelmRelease's Helm release, a cli-utils/kpt inventory, an ApplySet parent): only what that
+/// record holds and the new desired set lacks is an orphan. A stack that keeps no record leaves
+/// its labels to decide (as `--tracker` does); one whose record cannot be read makes its
+/// objects unknown, never orphans. An object marked by several such stacks is an orphan only
+/// when each of them would prune it. Objects no such stack marks are judged by `base`.
+async fn classify_by_recorded_stack(
     objects: &[Listed],
     base: &Desired,
     manifests: &[Manifest],
     session: &Session,
+    digest: &mut DesiredDigest,
 ) -> Vec<Classified> {
-    let mut stacks: HashMap<(String, String), StackJudgement> = HashMap::new();
+    let mut stacks: HashMap<(Preset, MarkValue), StackJudgement> = HashMap::new();
     let mut classified = Vec::with_capacity(objects.len());
     for object in objects {
-        let Some(key) = flux_stack_of(object) else {
-            classified.push(classify_one(object, base));
-            continue;
-        };
-        if !stacks.contains_key(&key) {
-            let judgement = flux_stack_judgement(&key.0, &key.1, base, manifests, session).await;
-            stacks.insert(key.clone(), judgement);
+        let mut verdicts = Vec::new();
+        for key in recorded_stacks_of(object) {
+            if !stacks.contains_key(&key) {
+                let judgement = stack_judgement(&key.0, &key.1, base, manifests, session).await;
+                if let Ok(desired) = &judgement {
+                    digest.add(desired);
+                }
+                stacks.insert(key.clone(), judgement);
+            }
+            verdicts.push(match stacks.get(&key) {
+                Some(Ok(desired)) => classify_one(object, desired),
+                Some(Err(why)) => unknown_unless_desired(classify_one(object, base), why),
+                None => classify_one(object, base),
+            });
         }
-        classified.push(match stacks.get(&key) {
-            Some(Ok(desired)) => classify_one(object, desired),
-            Some(Err(why)) => unknown_unless_desired(classify_one(object, base), why),
-            None => classify_one(object, base),
-        });
+        classified.push(mildest(verdicts).unwrap_or_else(|| classify_one(object, base)));
     }
     classified
 }
 
-/// What a Flux Kustomization's objects are judged against.
-async fn flux_stack_judgement(
-    name: &str,
-    namespace: &str,
+/// Of the verdicts of every stack that marks an object, the first that is not an orphan (one
+/// tool keeping it keeps it), else the first.
+fn mildest(verdicts: Vec<Classified>) -> Option<Classified> {
+    let kept = verdicts
+        .iter()
+        .position(|c| !matches!(c.verdict, Verdict::Orphan(_)))
+        .unwrap_or(0);
+    verdicts.into_iter().nth(kept)
+}
+
+/// What the objects of one stack are judged against: its record, with the manifests resolved
+/// in the namespaces its tool gives them.
+async fn stack_judgement(
+    preset: &Preset,
+    value: &MarkValue,
     base: &Desired,
     manifests: &[Manifest],
     session: &Session,
 ) -> StackJudgement {
-    let stack = match inventory::read_flux(session, name, namespace).await {
-        Ok(Some(stack)) => stack,
-        Ok(None) => {
-            tracing::warn!("no Kustomization {namespace}/{name}: the objects it marks are compared by their labels");
-            return Ok(base.clone());
-        }
+    let stack_name = crate::trackers::Mark {
+        preset: *preset,
+        value: value.clone(),
+    }
+    .to_string();
+    let stack = match inventory::record_of(*preset, value, session).await {
+        Ok(stack) => stack,
         Err(err) => {
-            tracing::warn!("{}", err.message);
+            tracing::warn!("{}: its objects are not called orphans", err.message);
             return Err(err.message);
         }
     };
-    let resolved = match stack.target_namespace.as_deref() {
-        Some(target) => Some(resolve_manifests(manifests, session, Some(target))),
-        None => base.manifests.clone(),
-    };
-    let recorded = stack.inventory.map(|inventory| inventory.recorded);
-    match &recorded {
-        Some(recorded) => tracing::info!(
-            "the objects Kustomization {namespace}/{name} marks are compared with {}",
-            recorded.name()
-        ),
-        None => tracing::warn!(
-            "Kustomization {namespace}/{name} records no inventory: the objects it marks are compared by their labels"
-        ),
+    match &stack.recorded {
+        Some(recorded) => tracing::info!("the objects {stack_name} marks are compared with {}", recorded.name()),
+        None => tracing::warn!("no record read for {stack_name}: the objects it marks are compared by their labels"),
     }
     Ok(Desired {
-        manifests: resolved,
-        recorded,
+        manifests: Some(resolve_manifests(manifests, session, &stack)),
+        recorded: stack.recorded,
         tracker: base.tracker.clone(),
     })
+}
+
+/// What the orphans were judged against, as one sha256: every resolved desired identity and
+/// the name of every record used. Two runs with the same digest compared the cluster with the
+/// same desired set (in the same namespaces); a saved orphan plan keeps it so that `--plan`
+/// runs only against the desired set that was reviewed.
+#[derive(Debug, Default)]
+pub struct DesiredDigest {
+    lines: std::collections::BTreeSet<String>,
+}
+
+impl DesiredDigest {
+    /// The digest of one desired set and record.
+    pub fn of(desired: &Desired) -> Self {
+        let mut digest = Self::default();
+        digest.add(desired);
+        digest
+    }
+
+    /// Adds a desired set and record (another stack's, under `-l`).
+    pub fn add(&mut self, desired: &Desired) {
+        if let Some(set) = &desired.manifests {
+            self.lines.extend(set.ids.iter().map(|id| format!("desired {id}")));
+            self.lines
+                .extend(set.unresolved.iter().map(|u| format!("unresolved {u}")));
+        }
+        if let Some(recorded) = &desired.recorded {
+            self.lines.insert(format!("record {}", recorded.name()));
+        }
+    }
+
+    /// The sha256, as hex.
+    pub fn finish(self) -> String {
+        use sha2::Digest;
+        let mut hasher = sha2::Sha256::new();
+        for line in &self.lines {
+            hasher.update(line.as_bytes());
+            hasher.update(b"\n");
+        }
+        hasher.finalize().iter().map(|byte| format!("{byte:02x}")).collect()
+    }
 }
 
 /// An object whose stack cannot be read: never an orphan (its tool's verdict is unknown).
@@ -481,11 +554,80 @@ mod tests {
     }
 
     #[test]
-    fn an_objects_flux_stack_needs_both_labels() {
+    fn the_desired_digest_changes_with_any_desired_identity_and_only_then() {
+        let set = |names: &[&str]| Desired {
+            manifests: Some(DesiredSet::from_ids(
+                names
+                    .iter()
+                    .map(|n| crate::identity::ObjectId::new("", "ConfigMap", Some("web"), n)),
+                Origin::Manifests,
+            )),
+            ..Default::default()
+        };
+        let digest = |desired: &Desired| DesiredDigest::of(desired).finish();
+        assert_eq!(
+            digest(&set(&["a", "b"])),
+            digest(&set(&["b", "a"])),
+            "order does not matter"
+        );
+        assert_ne!(digest(&set(&["a", "b"])), digest(&set(&["a", "b", "c"])));
+        assert_ne!(digest(&set(&["a"])), digest(&set(&["b"])));
+        assert_eq!(digest(&set(&[])).len(), 64);
+    }
+
+    #[test]
+    fn an_objects_recorded_stacks_are_those_its_marks_name_unambiguously() {
+        let named = |preset: Preset, name: &str, namespace: Option<&str>| {
+            (
+                preset,
+                MarkValue {
+                    name: name.into(),
+                    namespace: namespace.map(str::to_string),
+                },
+            )
+        };
         let both = config_map(&[(FLUX_KS_NAME, "apps"), (FLUX_KS_NAMESPACE, "flux-system")]);
-        assert_eq!(flux_stack_of(&both), Some(("apps".into(), "flux-system".into())));
-        assert_eq!(flux_stack_of(&config_map(&[(FLUX_KS_NAME, "apps")])), None, "ambiguous");
-        assert_eq!(flux_stack_of(&config_map(&[("app", "shop")])), None);
+        assert_eq!(
+            recorded_stacks_of(&both),
+            vec![named(Preset::Flux, "apps", Some("flux-system"))]
+        );
+        assert!(
+            recorded_stacks_of(&config_map(&[(FLUX_KS_NAME, "apps")])).is_empty(),
+            "ambiguous"
+        );
+        assert!(recorded_stacks_of(&config_map(&[("app", "shop")])).is_empty());
+        let mut kpt_and_applyset = config_map(&[(crate::trackers::APPLYSET_PART_OF, "applyset-x-v1")]);
+        kpt_and_applyset.meta.annotations = Some(
+            [(crate::trackers::KPT_OWNING_INVENTORY.to_string(), "inv".to_string())]
+                .into_iter()
+                .collect(),
+        );
+        assert_eq!(
+            recorded_stacks_of(&kpt_and_applyset),
+            vec![
+                named(Preset::ApplySet, "applyset-x-v1", None),
+                named(Preset::Kpt, "inv", None)
+            ]
+        );
+        // kapp keeps no record that bounds its prune here: judged by its own rules.
+        assert!(recorded_stacks_of(&config_map(&[(crate::trackers::KAPP_APP, "1")])).is_empty());
+    }
+
+    #[test]
+    fn one_stack_keeping_an_object_keeps_it() {
+        let object = config_map(&[]);
+        let orphan = Classified {
+            object: object.clone(),
+            verdict: Verdict::Orphan(OrphanReason::NotInDesiredSet),
+        };
+        let kept = Classified {
+            object,
+            verdict: Verdict::Skipped(SkipReason::NotInInventory { inventory: "x".into() }),
+        };
+        let verdict = |v: Vec<Classified>| mildest(v).map(|c| c.verdict);
+        assert_eq!(verdict(vec![orphan.clone(), kept.clone()]), Some(kept.verdict.clone()));
+        assert_eq!(verdict(vec![orphan.clone()]), Some(orphan.verdict.clone()));
+        assert_eq!(verdict(vec![]), None);
     }
 
     #[test]

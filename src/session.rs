@@ -1,15 +1,32 @@
 //! The session every live command starts from: a connection, the server's catalog of kinds, and
 //! where to list; with the small resolutions that need both (ApplySet parents, `TYPE/NAME`).
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::cli::{GlobalArgs, ListTuning, SelectionArgs};
-use crate::client::{connect, Connection};
+use crate::client::{connect, ConnectOptions, Connection};
 use crate::collect::{collect_kinds, sort_objects, Collection, KindFailure, ListFailure, ListOptions, ListScope};
 use crate::discovery::{discover_cached, CacheUse, Catalog, DiskCache, KindInfo};
 use crate::error::{root_cause, UserError};
 use crate::identity::ObjectId;
-use crate::trackers::{applyset_id, Preset, Selection, Tracker};
+use crate::trackers::{applyset_id, Preset, Selection};
+
+// The flag mappings live at the edge (`cli`); kept here for the callers that import them from here.
+pub use crate::cli::{list_options, selection};
+
+/// How to open a session: what to connect with, where discovery is cached and how far the cache
+/// may be trusted, and whether to list in every namespace.
+#[derive(Debug, Clone, Default)]
+pub struct SessionOptions {
+    /// The connection.
+    pub connect: ConnectOptions,
+    /// The cache directory (`--cache-dir`); none or empty: kubectl's default.
+    pub cache_dir: Option<PathBuf>,
+    /// How far discovery may rely on the disk cache.
+    pub discovery_cache: CacheUse,
+    /// List in every namespace.
+    pub all_namespaces: bool,
+}
 
 /// A connection plus the server's catalog of kinds: what every live command starts from.
 #[derive(Clone)]
@@ -24,10 +41,13 @@ pub struct Session {
 
 impl Session {
     /// Connects and discovers, warning on stderr about group versions that could not be discovered.
-    pub async fn open(global: &GlobalArgs) -> Result<Self, UserError> {
-        let connection = connect(global).await?;
-        let cache = cache_root(global).map(|root| DiskCache::for_server(&root, &connection.server));
-        let catalog = discover_cached(&connection.client, cache.as_ref(), global.discovery_cache)
+    /// Takes [`SessionOptions`], or the command line's global flags (`&GlobalArgs`).
+    pub async fn open(options: impl Into<SessionOptions>) -> Result<Self, UserError> {
+        let options = options.into();
+        let connection = connect(&options.connect).await?;
+        let cache =
+            cache_root(options.cache_dir.as_deref()).map(|root| DiskCache::for_server(&root, &connection.server));
+        let catalog = discover_cached(&connection.client, cache.as_ref(), options.discovery_cache)
             .await
             .map_err(|err| connection.explain(&err))?;
         if catalog.kinds().is_empty() {
@@ -44,7 +64,7 @@ impl Session {
                 failure.message
             );
         }
-        let scope = if global.all_namespaces {
+        let scope = if options.all_namespaces {
             ListScope::AllNamespaces
         } else {
             ListScope::Namespace(connection.namespace.clone())
@@ -57,19 +77,12 @@ impl Session {
     }
 }
 
-/// The discovery cache root: `--cache-dir`, else kubectl's default.
-pub fn cache_root(global: &GlobalArgs) -> Option<std::path::PathBuf> {
-    global
-        .cache_dir
-        .clone()
+/// The discovery cache root: `--cache-dir` (when given and not empty), else kubectl's default.
+pub fn cache_root(cache_dir: Option<&Path>) -> Option<PathBuf> {
+    cache_dir
         .filter(|dir| !dir.as_os_str().is_empty())
+        .map(Path::to_path_buf)
         .or_else(crate::discovery::default_cache_root)
-}
-
-/// Builds the selection from `-l` and `--tracker`.
-pub fn selection(args: &SelectionArgs) -> Result<Selection, UserError> {
-    let tracker = args.tracker.as_deref().map(Tracker::parse).transpose()?;
-    Ok(Selection::new(args.selector.clone(), tracker))
 }
 
 /// Completes a selection that needs the server: an ApplySet given by its parent
@@ -122,14 +135,6 @@ pub fn resolve_typed(session: &Session, typed: &str) -> Result<(Arc<KindInfo>, O
     let namespace = kind.namespaced.then_some(session.connection.namespace.as_str());
     let id = name.map(|name| ObjectId::new(&kind.group, &kind.kind, namespace, name));
     Ok((kind, id))
-}
-
-/// List options from the tuning flags.
-pub fn list_options(tuning: &ListTuning) -> ListOptions {
-    ListOptions {
-        concurrency: usize::from(tuning.concurrency),
-        page_size: tuning.chunk_size,
-    }
 }
 
 /// Kinds that answered 404 to a LIST although the catalog (perhaps from kubectl's disk cache)

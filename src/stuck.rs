@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::collect::{api_for, Collection, Listed};
 use crate::discovery::Catalog;
-use crate::error::{is_forbidden, is_not_found, root_cause};
+use crate::error::{is_not_found, root_cause, LookupError};
 use crate::identity::ObjectId;
 use crate::retry::with_retries;
 use crate::session::Session;
@@ -135,7 +135,7 @@ enum Lookup {
     /// It is not (404).
     Gone,
     /// It could not be read (403 or another failure): unknown, never "gone".
-    Unknown(String),
+    Unknown(LookupError),
 }
 
 /// Shared facts for diagnosing many objects, fetched once, and what was looked up on the way.
@@ -152,9 +152,9 @@ pub struct DiagnosisContext {
     /// Objects anywhere that refer to a cluster-scoped owner, by the owner's UID.
     cluster_dependents: HashMap<String, Arc<Collection>>,
     /// Pods by namespace, whole, or why they could not be listed.
-    pods: HashMap<String, Result<Arc<Vec<DynamicObject>>, String>>,
+    pods: HashMap<String, Result<Arc<Vec<DynamicObject>>, LookupError>>,
     /// Deployments, StatefulSets and DaemonSets everywhere, or why they could not be listed.
-    workloads: Option<Result<Arc<Vec<controllers::Workload>>, String>>,
+    workloads: Option<Result<Arc<Vec<controllers::Workload>>, LookupError>>,
 }
 
 impl DiagnosisContext {
@@ -220,8 +220,7 @@ impl DiagnosisContext {
                 match with_retries("get", || api.get(&id.name)).await {
                     Ok(object) => Lookup::Found(Box::new((Listed::new(kind.clone(), object.metadata), object.data))),
                     Err(err) if is_not_found(&err) => Lookup::Gone,
-                    Err(err) if is_forbidden(&err) => Lookup::Unknown("forbidden".into()),
-                    Err(err) => Lookup::Unknown(root_cause(&err)),
+                    Err(err) => Lookup::Unknown(LookupError::from_request(&err)),
                 }
             }
         };

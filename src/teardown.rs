@@ -3,22 +3,28 @@
 //! [`crate::safeguards`]; this module applies them until nothing changes, then plans the waves
 //! with the one planner, [`crate::plan::plan_deletion`].
 
+mod closure;
+mod keeps;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::collect::Listed;
 use crate::discovery::Catalog;
 use crate::error::{exit, UserError};
 use crate::execute::Target;
-use crate::graph::{owner_mark, EdgeKind, Graph, NodeInput, NodeStatus};
+use crate::graph::{owner_mark, Graph, NodeInput, NodeStatus};
 use crate::graph_output::cycle_path;
 use crate::identity::ObjectId;
 use crate::parents::find_parents;
 use crate::plan::plan_deletion;
 use crate::safeguards::{
-    ambiguous_mark, controlled, dies_with_plan, holds_staying, keep_marked, needed_by_staying, tracked_elsewhere,
+    ambiguous_mark, controlled, dies_with_plan, keep_marked, needed_by_staying, orphaned_by_tracker, tracked_elsewhere,
     TornDown, Trackers,
 };
-use crate::trackers::{marks, MarkValue, Preset};
+use crate::trackers::{MarkValue, Preset};
+
+pub use closure::{members_of_gone, teardown_closure};
+use keeps::{ambiguous_members, holders, parent_warnings};
 
 /// An object left alone on purpose, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,58 +100,6 @@ pub fn tracker_key(object: &Listed) -> Option<(Preset, MarkValue)> {
     })
 }
 
-/// The named nodes, their members, and everything that depends on any of them through an
-/// explicit dependency, transitively. Each chosen node says why it was chosen.
-pub fn teardown_closure(graph: &Graph, named: &[usize]) -> HashMap<usize, String> {
-    let mut chosen: HashMap<usize, String> = named.iter().map(|&i| (i, "named".to_string())).collect();
-    let mut queue: Vec<usize> = named.to_vec();
-    while let Some(current) = queue.pop() {
-        let mut add = |index: usize, why: String, queue: &mut Vec<usize>| {
-            if graph.nodes[index].status == NodeStatus::Selected && !chosen.contains_key(&index) {
-                chosen.insert(index, why);
-                queue.push(index);
-            }
-        };
-        for member in graph.members_of(current) {
-            add(member, format!("member of {}", graph.nodes[current].id), &mut queue);
-        }
-        // Only explicit dependencies pull dependents in. An object that merely lives in a
-        // Namespace, or is an instance of a CRD, being torn down belongs to its own stack: it is
-        // not deleted, and it keeps its Namespace or CRD alive.
-        let explicit = |e: &&crate::graph::Edge| e.to == current && e.kind.is_declared();
-        for edge in graph.edges.iter().filter(explicit) {
-            add(
-                edge.from,
-                format!("depends on {} ({})", graph.nodes[current].id, edge.kind.label()),
-                &mut queue,
-            );
-        }
-    }
-    chosen
-}
-
-/// The members, still in the graph, of a stack whose tracking object is already gone (a teardown
-/// run again after a partial one): the objects that carry its full mark. A mark that names its
-/// stack by name only could belong to a live stack of that name elsewhere: it never counts here.
-pub fn members_of_gone(snapshot: &Snapshot, key: &(Preset, MarkValue)) -> Vec<usize> {
-    let gone = TornDown::new([key.clone()]);
-    snapshot
-        .graph
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, node)| node.status == NodeStatus::Selected)
-        .filter(|(_, node)| {
-            snapshot.objects.get(&node.id).is_some_and(|o| {
-                marks(&o.meta)
-                    .iter()
-                    .any(|m| gone.covers(m) && m.value.namespace.is_some())
-            })
-        })
-        .map(|(index, _)| index)
-        .collect()
-}
-
 /// Applies every safeguard to the chosen nodes until nothing changes, then plans the waves.
 pub fn plan(
     snapshot: &Snapshot,
@@ -159,6 +113,7 @@ pub fn plan(
     let all_keys: Vec<(Preset, MarkValue)> = snapshot.objects.values().filter_map(tracker_key).collect();
     let trackers = Trackers::new(all_keys.iter());
     let mut targets: BTreeMap<usize, String> = BTreeMap::new();
+    let chosen_nodes: HashSet<usize> = chosen.keys().copied().collect();
     for (index, why) in chosen {
         let Some(object) = object_of(index) else { continue };
         let id = graph.nodes[index].id.clone();
@@ -166,6 +121,7 @@ pub fn plan(
         if let Some(reason) = keep_marked(&object.meta)
             .or_else(|| ambiguous_mark(&object.meta, &trackers))
             .or_else(tool_keeps)
+            .or_else(|| orphaned_by_tracker(graph, index, |owner| chosen_nodes.contains(&owner)))
         {
             kept.push(Kept { id, reason });
         } else if let Some(owner) = controlled(&object.meta) {
@@ -313,106 +269,6 @@ fn keep_out(graph: &Graph, targets: &mut BTreeMap<usize, String>, kept: &mut Vec
     }
 }
 
-/// The Namespaces and CRDs among the targets that hold an object that stays: a node of the graph
-/// that stays, or a listed tracked object outside the graph that is not planned.
-fn holders(
-    snapshot: &Snapshot,
-    catalog: &Catalog,
-    targets: &BTreeMap<usize, String>,
-    stays: &dyn Fn(usize) -> bool,
-) -> Vec<(usize, String)> {
-    let graph = snapshot.graph;
-    let planned: HashSet<&ObjectId> = targets.keys().map(|&i| &graph.nodes[i].id).collect();
-    let staying: Vec<&ObjectId> = snapshot
-        .tracked
-        .iter()
-        .filter(|id| match graph.find(id) {
-            Some(index) if snapshot.objects.contains_key(*id) => stays(index),
-            _ => !planned.contains(id),
-        })
-        .collect();
-    let crd_of = |id: &ObjectId| catalog.get(&id.group, &id.kind).map(|k| k.crd_name());
-    targets
-        .keys()
-        .filter_map(|&index| {
-            let holder = &graph.nodes[index].id;
-            if holder.group == "apiextensions.k8s.io"
-                && holder.kind == "CustomResourceDefinition"
-                && !catalog.kinds().iter().any(|k| k.crd_name() == holder.name)
-            {
-                // No version is served: its custom resources cannot be listed, so what it would
-                // take with it cannot be known.
-                return Some((
-                    index,
-                    "its custom resources cannot be listed (no version is served)".to_string(),
-                ));
-            }
-            holds_staying(holder, staying.iter().copied(), crd_of)
-                .map(|held| (index, format!("holds {held}, which is not pruned")))
-        })
-        .collect()
-}
-
-/// Tracking objects in the plan that a stack outside the plan applies, when that parent is not
-/// one of the live reconcilers of [`crate::parents`] (refused unless held): a kpt inventory or an
-/// ApplySet (their next apply re-creates them), or an Argo CD Application that was not listed
-/// (it may live all the same). Flux parents are always listed: one not found is gone.
-fn parent_warnings(
-    snapshot: &Snapshot,
-    targets: &BTreeMap<usize, String>,
-    torn_down: &TornDown,
-    parents: &[crate::parents::Parent],
-) -> Vec<String> {
-    let found_argo = |name: &str| {
-        parents
-            .iter()
-            .any(|p| p.id.group == "argoproj.io" && p.id.kind == "Application" && p.id.name == name)
-    };
-    targets
-        .keys()
-        .filter_map(|&index| {
-            let object = snapshot.objects.get(&snapshot.graph.nodes[index].id)?;
-            tracker_key(object)?;
-            let parent = marks(&object.meta).into_iter().find(|m| {
-                !torn_down.covers(m)
-                    && match m.preset {
-                        Preset::Flux | Preset::FluxHelm => false,
-                        Preset::ArgoCd => !found_argo(&m.value.name),
-                        _ => true,
-                    }
-            })?;
-            Some(format!(
-                "{} is applied by {parent}, which is not torn down: its next apply or sync may re-create it (tear that stack down too)",
-                object.id()
-            ))
-        })
-        .collect()
-}
-
-/// Objects whose name-only mark could name one of the stacks torn down, or another stack of that
-/// name: reported as kept, never deleted (the graph does not hang them under either).
-fn ambiguous_members(
-    snapshot: &Snapshot,
-    trackers: &Trackers,
-    torn_down: &TornDown,
-    targets: &BTreeMap<usize, String>,
-) -> Vec<Kept> {
-    let planned: HashSet<&ObjectId> = targets.keys().map(|&i| &snapshot.graph.nodes[i].id).collect();
-    let mut found: Vec<Kept> = snapshot
-        .objects
-        .values()
-        .filter(|o| !planned.contains(&o.id()))
-        .filter(|o| {
-            marks(&o.meta)
-                .iter()
-                .any(|m| m.value.namespace.is_none() && torn_down.names(m.preset, &m.value.name))
-        })
-        .filter_map(|o| ambiguous_mark(&o.meta, trackers).map(|reason| Kept { id: o.id(), reason }))
-        .collect();
-    found.sort_by(|a, b| a.id.cmp(&b.id));
-    found
-}
-
 /// For each planned node, the planned nodes it depends on directly.
 fn planned_dependencies(graph: &Graph, planned: &HashSet<usize>) -> HashMap<ObjectId, Vec<ObjectId>> {
     let mut depends: HashMap<ObjectId, Vec<ObjectId>> = HashMap::new();
@@ -427,333 +283,5 @@ fn planned_dependencies(graph: &Graph, planned: &HashSet<usize>) -> HashMap<Obje
     depends
 }
 
-impl EdgeKind {
-    /// Whether people declared this dependency (dependsOn, depends-on, sync waves, kapp rules),
-    /// rather than it following from where an object lives (its Namespace, its CRD).
-    pub fn is_declared(self) -> bool {
-        !matches!(self, EdgeKind::Namespace | EdgeKind::Crd) && !self.is_inferred()
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::graph::{build, BuildOptions};
-    use crate::trackers::{FLUX_KS_NAME, FLUX_KS_NAMESPACE};
-    use kube::core::ObjectMeta;
-    use std::sync::Arc;
-
-    const KS_GROUP: &str = "kustomize.toolkit.fluxcd.io";
-
-    use crate::fixtures::kind;
-
-    fn catalog() -> Catalog {
-        Catalog::new(
-            vec![
-                kind("", "ConfigMap", true),
-                kind("", "Namespace", false),
-                kind(KS_GROUP, "Kustomization", true),
-            ],
-            vec![],
-            crate::discovery::DiscoverySource::PerGroup,
-        )
-    }
-
-    /// A small cluster: objects with labels and annotations, listed.
-    struct World {
-        objects: HashMap<ObjectId, Listed>,
-        inputs: Vec<NodeInput>,
-    }
-
-    impl World {
-        fn new() -> Self {
-            Self {
-                objects: HashMap::new(),
-                inputs: Vec::new(),
-            }
-        }
-
-        fn add(
-            &mut self,
-            group: &str,
-            kind_name: &str,
-            ns: Option<&str>,
-            name: &str,
-            labels: &[(&str, &str)],
-        ) -> &mut NodeInput {
-            self.add_with(group, kind_name, ns, name, labels, &[])
-        }
-
-        fn add_with(
-            &mut self,
-            group: &str,
-            kind_name: &str,
-            ns: Option<&str>,
-            name: &str,
-            labels: &[(&str, &str)],
-            annotations: &[(&str, &str)],
-        ) -> &mut NodeInput {
-            let labels: BTreeMap<String, String> = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-            let annotations: BTreeMap<String, String> = annotations
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-            let meta = ObjectMeta {
-                name: Some(name.into()),
-                namespace: ns.map(str::to_string),
-                uid: Some(format!("uid-{name}")),
-                labels: Some(labels.clone()),
-                annotations: Some(annotations.clone()),
-                ..Default::default()
-            };
-            let listed = Listed::new(Arc::new(kind(group, kind_name, ns.is_some())), meta);
-            let id = listed.id();
-            self.objects.insert(id.clone(), listed);
-            self.inputs.push(NodeInput {
-                id,
-                uid: Some(format!("uid-{name}")),
-                labels,
-                annotations,
-                ..Default::default()
-            });
-            self.inputs.last_mut().unwrap()
-        }
-
-        fn ks(&mut self, name: &str, depends_on: &[&str]) -> &mut NodeInput {
-            let input = self.add(KS_GROUP, "Kustomization", Some("flux-system"), name, &[]);
-            input.depends_on = depends_on
-                .iter()
-                .map(|d| ObjectId::new(KS_GROUP, "Kustomization", Some("flux-system"), d))
-                .collect();
-            input
-        }
-
-        fn member(&mut self, name: &str, stack: &str) -> &mut NodeInput {
-            self.add(
-                "",
-                "ConfigMap",
-                Some("shop"),
-                name,
-                &[(FLUX_KS_NAME, stack), (FLUX_KS_NAMESPACE, "flux-system")],
-            )
-        }
-
-        fn teardown(&self, named: &[&str]) -> PrunePlan {
-            let graph = build(
-                &self.inputs,
-                &BuildOptions {
-                    members: true,
-                    ..Default::default()
-                },
-            );
-            let tracked: Vec<ObjectId> = self.objects.keys().cloned().collect();
-            let snapshot = Snapshot {
-                graph: &graph,
-                objects: &self.objects,
-                tracked: &tracked,
-            };
-            let named: Vec<usize> = named
-                .iter()
-                .map(|n| {
-                    graph
-                        .find(&ObjectId::new(KS_GROUP, "Kustomization", Some("flux-system"), n))
-                        .unwrap()
-                })
-                .collect();
-            let chosen = teardown_closure(&graph, &named);
-            plan(&snapshot, &catalog(), chosen, Vec::new(), Mode::Teardown(Vec::new())).unwrap()
-        }
-    }
-
-    fn names(plan: &PrunePlan) -> Vec<Vec<String>> {
-        plan.waves
-            .iter()
-            .map(|w| w.iter().map(|t| t.id.name.clone()).collect())
-            .collect()
-    }
-
-    fn kept(plan: &PrunePlan) -> Vec<String> {
-        plan.kept.iter().map(|k| k.id.name.clone()).collect()
-    }
-
-    #[test]
-    fn naming_the_operator_pulls_in_its_dependent_stack_first() {
-        let mut world = World::new();
-        world.ks("usage", &["operator"]);
-        world.ks("operator", &[]);
-        world.member("cr", "usage");
-        world.member("controller", "operator");
-        let plan = world.teardown(&["operator"]);
-        assert_eq!(
-            names(&plan),
-            vec![vec!["cr"], vec!["usage"], vec!["controller"], vec!["operator"]]
-        );
-        assert!(
-            plan.waves[1][0].why.contains("depends on"),
-            "{:?}",
-            plan.waves[1][0].why
-        );
-        assert!(plan.kept.is_empty());
-    }
-
-    #[test]
-    fn an_object_another_stack_also_tracks_is_kept() {
-        let mut world = World::new();
-        world.ks("a", &[]);
-        world.ks("h", &[]);
-        world.member("only-a", "a");
-        world.add(
-            "",
-            "ConfigMap",
-            Some("shop"),
-            "shared",
-            &[(FLUX_KS_NAME, "a"), (FLUX_KS_NAMESPACE, "flux-system")],
-        );
-        world
-            .inputs
-            .last_mut()
-            .unwrap()
-            .annotations
-            .insert("config.k8s.io/owning-inventory".into(), "inv-1".into());
-        if let Some(o) = world
-            .objects
-            .get_mut(&ObjectId::new("", "ConfigMap", Some("shop"), "shared"))
-        {
-            o.meta
-                .annotations
-                .get_or_insert_with(Default::default)
-                .insert("config.k8s.io/owning-inventory".into(), "inv-1".into());
-        }
-        let plan = world.teardown(&["a"]);
-        assert_eq!(names(&plan), vec![vec!["only-a"], vec!["a"]]);
-        assert_eq!(kept(&plan), vec!["shared"]);
-        assert!(plan.kept[0].reason.contains("kpt:inv-1"), "{:?}", plan.kept);
-    }
-
-    #[test]
-    fn a_kept_dependent_keeps_what_it_depends_on_and_its_members() {
-        let mut world = World::new();
-        world.add(
-            KS_GROUP,
-            "Kustomization",
-            Some("flux-system"),
-            "app",
-            &[("kustomize.toolkit.fluxcd.io/prune", "disabled")],
-        );
-        world.inputs.last_mut().unwrap().depends_on =
-            vec![ObjectId::new(KS_GROUP, "Kustomization", Some("flux-system"), "base")];
-        world.ks("base", &[]);
-        world.member("app-member", "app");
-        world.member("base-member", "base");
-        let plan = world.teardown(&["base"]);
-        assert!(plan.waves.is_empty(), "{:?}", names(&plan));
-        let mut kept = kept(&plan);
-        kept.sort();
-        assert_eq!(kept, vec!["app", "app-member", "base", "base-member"]);
-        let base = plan.kept.iter().find(|k| k.id.name == "base").unwrap();
-        assert!(base.reason.contains("needed by"), "{}", base.reason);
-    }
-
-    #[test]
-    fn a_namespace_holding_another_stacks_object_is_kept_but_a_dying_child_does_not_hold_it() {
-        let mut world = World::new();
-        world.ks("a", &[]);
-        world.ks("b", &[]);
-        world.add(
-            "",
-            "Namespace",
-            None,
-            "shop",
-            &[(FLUX_KS_NAME, "a"), (FLUX_KS_NAMESPACE, "flux-system")],
-        );
-        world.member("mine", "a");
-        let plan = world.teardown(&["a"]);
-        assert_eq!(names(&plan), vec![vec!["mine"], vec!["shop"], vec!["a"]]);
-
-        world.member("theirs", "b");
-        let plan = world.teardown(&["a"]);
-        assert_eq!(kept(&plan), vec!["shop"]);
-        assert!(plan.kept[0].reason.contains("theirs"));
-    }
-
-    #[test]
-    fn ambiguous_name_only_marks_are_never_acted_on() {
-        let mut world = World::new();
-        world.ks("dup", &[]);
-        world.add(KS_GROUP, "Kustomization", Some("team-b"), "dup", &[]);
-        world.add("", "ConfigMap", Some("shop"), "which", &[(FLUX_KS_NAME, "dup")]);
-        let plan = world.teardown(&["dup"]);
-        assert!(plan.waves.iter().flatten().all(|t| t.id.name != "which"));
-        assert!(kept(&plan).contains(&"which".to_string()), "{:?}", plan.kept);
-    }
-
-    #[test]
-    fn a_stack_applied_by_a_parent_names_the_parent() {
-        let mut world = World::new();
-        world.add(
-            KS_GROUP,
-            "Kustomization",
-            Some("flux-system"),
-            "child",
-            &[(FLUX_KS_NAME, "flux-system"), (FLUX_KS_NAMESPACE, "flux-system")],
-        );
-        world.ks("flux-system", &[]);
-        let plan = world.teardown(&["child"]);
-        assert_eq!(names(&plan), vec![vec!["child"]]);
-        assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
-        assert_eq!(plan.parents.len(), 1);
-        assert_eq!(plan.parents[0].id.name, "flux-system");
-        assert!(plan.parents[0].applies_planned);
-    }
-
-    #[test]
-    fn an_argo_cd_parent_that_was_not_listed_is_warned_about() {
-        let mut world = World::new();
-        world.add_with(
-            KS_GROUP,
-            "Kustomization",
-            Some("flux-system"),
-            "child",
-            &[],
-            &[(
-                "argocd.argoproj.io/tracking-id",
-                "root-app:kustomize.toolkit.fluxcd.io/Kustomization:flux-system/child",
-            )],
-        );
-        let plan = world.teardown(&["child"]);
-        assert_eq!(names(&plan), vec![vec!["child"]]);
-        assert!(plan.parents.is_empty());
-        assert_eq!(plan.warnings.len(), 1, "{:?}", plan.warnings);
-        assert!(plan.warnings[0].contains("argocd:root-app"), "{:?}", plan.warnings);
-    }
-
-    #[test]
-    fn members_of_a_gone_stack_are_found_by_their_mark() {
-        let mut world = World::new();
-        world.member("left", "gone");
-        world.member("other", "stays");
-        let graph = build(
-            &world.inputs,
-            &BuildOptions {
-                members: true,
-                ..Default::default()
-            },
-        );
-        let tracked: Vec<ObjectId> = world.objects.keys().cloned().collect();
-        let snapshot = Snapshot {
-            graph: &graph,
-            objects: &world.objects,
-            tracked: &tracked,
-        };
-        let key = (
-            Preset::Flux,
-            MarkValue {
-                name: "gone".into(),
-                namespace: Some("flux-system".into()),
-            },
-        );
-        let found = members_of_gone(&snapshot, &key);
-        assert_eq!(found.len(), 1);
-        assert_eq!(graph.nodes[found[0]].id.name, "left");
-    }
-}
+mod tests;

@@ -68,7 +68,7 @@ fn kubectl_1_32_takes_the_proxys_aggregated_answers() {
 }
 
 async fn catalog_through(kubeconfig: &std::path::Path) -> Catalog {
-    let args = kubectl_stack::cli::GlobalArgs {
+    let args = kubectl_stack::client::ConnectOptions {
         kubeconfig: Some(kubeconfig.to_path_buf()),
         ..Default::default()
     };

@@ -9,7 +9,7 @@ use kubectl_stack::discovery::{discover, discover_aggregated, DiscoverySource};
 use proxy::{Proxy, Record};
 
 async fn client() -> kube::Client {
-    let args = kubectl_stack::cli::GlobalArgs {
+    let args = kubectl_stack::client::ConnectOptions {
         kubeconfig: Some(cluster().admin.clone()),
         ..Default::default()
     };

@@ -63,8 +63,9 @@ fn labels(ks: &str, flux_ns: &str, run: &str) -> String {
     format!("{{kustomize.toolkit.fluxcd.io/name: {ks}, kustomize.toolkit.fluxcd.io/namespace: {flux_ns}, stack-test/run: {run}}}")
 }
 
-/// Binds the `limited` user to a Role with these rules in `namespace`.
-fn grant_limited(namespace: &str, role: &str, rules: &str) {
+/// Binds `user` (impersonated with `--as`: a user of this test alone, unlike the shared
+/// `limited` one other test binaries grant rights to) to a Role with these rules in `namespace`.
+fn grant(user: &str, namespace: &str, role: &str, rules: &str) {
     apply(&format!(
         r#"
 apiVersion: rbac.authorization.k8s.io/v1
@@ -74,9 +75,9 @@ rules: {rules}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
-metadata: {{name: limited-{role}, namespace: {namespace}}}
+metadata: {{name: {role}, namespace: {namespace}}}
 roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {role}}}
-subjects: [{{kind: User, name: limited, apiGroup: rbac.authorization.k8s.io}}]
+subjects: [{{kind: User, name: {user}, apiGroup: rbac.authorization.k8s.io}}]
 "#
     ));
 }
@@ -250,29 +251,44 @@ metadata: {{name: never-recorded, namespace: {n}, labels: {marks}}}
         only_dropped,
         "the same verdict as --tracker"
     );
+    // A preset without a name names no stack: each object is judged by its own Kustomization.
+    let by_preset = stack(&[
+        "orphans",
+        "-n",
+        n,
+        "--tracker",
+        "flux",
+        "-l",
+        &selector,
+        "-f",
+        repo,
+        "-o",
+        "json",
+    ])
+    .expect_code(1);
+    assert_eq!(names(&by_preset, "orphans"), only_dropped, "{}", by_preset.stderr);
 
     // A user who may list ConfigMaps here but not read the Kustomization.
-    grant_limited(
+    let reader = unique("configmap-reader");
+    grant(
+        &reader,
         n,
         "configmaps",
         r#"[{apiGroups: [""], resources: [configmaps], verbs: [get, list]}]"#,
     );
-    let limited = &cluster().limited;
-    let unknown = stack_as(
-        limited,
-        &[
-            "orphans",
-            "-n",
-            n,
-            "-l",
-            &selector,
-            "-f",
-            repo,
-            "-o",
-            "json",
-            "--show-skipped",
-        ],
-    )
+    let as_reader = |args: &[&str]| stack(&[args, &["--as", &reader][..]].concat());
+    let unknown = as_reader(&[
+        "orphans",
+        "-n",
+        n,
+        "-l",
+        &selector,
+        "-f",
+        repo,
+        "-o",
+        "json",
+        "--show-skipped",
+    ])
     .expect_code(0);
     assert!(names(&unknown, "orphans").is_empty(), "{}", unknown.stdout);
     let expected: BTreeSet<(String, String)> = ["dropped", "never-recorded"]
@@ -280,10 +296,93 @@ metadata: {{name: never-recorded, namespace: {n}, labels: {marks}}}
         .map(|name| (name.to_string(), "recordUnreadable".to_string()))
         .collect();
     assert_eq!(reasons(&unknown, "skipped"), expected, "{}", unknown.stderr);
-    let refused = stack_as(
-        limited,
-        &["orphans", "-n", n, "--tracker", &format!("flux={ks}"), "-f", repo],
-    )
-    .expect_code(4);
+    let refused = as_reader(&["orphans", "-n", n, "--tracker", &format!("flux={ks}"), "-f", repo]).expect_code(4);
     assert!(refused.stderr.contains("cannot be read"), "{}", refused.stderr);
+
+    // prune with `-l` alone deletes what Flux would, and nothing it never recorded.
+    stack(&["prune", "-n", n, "-l", &selector, "-f", repo, "--yes"]).expect_code(0);
+    assert!(!exists("configmap", Some(n), "dropped"));
+    assert!(exists("configmap", Some(n), "never-recorded"));
+    assert!(exists("configmap", Some(n), "kept"));
+}
+
+/// F4, with kustomize as the oracle: kustomize-controller builds the Kustomization's path with
+/// `namespace: <targetNamespace>` in the kustomization it generates (fluxcd/pkg
+/// `kustomize/kustomize_generator.go`). `kubectl kustomize` of the same files with that
+/// kustomization renders what Flux applies; applied and recorded as Flux records it, the raw
+/// files given to `-f` with any `-n` make no orphan at all.
+#[test]
+fn what_kustomize_renders_with_the_target_namespace_is_exactly_the_desired_set() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("f4o-flux");
+    let target = Namespace::new("f4o-target");
+    let other = Namespace::new("f4o-other");
+    let (f, t, o) = (&flux.0, &target.0, &other.0);
+    let ks = unique("apps");
+    let role = unique("reader");
+    let objects = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: written, namespace: {o}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: plain}}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {role}}}\nrules: []\n"
+    );
+    let raw = temp_file("objects.yaml", &objects);
+    let oracle = temp_file("objects.yaml", &objects);
+    std::fs::write(
+        oracle.parent().unwrap().join("kustomization.yaml"),
+        format!(
+            "namespace: {t}\nresources: [objects.yaml]\nlabels:\n- pairs: {{kustomize.toolkit.fluxcd.io/name: {ks}, kustomize.toolkit.fluxcd.io/namespace: {f}}}\n"
+        ),
+    )
+    .unwrap();
+    let rendered = kubectl(&["kustomize", oracle.parent().unwrap().to_str().unwrap()]).expect_code(0);
+    let listed = kubectl_with_stdin(
+        &["create", "--dry-run=client", "-o", "json", "-f", "-"],
+        Some(&rendered.stdout),
+    )
+    .expect_code(0);
+    // One JSON document per object.
+    let items: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&listed.stdout)
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(items.len(), 3, "{}", listed.stdout);
+    let inventory: Vec<String> = items
+        .iter()
+        .map(|item| {
+            let group = item["apiVersion"]
+                .as_str()
+                .unwrap()
+                .rsplit_once('/')
+                .map_or("", |(g, _)| g);
+            format!(
+                "{}_{}_{}_{}",
+                item["metadata"]["namespace"].as_str().unwrap_or(""),
+                item["metadata"]["name"].as_str().unwrap(),
+                group,
+                item["kind"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(inventory.contains(&format!("{t}_written__ConfigMap")), "{inventory:?}");
+    apply(&format!(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {ks}, namespace: {f}}}\nspec: {{interval: 10m, prune: true, path: ./apps, targetNamespace: {t}, sourceRef: {{kind: GitRepository, name: repo}}}}\n"
+    ));
+    apply(&rendered.stdout);
+    set_inventory(&ks, f, &inventory);
+
+    let found = stack(&[
+        "orphans",
+        "-A",
+        "-n",
+        o,
+        "-f",
+        raw.to_str().unwrap(),
+        "--tracker",
+        &format!("flux={ks}.{f}"),
+        "-o",
+        "json",
+        "--show-skipped",
+    ])
+    .expect_code(0);
+    assert!(names(&found, "orphans").is_empty(), "{}", found.stdout);
+    let _ = kubectl(&["delete", "clusterrole", &role]);
 }

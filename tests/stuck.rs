@@ -250,7 +250,7 @@ async fn the_test_op_refuses_when_finalizers_changed_in_between() {
         0
     );
 
-    let args = kubectl_stack::cli::GlobalArgs {
+    let args = kubectl_stack::client::ConnectOptions {
         kubeconfig: Some(cluster().admin.clone()),
         ..Default::default()
     };

@@ -24,7 +24,8 @@ pub async fn run(global: &GlobalArgs, args: ListArgs) -> anyhow::Result<u8> {
         list_options(&args.tuning),
     )
     .await;
-    let cache = cache_root(global).map(|root| DiskCache::for_server(&root, &session.connection.server));
+    let cache =
+        cache_root(global.cache_dir.as_deref()).map(|root| DiskCache::for_server(&root, &session.connection.server));
     relist_not_served(
         &mut session,
         &mut collection,

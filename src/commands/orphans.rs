@@ -4,18 +4,20 @@
 use serde_json::{json, Value};
 
 use crate::classify::{Classified, Verdict};
-use crate::cli::{GlobalArgs, ListOutput, OrphansArgs};
-use crate::commands::list::{gaps, incomplete, status, tracked_by};
-use crate::commands::Session;
+use crate::cli::{list_options, selection, GlobalArgs, ListOutput, OrphansArgs};
 use crate::error::{exit, UserError};
+use crate::listing::{gaps, incomplete, status, tracked_by};
 use crate::orphans::{find, read_manifests, OrphanReport};
 use crate::render;
+use crate::session::Session;
 
 /// Runs `orphans`.
 pub async fn run(global: &GlobalArgs, args: OrphansArgs) -> anyhow::Result<u8> {
     let manifests = read_manifests(&args.desired)?;
     let session = Session::open(global).await?;
-    let report = find(&session, &args.selection, &args.desired, manifests, &args.tuning).await?;
+    let selection = selection(&args.selection)?;
+    let options = list_options(&args.tuning);
+    let report = find(&session, selection, &args.desired, manifests, options).await?;
     let shown = report.orphans().count() + if args.show_skipped { report.skipped().count() } else { 0 };
     if shown == 0 && matches!(args.output, ListOutput::Table | ListOutput::Wide) {
         eprintln!("No orphans among {} tracked objects.", report.classified.len());

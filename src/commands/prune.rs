@@ -47,24 +47,32 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
         PruneOutput::Json => Format::Json,
         PruneOutput::Wide => Format::Table,
     };
+    let mut desired_digest = None;
     let planning = if teardown {
         session.scope = ListScope::AllNamespaces;
         teardown_planning(&session, &args).await?
     } else {
-        let report = find(&session, &args.selection, &args.desired, manifests, &args.tuning).await?;
+        let selection = crate::cli::selection(&args.selection)?;
+        let options = list_options(&args.tuning);
+        let report = find(&session, selection, &args.desired, manifests, options).await?;
+        desired_digest = Some(report.desired_digest.clone());
         refuse_unlisted(&report.unchecked, args.skip_unlisted)?;
-        orphan_planning(&session, report, !args.no_infer).await?
+        let (planning, scope) = orphan_planning(&session, report, !args.no_infer, args.skip_unlisted).await?;
+        // What depends on the orphans was listed there: the re-check lists it there again.
+        session.scope = scope;
+        planning
     };
     let mut plan = plan_with_cascades(&session, &planning, &args).await?;
     read_suspended(&session.connection.client, &mut plan.parents)
         .await
         .map_err(UserError::failed)?;
     if let Some(saved) = &saved {
+        plan_file::refuse_other_desired(saved, desired_digest.as_deref())?;
         refuse_changed(saved, &plan, &session.connection.server)?;
     }
     print_plan(&plan, format, args.output == PruneOutput::Wide)?;
     if let Some(path) = &args.plan_out {
-        save_plan(path, &plan, global, &session, &args)?;
+        save_plan(path, &plan, global, &session, &args, desired_digest)?;
         return Ok(exit::OK);
     }
     refuse_cascades(&plan, args.allow_cascade)?;
@@ -354,11 +362,16 @@ fn save_plan(
     global: &GlobalArgs,
     session: &Session,
     args: &PruneArgs,
+    desired_digest: Option<String>,
 ) -> Result<(), UserError> {
     let context = global
         .context
         .clone()
-        .or_else(|| load_kubeconfig(global).ok().and_then(|k| k.current_context))
+        .or_else(|| {
+            load_kubeconfig(&global.connect_options())
+                .ok()
+                .and_then(|k| k.current_context)
+        })
         .unwrap_or_default();
     let place = Place {
         context: &context,
@@ -368,6 +381,7 @@ fn save_plan(
         targets: args.targets.clone(),
         namespace: session.connection.namespace.clone(),
         selector: args.selection.selector.clone(),
+        desired: desired_digest,
     };
     plan_file::write(path, plan, &place, &request)?;
     eprintln!(
@@ -425,7 +439,12 @@ fn refuse_parents(plan: &PrunePlan, suspend_parents: bool) -> Result<(), UserErr
 
 /// Orphans mode: the orphans (and orphans already being deleted, which are waited for), ordered
 /// through the graph of every tracked object.
-async fn orphan_planning(session: &Session, report: OrphanReport, infer: bool) -> Result<Planning, UserError> {
+async fn orphan_planning(
+    session: &Session,
+    report: OrphanReport,
+    infer: bool,
+    accept_unlisted: bool,
+) -> Result<(Planning, ListScope), UserError> {
     let mut kept = Vec::new();
     let mut targets = HashMap::new();
     for classified in &report.classified {
@@ -447,21 +466,7 @@ async fn orphan_planning(session: &Session, report: OrphanReport, infer: bool) -
     // Every tracked object in scope is a node too, not only this stack's: another stack's object
     // that depends on an orphan, or lives in an orphan Namespace, keeps it.
     let mut listed: Vec<Listed> = report.classified.into_iter().map(|c| c.object).collect();
-    let others = crate::collect::collect(
-        &session.connection.client,
-        &session.catalog,
-        &session.scope,
-        &Selection::default(),
-        crate::collect::ListOptions::default(),
-    )
-    .await;
-    for failure in &others.failures {
-        tracing::warn!(
-            "could not list {} to check what depends on the orphans: {:?}",
-            failure.kind.kind_with_group(),
-            failure.failure
-        );
-    }
+    let others = crate::bystanders::list(session, accept_unlisted).await?;
     listed.extend(others.objects);
     let options = LiveOptions {
         members: false,
@@ -474,12 +479,13 @@ async fn orphan_planning(session: &Session, report: OrphanReport, infer: bool) -
         .into_iter()
         .filter_map(|(id, why)| live.graph.find(&id).map(|index| (index, why)))
         .collect();
-    Ok(Planning {
+    let planning = Planning {
         live,
         chosen,
         kept,
         mode: Mode::Orphans,
-    })
+    };
+    Ok((planning, others.scope))
 }
 
 fn snapshot(live: &LiveGraph) -> Snapshot<'_> {

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{DiagnosisContext, Finding};
 use crate::collect::Listed;
-use crate::error::root_cause;
+use crate::error::{root_cause, LookupError};
 use crate::session::Session;
 
 /// The controller that removes a finalizer, and where it comes from.
@@ -162,7 +162,7 @@ impl Workload {
 
 /// Every Deployment, StatefulSet and DaemonSet, listed once; an error when one kind could
 /// not be listed (then whether a controller runs is not known).
-async fn workloads(session: &Session, context: &mut DiagnosisContext) -> Result<Arc<Vec<Workload>>, String> {
+async fn workloads(session: &Session, context: &mut DiagnosisContext) -> Result<Arc<Vec<Workload>>, LookupError> {
     if let Some(found) = &context.workloads {
         return found.clone();
     }
@@ -175,7 +175,10 @@ async fn workloads(session: &Session, context: &mut DiagnosisContext) -> Result<
         match crate::collect::list_objects(&session.connection.client, info, None, None).await {
             Ok(objects) => found.extend(objects.iter().map(|o| Workload::from(kind, o))),
             Err(err) => {
-                failure = Some(format!("{kind}s could not be listed: {}", root_cause(&err)));
+                failure = Some(LookupError::Unlisted {
+                    kinds: format!("{kind}s"),
+                    cause: root_cause(&err),
+                });
                 break;
             }
         }

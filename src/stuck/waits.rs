@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::{DiagnosisContext, Finding};
 use crate::collect::{api_for, Collection, ListScope, Listed};
 use crate::discovery::KindInfo;
-use crate::error::{is_not_found, root_cause};
+use crate::error::{is_not_found, root_cause, LookupError};
 use crate::render;
 use crate::retry::with_retries;
 use crate::session::Session;
@@ -320,16 +320,16 @@ async fn pods_in(
     session: &Session,
     context: &mut DiagnosisContext,
     namespace: &str,
-) -> Result<Arc<Vec<DynamicObject>>, String> {
+) -> Result<Arc<Vec<DynamicObject>>, LookupError> {
     if let Some(found) = context.pods.get(namespace) {
         return found.clone();
     }
     let found = match session.catalog.get("", "Pod") {
-        None => Err("the server does not serve Pods".to_string()),
+        None => Err(LookupError::NotServed("Pods".into())),
         Some(kind) => crate::collect::list_objects(&session.connection.client, kind, Some(namespace), None)
             .await
             .map(Arc::new)
-            .map_err(|err| root_cause(&err)),
+            .map_err(|err| LookupError::Failed(root_cause(&err))),
     };
     context.pods.insert(namespace.to_string(), found.clone());
     found

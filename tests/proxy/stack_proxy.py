@@ -9,6 +9,8 @@ the client's kubeconfig CA still holds); it forwards to the API server over TLS.
   after the server acted on it (the answer is replaced by a 500/503 or a reset: the client never
   learns that its DELETE succeeded);
 * lose the answer of the first DELETE of every object (``--lose-first-delete-answer``);
+* refuse every DELETE of an object named NAME with CODE (``--refuse-delete NAME=CODE``), without
+  forwarding it, as an admission webhook that denies it with that code does;
 * remove a group version while a client discovers it (``--remove-on-discovery GV=PATH``): the
   first ``GET /apis/GV`` is held while the proxy deletes PATH upstream (a CRD) and waits until the
   server no longer serves GV (404, and gone from ``/apis``); then it is forwarded (and answered 404),
@@ -68,6 +70,7 @@ class State:
         self.log = open(args.log, "a", buffering=1) if args.log else None
         self.deletes_seen = set()
         self.removals = dict(r.split("=", 1) for r in (args.remove_on_discovery or []))
+        self.refusals = {n: int(c) for n, c in (r.split("=", 1) for r in (args.refuse_delete or []))}
         self.not_found_at = {p: int(n) for p, n in (r.rsplit("=", 1) for r in (args.not_found_at or []))}
         self.gets_seen = {}
         upstream = urllib.parse.urlsplit(args.upstream)
@@ -150,6 +153,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         fault = state.draw(watch)
         if state.args.lose_first_delete_answer and self.command == "DELETE" and state.first_delete(url.path):
             fault = ("after", "reset")
+        refusal = self.state.refusals.get(url.path.rsplit("/", 1)[-1]) if self.command == "DELETE" else None
+        if refusal:
+            record["refused"] = refusal
+            self.refuse(refusal, record)
+            record["end"] = time.time()
+            state.write(record)
+            return
         if fault:
             record["fault"] = "%s-%s" % fault
         if self.command == "GET" and self.take_not_found(url.path):
@@ -238,6 +248,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
             status["details"] = {"retryAfterSeconds": 1}
             headers.append(("Retry-After", "1"))
         self.reply(code, headers, json.dumps(status).encode(), None)
+
+    def refuse(self, code, record):
+        """Answers as an admission webhook that denies the request with `code`."""
+        record["client"] = code
+        status = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": 'admission webhook "guard.example.com" denied the request: held',
+            "reason": "",
+            "code": code,
+        }
+        self.reply(code, [("Content-Type", "application/json")], json.dumps(status).encode(), None)
 
     def reset(self):
         try:
@@ -436,6 +460,7 @@ def main():
     parser.add_argument("--lose-first-delete-answer", action="store_true")
     parser.add_argument("--aggregated", choices=["v2", "v2beta1"])
     parser.add_argument("--remove-on-discovery", action="append", metavar="GROUP/VERSION=PATH")
+    parser.add_argument("--refuse-delete", action="append", metavar="NAME=CODE")
     parser.add_argument("--not-found-at", action="append", metavar="PATH=N")
     parser.add_argument("--log")
     parser.add_argument("--cert", help="serve TLS with this certificate (kubectl sends no token over plain HTTP)")

@@ -1,0 +1,223 @@
+//! Memberships: which tracking object (Kustomization, HelmRelease, Argo CD Application,
+//! inventory, ApplySet parent) tracks which object, by the stacks' full identities.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
+
+use super::{Membership, NodeInput};
+use crate::trackers::{marks, Mark, MarkValue, Preset};
+
+pub(crate) fn object_meta(input: &NodeInput) -> kube::core::ObjectMeta {
+    kube::core::ObjectMeta {
+        labels: Some(input.labels.clone()),
+        annotations: Some(input.annotations.clone()),
+        ..Default::default()
+    }
+}
+
+/// A mark with the full identity of the stack it names, as [`owner_mark`] keys tracking objects.
+/// Argo CD records an Application outside its control-plane namespace (apps in any namespace) as
+/// `<namespace>_<name>`, and one in the control-plane namespace by its name alone (argo-cd
+/// `util/argo/argo.go` `AppInstanceName`, v3; `_` occurs in neither a namespace nor a name): the
+/// first names the Application in that namespace, the second names one by name only, as the
+/// control-plane namespace is not known here. Other marks are unchanged.
+pub fn full_mark(mark: Mark) -> Mark {
+    if mark.preset != Preset::ArgoCd || mark.value.namespace.is_some() {
+        return mark;
+    }
+    match mark.value.name.split_once('_') {
+        Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() => Mark {
+            preset: mark.preset,
+            value: MarkValue {
+                name: name.to_string(),
+                namespace: Some(namespace.to_string()),
+            },
+        },
+        _ => mark,
+    }
+}
+
+/// Every tracker's mark on an object, each with its stack's full identity ([`full_mark`]).
+pub fn full_marks(meta: &kube::core::ObjectMeta) -> Vec<Mark> {
+    marks(meta).into_iter().map(full_mark).collect()
+}
+
+/// The tracker identity an object stands for when it is a tracking object itself.
+pub fn owner_mark(input: &NodeInput) -> Option<(Preset, MarkValue)> {
+    let named = |preset| {
+        Some((
+            preset,
+            MarkValue {
+                name: input.id.name.clone(),
+                namespace: input.id.namespace.clone(),
+            },
+        ))
+    };
+    match (input.id.group.as_str(), input.id.kind.as_str()) {
+        ("kustomize.toolkit.fluxcd.io", "Kustomization") => named(Preset::Flux),
+        ("helm.toolkit.fluxcd.io", "HelmRelease") => named(Preset::FluxHelm),
+        // Its full identity (apps in any namespace): see [`full_mark`].
+        ("argoproj.io", "Application") => named(Preset::ArgoCd),
+        _ => {
+            let id_label = |key: &str| {
+                input.labels.get(key).map(|id| MarkValue {
+                    name: id.clone(),
+                    namespace: None,
+                })
+            };
+            id_label("cli-utils.sigs.k8s.io/inventory-id")
+                .map(|v| (Preset::Kpt, v))
+                .or_else(|| id_label("applyset.kubernetes.io/id").map(|v| (Preset::ApplySet, v)))
+        }
+    }
+}
+
+/// Why a tracking object's controller would leave its members behind when it is deleted, read
+/// from its whole object (`body`). A Flux Kustomization deletes its inventory on deletion only
+/// when its deletion policy says so: `MirrorPrune` (the default, `spec.deletionPolicy` unset)
+/// follows `spec.prune`; `Delete` and `WaitForTermination` delete; `Orphan` (and any other
+/// value) leaves them (fluxcd/kustomize-controller `internal/controller/kustomization_controller.go`
+/// `finalizerShouldDeleteResources`, v1.x, API `kustomize.toolkit.fluxcd.io/v1`). A HelmRelease
+/// has no such field: helm-controller uninstalls its release on deletion unless it is suspended
+/// (`reconcileDelete`), which prune lifts; `spec.uninstall.keepHistory` keeps only the release
+/// history, and `helm.sh/resource-policy: keep` is a keep marker on the object itself.
+pub fn orphans_members(input: &NodeInput) -> Option<String> {
+    if (input.id.group.as_str(), input.id.kind.as_str()) != ("kustomize.toolkit.fluxcd.io", "Kustomization") {
+        return None;
+    }
+    let spec = input.body.as_ref()?.get("spec")?;
+    let policy = spec
+        .get("deletionPolicy")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty())
+        .unwrap_or("MirrorPrune");
+    // `spec.prune` is required by Flux's own CRD schema; a Kustomization without it (a CRD with
+    // no schema) states nothing, and its members go as before.
+    let prune = spec.get("prune").and_then(Value::as_bool);
+    match policy {
+        "MirrorPrune" if prune != Some(false) => None,
+        "MirrorPrune" => Some(format!("Flux would orphan it: {} has spec.prune=false", input.id)),
+        "Delete" | "WaitForTermination" => None,
+        other => Some(format!(
+            "Flux would orphan it: {} has spec.deletionPolicy={other}",
+            input.id
+        )),
+    }
+}
+
+/// Keeps the candidates that are tracking objects themselves or tracked by one of `owners` or of
+/// the candidates: the objects `--members` hangs under something.
+pub fn tracked_by_any(owners: &[NodeInput], candidates: Vec<NodeInput>) -> Vec<NodeInput> {
+    let keys: HashSet<(Preset, MarkValue)> = owners.iter().chain(candidates.iter()).filter_map(owner_mark).collect();
+    let names: HashSet<(Preset, String)> = keys.iter().map(|(p, v)| (*p, v.name.clone())).collect();
+    candidates
+        .into_iter()
+        .filter(|input| {
+            owner_mark(input).is_some()
+                || full_marks(&object_meta(input)).into_iter().any(|m| {
+                    keys.contains(&(m.preset, m.value.clone()))
+                        || (m.value.namespace.is_none() && names.contains(&(m.preset, m.value.name.clone())))
+                })
+        })
+        .collect()
+}
+
+pub(super) fn memberships(inputs: &[NodeInput]) -> Vec<Membership> {
+    let owners: HashMap<(Preset, MarkValue), usize> = inputs
+        .iter()
+        .enumerate()
+        .filter_map(|(index, input)| owner_mark(input).map(|key| (key, index)))
+        .collect();
+    let mut found = Vec::new();
+    for (member, input) in inputs.iter().enumerate() {
+        for mark in full_marks(&object_meta(input)) {
+            let exact = owners.get(&(mark.preset, mark.value.clone()));
+            // A mark that records no namespace (kpt, ApplySet, Argo CD) names its owner by name
+            // alone; when owners of that name live in several namespaces it is ambiguous and
+            // hangs under none of them.
+            let owner = exact.or_else(|| {
+                mark.value.namespace.is_none().then(|| {
+                    let mut candidates = owners
+                        .iter()
+                        .filter(|((p, v), _)| *p == mark.preset && v.name == mark.value.name)
+                        .map(|(_, i)| i);
+                    let first = candidates.next();
+                    candidates.next().is_none().then_some(first).flatten()
+                })?
+            });
+            if let Some(&owner) = owner {
+                if owner != member {
+                    found.push(Membership { owner, member });
+                }
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::test_inputs::{ks, node};
+    use crate::graph::{build, BuildOptions};
+
+    #[test]
+    fn argo_cd_applications_of_one_name_in_two_namespaces_keep_their_own_members() {
+        let app = |ns: &str| node("argoproj.io", "Application", Some(ns), "shop");
+        let member = |name: &str, instance: &str| {
+            let mut input = node("", "ConfigMap", Some("web"), name);
+            input.annotations.insert(
+                "argocd.argoproj.io/tracking-id".into(),
+                format!("{instance}:/ConfigMap:web/{name}"),
+            );
+            input
+        };
+        let inputs = vec![
+            app("team-a"),
+            app("team-b"),
+            member("of-a", "team-a_shop"),
+            member("of-b", "team-b_shop"),
+            member("name-only", "shop"),
+            node("argoproj.io", "Application", Some("argocd"), "solo"),
+            member("of-solo", "solo"),
+        ];
+        let graph = build(
+            &inputs,
+            &BuildOptions {
+                members: true,
+                ..Default::default()
+            },
+        );
+        let mut found: Vec<(usize, usize)> = graph.members.iter().map(|m| (m.owner, m.member)).collect();
+        found.sort();
+        // `shop` alone could be either Application: it hangs under neither.
+        assert_eq!(found, vec![(0, 2), (1, 3), (5, 6)]);
+        let team_a = owner_mark(&inputs[0]).unwrap();
+        assert_eq!(team_a.1.namespace.as_deref(), Some("team-a"));
+        let mark = full_marks(&object_meta(&inputs[2])).remove(0);
+        assert_eq!(
+            (mark.value.name.as_str(), mark.value.namespace.as_deref()),
+            ("shop", Some("team-a"))
+        );
+    }
+
+    #[test]
+    fn members_hang_under_their_tracking_objects() {
+        let usage = ks("usage", &[]);
+        let mut cm = node("", "ConfigMap", Some("shop"), "settings");
+        cm.labels
+            .insert("kustomize.toolkit.fluxcd.io/name".into(), "usage".into());
+        cm.labels
+            .insert("kustomize.toolkit.fluxcd.io/namespace".into(), "flux-system".into());
+        let stranger = node("", "ConfigMap", Some("shop"), "stranger");
+        let graph = build(
+            &[usage, cm, stranger],
+            &BuildOptions {
+                members: true,
+                ..Default::default()
+            },
+        );
+        assert_eq!(graph.members, vec![Membership { owner: 0, member: 1 }]);
+    }
+}

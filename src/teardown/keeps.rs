@@ -1,0 +1,114 @@
+//! The planner's checks that look beyond one object: Namespaces and CRDs that hold what stays,
+//! tracking objects a stack outside the plan applies, and objects whose mark is ambiguous.
+
+use std::collections::{BTreeMap, HashSet};
+
+use super::{tracker_key, Kept, Snapshot};
+use crate::discovery::Catalog;
+use crate::graph::full_marks;
+use crate::identity::ObjectId;
+use crate::safeguards::{ambiguous_mark, holds_staying, TornDown, Trackers};
+use crate::trackers::Preset;
+
+/// The Namespaces and CRDs among the targets that hold an object that stays: a node of the graph
+/// that stays, or a listed tracked object outside the graph that is not planned.
+pub(super) fn holders(
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+    targets: &BTreeMap<usize, String>,
+    stays: &dyn Fn(usize) -> bool,
+) -> Vec<(usize, String)> {
+    let graph = snapshot.graph;
+    let planned: HashSet<&ObjectId> = targets.keys().map(|&i| &graph.nodes[i].id).collect();
+    let staying: Vec<&ObjectId> = snapshot
+        .tracked
+        .iter()
+        .filter(|id| match graph.find(id) {
+            Some(index) if snapshot.objects.contains_key(*id) => stays(index),
+            _ => !planned.contains(id),
+        })
+        .collect();
+    let crd_of = |id: &ObjectId| catalog.get(&id.group, &id.kind).map(|k| k.crd_name());
+    targets
+        .keys()
+        .filter_map(|&index| {
+            let holder = &graph.nodes[index].id;
+            if holder.group == "apiextensions.k8s.io"
+                && holder.kind == "CustomResourceDefinition"
+                && !catalog.kinds().iter().any(|k| k.crd_name() == holder.name)
+            {
+                // No version is served: its custom resources cannot be listed, so what it would
+                // take with it cannot be known.
+                return Some((
+                    index,
+                    "its custom resources cannot be listed (no version is served)".to_string(),
+                ));
+            }
+            holds_staying(holder, staying.iter().copied(), crd_of)
+                .map(|held| (index, format!("holds {held}, which is not pruned")))
+        })
+        .collect()
+}
+
+/// Tracking objects in the plan that a stack outside the plan applies, when that parent is not
+/// one of the live reconcilers of [`crate::parents`] (refused unless held): a kpt inventory or an
+/// ApplySet (their next apply re-creates them), or an Argo CD Application that was not listed
+/// (it may live all the same). Flux parents are always listed: one not found is gone.
+pub(super) fn parent_warnings(
+    snapshot: &Snapshot,
+    targets: &BTreeMap<usize, String>,
+    torn_down: &TornDown,
+    parents: &[crate::parents::Parent],
+) -> Vec<String> {
+    let found_argo = |mark: &crate::trackers::Mark| {
+        parents.iter().any(|p| {
+            p.id.group == "argoproj.io"
+                && p.id.kind == "Application"
+                && p.id.name == mark.value.name
+                && (mark.value.namespace.is_none() || p.id.namespace == mark.value.namespace)
+        })
+    };
+    targets
+        .keys()
+        .filter_map(|&index| {
+            let object = snapshot.objects.get(&snapshot.graph.nodes[index].id)?;
+            tracker_key(object)?;
+            let parent = full_marks(&object.meta).into_iter().find(|m| {
+                !torn_down.covers(m)
+                    && match m.preset {
+                        Preset::Flux | Preset::FluxHelm => false,
+                        Preset::ArgoCd => !found_argo(m),
+                        _ => true,
+                    }
+            })?;
+            Some(format!(
+                "{} is applied by {parent}, which is not torn down: its next apply or sync may re-create it (tear that stack down too)",
+                object.id()
+            ))
+        })
+        .collect()
+}
+
+/// Objects whose name-only mark could name one of the stacks torn down, or another stack of that
+/// name: reported as kept, never deleted (the graph does not hang them under either).
+pub(super) fn ambiguous_members(
+    snapshot: &Snapshot,
+    trackers: &Trackers,
+    torn_down: &TornDown,
+    targets: &BTreeMap<usize, String>,
+) -> Vec<Kept> {
+    let planned: HashSet<&ObjectId> = targets.keys().map(|&i| &snapshot.graph.nodes[i].id).collect();
+    let mut found: Vec<Kept> = snapshot
+        .objects
+        .values()
+        .filter(|o| !planned.contains(&o.id()))
+        .filter(|o| {
+            full_marks(&o.meta)
+                .iter()
+                .any(|m| m.value.namespace.is_none() && torn_down.names(m.preset, &m.value.name))
+        })
+        .filter_map(|o| ambiguous_mark(&o.meta, trackers).map(|reason| Kept { id: o.id(), reason }))
+        .collect();
+    found.sort_by(|a, b| a.id.cmp(&b.id));
+    found
+}
