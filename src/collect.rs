@@ -307,8 +307,8 @@ where
 }
 
 /// Lists each kind with the label selector `labels`, `options.concurrency` kinds at once, keeping
-/// what `keep` accepts. A kind that stopped being served after discovery (its CRD was deleted
-/// meanwhile) has no objects: a type that does not exist has none.
+/// what `keep` accepts. A kind that answers 404 (not served at the version discovery gave: its
+/// CRD deleted or changed meanwhile) is reported in [`Collection::not_served`].
 async fn collect_matching<F>(
     client: &Client,
     kinds: &[Arc<KindInfo>],

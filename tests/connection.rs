@@ -114,6 +114,18 @@ fn exec_user(command: &Path) -> String {
     )
 }
 
+/// An exec credential plugin running `script`, and a kubeconfig for the test cluster that uses it.
+fn exec_plugin_kubeconfig(dir: &Path, script: &str) -> (PathBuf, PathBuf) {
+    let plugin = executable(dir, "plugin.sh", script);
+    let config = kubeconfig(
+        dir,
+        &format!("https://127.0.0.1:{}", api_port()),
+        &ca_line(),
+        &exec_user(&plugin),
+    );
+    (plugin, config)
+}
+
 const EXEC_SECRETS: [&str; 4] = [
     "env-secret-9a41",
     "arg-secret-5f2c",
@@ -125,16 +137,9 @@ const EXEC_SECRETS: [&str; 4] = [
 fn a_failing_exec_plugin_prints_neither_its_env_nor_args_nor_output() {
     let _logs = start();
     let dir = scratch("exec-fail");
-    let plugin = executable(
+    let (plugin, config) = exec_plugin_kubeconfig(
         &dir,
-        "plugin.sh",
         "#!/bin/sh\necho \"stdout-secret-31be $PLUGIN_SECRET_ENV $*\"\nexit 1\n",
-    );
-    let config = kubeconfig(
-        &dir,
-        &format!("https://127.0.0.1:{}", api_port()),
-        &ca_line(),
-        &exec_user(&plugin),
     );
     for verbosity in ["0", "9"] {
         let run = stack_env(
@@ -157,16 +162,9 @@ fn a_failing_exec_plugin_prints_neither_its_env_nor_args_nor_output() {
 fn malformed_exec_plugin_output_is_reported_without_its_content() {
     let _logs = start();
     let dir = scratch("exec-json");
-    let plugin = executable(
+    let (_, config) = exec_plugin_kubeconfig(
         &dir,
-        "plugin.sh",
         "#!/bin/sh\nprintf '{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"json-secret-77d1\"'\n",
-    );
-    let config = kubeconfig(
-        &dir,
-        &format!("https://127.0.0.1:{}", api_port()),
-        &ca_line(),
-        &exec_user(&plugin),
     );
     for verbosity in ["0", "9"] {
         let run = stack_env(
@@ -184,19 +182,12 @@ fn malformed_exec_plugin_output_is_reported_without_its_content() {
 fn a_working_exec_plugin_authenticates() {
     let _logs = start();
     let dir = scratch("exec-ok");
-    let plugin = executable(
+    let (_, config) = exec_plugin_kubeconfig(
         &dir,
-        "plugin.sh",
         &format!(
             "#!/bin/sh\necho '{{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\",\"kind\":\"ExecCredential\",\"status\":{{\"token\":\"{}\"}}}}'\n",
             admin_token()
         ),
-    );
-    let config = kubeconfig(
-        &dir,
-        &format!("https://127.0.0.1:{}", api_port()),
-        &ca_line(),
-        &exec_user(&plugin),
     );
     stack_env(config.to_str().unwrap(), &[], &["list", "-n", "default"]).expect_code(0);
 }

@@ -20,37 +20,6 @@ use kubectl_stack::teardown::teardown_closure;
 const HOLD: &str = "stack-test.example.com/hold";
 const FLUX_GROUP: &str = "kustomize.toolkit.fluxcd.io";
 
-/// The labels kustomize-controller puts on what a Kustomization applied.
-fn flux_labels(stack: &str, namespace: &str) -> String {
-    format!("{{kustomize.toolkit.fluxcd.io/name: {stack}, kustomize.toolkit.fluxcd.io/namespace: {namespace}}}")
-}
-
-/// The JSON lines of `prune -o json`.
-fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
-    stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
-}
-
-/// Binds the `limited` user to a Role with these rules in `namespace`.
-fn grant_limited(namespace: &str, role: &str, rules: &str) {
-    apply(&format!(
-        r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: {role}, namespace: {namespace}}}
-rules: {rules}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {{name: limited-{role}, namespace: {namespace}}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {role}}}
-subjects: [{{kind: User, name: limited, apiGroup: rbac.authorization.k8s.io}}]
-"#
-    ));
-}
-
 /// A ClusterRole bound to the `limited` user, removed when dropped (it is cluster-wide).
 struct ClusterGrant(String);
 
@@ -92,20 +61,6 @@ fn desired_file() -> std::path::PathBuf {
         "desired.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desired}\n",
     )
-}
-
-/// A field of an object, through kubectl's jsonpath.
-fn field(resource: &str, namespace: &str, name: &str, path: &str) -> String {
-    kubectl(&[
-        "get",
-        resource,
-        name,
-        "-n",
-        namespace,
-        "-o",
-        &format!("jsonpath={{{path}}}"),
-    ])
-    .stdout
 }
 
 // ---------------------------------------------------------------------------------------------

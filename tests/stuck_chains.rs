@@ -200,11 +200,7 @@ fn a_three_level_foreground_chain_is_one_tree_with_one_leaf_and_its_unstick_comm
     assert!(warned.stderr.contains(&command), "{}", warned.stderr);
 
     // The printed command, and only it, releases all three.
-    let backups = std::env::temp_dir().join(unique("chain-backups"));
-    let mut args: Vec<&str> = command.split(' ').skip(2).collect();
-    let dir = backups.to_str().unwrap().to_string();
-    args.extend(["--yes", "--backup-dir", &dir]);
-    let released = stack(&args).expect_code(0);
+    let released = run_printed_unstick(&command).expect_code(0);
     assert!(
         !released.stderr.contains("is not the cause"),
         "the leaf is the cause: {}",
@@ -349,11 +345,7 @@ fn a_crd_waiting_for_its_instances_names_them_and_the_one_finalizer_to_remove() 
     );
     assert!(text.stdout.contains(&command), "{}", text.stdout);
 
-    let backups = std::env::temp_dir().join(unique("crd-backups"));
-    let mut args: Vec<&str> = command.split(' ').skip(2).collect();
-    let dir = backups.to_str().unwrap().to_string();
-    args.extend(["--yes", "--backup-dir", &dir]);
-    stack(&args).expect_code(0);
+    run_printed_unstick(&command).expect_code(0);
     wait_until(Duration::from_secs(60), || {
         kubectl(&["get", "crd", &crd.resource()]).code != 0
     });

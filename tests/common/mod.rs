@@ -385,6 +385,56 @@ pub fn is_terminating(kind: &str, namespace: &str, name: &str) -> bool {
     .is_empty()
 }
 
+/// The JSON lines of a command's `-o json` output (prune's plan, events and summary).
+pub fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// A field of a namespaced object, through kubectl's jsonpath (empty when absent).
+pub fn field(resource: &str, namespace: &str, name: &str, path: &str) -> String {
+    kubectl(&[
+        "get",
+        resource,
+        name,
+        "-n",
+        namespace,
+        "-o",
+        &format!("jsonpath={{{path}}}"),
+    ])
+    .stdout
+}
+
+/// Runs an `unstick` command as `stuck` printed it (`kubectl stack unstick ...`), with `--yes`
+/// and a fresh backup folder; returns what it printed.
+pub fn run_printed_unstick(command: &str) -> Run {
+    let backups = std::env::temp_dir().join(unique("unstick-backups"));
+    let backups = backups.to_str().unwrap().to_string();
+    let mut args: Vec<&str> = command.split(' ').skip(2).collect();
+    args.extend(["--yes", "--backup-dir", &backups]);
+    stack(&args)
+}
+
+/// Binds the `limited` user to a Role with these rules in `namespace`.
+pub fn grant_limited(namespace: &str, role: &str, rules: &str) {
+    apply(&format!(
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: {role}, namespace: {namespace}}}
+rules: {rules}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: limited-{role}, namespace: {namespace}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {role}}}
+subjects: [{{kind: User, name: limited, apiGroup: rbac.authorization.k8s.io}}]
+"#
+    ));
+}
+
 /// `kubectl apply -n NAMESPACE --prune --applyset=PARENT -f -` of the given YAML (a real
 /// ApplySet, made by kubectl itself); panics when it fails.
 pub fn apply_applyset(namespace: &str, parent: &str, yaml: &str) {
