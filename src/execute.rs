@@ -256,6 +256,10 @@ pub async fn execute(
             return Outcome::Interrupted { wave: number };
         }
         if options.server_dry_run {
+            // A real run would stop here: the dry run must not show what comes after.
+            if failed {
+                return Outcome::DeleteFailed { wave: number };
+            }
             continue;
         }
         let waited = wait_gone(client, number, pending, options.wave_timeout, cancel.clone(), observer).await;
@@ -323,12 +327,39 @@ pub async fn delete_one(client: &Client, target: &Target, options: &ExecOptions)
         Ok(_) if options.server_dry_run => Ok(Change::WouldDelete),
         Ok(_) => Ok(Change::Deleted),
         Err(err) => match api_status(&err) {
-            // NotFound after an earlier attempt whose answer was lost: that attempt deleted it.
-            Some(404) if attempts.load(std::sync::atomic::Ordering::Relaxed) > 1 => Ok(Change::Deleted),
-            Some(404) => Ok(Change::AlreadyGone),
-            Some(409) => Ok(Change::Replaced),
+            Some(status @ (404 | 409)) => {
+                let retried = attempts.load(std::sync::atomic::Ordering::Relaxed) > 1;
+                let found = with_retries("get", || api.get_metadata_opt(&target.id.name)).await;
+                let found = found.map(|meta| meta.map(|m| m.metadata)).map_err(|e| root_cause(&e));
+                judge_refusal(status, retried, &target.uid, found, &root_cause(&err))
+            }
             _ => Err(root_cause(&err)),
         },
+    }
+}
+
+/// What a DELETE answered with NotFound or Conflict did, judged by what the name holds now: an
+/// admission webhook may refuse a DELETE with either code, so neither alone proves the planned
+/// object is gone or replaced.
+fn judge_refusal(
+    status: u16,
+    retried: bool,
+    planned_uid: &str,
+    found: Result<Option<ObjectMeta>, String>,
+    answer: &str,
+) -> Result<Change, String> {
+    match found {
+        Err(read) => Err(format!(
+            "the DELETE was answered {status} ({answer}) and the object could not be read again ({read})"
+        )),
+        // NotFound after an earlier attempt whose answer was lost: that attempt deleted it.
+        Ok(None) if retried => Ok(Change::Deleted),
+        Ok(None) => Ok(Change::AlreadyGone),
+        Ok(Some(meta)) if meta.uid.as_deref() != Some(planned_uid) => Ok(Change::Replaced),
+        Ok(Some(meta)) if meta.deletion_timestamp.is_some() => Ok(Change::AlreadyTerminating),
+        Ok(Some(_)) => Err(format!(
+            "the DELETE was answered {status} ({answer}), but the planned object is still there with its UID"
+        )),
     }
 }
 
@@ -493,5 +524,49 @@ async fn watch_group(client: Client, targets: Vec<Target>, sightings: mpsc::Send
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(uid: &str, terminating: bool) -> ObjectMeta {
+        ObjectMeta {
+            uid: Some(uid.to_string()),
+            deletion_timestamp: terminating.then_some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn a_refused_delete_of_the_planned_object_is_a_failure() {
+        for status in [404, 409] {
+            let judged = judge_refusal(status, false, "u1", Ok(Some(meta("u1", false))), "denied");
+            assert!(judged.is_err(), "{status}: {judged:?}");
+        }
+    }
+
+    #[test]
+    fn a_conflict_over_another_uid_is_a_replacement() {
+        let judged = judge_refusal(409, false, "u1", Ok(Some(meta("u2", false))), "precondition");
+        assert_eq!(judged, Ok(Change::Replaced));
+    }
+
+    #[test]
+    fn not_found_is_gone_and_deleted_when_an_earlier_answer_was_lost() {
+        assert_eq!(judge_refusal(404, false, "u1", Ok(None), "nf"), Ok(Change::AlreadyGone));
+        assert_eq!(judge_refusal(404, true, "u1", Ok(None), "nf"), Ok(Change::Deleted));
+    }
+
+    #[test]
+    fn the_planned_object_terminating_is_waited_for() {
+        let judged = judge_refusal(409, false, "u1", Ok(Some(meta("u1", true))), "c");
+        assert_eq!(judged, Ok(Change::AlreadyTerminating));
+    }
+
+    #[test]
+    fn an_unreadable_name_is_a_failure() {
+        assert!(judge_refusal(404, false, "u1", Err("timeout".into()), "nf").is_err());
     }
 }

@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::identity::ObjectId;
-use crate::trackers::{marks, MarkValue, Preset};
+use crate::trackers::{marks, Mark, MarkValue, Preset};
 
 /// kpt / cli-utils explicit dependency annotation.
 pub const KPT_DEPENDS_ON: &str = "config.kubernetes.io/depends-on";
@@ -202,6 +202,10 @@ pub struct Graph {
     pub inferred: Vec<Edge>,
     /// Memberships (with `--members`).
     pub members: Vec<Membership>,
+    /// Tracking objects whose controller leaves their members behind when they are deleted
+    /// (see [`orphans_members`]), with why.
+    #[serde(skip)]
+    pub orphaning: HashMap<usize, String>,
     #[serde(skip)]
     index: HashMap<ObjectId, usize>,
 }
@@ -321,6 +325,11 @@ pub fn build(inputs: &[NodeInput], options: &BuildOptions) -> Graph {
     graph.edges.extend(kapp_edges(inputs));
     if options.members {
         graph.members = memberships(inputs);
+        graph.orphaning = inputs
+            .iter()
+            .enumerate()
+            .filter_map(|(index, input)| orphans_members(input).map(|why| (index, why)))
+            .collect();
     }
     graph.edges.sort_by_key(|e| (e.from, e.to, e.kind));
     graph.edges.dedup();
@@ -595,6 +604,33 @@ pub(crate) fn object_meta(input: &NodeInput) -> kube::core::ObjectMeta {
     }
 }
 
+/// A mark with the full identity of the stack it names, as [`owner_mark`] keys tracking objects.
+/// Argo CD records an Application outside its control-plane namespace (apps in any namespace) as
+/// `<namespace>_<name>`, and one in the control-plane namespace by its name alone (argo-cd
+/// `util/argo/argo.go` `AppInstanceName`, v3; `_` occurs in neither a namespace nor a name): the
+/// first names the Application in that namespace, the second names one by name only, as the
+/// control-plane namespace is not known here. Other marks are unchanged.
+pub fn full_mark(mark: Mark) -> Mark {
+    if mark.preset != Preset::ArgoCd || mark.value.namespace.is_some() {
+        return mark;
+    }
+    match mark.value.name.split_once('_') {
+        Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() => Mark {
+            preset: mark.preset,
+            value: MarkValue {
+                name: name.to_string(),
+                namespace: Some(namespace.to_string()),
+            },
+        },
+        _ => mark,
+    }
+}
+
+/// Every tracker's mark on an object, each with its stack's full identity ([`full_mark`]).
+pub fn full_marks(meta: &kube::core::ObjectMeta) -> Vec<Mark> {
+    marks(meta).into_iter().map(full_mark).collect()
+}
+
 /// The tracker identity an object stands for when it is a tracking object itself.
 pub fn owner_mark(input: &NodeInput) -> Option<(Preset, MarkValue)> {
     let named = |preset| {
@@ -609,13 +645,8 @@ pub fn owner_mark(input: &NodeInput) -> Option<(Preset, MarkValue)> {
     match (input.id.group.as_str(), input.id.kind.as_str()) {
         ("kustomize.toolkit.fluxcd.io", "Kustomization") => named(Preset::Flux),
         ("helm.toolkit.fluxcd.io", "HelmRelease") => named(Preset::FluxHelm),
-        ("argoproj.io", "Application") => Some((
-            Preset::ArgoCd,
-            MarkValue {
-                name: input.id.name.clone(),
-                namespace: None,
-            },
-        )),
+        // Its full identity (apps in any namespace): see [`full_mark`].
+        ("argoproj.io", "Application") => named(Preset::ArgoCd),
         _ => {
             let id_label = |key: &str| {
                 input.labels.get(key).map(|id| MarkValue {
@@ -630,6 +661,39 @@ pub fn owner_mark(input: &NodeInput) -> Option<(Preset, MarkValue)> {
     }
 }
 
+/// Why a tracking object's controller would leave its members behind when it is deleted, read
+/// from its whole object (`body`). A Flux Kustomization deletes its inventory on deletion only
+/// when its deletion policy says so: `MirrorPrune` (the default, `spec.deletionPolicy` unset)
+/// follows `spec.prune`; `Delete` and `WaitForTermination` delete; `Orphan` (and any other
+/// value) leaves them (fluxcd/kustomize-controller `internal/controller/kustomization_controller.go`
+/// `finalizerShouldDeleteResources`, v1.x, API `kustomize.toolkit.fluxcd.io/v1`). A HelmRelease
+/// has no such field: helm-controller uninstalls its release on deletion unless it is suspended
+/// (`reconcileDelete`), which prune lifts; `spec.uninstall.keepHistory` keeps only the release
+/// history, and `helm.sh/resource-policy: keep` is a keep marker on the object itself.
+pub fn orphans_members(input: &NodeInput) -> Option<String> {
+    if (input.id.group.as_str(), input.id.kind.as_str()) != ("kustomize.toolkit.fluxcd.io", "Kustomization") {
+        return None;
+    }
+    let spec = input.body.as_ref()?.get("spec")?;
+    let policy = spec
+        .get("deletionPolicy")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty())
+        .unwrap_or("MirrorPrune");
+    // `spec.prune` is required by Flux's own CRD schema; a Kustomization without it (a CRD with
+    // no schema) states nothing, and its members go as before.
+    let prune = spec.get("prune").and_then(Value::as_bool);
+    match policy {
+        "MirrorPrune" if prune != Some(false) => None,
+        "MirrorPrune" => Some(format!("Flux would orphan it: {} has spec.prune=false", input.id)),
+        "Delete" | "WaitForTermination" => None,
+        other => Some(format!(
+            "Flux would orphan it: {} has spec.deletionPolicy={other}",
+            input.id
+        )),
+    }
+}
+
 /// Keeps the candidates that are tracking objects themselves or tracked by one of `owners` or of
 /// the candidates: the objects `--members` hangs under something.
 pub fn tracked_by_any(owners: &[NodeInput], candidates: Vec<NodeInput>) -> Vec<NodeInput> {
@@ -639,7 +703,7 @@ pub fn tracked_by_any(owners: &[NodeInput], candidates: Vec<NodeInput>) -> Vec<N
         .into_iter()
         .filter(|input| {
             owner_mark(input).is_some()
-                || marks(&object_meta(input)).into_iter().any(|m| {
+                || full_marks(&object_meta(input)).into_iter().any(|m| {
                     keys.contains(&(m.preset, m.value.clone()))
                         || (m.value.namespace.is_none() && names.contains(&(m.preset, m.value.name.clone())))
                 })
@@ -655,7 +719,7 @@ fn memberships(inputs: &[NodeInput]) -> Vec<Membership> {
         .collect();
     let mut found = Vec::new();
     for (member, input) in inputs.iter().enumerate() {
-        for mark in marks(&object_meta(input)) {
+        for mark in full_marks(&object_meta(input)) {
             let exact = owners.get(&(mark.preset, mark.value.clone()));
             // A mark that records no namespace (kpt, ApplySet, Argo CD) names its owner by name
             // alone; when owners of that name live in several namespaces it is ambiguous and
@@ -876,6 +940,46 @@ mod tests {
             .map(|(key, _, _)| key)
             .collect();
         assert_eq!(found, vec![KPT_DEPENDS_ON.to_string(), format!("{KAPP_CHANGE_RULE}.2")]);
+    }
+
+    #[test]
+    fn argo_cd_applications_of_one_name_in_two_namespaces_keep_their_own_members() {
+        let app = |ns: &str| node("argoproj.io", "Application", Some(ns), "shop");
+        let member = |name: &str, instance: &str| {
+            let mut input = node("", "ConfigMap", Some("web"), name);
+            input.annotations.insert(
+                "argocd.argoproj.io/tracking-id".into(),
+                format!("{instance}:/ConfigMap:web/{name}"),
+            );
+            input
+        };
+        let inputs = vec![
+            app("team-a"),
+            app("team-b"),
+            member("of-a", "team-a_shop"),
+            member("of-b", "team-b_shop"),
+            member("name-only", "shop"),
+            node("argoproj.io", "Application", Some("argocd"), "solo"),
+            member("of-solo", "solo"),
+        ];
+        let graph = build(
+            &inputs,
+            &BuildOptions {
+                members: true,
+                ..Default::default()
+            },
+        );
+        let mut found: Vec<(usize, usize)> = graph.members.iter().map(|m| (m.owner, m.member)).collect();
+        found.sort();
+        // `shop` alone could be either Application: it hangs under neither.
+        assert_eq!(found, vec![(0, 2), (1, 3), (5, 6)]);
+        let team_a = owner_mark(&inputs[0]).unwrap();
+        assert_eq!(team_a.1.namespace.as_deref(), Some("team-a"));
+        let mark = full_marks(&object_meta(&inputs[2])).remove(0);
+        assert_eq!(
+            (mark.value.name.as_str(), mark.value.namespace.as_deref()),
+            ("shop", Some("team-a"))
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::identity::ObjectId;
 use crate::manifest::parse_text;
 use crate::retry::with_retries;
 use crate::session::Session;
-use crate::trackers::{applyset_id, MarkValue, Preset, Tracker};
+use crate::trackers::{applyset_id, MarkValue, Preset, Tracker, FLUX_KUSTOMIZATION};
 
 /// `--inventory PRESET=REF`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -223,7 +223,8 @@ impl FluxStack {
 /// cannot be read (forbidden, the server failing): guessing its inventory or target namespace
 /// could make what Flux keeps look like orphans.
 pub async fn read_flux(session: &Session, name: &str, namespace: &str) -> Result<Option<FluxStack>, UserError> {
-    let Some(kind) = session.catalog.get(FLUX_KS_GROUP, "Kustomization") else {
+    let (group, kind) = FLUX_KUSTOMIZATION;
+    let Some(kind) = session.catalog.get(group, kind) else {
         return Ok(None);
     };
     let api = crate::collect::api_for(&session.connection.client, kind, Some(namespace));
@@ -249,9 +250,6 @@ pub async fn read_flux(session: &Session, name: &str, namespace: &str) -> Result
         target_namespace,
     }))
 }
-
-/// The API group of Flux Kustomizations.
-const FLUX_KS_GROUP: &str = "kustomize.toolkit.fluxcd.io";
 
 /// Flux v2 (fluxcd/kustomize-controller `internal/controller/kustomization_controller.go`:
 /// `staleObjects := inventory.Diff(oldInventory, newInventory)`, then `prune`): the objects

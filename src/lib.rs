@@ -15,6 +15,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bystanders;
 pub mod cascade;
 pub mod classify;
 pub mod cli;

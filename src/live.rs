@@ -147,6 +147,7 @@ pub async fn graph_of_with(
     for (object, body) in flux {
         let mut input = input_from_listed(&object);
         input.depends_on = NodeInput::flux_depends_on(&input.id, &body);
+        input.body = Some(body); // its deletion policy: see `graph::orphans_members`
         objects.insert(object.id(), object);
         inputs.push(input);
     }

@@ -29,6 +29,9 @@ pub struct OrphanReport {
     pub collection: Collection,
     /// Kinds that could not be checked (`Kind.group`), with why.
     pub unchecked: Vec<String>,
+    /// A digest of what the orphans were judged against (see [`DesiredDigest`]): a saved plan
+    /// records it, and `--plan` refuses to run it against another desired set.
+    pub desired_digest: String,
 }
 
 impl OrphanReport {
@@ -75,28 +78,8 @@ pub async fn find(
         tracker.default_namespace(&session.connection.namespace);
     }
     refuse_checksum(desired_args)?;
-    let mut stack = StackRecord::default();
-    if let Some(reference) = &desired_args.inventory {
-        let loaded = inventory::load(&InventoryRef::parse(reference)?, session).await?;
-        if selection.tracker.is_none() && selection.user_selector.is_none() {
-            selection.tracker = Some(loaded.tracker);
-        }
-        stack = StackRecord {
-            recorded: Some(loaded.recorded),
-            target_namespace: loaded.target_namespace,
-        };
-    }
-    if manifests.is_none() && stack.recorded.is_none() {
-        return Err(UserError::usage(
-            "say what is desired: -f PATH, -k DIR or --inventory PRESET=REF",
-        ));
-    }
-    if selection.tracker.is_none() && selection.user_selector.is_none() {
-        return Err(
-            UserError::usage("say which stack: -l SELECTOR or --tracker PRESET[=VALUE]")
-                .hint("without one, every stack's objects would be compared with this one desired set"),
-        );
-    }
+    let mut stack = named_record(desired_args, &mut selection, session).await?;
+    refuse_unnamed(manifests.is_some(), &stack, &selection)?;
     // Before an ApplySet parent's name becomes its id: the record is read from the parent.
     if stack.recorded.is_none() && manifests.is_some() {
         stack = tracker_record(&selection, session).await?;
@@ -135,9 +118,10 @@ pub async fn find(
             unchecked.join(", ")
         );
     }
+    let mut digest = DesiredDigest::of(&desired);
     let mut classified = match manifests.as_deref() {
         Some(manifests) if judged_by_labels(&desired) => {
-            classify_by_flux_stack(&collection.objects, &desired, manifests, session).await
+            classify_by_flux_stack(&collection.objects, &desired, manifests, session, &mut digest).await
         }
         _ => classify(&collection.objects, &desired),
     };
@@ -146,7 +130,43 @@ pub async fn find(
         classified,
         collection,
         unchecked,
+        desired_digest: digest.finish(),
     })
+}
+
+/// The record `--inventory` names; its stack is the selection when `-l`/`--tracker` name none.
+async fn named_record(
+    desired_args: &DesiredArgs,
+    selection: &mut Selection,
+    session: &Session,
+) -> Result<StackRecord, UserError> {
+    let Some(reference) = &desired_args.inventory else {
+        return Ok(StackRecord::default());
+    };
+    let loaded = inventory::load(&InventoryRef::parse(reference)?, session).await?;
+    if selection.tracker.is_none() && selection.user_selector.is_none() {
+        selection.tracker = Some(loaded.tracker);
+    }
+    Ok(StackRecord {
+        recorded: Some(loaded.recorded),
+        target_namespace: loaded.target_namespace,
+    })
+}
+
+/// Usage errors: nothing desired, or no stack named.
+fn refuse_unnamed(has_manifests: bool, stack: &StackRecord, selection: &Selection) -> Result<(), UserError> {
+    if !has_manifests && stack.recorded.is_none() {
+        return Err(UserError::usage(
+            "say what is desired: -f PATH, -k DIR or --inventory PRESET=REF",
+        ));
+    }
+    if selection.tracker.is_none() && selection.user_selector.is_none() {
+        return Err(
+            UserError::usage("say which stack: -l SELECTOR or --tracker PRESET[=VALUE]")
+                .hint("without one, every stack's objects would be compared with this one desired set"),
+        );
+    }
+    Ok(())
 }
 
 /// The record of the stack `--tracker` names (Flux inventory, Helm release, kpt inventory), read
@@ -220,6 +240,7 @@ async fn classify_by_flux_stack(
     base: &Desired,
     manifests: &[Manifest],
     session: &Session,
+    digest: &mut DesiredDigest,
 ) -> Vec<Classified> {
     let mut stacks: HashMap<(String, String), StackJudgement> = HashMap::new();
     let mut classified = Vec::with_capacity(objects.len());
@@ -230,6 +251,9 @@ async fn classify_by_flux_stack(
         };
         if !stacks.contains_key(&key) {
             let judgement = flux_stack_judgement(&key.0, &key.1, base, manifests, session).await;
+            if let Ok(desired) = &judgement {
+                digest.add(desired);
+            }
             stacks.insert(key.clone(), judgement);
         }
         classified.push(match stacks.get(&key) {
@@ -279,6 +303,47 @@ async fn flux_stack_judgement(
         recorded,
         tracker: base.tracker.clone(),
     })
+}
+
+/// What the orphans were judged against, as one sha256: every resolved desired identity and
+/// the name of every record used. Two runs with the same digest compared the cluster with the
+/// same desired set (in the same namespaces); a saved orphan plan keeps it so that `--plan`
+/// runs only against the desired set that was reviewed.
+#[derive(Debug, Default)]
+pub struct DesiredDigest {
+    lines: std::collections::BTreeSet<String>,
+}
+
+impl DesiredDigest {
+    /// The digest of one desired set and record.
+    pub fn of(desired: &Desired) -> Self {
+        let mut digest = Self::default();
+        digest.add(desired);
+        digest
+    }
+
+    /// Adds a desired set and record (another stack's, under `-l`).
+    pub fn add(&mut self, desired: &Desired) {
+        if let Some(set) = &desired.manifests {
+            self.lines.extend(set.ids.iter().map(|id| format!("desired {id}")));
+            self.lines
+                .extend(set.unresolved.iter().map(|u| format!("unresolved {u}")));
+        }
+        if let Some(recorded) = &desired.recorded {
+            self.lines.insert(format!("record {}", recorded.name()));
+        }
+    }
+
+    /// The sha256, as hex.
+    pub fn finish(self) -> String {
+        use sha2::Digest;
+        let mut hasher = sha2::Sha256::new();
+        for line in &self.lines {
+            hasher.update(line.as_bytes());
+            hasher.update(b"\n");
+        }
+        hasher.finalize().iter().map(|byte| format!("{byte:02x}")).collect()
+    }
 }
 
 /// An object whose stack cannot be read: never an orphan (its tool's verdict is unknown).
@@ -478,6 +543,28 @@ mod tests {
             ..Default::default()
         };
         assert!(!judged_by_labels(&named), "--tracker flux=NAME.NS reads its own record");
+    }
+
+    #[test]
+    fn the_desired_digest_changes_with_any_desired_identity_and_only_then() {
+        let set = |names: &[&str]| Desired {
+            manifests: Some(DesiredSet::from_ids(
+                names
+                    .iter()
+                    .map(|n| crate::identity::ObjectId::new("", "ConfigMap", Some("web"), n)),
+                Origin::Manifests,
+            )),
+            ..Default::default()
+        };
+        let digest = |desired: &Desired| DesiredDigest::of(desired).finish();
+        assert_eq!(
+            digest(&set(&["a", "b"])),
+            digest(&set(&["b", "a"])),
+            "order does not matter"
+        );
+        assert_ne!(digest(&set(&["a", "b"])), digest(&set(&["a", "b", "c"])));
+        assert_ne!(digest(&set(&["a"])), digest(&set(&["b"])));
+        assert_eq!(digest(&set(&[])).len(), 64);
     }
 
     #[test]

@@ -18,11 +18,12 @@ use serde::Serialize;
 
 use crate::collect::{api_for, Listed};
 use crate::discovery::KindInfo;
+use crate::graph::full_marks;
 use crate::identity::ObjectId;
 use crate::retry::with_retries;
 use crate::safeguards::TornDown;
 use crate::teardown::tracker_key;
-use crate::trackers::{marks, Mark, Preset, FLUX_KINDS};
+use crate::trackers::{Mark, Preset, FLUX_KINDS};
 
 /// A live reconciler outside the plan that applies a planned object or another such parent.
 #[derive(Debug, Clone, Serialize)]
@@ -86,7 +87,7 @@ pub fn find_parents<'a>(
         .map(|o| (o, true))
         .collect();
     while let Some((child, child_planned)) = queue.pop() {
-        for mark in marks(&child.meta) {
+        for mark in full_marks(&child.meta) {
             if !reconciles(&mark) || torn_down.covers(&mark) {
                 continue;
             }
@@ -131,7 +132,7 @@ pub fn recreating_parent<'a>(
             trackers.entry((preset, value.name)).or_default().push(object);
         }
     }
-    marks(meta).into_iter().filter(reconciles).find_map(|mark| {
+    full_marks(meta).into_iter().filter(reconciles).find_map(|mark| {
         let parent = parent_of(&mark, &trackers).filter(|p| !p.is_terminating())?;
         Some((parent.id(), mark.to_string()))
     })

@@ -29,6 +29,9 @@ pub struct Request {
     pub namespace: String,
     /// The selector (`-l`), if any.
     pub selector: Option<String>,
+    /// For an orphan prune, the digest of the desired set the orphans were judged against
+    /// ([`crate::orphans::DesiredDigest`]): `--plan` runs only against the same one.
+    pub desired: Option<String>,
 }
 
 /// Where a plan runs.
@@ -62,7 +65,7 @@ pub fn to_json(plan: &PrunePlan, place: &Place, request: &Request) -> Value {
         "kind": KIND,
         "context": place.context,
         "server": place.server,
-        "request": {"targets": request.targets, "namespace": request.namespace, "selector": request.selector},
+        "request": {"targets": request.targets, "namespace": request.namespace, "selector": request.selector, "desired": request.desired},
         "objects": waves,
         "kept": kept,
         "cascades": plan.cascades,
@@ -163,6 +166,10 @@ pub fn parse(document: &Value) -> Result<Saved, String> {
             .pointer("/request/selector")
             .and_then(Value::as_str)
             .map(str::to_string),
+        desired: document
+            .pointer("/request/desired")
+            .and_then(Value::as_str)
+            .map(str::to_string),
     };
     Ok(Saved {
         server: text(document, "/server"),
@@ -181,6 +188,23 @@ pub fn read(path: &Path) -> Result<Saved, UserError> {
     let document: Value = serde_json::from_str(&content)
         .map_err(|err| UserError::usage(format!("{} is not JSON: {err}", path.display())))?;
     parse(&document).map_err(|why| UserError::usage(format!("{}: {why}", path.display())))
+}
+
+/// Refuses (exit 4) to run a saved orphan plan against another desired set than the one it was
+/// made from (`-f`/`-k`/`--inventory` given again, resolved again): the plan that runs must be
+/// the plan that was reviewed, for the reasons that were reviewed. `now` is the digest of the
+/// desired set given now (`None` for a teardown).
+pub fn refuse_other_desired(saved: &Saved, now: Option<&str>) -> Result<(), UserError> {
+    let why = match (saved.request.desired.as_deref(), now) {
+        (Some(then), Some(now)) if then == now => return Ok(()),
+        (None, None) => return Ok(()),
+        (Some(_), Some(_)) => "the desired set given now (-f/-k/--inventory, resolved in the cluster) differs from the one the plan was made from",
+        (Some(_), None) => "the plan was made from a desired set (-f/-k/--inventory), and none is given now",
+        (None, Some(_)) => "the plan records no desired set to compare with the one given now",
+    };
+    eprintln!("changed: {why}");
+    Err(UserError::refused(format!("{why}: nothing was deleted"))
+        .hint("give the same -f/-k/--inventory flags as for --plan-out, or save a new plan with --plan-out"))
 }
 
 /// What differs between a saved plan and the plan made now on `server`; empty when the saved
@@ -276,6 +300,7 @@ mod tests {
             targets: vec!["kustomization/s".into()],
             namespace: "flux-system".into(),
             selector: None,
+            desired: None,
         };
         let saved = parse(&to_json(&plan, &place, &request)).unwrap();
         assert_eq!(saved.request, request);
@@ -300,5 +325,27 @@ mod tests {
         let found = changes(&saved, &grown, "https://k:6443");
         assert_eq!(found, vec!["ConfigMap/shop/c is new in the plan (member)".to_string()]);
         assert!(parse(&json!({"kind": "Other"})).is_err());
+    }
+
+    #[test]
+    fn an_orphan_plan_runs_only_against_the_desired_set_it_was_made_from() {
+        let request = Request {
+            desired: Some("d1".into()),
+            ..Default::default()
+        };
+        let place = Place {
+            context: "ci",
+            server: "https://k:6443",
+        };
+        let saved = parse(&to_json(&PrunePlan::default(), &place, &request)).unwrap();
+        assert_eq!(saved.request.desired.as_deref(), Some("d1"));
+        assert!(refuse_other_desired(&saved, Some("d1")).is_ok());
+        let other = refuse_other_desired(&saved, Some("d2")).unwrap_err();
+        assert_eq!(other.code, crate::error::exit::REFUSED);
+        assert!(other.message.contains("differs"), "{}", other.message);
+        assert!(refuse_other_desired(&saved, None).is_err());
+        let teardown = parse(&to_json(&PrunePlan::default(), &place, &Request::default())).unwrap();
+        assert!(refuse_other_desired(&teardown, None).is_ok());
+        assert!(refuse_other_desired(&teardown, Some("d1")).is_err());
     }
 }

@@ -21,7 +21,7 @@ use crate::collect::{collect_kinds, ListOptions, ListScope, Listed};
 use crate::discovery::{Catalog, KindInfo};
 use crate::execute::{CheckedWave, Target, WaveGuard};
 use crate::identity::ObjectId;
-use crate::safeguards::{keep_marked, tracked_elsewhere, TornDown};
+use crate::safeguards::{controlled, keep_marked, tracked_elsewhere, TornDown};
 use crate::suspend::Suspensions;
 use crate::teardown::{tracker_key, PrunePlan};
 use crate::trackers::Selection;
@@ -101,9 +101,18 @@ impl Recheck {
                 None => candidates.push(target),
             }
         }
+        // A kind installed since the plan (a CRD) can hold a new dependent or a newcomer in a
+        // planned Namespace: what is listed again is what the server serves now.
+        let undiscovered = self.refresh_catalog().await.err();
         let current = self.reread(&candidates).await;
         let mut passed = Vec::new();
         for target in candidates {
+            if let Some(why) = &undiscovered {
+                checked
+                    .dropped
+                    .push((target, format!("could not be re-checked: {why}")));
+                continue;
+            }
             let now = current
                 .get(&(
                     target.kind.group.clone(),
@@ -236,6 +245,12 @@ impl Recheck {
         if let Some(marker) = keep_marked(&object.meta) {
             return Some(format!("{marker} was added since the plan"));
         }
+        // The planner never plans what a controller made (it is left to its controller).
+        if let Some(owner) = controlled(&object.meta) {
+            return Some(format!(
+                "its controller {owner} was set since the plan: it is left to it"
+            ));
+        }
         if tracker_key(object).is_none() {
             let now = crate::trackers::marks(&object.meta);
             let was_tracked = target.tracked_by != "<none>"; // `--untracked` plans untracked objects
@@ -316,8 +331,91 @@ impl Recheck {
     }
 }
 
+impl Recheck {
+    /// Discovers the served kinds again (see [`refreshed`]).
+    async fn refresh_catalog(&mut self) -> Result<(), String> {
+        let fresh = crate::discovery::discover(&self.client).await.map_err(|e| {
+            format!(
+                "the kinds the server serves could not be read again ({})",
+                crate::error::root_cause(&e)
+            )
+        })?;
+        self.catalog = Arc::new(refreshed(&self.catalog, fresh));
+        Ok(())
+    }
+}
+
+/// The catalog to re-check with: the kinds served now; a kind of a group version that could not be
+/// discovered again stays from the earlier catalog, so that it is still listed (and a failed list
+/// drops what it could hold) rather than silently skipped.
+fn refreshed(earlier: &Catalog, fresh: Catalog) -> Catalog {
+    if fresh.failures.is_empty() {
+        return fresh;
+    }
+    let failed: HashSet<&str> = fresh.failures.iter().map(|f| f.group_version.as_str()).collect();
+    let mut kinds: Vec<KindInfo> = fresh.kinds().iter().map(|k| (**k).clone()).collect();
+    for kind in earlier.kinds() {
+        if failed.contains(kind.api_version().as_str()) && fresh.get(&kind.group, &kind.kind).is_none() {
+            kinds.push((**kind).clone());
+        }
+    }
+    Catalog::new(kinds, fresh.failures.clone(), fresh.source)
+}
+
 impl WaveGuard for Recheck {
     fn before_wave(&mut self, _wave: usize, targets: Vec<Target>) -> BoxFuture<'_, CheckedWave> {
         Box::pin(self.check(targets))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discovery::{DiscoveryFailure, DiscoverySource};
+    use crate::fixtures::kind;
+
+    fn catalog(kinds: Vec<KindInfo>, failed: &[&str]) -> Catalog {
+        let failures = failed
+            .iter()
+            .map(|gv| DiscoveryFailure {
+                group_version: gv.to_string(),
+                message: "503".to_string(),
+            })
+            .collect();
+        Catalog::new(kinds, failures, DiscoverySource::PerGroup)
+    }
+
+    fn names(catalog: &Catalog) -> Vec<String> {
+        catalog.kinds().iter().map(|k| k.kind_with_group()).collect()
+    }
+
+    #[test]
+    fn a_kind_installed_since_the_plan_is_re_checked() {
+        let earlier = catalog(vec![kind("", "ConfigMap", true)], &[]);
+        let fresh = catalog(
+            vec![kind("", "ConfigMap", true), kind("f4.example.com", "Widget", true)],
+            &[],
+        );
+        let names = names(&refreshed(&earlier, fresh));
+        assert!(names.contains(&"Widget.f4.example.com".to_string()), "{names:?}");
+    }
+
+    #[test]
+    fn a_kind_whose_group_could_not_be_discovered_again_stays() {
+        let widget = kind("f4.example.com", "Widget", true);
+        let gv = widget.api_version();
+        let earlier = catalog(vec![kind("", "ConfigMap", true), widget], &[]);
+        let fresh = catalog(vec![kind("", "ConfigMap", true)], &[&gv]);
+        assert_eq!(names(&refreshed(&earlier, fresh)).len(), 2);
+    }
+
+    #[test]
+    fn a_kind_gone_from_the_server_is_not_listed_again() {
+        let earlier = catalog(
+            vec![kind("", "ConfigMap", true), kind("gone.example.com", "Old", true)],
+            &[],
+        );
+        let fresh = catalog(vec![kind("", "ConfigMap", true)], &[]);
+        assert_eq!(names(&refreshed(&earlier, fresh)), ["ConfigMap"]);
     }
 }

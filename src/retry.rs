@@ -3,7 +3,8 @@
 //! 429 (waiting as long as the server's `retryAfterSeconds` asks), 5xx, connection resets and
 //! timeouts are retried until the request succeeds, fails for good, or its time budget is spent:
 //! an API server that restarts (down 5-30 s) is ridden out, a handful of quick tries would not be.
-//! The budget is [`DEFAULT_BUDGET`]; `prune` raises it to its wave `--timeout` ([`set_budget`]).
+//! The budget is [`DEFAULT_BUDGET`] (or `KUBECTL_STACK_RETRY_BUDGET`, [`BUDGET_ENV`]); `prune`
+//! raises it to its wave `--timeout` ([`set_budget`]).
 //! Delays double from 200 ms up to 5 s, each drawn at random between half and all of that, so
 //! many clients (or many concurrent deletes) do not hammer a recovering server in step.
 //! kube's own retry layer is switched off (see `client`): it would retry a 503 fifteen times
@@ -13,6 +14,7 @@
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -24,17 +26,41 @@ const MAX_DELAY: Duration = Duration::from_secs(5);
 /// The longest wait a server's `retryAfterSeconds` may ask for.
 const MAX_SERVER_DELAY: Duration = Duration::from_secs(60);
 
-static BUDGET_MILLIS: AtomicU64 = AtomicU64::new(45_000);
+/// The environment variable that replaces [`DEFAULT_BUDGET`]: a duration as `--timeout` takes
+/// it (`10s`, `2m`). For users whose API server restarts take longer, and for the tests, which
+/// prove that a budget is spent and given up without waiting 45 s.
+pub const BUDGET_ENV: &str = "KUBECTL_STACK_RETRY_BUDGET";
+
+/// The budget [`set_budget`] set, in milliseconds; `u64::MAX` while it set none.
+static BUDGET_MILLIS: AtomicU64 = AtomicU64::new(u64::MAX);
 
 /// Sets how long transient failures of one request are retried, for the rest of the process.
 pub fn set_budget(budget: Duration) {
     let millis = u64::try_from(budget.as_millis()).unwrap_or(u64::MAX);
-    BUDGET_MILLIS.store(millis, Ordering::Relaxed);
+    BUDGET_MILLIS.store(millis.min(u64::MAX - 1), Ordering::Relaxed);
 }
 
 /// How long transient failures of one request are retried.
 pub fn budget() -> Duration {
-    Duration::from_millis(BUDGET_MILLIS.load(Ordering::Relaxed))
+    match BUDGET_MILLIS.load(Ordering::Relaxed) {
+        u64::MAX => default_budget(),
+        millis => Duration::from_millis(millis),
+    }
+}
+
+/// [`DEFAULT_BUDGET`], or what [`BUDGET_ENV`] says (read once; a value that does not parse is
+/// warned about and ignored).
+fn default_budget() -> Duration {
+    static FROM_ENV: OnceLock<Duration> = OnceLock::new();
+    *FROM_ENV.get_or_init(|| {
+        let Ok(text) = std::env::var(BUDGET_ENV) else {
+            return DEFAULT_BUDGET;
+        };
+        crate::cli::parse_duration(&text).unwrap_or_else(|err| {
+            tracing::warn!("{BUDGET_ENV} ignored: {err}");
+            DEFAULT_BUDGET
+        })
+    })
 }
 
 /// True when the error is worth another try: the connection failed or timed out, or the

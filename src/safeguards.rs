@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use kube::core::ObjectMeta;
 
-use crate::graph::{Edge, EdgeKind, Graph};
+use crate::graph::{full_mark, full_marks, Edge, EdgeKind, Graph};
 use crate::identity::ObjectId;
-use crate::trackers::{keep_marker, marks, Mark, MarkValue, Preset};
+use crate::trackers::{keep_marker, Mark, MarkValue, Preset};
 
 /// The stacks a teardown tears down, by the mark their members carry.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -37,6 +37,7 @@ impl TornDown {
     /// Whether the stack this mark names is torn down. A mark that records no namespace (kpt,
     /// ApplySet, Argo CD) names its stack by name alone.
     pub fn covers(&self, mark: &Mark) -> bool {
+        let mark = full_mark(mark.clone());
         self.keys.iter().any(|(preset, value)| {
             *preset == mark.preset
                 && value.name == mark.value.name
@@ -54,7 +55,7 @@ pub fn keep_marked(meta: &ObjectMeta) -> Option<String> {
 /// Rule: a teardown deletes an object only when every stack that tracks it is torn down. The
 /// Helm release a Flux HelmRelease installs counts as that HelmRelease's.
 pub fn tracked_elsewhere(meta: &ObjectMeta, torn_down: &TornDown) -> Option<String> {
-    let found = marks(meta);
+    let found = full_marks(meta);
     // helm-controller names the release `<name>` or `<targetNamespace>-<name>` (fluxcd/helm-controller
     // `api/v2` `HelmRelease.GetReleaseName`): only that release counts as the HelmRelease's.
     let installed_by_covered = |helm: &Mark| {
@@ -95,8 +96,11 @@ impl Trackers {
 /// while stacks of that name live in several namespaces, is ambiguous: its object could belong to
 /// either, so it is never acted on.
 pub fn ambiguous_mark(meta: &ObjectMeta, trackers: &Trackers) -> Option<String> {
-    marks(meta).into_iter().find_map(|mark| {
-        let namespaced_preset = matches!(mark.preset, Preset::Flux | Preset::FluxHelm | Preset::Helm);
+    full_marks(meta).into_iter().find_map(|mark| {
+        let namespaced_preset = matches!(
+            mark.preset,
+            Preset::Flux | Preset::FluxHelm | Preset::Helm | Preset::ArgoCd
+        );
         if !namespaced_preset || mark.value.namespace.is_some() {
             return None;
         }
@@ -112,6 +116,18 @@ pub fn ambiguous_mark(meta: &ObjectMeta, trackers: &Trackers) -> Option<String> 
             )
         })
     })
+}
+
+/// Rule: a member of a stack torn down whose tracking object's controller would leave it behind
+/// when that tracking object is deleted (Flux `spec.prune: false`, `spec.deletionPolicy: Orphan`:
+/// see [`crate::graph::orphans_members`]) is kept, as that tool would keep it. `torn_down` tells
+/// whether a tracking object (a node) is torn down.
+pub fn orphaned_by_tracker(graph: &Graph, member: usize, torn_down: impl Fn(usize) -> bool) -> Option<String> {
+    graph
+        .members
+        .iter()
+        .filter(|m| m.member == member && torn_down(m.owner))
+        .find_map(|m| graph.orphaning.get(&m.owner).cloned())
 }
 
 /// Rule: an object a controller made (an ownerReference with `controller: true`) is left to its
@@ -275,6 +291,30 @@ mod tests {
             &[(HELM_RELEASE_NAME, "web-h"), ("meta.helm.sh/release-namespace", "web")],
         );
         assert!(tracked_elsewhere(&helm_only, &torn_down).is_some());
+    }
+
+    #[test]
+    fn an_argo_cd_application_is_torn_down_by_its_full_identity() {
+        let tracked = |instance: &str| {
+            meta(
+                &[],
+                &[(
+                    "argocd.argoproj.io/tracking-id",
+                    &format!("{instance}:/ConfigMap:web/x"),
+                )],
+            )
+        };
+        let torn_down = TornDown::new([key(Preset::ArgoCd, "shop", Some("team-a"))]);
+        assert_eq!(tracked_elsewhere(&tracked("team-a_shop"), &torn_down), None);
+        let other = tracked_elsewhere(&tracked("team-b_shop"), &torn_down).unwrap();
+        assert!(other.contains("argocd:team-b/shop"), "{other}");
+        let keys = [
+            key(Preset::ArgoCd, "shop", Some("team-a")),
+            key(Preset::ArgoCd, "shop", Some("team-b")),
+        ];
+        let trackers = Trackers::new(keys.iter());
+        assert!(ambiguous_mark(&tracked("shop"), &trackers).is_some());
+        assert_eq!(ambiguous_mark(&tracked("team-b_shop"), &trackers), None);
     }
 
     #[test]

@@ -9,14 +9,14 @@ use crate::collect::Listed;
 use crate::discovery::Catalog;
 use crate::error::{exit, UserError};
 use crate::execute::Target;
-use crate::graph::{owner_mark, EdgeKind, Graph, NodeInput, NodeStatus};
+use crate::graph::{full_marks, owner_mark, EdgeKind, Graph, NodeInput, NodeStatus};
 use crate::graph_output::cycle_path;
 use crate::identity::ObjectId;
 use crate::parents::find_parents;
 use crate::plan::plan_deletion;
 use crate::safeguards::{
-    ambiguous_mark, controlled, dies_with_plan, holds_staying, keep_marked, needed_by_staying, tracked_elsewhere,
-    TornDown, Trackers,
+    ambiguous_mark, controlled, dies_with_plan, holds_staying, keep_marked, needed_by_staying, orphaned_by_tracker,
+    tracked_elsewhere, TornDown, Trackers,
 };
 use crate::trackers::{marks, MarkValue, Preset};
 
@@ -159,6 +159,7 @@ pub fn plan(
     let all_keys: Vec<(Preset, MarkValue)> = snapshot.objects.values().filter_map(tracker_key).collect();
     let trackers = Trackers::new(all_keys.iter());
     let mut targets: BTreeMap<usize, String> = BTreeMap::new();
+    let chosen_nodes: HashSet<usize> = chosen.keys().copied().collect();
     for (index, why) in chosen {
         let Some(object) = object_of(index) else { continue };
         let id = graph.nodes[index].id.clone();
@@ -166,6 +167,7 @@ pub fn plan(
         if let Some(reason) = keep_marked(&object.meta)
             .or_else(|| ambiguous_mark(&object.meta, &trackers))
             .or_else(tool_keeps)
+            .or_else(|| orphaned_by_tracker(graph, index, |owner| chosen_nodes.contains(&owner)))
         {
             kept.push(Kept { id, reason });
         } else if let Some(owner) = controlled(&object.meta) {
@@ -363,21 +365,24 @@ fn parent_warnings(
     torn_down: &TornDown,
     parents: &[crate::parents::Parent],
 ) -> Vec<String> {
-    let found_argo = |name: &str| {
-        parents
-            .iter()
-            .any(|p| p.id.group == "argoproj.io" && p.id.kind == "Application" && p.id.name == name)
+    let found_argo = |mark: &crate::trackers::Mark| {
+        parents.iter().any(|p| {
+            p.id.group == "argoproj.io"
+                && p.id.kind == "Application"
+                && p.id.name == mark.value.name
+                && (mark.value.namespace.is_none() || p.id.namespace == mark.value.namespace)
+        })
     };
     targets
         .keys()
         .filter_map(|&index| {
             let object = snapshot.objects.get(&snapshot.graph.nodes[index].id)?;
             tracker_key(object)?;
-            let parent = marks(&object.meta).into_iter().find(|m| {
+            let parent = full_marks(&object.meta).into_iter().find(|m| {
                 !torn_down.covers(m)
                     && match m.preset {
                         Preset::Flux | Preset::FluxHelm => false,
-                        Preset::ArgoCd => !found_argo(&m.value.name),
+                        Preset::ArgoCd => !found_argo(m),
                         _ => true,
                     }
             })?;
@@ -403,7 +408,7 @@ fn ambiguous_members(
         .values()
         .filter(|o| !planned.contains(&o.id()))
         .filter(|o| {
-            marks(&o.meta)
+            full_marks(&o.meta)
                 .iter()
                 .any(|m| m.value.namespace.is_none() && torn_down.names(m.preset, &m.value.name))
         })
@@ -594,6 +599,38 @@ mod tests {
             plan.waves[1][0].why
         );
         assert!(plan.kept.is_empty());
+    }
+
+    #[test]
+    fn members_flux_would_orphan_are_kept_and_their_kustomization_goes() {
+        for (spec, why) in [
+            (serde_json::json!({"prune": false}), "spec.prune=false"),
+            (
+                serde_json::json!({"prune": true, "deletionPolicy": "Orphan"}),
+                "spec.deletionPolicy=Orphan",
+            ),
+        ] {
+            let mut world = World::new();
+            world.ks("keeper", &[]).body = Some(serde_json::json!({ "spec": spec }));
+            world.member("left", "keeper");
+            let plan = world.teardown(&["keeper"]);
+            assert_eq!(names(&plan), vec![vec!["keeper"]]);
+            assert_eq!(kept(&plan), vec!["left"]);
+            assert!(plan.kept[0].reason.contains("Flux would orphan it"), "{:?}", plan.kept);
+            assert!(plan.kept[0].reason.contains(why), "{:?}", plan.kept);
+        }
+        for spec in [
+            serde_json::json!({"prune": true}),
+            serde_json::json!({"prune": false, "deletionPolicy": "Delete"}),
+            serde_json::json!({"prune": false, "deletionPolicy": "WaitForTermination"}),
+            serde_json::json!({}),
+        ] {
+            let mut world = World::new();
+            world.ks("pruner", &[]).body = Some(serde_json::json!({ "spec": spec }));
+            world.member("gone", "pruner");
+            let plan = world.teardown(&["pruner"]);
+            assert_eq!(names(&plan), vec![vec!["gone"], vec!["pruner"]], "{spec}");
+        }
     }
 
     #[test]

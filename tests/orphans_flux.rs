@@ -250,6 +250,22 @@ metadata: {{name: never-recorded, namespace: {n}, labels: {marks}}}
         only_dropped,
         "the same verdict as --tracker"
     );
+    // A preset without a name names no stack: each object is judged by its own Kustomization.
+    let by_preset = stack(&[
+        "orphans",
+        "-n",
+        n,
+        "--tracker",
+        "flux",
+        "-l",
+        &selector,
+        "-f",
+        repo,
+        "-o",
+        "json",
+    ])
+    .expect_code(1);
+    assert_eq!(names(&by_preset, "orphans"), only_dropped, "{}", by_preset.stderr);
 
     // A user who may list ConfigMaps here but not read the Kustomization.
     grant_limited(
@@ -286,4 +302,85 @@ metadata: {{name: never-recorded, namespace: {n}, labels: {marks}}}
     )
     .expect_code(4);
     assert!(refused.stderr.contains("cannot be read"), "{}", refused.stderr);
+}
+
+/// F4, with kustomize as the oracle: kustomize-controller builds the Kustomization's path with
+/// `namespace: <targetNamespace>` in the kustomization it generates (fluxcd/pkg
+/// `kustomize/kustomize_generator.go`). `kubectl kustomize` of the same files with that
+/// kustomization renders what Flux applies; applied and recorded as Flux records it, the raw
+/// files given to `-f` with any `-n` make no orphan at all.
+#[test]
+fn what_kustomize_renders_with_the_target_namespace_is_exactly_the_desired_set() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("f4o-flux");
+    let target = Namespace::new("f4o-target");
+    let other = Namespace::new("f4o-other");
+    let (f, t, o) = (&flux.0, &target.0, &other.0);
+    let ks = unique("apps");
+    let role = unique("reader");
+    let objects = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: written, namespace: {o}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: plain}}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {role}}}\nrules: []\n"
+    );
+    let raw = temp_file("objects.yaml", &objects);
+    let oracle = temp_file("objects.yaml", &objects);
+    std::fs::write(
+        oracle.parent().unwrap().join("kustomization.yaml"),
+        format!(
+            "namespace: {t}\nresources: [objects.yaml]\nlabels:\n- pairs: {{kustomize.toolkit.fluxcd.io/name: {ks}, kustomize.toolkit.fluxcd.io/namespace: {f}}}\n"
+        ),
+    )
+    .unwrap();
+    let rendered = kubectl(&["kustomize", oracle.parent().unwrap().to_str().unwrap()]).expect_code(0);
+    let listed = kubectl_with_stdin(
+        &["create", "--dry-run=client", "-o", "json", "-f", "-"],
+        Some(&rendered.stdout),
+    )
+    .expect_code(0);
+    // One JSON document per object.
+    let items: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&listed.stdout)
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(items.len(), 3, "{}", listed.stdout);
+    let inventory: Vec<String> = items
+        .iter()
+        .map(|item| {
+            let group = item["apiVersion"]
+                .as_str()
+                .unwrap()
+                .rsplit_once('/')
+                .map_or("", |(g, _)| g);
+            format!(
+                "{}_{}_{}_{}",
+                item["metadata"]["namespace"].as_str().unwrap_or(""),
+                item["metadata"]["name"].as_str().unwrap(),
+                group,
+                item["kind"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(inventory.contains(&format!("{t}_written__ConfigMap")), "{inventory:?}");
+    apply(&format!(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {ks}, namespace: {f}}}\nspec: {{interval: 10m, prune: true, path: ./apps, targetNamespace: {t}, sourceRef: {{kind: GitRepository, name: repo}}}}\n"
+    ));
+    apply(&rendered.stdout);
+    set_inventory(&ks, f, &inventory);
+
+    let found = stack(&[
+        "orphans",
+        "-A",
+        "-n",
+        o,
+        "-f",
+        raw.to_str().unwrap(),
+        "--tracker",
+        &format!("flux={ks}.{f}"),
+        "-o",
+        "json",
+        "--show-skipped",
+    ])
+    .expect_code(0);
+    assert!(names(&found, "orphans").is_empty(), "{}", found.stdout);
+    let _ = kubectl(&["delete", "clusterrole", &role]);
 }

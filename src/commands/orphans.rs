@@ -5,11 +5,11 @@ use serde_json::{json, Value};
 
 use crate::classify::{Classified, Verdict};
 use crate::cli::{GlobalArgs, ListOutput, OrphansArgs};
-use crate::commands::list::{gaps, incomplete, status, tracked_by};
-use crate::commands::Session;
 use crate::error::{exit, UserError};
+use crate::listing::{gaps, incomplete, status, tracked_by};
 use crate::orphans::{find, read_manifests, OrphanReport};
 use crate::render;
+use crate::session::Session;
 
 /// Runs `orphans`.
 pub async fn run(global: &GlobalArgs, args: OrphansArgs) -> anyhow::Result<u8> {

@@ -39,19 +39,22 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
         PruneOutput::Table | PruneOutput::Wide => Format::Table,
     };
     let request = plan_request(&args);
+    let mut desired_digest = None;
     let plan = if teardown {
         session.scope = ListScope::AllNamespaces;
         plan_teardown(&session, &request).await?
     } else {
         let report = find(&session, &args.selection, &args.desired, manifests, &args.tuning).await?;
-        plan_orphans(&session, report, &request).await?
+        desired_digest = Some(report.desired_digest.clone());
+        plan_orphans(&mut session, report, &request).await?
     };
     if let Some(saved) = &saved {
+        plan_file::refuse_other_desired(saved, desired_digest.as_deref())?;
         refuse_changed(saved, &plan, &session.connection.server)?;
     }
     print_plan(&plan, format, args.output == PruneOutput::Wide)?;
     if let Some(path) = &args.plan_out {
-        save_plan(path, &plan, global, &session, &args)?;
+        save_plan(path, &plan, global, &session, &args, desired_digest)?;
         return Ok(exit::OK);
     }
     refuse_cascades(&plan, args.allow_cascade)?;
@@ -158,6 +161,7 @@ fn save_plan(
     global: &GlobalArgs,
     session: &Session,
     args: &PruneArgs,
+    desired_digest: Option<String>,
 ) -> Result<(), UserError> {
     let context = global
         .context
@@ -176,6 +180,7 @@ fn save_plan(
         targets: args.targets.clone(),
         namespace: session.connection.namespace.clone(),
         selector: args.selection.selector.clone(),
+        desired: desired_digest,
     };
     plan_file::write(path, plan, &place, &request)?;
     report_saved(path, plan);

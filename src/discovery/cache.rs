@@ -223,12 +223,21 @@ async fn from_cache(client: &Client, cache: &DiskCache, usage: CacheUse) -> Opti
         tracing::debug!("discovery cache lacks {}; asking the server", missing.join(", "));
         let attempts = if usage == CacheUse::Trust { 1 } else { 2 };
         let fetched = read_all_resources(client, missing, attempts).await;
-        for (group_version, answer) in &fetched {
-            if let Ok(list) = answer {
-                let _ = cache.write_resources(group_version, list);
-            }
+        if fetched
+            .iter()
+            .any(|(_, answer)| matches!(answer, Err(unread) if unread.not_found))
+        {
+            // The cached group list names a group version the server no longer serves.
+            tracing::debug!("discovery cache is stale: a group version it lists is gone");
+            return None;
         }
-        lists.resources.extend(fetched);
+        for (group_version, answer) in fetched {
+            if let Ok(list) = &answer {
+                let _ = cache.write_resources(&group_version, list);
+            }
+            let answer = answer.map_err(|unread| unread.failure(&group_version));
+            lists.resources.push((group_version, answer));
+        }
     }
     let catalog = lists.catalog(DiscoverySource::DiskCache);
     if usage == CacheUse::Revalidate && !still_current(client, &lists.groups, &catalog).await {

@@ -56,12 +56,17 @@ impl ServerLists {
 
     /// Every group version of the group list, in order.
     pub(super) fn group_versions(&self) -> Vec<String> {
-        self.groups
-            .groups
-            .iter()
-            .flat_map(|g| g.versions.iter().map(|v| v.group_version.clone()))
-            .collect()
+        group_versions_of(&self.groups)
     }
+}
+
+/// Every group version of a group list, in order.
+pub(super) fn group_versions_of(groups: &APIGroupList) -> Vec<String> {
+    groups
+        .groups
+        .iter()
+        .flat_map(|g| g.versions.iter().map(|v| v.group_version.clone()))
+        .collect()
 }
 
 fn served_from_list(resource: &APIResource) -> ServedResource {

@@ -1,6 +1,7 @@
 //! Per-group discovery: `/api`, `/apis`, then each group version, with the retries and the
 //! APIService checks that tell a down aggregated API from a transient failure.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use futures::{stream, StreamExt};
@@ -10,8 +11,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::{Api, Client};
 
+use super::lists::group_versions_of;
 use super::{Catalog, DiscoveryFailure, DiscoverySource, ServerLists};
-use crate::error::root_cause;
+use crate::error::{is_not_found, root_cause};
 use crate::retry::{self, is_transient, with_attempts, with_budget, with_retries};
 
 /// How many group versions are discovered at once on the per-group path.
@@ -48,12 +50,38 @@ pub(super) async fn read_groups(client: &Client, attempts: u32) -> Result<APIGro
     Ok(APIGroupList { groups })
 }
 
+/// Why one group version's resources could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Unread {
+    /// The server answered 404: the group version is not served, perhaps no longer (its CRD
+    /// was deleted after the group list was read).
+    pub(super) not_found: bool,
+    /// What the server or the connection said, and which APIService is down.
+    pub(super) message: String,
+}
+
+impl Unread {
+    fn of(err: &kube::Error) -> Self {
+        Self {
+            not_found: is_not_found(err),
+            message: root_cause(err),
+        }
+    }
+
+    /// The failure to report for this group version.
+    pub(super) fn failure(self, group_version: &str) -> DiscoveryFailure {
+        DiscoveryFailure {
+            group_version: group_version.to_string(),
+            message: self.message,
+        }
+    }
+}
+
+/// Each group version's resources, or why they could not be read.
+pub(super) type Answers = Vec<(String, Result<APIResourceList, Unread>)>;
+
 /// One group version's resources (`v1` is the core group).
-async fn read_resources(
-    client: &Client,
-    group_version: &str,
-    attempts: u32,
-) -> Result<APIResourceList, DiscoveryFailure> {
+async fn read_resources(client: &Client, group_version: &str, attempts: u32) -> Result<APIResourceList, Unread> {
     let answer = if group_version.contains('/') {
         with_attempts("discovery", attempts, || client.list_api_group_resources(group_version)).await
     } else {
@@ -63,23 +91,16 @@ async fn read_resources(
         Ok(list) => return Ok(list),
         Err(err) => err,
     };
+    let mut unread = Unread::of(&err);
     // Name the APIService when it says it is down, as the patient path does.
-    let message = match api_service_availability(client, group_version).await {
-        Availability::Down(why) => format!("{why} ({})", root_cause(&err)),
-        _ => root_cause(&err),
-    };
-    Err(DiscoveryFailure {
-        group_version: group_version.to_string(),
-        message,
-    })
+    if let Availability::Down(why) = api_service_availability(client, group_version).await {
+        unread.message = format!("{why} ({})", unread.message);
+    }
+    Err(unread)
 }
 
 /// Reads these group versions concurrently.
-pub(super) async fn read_all_resources(
-    client: &Client,
-    group_versions: Vec<String>,
-    attempts: u32,
-) -> Vec<(String, Result<APIResourceList, DiscoveryFailure>)> {
+pub(super) async fn read_all_resources(client: &Client, group_versions: Vec<String>, attempts: u32) -> Answers {
     stream::iter(group_versions)
         .map(|group_version| async move {
             let answer = read_resources(client, &group_version, attempts).await;
@@ -94,24 +115,87 @@ pub(super) async fn read_all_resources(
 pub async fn read_per_group(client: &Client) -> Result<ServerLists, kube::Error> {
     // Tries are bounded by the retry budget, not counted.
     let groups = read_groups(client, u32::MAX).await?;
-    let mut lists = ServerLists {
-        groups,
-        resources: Vec::new(),
-    };
-    lists.resources = stream::iter(lists.group_versions())
+    let answers: Answers = stream::iter(group_versions_of(&groups))
         .map(|group_version| async move {
-            let answer = group_version_resources(client, !group_version.contains('/'), &group_version)
-                .await
-                .map_err(|message| DiscoveryFailure {
-                    group_version: group_version.clone(),
-                    message,
-                });
+            let answer = group_version_resources(client, !group_version.contains('/'), &group_version).await;
             (group_version, answer)
         })
         .buffer_unordered(DISCOVERY_CONCURRENCY)
         .collect()
         .await;
-    Ok(lists)
+    Ok(settle(client, groups, answers).await)
+}
+
+/// The lists from the group list and the answers. A group version that answered 404 and is no
+/// longer in a fresh group list was removed while discovery ran (its CRD deleted between `/apis`
+/// and `/apis/GROUP/VERSION`): it is gone, with no kinds to list, not a failure. One that is
+/// still listed (or when the group list cannot be read again) stays a failure.
+async fn settle(client: &Client, groups: APIGroupList, answers: Answers) -> ServerLists {
+    let not_found: Vec<&str> = answers
+        .iter()
+        .filter(|(_, answer)| matches!(answer, Err(unread) if unread.not_found))
+        .map(|(group_version, _)| group_version.as_str())
+        .collect();
+    let gone = if not_found.is_empty() {
+        HashSet::new()
+    } else {
+        match read_groups(client, 2).await {
+            Ok(fresh) => gone_group_versions(&not_found, &fresh),
+            Err(err) => {
+                tracing::debug!("could not read the group list again ({err}): 404s stay failures");
+                HashSet::new()
+            }
+        }
+    };
+    for group_version in &gone {
+        tracing::info!("{group_version} was removed while discovery ran: it has no kinds to list");
+    }
+    let resources = answers
+        .into_iter()
+        .filter(|(group_version, _)| !gone.contains(group_version))
+        .map(|(group_version, answer)| {
+            let answer = answer.map_err(|unread| unread.failure(&group_version));
+            (group_version, answer)
+        })
+        .collect();
+    ServerLists {
+        groups: without_group_versions(groups, &gone),
+        resources,
+    }
+}
+
+/// The group versions of `not_found` that a fresh group list no longer has.
+fn gone_group_versions(not_found: &[&str], fresh: &APIGroupList) -> HashSet<String> {
+    let served: HashSet<&str> = fresh
+        .groups
+        .iter()
+        .flat_map(|g| g.versions.iter().map(|v| v.group_version.as_str()))
+        .collect();
+    not_found
+        .iter()
+        .filter(|group_version| !served.contains(**group_version))
+        .map(|group_version| group_version.to_string())
+        .collect()
+}
+
+/// The group list without these group versions: a group left with none is dropped, one whose
+/// preferred version went prefers its first remaining version.
+fn without_group_versions(mut groups: APIGroupList, gone: &HashSet<String>) -> APIGroupList {
+    if gone.is_empty() {
+        return groups;
+    }
+    for group in &mut groups.groups {
+        group.versions.retain(|v| !gone.contains(&v.group_version));
+        if group
+            .preferred_version
+            .as_ref()
+            .is_some_and(|p| gone.contains(&p.group_version))
+        {
+            group.preferred_version = group.versions.first().cloned();
+        }
+    }
+    groups.groups.retain(|g| !g.versions.is_empty());
+    groups
 }
 
 /// How long a group version whose APIService cannot be read is retried: a user who may not read
@@ -121,7 +205,7 @@ const UNKNOWN_API_SERVICE_BUDGET: Duration = Duration::from_secs(5);
 /// One group version's resources. A transient failure is retried for the whole retry budget,
 /// unless the group version is served by an aggregated API whose APIService reports
 /// `Available=False`: that one is down for good, and is given up at once and named.
-async fn group_version_resources(client: &Client, core: bool, group_version: &str) -> Result<APIResourceList, String> {
+async fn group_version_resources(client: &Client, core: bool, group_version: &str) -> Result<APIResourceList, Unread> {
     let fetch = || async {
         if core {
             client.list_core_api_resources(group_version).await
@@ -139,15 +223,20 @@ async fn group_version_resources(client: &Client, core: bool, group_version: &st
         api_service_availability(client, group_version).await
     };
     let budget = match availability {
-        Availability::Down(why) => return Err(format!("{why} ({})", root_cause(&first))),
-        _ if !is_transient(&first) => return Err(root_cause(&first)),
+        Availability::Down(why) => {
+            return Err(Unread {
+                not_found: false,
+                message: format!("{why} ({})", root_cause(&first)),
+            })
+        }
+        _ if !is_transient(&first) => return Err(Unread::of(&first)),
         Availability::Up => retry::budget(),
         Availability::Unknown => UNKNOWN_API_SERVICE_BUDGET,
     };
     tracing::info!("discovery of {group_version}: transient failure ({first}); retrying");
     with_budget("discovery", budget, fetch)
         .await
-        .map_err(|err| root_cause(&err))
+        .map_err(|err| Unread::of(&err))
 }
 
 /// What the APIService behind a group version says about itself.
@@ -197,6 +286,52 @@ fn availability_of(name: &str, service: &APIService) -> Availability {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn group(name: &str, versions: &[&str]) -> APIGroup {
+        let entry = |version: &&str| GroupVersionForDiscovery {
+            group_version: format!("{name}/{version}"),
+            version: version.to_string(),
+        };
+        APIGroup {
+            name: name.into(),
+            preferred_version: versions.first().map(entry),
+            versions: versions.iter().map(entry).collect(),
+            server_address_by_client_cidrs: None,
+        }
+    }
+
+    #[test]
+    fn a_404_for_a_group_version_no_longer_listed_is_gone_and_one_still_listed_is_not() {
+        let fresh = APIGroupList {
+            groups: vec![group("apps", &["v1"]), group("still.example.com", &["v1"])],
+        };
+        let gone = gone_group_versions(&["widgets.example.com/v1", "still.example.com/v1"], &fresh);
+        assert_eq!(gone, HashSet::from(["widgets.example.com/v1".to_string()]));
+    }
+
+    #[test]
+    fn gone_group_versions_leave_the_group_list() {
+        let groups = APIGroupList {
+            groups: vec![
+                group("apps", &["v1"]),
+                group("widgets.example.com", &["v1"]),
+                group("gadgets.example.com", &["v2", "v1"]),
+            ],
+        };
+        let gone = HashSet::from([
+            "widgets.example.com/v1".to_string(),
+            "gadgets.example.com/v2".to_string(),
+        ]);
+        let left = without_group_versions(groups, &gone);
+        let names: Vec<&str> = left.groups.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(names, ["apps", "gadgets.example.com"]);
+        let gadgets = &left.groups[1];
+        assert_eq!(gadgets.versions.len(), 1);
+        assert_eq!(
+            gadgets.preferred_version.as_ref().map(|v| v.group_version.as_str()),
+            Some("gadgets.example.com/v1")
+        );
+    }
 
     #[test]
     fn an_api_service_is_down_only_when_it_says_available_false() {

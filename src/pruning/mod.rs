@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::cascade::find_cascades;
 use crate::classify::{SkipReason, Verdict};
-use crate::collect::{ListOptions, Listed};
+use crate::collect::{ListOptions, ListScope, Listed};
 use crate::discovery::Catalog;
 use crate::error::UserError;
 use crate::identity::ObjectId;
@@ -49,14 +49,17 @@ pub async fn plan_teardown(session: &Session, request: &PlanRequest) -> Result<P
     finish_plan(session, &planning, request).await
 }
 
-/// The plan of pruning the orphans a report found.
+/// The plan of pruning the orphans a report found. What depends on the orphans is looked for
+/// in every namespace where that may be listed ([`crate::bystanders`]): the session's scope
+/// becomes where it was listed, so that the re-check lists there again.
 pub async fn plan_orphans(
-    session: &Session,
+    session: &mut Session,
     report: OrphanReport,
     request: &PlanRequest,
 ) -> Result<PrunePlan, UserError> {
     refuse_unlisted(&report.unchecked, request.skip_unlisted)?;
-    let planning = orphan_planning(session, report, request.infer).await?;
+    let (planning, scope) = orphan_planning(session, report, request.infer, request.skip_unlisted).await?;
+    session.scope = scope;
     finish_plan(session, &planning, request).await
 }
 
@@ -121,7 +124,12 @@ async fn plan_with_cascades(
 
 /// Orphans mode: the orphans (and orphans already being deleted, which are waited for), ordered
 /// through the graph of every tracked object.
-async fn orphan_planning(session: &Session, report: OrphanReport, infer: bool) -> Result<Planning, UserError> {
+async fn orphan_planning(
+    session: &Session,
+    report: OrphanReport,
+    infer: bool,
+    accept_unlisted: bool,
+) -> Result<(Planning, ListScope), UserError> {
     let mut kept = Vec::new();
     let mut targets = HashMap::new();
     for classified in &report.classified {
@@ -143,21 +151,7 @@ async fn orphan_planning(session: &Session, report: OrphanReport, infer: bool) -
     // Every tracked object in scope is a node too, not only this stack's: another stack's object
     // that depends on an orphan, or lives in an orphan Namespace, keeps it.
     let mut listed: Vec<Listed> = report.classified.into_iter().map(|c| c.object).collect();
-    let others = crate::collect::collect(
-        &session.connection.client,
-        &session.catalog,
-        &session.scope,
-        &Selection::default(),
-        crate::collect::ListOptions::default(),
-    )
-    .await;
-    for failure in &others.failures {
-        tracing::warn!(
-            "could not list {} to check what depends on the orphans: {:?}",
-            failure.kind.kind_with_group(),
-            failure.failure
-        );
-    }
+    let others = crate::bystanders::list(session, accept_unlisted).await?;
     listed.extend(others.objects);
     let options = LiveOptions {
         members: false,
@@ -170,12 +164,13 @@ async fn orphan_planning(session: &Session, report: OrphanReport, infer: bool) -
         .into_iter()
         .filter_map(|(id, why)| live.graph.find(&id).map(|index| (index, why)))
         .collect();
-    Ok(Planning {
+    let planning = Planning {
         live,
         chosen,
         kept,
         mode: Mode::Orphans,
-    })
+    };
+    Ok((planning, others.scope))
 }
 
 fn snapshot(live: &LiveGraph) -> Snapshot<'_> {

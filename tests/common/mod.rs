@@ -384,3 +384,16 @@ pub fn is_terminating(kind: &str, namespace: &str, name: &str) -> bool {
     .stdout
     .is_empty()
 }
+
+/// `kubectl apply -n NAMESPACE --prune --applyset=PARENT -f -` of the given YAML (a real
+/// ApplySet, made by kubectl itself); panics when it fails.
+pub fn apply_applyset(namespace: &str, parent: &str, yaml: &str) {
+    let applyset = format!("--applyset={parent}");
+    let args = ["apply", "-n", namespace, "--prune", applyset.as_str(), "-f", "-"];
+    let result = kubectl_with_stdin(&args, Some(yaml));
+    assert_eq!(
+        result.code, 0,
+        "kubectl apply --applyset failed:\n{}\n{yaml}",
+        result.stderr
+    );
+}

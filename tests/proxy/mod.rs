@@ -129,6 +129,12 @@ impl Record {
         self.0["aggregated"].as_str()
     }
 
+    /// What the upstream DELETE of `--remove-on-discovery` answered (before this request was
+    /// forwarded), if this request triggered one.
+    pub fn removed(&self) -> Option<u64> {
+        self.0["removed"].as_u64()
+    }
+
     /// Whether this is a per-group-version discovery request (`/api/v1`, `/apis/GROUP/VERSION`).
     pub fn is_group_version_discovery(&self) -> bool {
         let parts: Vec<&str> = self.path().trim_matches('/').split('/').collect();

@@ -9,6 +9,12 @@ the client's kubeconfig CA still holds); it forwards to the API server over TLS.
   after the server acted on it (the answer is replaced by a 500/503 or a reset: the client never
   learns that its DELETE succeeded);
 * lose the answer of the first DELETE of every object (``--lose-first-delete-answer``);
+* refuse every DELETE of an object named NAME with CODE (``--refuse-delete NAME=CODE``), without
+  forwarding it, as an admission webhook that denies it with that code does;
+* remove a group version while a client discovers it (``--remove-on-discovery GV=PATH``): the
+  first ``GET /apis/GV`` is held while the proxy deletes PATH upstream (a CRD) and waits until the
+  server no longer serves GV (404, and gone from ``/apis``); then it is forwarded (and answered 404),
+  as when a CRD is deleted between a client's ``/apis`` and its ``/apis/GROUP/VERSION``;
 * answer aggregated discovery (``--aggregated v2|v2beta1``): ``GET /api`` and ``GET /apis`` asking
   for ``application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList`` get an
   APIGroupDiscoveryList composed from the 1.20 server's per-group answers, as a 1.30+ server
@@ -61,6 +67,8 @@ class State:
         self.lock = threading.Lock()
         self.log = open(args.log, "a", buffering=1) if args.log else None
         self.deletes_seen = set()
+        self.removals = dict(r.split("=", 1) for r in (args.remove_on_discovery or []))
+        self.refusals = {n: int(c) for n, c in (r.split("=", 1) for r in (args.refuse_delete or []))}
         upstream = urllib.parse.urlsplit(args.upstream)
         self.host = upstream.hostname
         self.port = upstream.port or 443
@@ -141,8 +149,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
         fault = state.draw(watch)
         if state.args.lose_first_delete_answer and self.command == "DELETE" and state.first_delete(url.path):
             fault = ("after", "reset")
+        refusal = self.state.refusals.get(url.path.rsplit("/", 1)[-1]) if self.command == "DELETE" else None
+        if refusal:
+            record["refused"] = refusal
+            self.refuse(refusal, record)
+            record["end"] = time.time()
+            state.write(record)
+            return
         if fault:
             record["fault"] = "%s-%s" % fault
+        removal = self.removal_for(url.path)
+        if removal:
+            record["removed"] = self.remove(url.path, removal)
         try:
             if fault and fault[0] == "before":
                 self.inject(fault[1], record)
@@ -159,6 +177,34 @@ class Handler(http.server.BaseHTTPRequestHandler):
         finally:
             record["end"] = time.time()
             state.write(record)
+
+    # --- a group version removed under discovery ---------------------------------------------
+
+    def removal_for(self, path):
+        """The path to delete before forwarding this request, once per group version."""
+        if self.command != "GET" or not path.startswith("/apis/"):
+            return None
+        with self.state.lock:
+            return self.state.removals.pop(path[len("/apis/"):].rstrip("/"), None)
+
+    def remove(self, path, removal):
+        """Deletes `removal` upstream and waits until `path`'s group version is no longer served."""
+        response = self.request_upstream("DELETE", removal, None, self.upstream_headers_json())
+        response.read()
+        group_version = path[len("/apis/"):].rstrip("/")
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            status, _ = self.get_json(path)
+            _, groups = self.get_json("/apis")
+            listed = any(
+                v.get("groupVersion") == group_version
+                for g in json.loads(groups).get("groups", [])
+                for v in g.get("versions", [])
+            )
+            if status == 404 and not listed:
+                return response.status
+            time.sleep(0.2)
+        return "still served after 60 s"
 
     # --- faults -------------------------------------------------------------------------------
 
@@ -183,6 +229,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
             status["details"] = {"retryAfterSeconds": 1}
             headers.append(("Retry-After", "1"))
         self.reply(code, headers, json.dumps(status).encode(), None)
+
+    def refuse(self, code, record):
+        """Answers as an admission webhook that denies the request with `code`."""
+        record["client"] = code
+        status = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": 'admission webhook "guard.example.com" denied the request: held',
+            "reason": "",
+            "code": code,
+        }
+        self.reply(code, [("Content-Type", "application/json")], json.dumps(status).encode(), None)
 
     def reset(self):
         try:
@@ -380,6 +440,8 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lose-first-delete-answer", action="store_true")
     parser.add_argument("--aggregated", choices=["v2", "v2beta1"])
+    parser.add_argument("--remove-on-discovery", action="append", metavar="GROUP/VERSION=PATH")
+    parser.add_argument("--refuse-delete", action="append", metavar="NAME=CODE")
     parser.add_argument("--log")
     parser.add_argument("--cert", help="serve TLS with this certificate (kubectl sends no token over plain HTTP)")
     parser.add_argument("--key", help="the certificate's key")

@@ -1,0 +1,81 @@
+//! What could depend on an orphan prune's targets: every object in every namespace, since a
+//! `depends-on` reference (or a Flux `dependsOn`) may cross namespaces and a cluster-scoped orphan
+//! may be needed by a namespaced object anywhere. A user who may not list cluster-wide gets the
+//! scope of the command (`-n`), with a warning that names what could not be checked; a kind that
+//! cannot be listed for another reason than 403 is refused unless accepted (`--skip-unlisted`).
+
+use crate::collect::{collect, Collection, ListFailure, ListOptions, ListScope, Listed};
+use crate::error::UserError;
+use crate::session::Session;
+use crate::trackers::Selection;
+
+/// The objects that could depend on the planned ones, and the scope they were listed in (the
+/// re-check before each wave lists the same scope again).
+pub struct Bystanders {
+    /// Every object listed.
+    pub objects: Vec<Listed>,
+    /// Where they were listed.
+    pub scope: ListScope,
+}
+
+/// Lists the bystanders of an orphan prune (see the module documentation).
+pub async fn list(session: &Session, accept_unlisted: bool) -> Result<Bystanders, UserError> {
+    let everywhere = ListScope::AllNamespaces;
+    let mut scope = everywhere.clone();
+    let mut listed = list_in(session, &everywhere).await;
+    if session.scope != everywhere && listed.forbidden().next().is_some() {
+        let narrow = session.scope.clone();
+        tracing::warn!(
+            "not allowed to list {} in every namespace: what depends on the orphans is checked in {} only",
+            listed
+                .forbidden()
+                .map(|k| k.kind_with_group())
+                .collect::<Vec<_>>()
+                .join(", "),
+            describe(&narrow)
+        );
+        listed = list_in(session, &narrow).await;
+        scope = narrow;
+    }
+    let mut unlisted = Vec::new();
+    for failure in &listed.failures {
+        match &failure.failure {
+            ListFailure::Forbidden => tracing::warn!(
+                "not allowed to list {}: what of it depends on the orphans cannot be checked",
+                failure.kind.kind_with_group()
+            ),
+            ListFailure::Error(_, message) => unlisted.push(format!("{} ({message})", failure.kind.kind_with_group())),
+        }
+    }
+    if !unlisted.is_empty() && !accept_unlisted {
+        return Err(UserError::refused(format!(
+            "{} kind(s) could not be listed ({}): objects of them could depend on what prune would delete",
+            unlisted.len(),
+            unlisted.join(", ")
+        ))
+        .hint("run it again, or accept the risk with --skip-unlisted"));
+    }
+    Ok(Bystanders {
+        objects: listed.objects,
+        scope,
+    })
+}
+
+async fn list_in(session: &Session, scope: &ListScope) -> Collection {
+    let client = &session.connection.client;
+    collect(
+        client,
+        &session.catalog,
+        scope,
+        &Selection::default(),
+        ListOptions::default(),
+    )
+    .await
+}
+
+fn describe(scope: &ListScope) -> String {
+    match scope {
+        ListScope::Namespace(namespace) => format!("namespace {namespace} and cluster-scoped kinds"),
+        ListScope::AllNamespaces => "every namespace".to_string(),
+    }
+}
