@@ -49,7 +49,9 @@ pub async fn plan_teardown(session: &Session, request: &PlanRequest) -> Result<P
     finish_plan(session, &planning, request).await
 }
 
-/// The plan of pruning the orphans a report found.
+/// The plan of pruning the orphans a report found. What depends on the orphans is looked for
+/// in every namespace where that may be listed ([`crate::bystanders`]): the session's scope
+/// becomes where it was listed, so that the re-check lists there again.
 pub async fn plan_orphans(
     session: &mut Session,
     report: OrphanReport,

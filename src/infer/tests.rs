@@ -1,0 +1,329 @@
+//! Unit tests of inference.
+
+use serde_json::json;
+
+use super::*;
+use crate::graph::{build, BuildOptions, NodeInput};
+
+fn object(group: &str, kind: &str, ns: Option<&str>, name: &str, stack: Option<&str>) -> NodeInput {
+    let mut input = NodeInput {
+        id: ObjectId::new(group, kind, ns, name),
+        ..Default::default()
+    };
+    if let Some(stack) = stack {
+        input
+            .labels
+            .insert("kustomize.toolkit.fluxcd.io/name".into(), stack.into());
+        input
+            .labels
+            .insert("kustomize.toolkit.fluxcd.io/namespace".into(), "flux-system".into());
+    }
+    input
+}
+
+fn with_body(mut input: NodeInput, body: Value) -> NodeInput {
+    input.body = Some(body);
+    input
+}
+
+fn options() -> BuildOptions {
+    let mut options = BuildOptions {
+        infer: true,
+        ..Default::default()
+    };
+    options.crd_names.insert(
+        ("ops.example.com".into(), "Gizmo".into()),
+        "gizmos.ops.example.com".into(),
+    );
+    options
+}
+
+/// The inferred edges as (from name, to name, kind).
+fn inferred(inputs: &[NodeInput], options: &BuildOptions) -> Vec<(String, String, EdgeKind)> {
+    let graph = build(inputs, options);
+    graph
+        .inferred
+        .iter()
+        .map(|e| {
+            (
+                graph.nodes[e.from].id.name.clone(),
+                graph.nodes[e.to].id.name.clone(),
+                e.kind,
+            )
+        })
+        .collect()
+}
+
+fn edge(from: &str, to: &str, kind: EdgeKind) -> (String, String, EdgeKind) {
+    (from.to_string(), to.to_string(), kind)
+}
+
+fn deployment(ns: &str, name: &str, labels: Value, stack: Option<&str>) -> NodeInput {
+    with_body(
+        object("apps", "Deployment", Some(ns), name, stack),
+        json!({"spec": {"template": {"metadata": {"labels": labels}}}}),
+    )
+}
+
+fn service(ns: &str, name: &str, selector: Value, stack: Option<&str>) -> NodeInput {
+    with_body(
+        object("", "Service", Some(ns), name, stack),
+        json!({"spec": {"selector": selector}}),
+    )
+}
+
+#[test]
+fn finalizer_domains_name_a_crds_group_a_parent_or_the_crd() {
+    let crd = "gizmos.ops.example.com";
+    assert!(finalizer_matches_crd("ops.example.com", crd));
+    assert!(finalizer_matches_crd("example.com", crd));
+    assert!(finalizer_matches_crd("gizmos.ops.example.com", crd));
+    assert!(!finalizer_matches_crd("ample.com", crd));
+    assert!(!finalizer_matches_crd("other.io", crd));
+    assert_eq!(finalizer_domain("ops.example.com/cleanup"), Some("ops.example.com"));
+    assert_eq!(finalizer_domain("kubernetes"), None);
+    assert_eq!(finalizer_domain("foregroundDeletion"), None);
+}
+
+#[test]
+fn a_custom_resource_depends_on_the_controller_of_its_finalizers_stack() {
+    let mut cr = object("ops.example.com", "Gizmo", Some("app"), "g1", Some("usage"));
+    cr.finalizers = vec!["ops.example.com/cleanup".into()];
+    let mut plain = object("ops.example.com", "Gizmo", Some("app"), "g2", Some("usage"));
+    plain.finalizers = vec!["other.io/cleanup".into()];
+    let inputs = vec![
+        cr,
+        plain,
+        object(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            None,
+            "gizmos.ops.example.com",
+            Some("operator"),
+        ),
+        deployment("op", "controller", json!({"app": "op"}), Some("operator")),
+        object("", "ServiceAccount", Some("op"), "controller-sa", Some("operator")),
+        object(
+            "rbac.authorization.k8s.io",
+            "ClusterRole",
+            None,
+            "controller-role",
+            Some("operator"),
+        ),
+        object("", "ConfigMap", Some("op"), "settings", Some("operator")),
+        deployment("else", "unrelated", json!({"app": "x"}), Some("other")),
+    ];
+    let mut found = inferred(&inputs, &options());
+    found.sort();
+    assert_eq!(
+        found,
+        vec![
+            edge("g1", "controller", EdgeKind::InferredFinalizer),
+            edge("g1", "controller-role", EdgeKind::InferredFinalizer),
+            edge("g1", "controller-sa", EdgeKind::InferredFinalizer),
+        ]
+    );
+    assert!(inferred(
+        &inputs,
+        &BuildOptions {
+            infer: false,
+            ..options()
+        }
+    )
+    .is_empty());
+}
+
+#[test]
+fn a_webhook_goes_before_its_backend_and_after_what_it_intercepts() {
+    let webhook = |policy: &str| {
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "webhooks": [{
+            "name": "check.ops.example.com",
+            "clientConfig": {"service": {"namespace": "op", "name": "hook"}},
+            "failurePolicy": policy,
+            "rules": [
+                {"apiGroups": ["ops.example.com"], "apiVersions": ["*"], "operations": ["UPDATE"], "resources": ["gizmos"], "scope": "Namespaced"},
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}
+            ]
+        }]})
+    };
+    let inputs = |policy: &str| {
+        vec![
+            with_body(
+                object(
+                    "admissionregistration.k8s.io",
+                    "ValidatingWebhookConfiguration",
+                    None,
+                    "check",
+                    None,
+                ),
+                webhook(policy),
+            ),
+            service("op", "hook", json!({"app": "hook"}), None),
+            deployment("op", "hook-server", json!({"app": "hook", "tier": "x"}), None),
+            deployment("op", "other-server", json!({"app": "other"}), None),
+            deployment("elsewhere", "same-labels", json!({"app": "hook"}), None),
+            object("ops.example.com", "Gizmo", Some("app"), "g1", None),
+            object("", "ConfigMap", Some("app"), "created-only", None),
+        ]
+    };
+    let mut found = inferred(&inputs("Fail"), &options());
+    found.sort();
+    assert_eq!(
+        found,
+        vec![
+            edge("check", "hook", EdgeKind::InferredWebhook),
+            edge("check", "hook-server", EdgeKind::InferredWebhook),
+            edge("g1", "check", EdgeKind::InferredWebhookRule),
+        ]
+    );
+    let mut ignored = inferred(&inputs("Ignore"), &options());
+    ignored.sort();
+    assert_eq!(
+        ignored,
+        vec![
+            edge("check", "hook", EdgeKind::InferredWebhook),
+            edge("check", "hook-server", EdgeKind::InferredWebhook),
+        ]
+    );
+}
+
+#[test]
+fn an_apiservice_goes_before_its_backend_and_after_its_apis_objects() {
+    let inputs = vec![
+        with_body(
+            object(
+                "apiregistration.k8s.io",
+                "APIService",
+                None,
+                "v1beta1.metrics.example.com",
+                None,
+            ),
+            json!({"spec": {"group": "metrics.example.com", "version": "v1beta1",
+                                "service": {"namespace": "mon", "name": "api"}}}),
+        ),
+        with_body(
+            object("apiregistration.k8s.io", "APIService", None, "v1.apps", None),
+            json!({"spec": {"group": "apps", "version": "v1", "service": null}}),
+        ),
+        service("mon", "api", json!({"app": "api"}), None),
+        deployment("mon", "api-server", json!({"app": "api"}), None),
+        object("metrics.example.com", "Rollup", Some("mon"), "daily", None),
+    ];
+    let mut found = inferred(&inputs, &options());
+    found.sort();
+    assert_eq!(
+        found,
+        vec![
+            edge("daily", "v1beta1.metrics.example.com", EdgeKind::InferredAggregatedApi),
+            edge("v1beta1.metrics.example.com", "api", EdgeKind::InferredApiService),
+            edge(
+                "v1beta1.metrics.example.com",
+                "api-server",
+                EdgeKind::InferredApiService
+            ),
+        ]
+    );
+}
+
+#[test]
+fn volumes_go_before_their_csi_driver() {
+    let driver = "csi.example.com";
+    let mut claim = with_body(
+        object("", "PersistentVolumeClaim", Some("app"), "data", Some("usage")),
+        json!({"spec": {"storageClassName": "fast", "volumeName": "pv-data"}}),
+    );
+    claim.finalizers = vec!["kubernetes.io/pvc-protection".into()];
+    let by_class = with_body(
+        object("", "PersistentVolumeClaim", Some("app"), "by-class", Some("usage")),
+        json!({"spec": {"storageClassName": "fast"}}),
+    );
+    let mut annotated = object("", "PersistentVolume", None, "pv-annotated", Some("usage"));
+    annotated
+        .annotations
+        .insert("pv.kubernetes.io/provisioned-by".into(), "other.example.com".into());
+    let inputs = vec![
+        claim,
+        by_class,
+        with_body(
+            object("", "PersistentVolume", None, "pv-data", Some("usage")),
+            json!({"spec": {"csi": {"driver": driver, "volumeHandle": "h1"}}}),
+        ),
+        annotated,
+        object("storage.k8s.io", "CSIDriver", None, driver, Some("storage")),
+        with_body(
+            object("storage.k8s.io", "StorageClass", None, "fast", Some("storage")),
+            json!({"provisioner": driver}),
+        ),
+        deployment("kube-system", "csi-controller", json!({"app": "csi"}), Some("storage")),
+    ];
+    let found = inferred(&inputs, &options());
+    let has = |from: &str, to: &str, kind| found.contains(&edge(from, to, kind));
+    for volume in ["data", "by-class", "pv-data"] {
+        for target in [driver, "fast", "csi-controller"] {
+            assert!(
+                has(volume, target, EdgeKind::InferredStorageDriver),
+                "{volume} -> {target}: {found:?}"
+            );
+        }
+    }
+    assert!(has("data", "pv-data", EdgeKind::InferredVolume), "{found:?}");
+    assert!(
+        !found.iter().any(|(from, _, _)| from == "pv-annotated"),
+        "another driver: {found:?}"
+    );
+}
+
+#[test]
+fn declared_edges_win_and_an_inferred_cycle_is_dropped() {
+    let mut cr = object("ops.example.com", "Gizmo", Some("app"), "g1", Some("usage"));
+    cr.finalizers = vec!["ops.example.com/cleanup".into()];
+    let mut controller = deployment("op", "controller", json!({"app": "op"}), Some("operator"));
+    // Declared, against the inference: the controller depends on the custom resource.
+    controller.annotations.insert(
+        crate::graph::KPT_DEPENDS_ON.into(),
+        "ops.example.com/namespaces/app/Gizmo/g1".into(),
+    );
+    let inputs = vec![
+        cr,
+        controller,
+        object("", "ServiceAccount", Some("op"), "sa", Some("operator")),
+        object(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            None,
+            "gizmos.ops.example.com",
+            Some("operator"),
+        ),
+    ];
+    let graph = build(&inputs, &options());
+    let names: Vec<(String, String)> = graph
+        .inferred
+        .iter()
+        .map(|e| (graph.nodes[e.from].id.name.clone(), graph.nodes[e.to].id.name.clone()))
+        .collect();
+    assert_eq!(names, vec![("g1".to_string(), "sa".to_string())]);
+    let plan = crate::plan::plan_deletion(&graph, &(0..graph.nodes.len()).collect()).unwrap();
+    let wave_of = |name: &str| {
+        plan.waves
+            .iter()
+            .position(|w| w.iter().any(|&i| graph.nodes[i].id.name == name))
+    };
+    assert!(
+        wave_of("controller") < wave_of("g1"),
+        "declared order kept: {:?}",
+        plan.waves
+    );
+    assert!(wave_of("g1") < wave_of("sa"), "inferred order kept: {:?}", plan.waves);
+}
+
+#[test]
+fn plurals_are_known_or_guessed_as_kubernetes_does() {
+    let mut known = Known::default();
+    known
+        .plurals
+        .insert(("".into(), "Endpoints".into()), "endpoints".into());
+    assert_eq!(plural_of(&known, "", "Endpoints"), "endpoints");
+    assert_eq!(plural_of(&known, "", "Service"), "services");
+    assert_eq!(plural_of(&known, "x.io", "Policy"), "policies");
+    assert_eq!(plural_of(&known, "x.io", "Ingress"), "ingresses");
+}

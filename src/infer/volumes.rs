@@ -1,0 +1,121 @@
+//! Volumes go before their CSI driver: a claim or volume whose driver is deleted first is never
+//! released (the driver's finalizers wait for a driver that is gone).
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::{push_all, Objects};
+use serde_json::Value;
+
+use crate::graph::{Edge, EdgeKind, NodeInput};
+use crate::identity::ObjectId;
+
+/// Annotations that name the CSI driver of a PersistentVolumeClaim or PersistentVolume.
+const DRIVER_ANNOTATIONS: [&str; 3] = [
+    "pv.kubernetes.io/provisioned-by",
+    "volume.kubernetes.io/storage-provisioner",
+    "volume.beta.kubernetes.io/storage-provisioner",
+];
+
+fn text_at<'v>(input: &'v NodeInput, pointer: &str) -> Option<&'v str> {
+    input
+        .body
+        .as_ref()?
+        .pointer(pointer)?
+        .as_str()
+        .filter(|s| !s.is_empty())
+}
+
+/// The driver of a volume: its annotations, `spec.csi.driver`, its bound PersistentVolume's
+/// driver, or its StorageClass's provisioner.
+fn driver_of(objects: &Objects, index: usize) -> Option<String> {
+    let input = &objects.inputs[index];
+    if let Some(driver) = DRIVER_ANNOTATIONS.iter().find_map(|key| input.annotations.get(*key)) {
+        return Some(driver.clone());
+    }
+    if let Some(driver) = text_at(input, "/spec/csi/driver") {
+        return Some(driver.to_string());
+    }
+    if let Some(volume) = bound_volume(objects, index) {
+        if let Some(driver) = driver_of_volume_only(objects, volume) {
+            return Some(driver);
+        }
+    }
+    let class = text_at(input, "/spec/storageClassName")?;
+    let class = objects.find(&ObjectId::new("storage.k8s.io", "StorageClass", None, class))?;
+    objects.inputs[class]
+        .body
+        .as_ref()?
+        .get("provisioner")?
+        .as_str()
+        .map(str::to_string)
+}
+
+fn driver_of_volume_only(objects: &Objects, volume: usize) -> Option<String> {
+    let input = &objects.inputs[volume];
+    DRIVER_ANNOTATIONS
+        .iter()
+        .find_map(|key| input.annotations.get(*key).cloned())
+        .or_else(|| text_at(input, "/spec/csi/driver").map(str::to_string))
+}
+
+/// The PersistentVolume a claim is bound to, when it is in the graph.
+fn bound_volume(objects: &Objects, claim: usize) -> Option<usize> {
+    let input = &objects.inputs[claim];
+    if !input.id.group.is_empty() || input.id.kind != "PersistentVolumeClaim" {
+        return None;
+    }
+    let name = text_at(input, "/spec/volumeName")?;
+    objects.find(&ObjectId::new("", "PersistentVolume", None, name))
+}
+
+/// 4. PersistentVolumeClaims and PersistentVolumes go before their CSI driver: its CSIDriver, its
+///    StorageClasses, and the controller objects of the stacks that hold them. A claim goes
+///    before the volume it is bound to.
+pub(super) fn volume_edges(objects: &Objects, edges: &mut Vec<Edge>) {
+    let volumes: Vec<usize> = objects
+        .of_kind("", "PersistentVolumeClaim")
+        .chain(objects.of_kind("", "PersistentVolume"))
+        .collect();
+    if volumes.is_empty() {
+        return;
+    }
+    let mut driver_objects: HashMap<String, BTreeSet<usize>> = HashMap::new();
+    for index in objects.of_kind("storage.k8s.io", "CSIDriver") {
+        driver_objects
+            .entry(objects.inputs[index].id.name.clone())
+            .or_default()
+            .insert(index);
+    }
+    for index in objects.of_kind("storage.k8s.io", "StorageClass") {
+        if let Some(provisioner) = objects.inputs[index]
+            .body
+            .as_ref()
+            .and_then(|b| b.get("provisioner"))
+            .and_then(Value::as_str)
+        {
+            driver_objects.entry(provisioner.to_string()).or_default().insert(index);
+        }
+    }
+    let mut driver_cache: HashMap<String, BTreeSet<usize>> = HashMap::new();
+    for volume in volumes {
+        if let Some(bound) = bound_volume(objects, volume) {
+            edges.push(Edge {
+                from: volume,
+                to: bound,
+                kind: EdgeKind::InferredVolume,
+            });
+        }
+        let Some(driver) = driver_of(objects, volume) else {
+            continue;
+        };
+        let targets = driver_cache.entry(driver.clone()).or_insert_with(|| {
+            let own = driver_objects.get(&driver).cloned().unwrap_or_default();
+            let mut all = own.clone();
+            for &object in &own {
+                all.extend(objects.controllers_of_stack(object));
+            }
+            all
+        });
+        push_all(edges, volume, targets.iter().copied(), EdgeKind::InferredStorageDriver);
+    }
+}
