@@ -151,6 +151,13 @@ pub struct CheckedWave {
 pub trait WaveGuard: Send {
     /// Checks (and prepares) one wave; `wave` is 1-based.
     fn before_wave(&mut self, wave: usize, targets: Vec<Target>) -> futures::future::BoxFuture<'_, CheckedWave>;
+
+    /// After a wave is gone: what the controllers of its deleted objects made (ownerReferences
+    /// with `controller: true`, down the chain) that is still there. It dies with them, and the
+    /// next wave waits for it too. None by default.
+    fn children<'a>(&'a mut self, _wave: usize, _deleted: &'a [Target]) -> futures::future::BoxFuture<'a, Vec<Target>> {
+        Box::pin(async { Vec::new() })
+    }
 }
 
 /// No re-check: every wave runs as planned.
@@ -239,6 +246,7 @@ pub async fn execute(
         observer.wave_started(number, waves.len(), wave.len());
         let started = Instant::now();
         let mut pending = Vec::new();
+        let mut deleted = Vec::new();
         let mut failed = false;
         let results = delete_wave(client, wave, options, cancel.clone()).await;
         for (target, result) in results {
@@ -249,6 +257,12 @@ pub async fn execute(
             failed |= change == Change::Failed;
             if matches!(change, Change::Deleted | Change::AlreadyTerminating) {
                 pending.push(target.clone());
+            }
+            if matches!(
+                change,
+                Change::Deleted | Change::AlreadyTerminating | Change::AlreadyGone | Change::Replaced
+            ) {
+                deleted.push(target.clone());
             }
             observer.event(&Event::new(number, change, &target, result.err()));
         }
@@ -263,6 +277,16 @@ pub async fn execute(
             continue;
         }
         let waited = wait_gone(client, number, pending, options.wave_timeout, cancel.clone(), observer).await;
+        let waited = match waited {
+            WaitResult::Gone if options.cascade != Cascade::Orphan && number < waves.len() => {
+                // What the wave's controllers made goes with them: the next wave waits for it
+                // (after the last wave nothing is left to go first, as with `kubectl delete`).
+                let children = guard.children(number, &deleted).await;
+                let left = options.wave_timeout.saturating_sub(started.elapsed());
+                wait_children(client, number, children, left, cancel.clone(), observer).await
+            }
+            other => other,
+        };
         match waited {
             WaitResult::Gone => {}
             WaitResult::TimedOut(blockers) => return Outcome::TimedOut { wave: number, blockers },
@@ -376,6 +400,44 @@ enum Sighting {
 }
 
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+/// Waits for the controller children of a wave's objects, as for the wave itself, without
+/// reporting them as the plan's objects.
+async fn wait_children(
+    client: &Client,
+    wave: usize,
+    children: Vec<Target>,
+    timeout: Duration,
+    cancel: watch::Receiver<bool>,
+    observer: &mut dyn Observer,
+) -> WaitResult {
+    if children.is_empty() {
+        return WaitResult::Gone;
+    }
+    tracing::info!(
+        "wave {wave}: waiting for {} object(s) their controllers made",
+        children.len()
+    );
+    let mut quiet = Unreported(observer);
+    wait_gone(client, wave, children, timeout, cancel, &mut quiet).await
+}
+
+/// An observer that passes on progress but not the children's own events (they are not in the
+/// plan, and not counted in its summary).
+struct Unreported<'a>(&'a mut dyn Observer);
+
+impl Observer for Unreported<'_> {
+    fn event(&mut self, _event: &Event) {}
+    fn wave_started(&mut self, wave: usize, waves: usize, objects: usize) {
+        self.0.wave_started(wave, waves, objects);
+    }
+    fn waiting(&mut self, wave: usize, left: &[Blocker]) {
+        self.0.waiting(wave, left);
+    }
+    fn wave_done(&mut self, wave: usize, elapsed: Duration) {
+        self.0.wave_done(wave, elapsed);
+    }
+}
 
 async fn wait_gone(
     client: &Client,

@@ -8,6 +8,7 @@
 //! dropped object depends on is withheld from the later waves. Then the Flux suspensions prune
 //! set on the wave's tracking objects are lifted (see [`crate::suspend`]).
 
+pub mod children;
 pub mod dependents;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -371,6 +372,16 @@ fn refreshed(earlier: &Catalog, fresh: Catalog) -> Catalog {
 impl WaveGuard for Recheck {
     fn before_wave(&mut self, _wave: usize, targets: Vec<Target>) -> BoxFuture<'_, CheckedWave> {
         Box::pin(self.check(targets))
+    }
+
+    fn children<'a>(&'a mut self, _wave: usize, deleted: &'a [Target]) -> BoxFuture<'a, Vec<Target>> {
+        Box::pin(children::children(
+            &self.client,
+            &self.catalog,
+            deleted,
+            &self.planned.uids,
+            self.options,
+        ))
     }
 }
 
