@@ -2,13 +2,13 @@
 
 use serde_json::{json, Value};
 
+use crate::cli::{list_options, selection};
 use crate::cli::{GlobalArgs, ListArgs, ListOutput};
 use crate::collect::{collect, Listed};
 use crate::error::{exit, UserError};
-// Moved to the library (`crate::listing`); kept here for callers not yet moved.
-pub use crate::listing::{gaps, incomplete, status, tracked_by, warn_unlisted};
+use crate::listing::{gaps, incomplete, status, tracked_by, warn_unlisted};
 use crate::render;
-use crate::session::{list_options, resolve_selection, selection, Session};
+use crate::session::{resolve_selection, Session};
 
 /// Runs `list`.
 pub async fn run(global: &GlobalArgs, args: ListArgs) -> anyhow::Result<u8> {
