@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 
+use crate::cli::list_options;
 use crate::cli::{GlobalArgs, GraphArgs, GraphOutput, Order};
 use crate::error::{exit, UserError};
 use crate::graph::Graph;
@@ -12,7 +13,7 @@ use crate::offline::offline_graph;
 use crate::orphans::read_manifests;
 use crate::plan::{plan_apply, plan_deletion, Cycle, Plan};
 use crate::render;
-use crate::session::{list_options, resolve_selection, Session};
+use crate::session::{resolve_selection, Session};
 
 /// Runs `graph`.
 pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
@@ -32,7 +33,7 @@ pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
         )?,
         None => {
             let session = Session::open(global).await?;
-            let mut selection = crate::session::selection(&args.selection)?;
+            let mut selection = crate::cli::selection(&args.selection)?;
             resolve_selection(&mut selection, &session)?;
             let wanted = (selection.tracker.is_some() || selection.user_selector.is_some()).then_some(selection);
             let live = live_graph_with(&session, wanted, args.members, list_options(&args.tuning), infer).await?;

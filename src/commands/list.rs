@@ -2,14 +2,14 @@
 
 use serde_json::{json, Value};
 
+use crate::cli::{list_options, selection};
 use crate::cli::{GlobalArgs, ListArgs, ListOutput};
 use crate::collect::{collect, Listed};
-use crate::error::{exit, UserError};
-// Moved to the library (`crate::listing`); kept here for callers not yet moved.
 use crate::discovery::DiskCache;
-pub use crate::listing::{gaps, incomplete, status, tracked_by, warn_unlisted};
+use crate::error::{exit, UserError};
+use crate::listing::{gaps, incomplete, status, tracked_by, warn_unlisted};
 use crate::render;
-use crate::session::{cache_root, list_options, relist_not_served, resolve_selection, selection, Session};
+use crate::session::{cache_root, relist_not_served, resolve_selection, Session};
 
 /// Runs `list`.
 pub async fn run(global: &GlobalArgs, args: ListArgs) -> anyhow::Result<u8> {

@@ -10,8 +10,6 @@ pub mod unstick;
 use crate::cli::{Cli, Command};
 use crate::discovery::CacheUse;
 use crate::error::UserError;
-// The session moved to the library (`crate::session`); kept here so callers not yet moved compile.
-pub use crate::session::{cache_root, list_options, resolve_selection, resolve_typed, selection, Session};
 
 /// Runs the parsed command; returns the exit code.
 pub async fn dispatch(mut cli: Cli) -> anyhow::Result<u8> {

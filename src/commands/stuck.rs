@@ -3,13 +3,14 @@
 
 use std::sync::Arc;
 
+use crate::cli::{list_options, selection};
 use crate::cli::{GlobalArgs, StuckArgs, StuckOutput};
 use crate::collect::{api_for, collect, sort_objects, Listed};
 use crate::error::{exit, is_not_found, UserError};
 use crate::listing::{gaps, incomplete, warn_unlisted};
 use crate::render;
 use crate::retry::with_retries;
-use crate::session::{list_options, resolve_selection, resolve_typed, selection, Session};
+use crate::session::{resolve_selection, resolve_typed, Session};
 use crate::stuck::chains::{render_text, to_json};
 use crate::stuck::{explain, DiagnosisContext};
 use crate::trackers::Selection;
