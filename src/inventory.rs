@@ -139,6 +139,9 @@ pub struct FluxStack {
     pub inventory: Option<Inventory>,
     /// Its `spec.targetNamespace`, when set (an empty one sets nothing, as in Flux).
     pub target_namespace: Option<String>,
+    /// `spec.prune: false`: Flux deletes nothing it applied (fluxcd/kustomize-controller
+    /// `internal/controller/kustomization_controller.go` `prune`: `if !obj.Spec.Prune { return }`).
+    pub prune_disabled: bool,
 }
 
 /// Reads a live inventory the user named; a stack that keeps no record is an error.
@@ -234,6 +237,12 @@ pub async fn record_of(preset: Preset, value: &MarkValue, session: &Session) -> 
     let found = match preset {
         Preset::Flux => {
             let stack = read_flux(session, &value.name, &namespace).await?;
+            if stack.as_ref().is_some_and(|stack| stack.prune_disabled) {
+                return Err(prunes_nothing(&format!(
+                    "Kustomization {namespace}/{} has spec.prune: false: Flux deletes nothing it applied",
+                    value.name
+                )));
+            }
             return Ok(stack.map(FluxStack::into_record).unwrap_or_default());
         }
         Preset::FluxHelm => return flux_helm_record(session, &value.name, &namespace).await,
@@ -252,6 +261,7 @@ pub async fn record_of(preset: Preset, value: &MarkValue, session: &Session) -> 
     let default_namespace = matches!(preset, Preset::Helm).then_some(namespace);
     match found {
         Ok(found) => Ok(found.into()),
+        Err(err) if is_absent(&err) && preset == Preset::Helm => Err(no_helm_release(&value.name, &err)),
         Err(err) if is_absent(&err) => {
             tracing::debug!("no record for {}: {}", preset.name(), err.message);
             Ok(StackRecord {
@@ -261,6 +271,23 @@ pub async fn record_of(preset: Preset, value: &MarkValue, session: &Session) -> 
         }
         Err(err) => Err(err),
     }
+}
+
+/// A stack whose tool prunes nothing: none of its objects is an orphan (refused when named,
+/// never an orphan under `-l`).
+fn prunes_nothing(why: &str) -> UserError {
+    UserError::refused(format!("{why}, so nothing of it is an orphan"))
+        .hint("prune it with its own tool's rules in mind, or name another stack")
+}
+
+/// No Helm release record to read: Helm deletes only through an upgrade's diff against its
+/// release (helm/helm v3 `pkg/action/upgrade.go`), never by label, so nothing is an orphan.
+fn no_helm_release(release: &str, err: &UserError) -> UserError {
+    UserError::refused(format!(
+        "no Helm release {release} to compare with ({}): Helm deletes only what its release records, so nothing of it is an orphan",
+        err.message
+    ))
+    .hint("kubectl-stack reads releases from Secrets (Helm's default driver); a release stored in ConfigMaps or SQL cannot be read")
 }
 
 /// Whether a load failed because the stack keeps no record under that name (no release
@@ -312,14 +339,10 @@ async fn flux_helm_record(session: &Session, name: &str, namespace: &str) -> Res
             "HelmRelease {namespace}/{name}: release name {release:?} is longer than 53 characters, and helm-controller shortens it"
         )));
     }
-    let release_namespace = target.unwrap_or_else(|| namespace.to_string());
     let storage = spec("storageNamespace").unwrap_or_else(|| namespace.to_string());
     match load_helm(session, &release, &storage).await {
         Ok(found) => Ok(found.into()),
-        Err(err) if is_absent(&err) => Ok(StackRecord {
-            default_namespace: Some(release_namespace),
-            ..StackRecord::default()
-        }),
+        Err(err) if is_absent(&err) => Err(no_helm_release(&release, &err)),
         Err(err) => Err(err),
     }
 }
@@ -356,9 +379,11 @@ pub async fn read_flux(session: &Session, name: &str, namespace: &str) -> Result
         }
     };
     let target_namespace = target_namespace_of(&object);
+    let prune_disabled = object.data.pointer("/spec/prune").and_then(Value::as_bool) == Some(false);
     Ok(Some(FluxStack {
         inventory: flux_inventory(&object, name, namespace, target_namespace.clone())?,
         target_namespace,
+        prune_disabled,
     }))
 }
 

@@ -242,7 +242,24 @@ fn a_tracker_value_without_namespace_is_the_current_namespace() {
         "repo.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: unrelated}\n",
     );
-    for preset in ["helm", "flux"] {
+    // No release Secret: Helm deletes only what its release records, so nothing is an orphan;
+    // the release looked for is the one in the current namespace.
+    let helm = stack(&[
+        "orphans",
+        "-n",
+        a,
+        "--tracker",
+        &format!("helm={release}"),
+        "-f",
+        repo.to_str().unwrap(),
+    ])
+    .expect_code(4);
+    assert!(
+        helm.stderr.contains(&format!("Helm release {a}/{release}")),
+        "{}",
+        helm.stderr
+    );
+    for preset in ["flux"] {
         let found = stack(&[
             "orphans",
             "-n",
