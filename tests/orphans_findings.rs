@@ -259,25 +259,22 @@ fn a_tracker_value_without_namespace_is_the_current_namespace() {
         "{}",
         helm.stderr
     );
-    for preset in ["flux"] {
-        let found = stack(&[
-            "orphans",
-            "-n",
-            a,
-            "--tracker",
-            &format!("{preset}={release}"),
-            "-f",
-            repo.to_str().unwrap(),
-            "-o",
-            "name",
-        ])
-        .expect_code(1);
-        assert_eq!(
-            found.stdout,
-            format!("clusterrole.rbac.authorization.k8s.io/{release}-{a}\n"),
-            "{preset}"
-        );
-    }
+    let found = stack(&[
+        "orphans",
+        "-n",
+        a,
+        "--tracker",
+        &format!("flux={release}"),
+        "-f",
+        repo.to_str().unwrap(),
+        "-o",
+        "name",
+    ])
+    .expect_code(1);
+    assert_eq!(
+        found.stdout,
+        format!("clusterrole.rbac.authorization.k8s.io/{release}-{a}\n")
+    );
     // No managed-by label on these objects, yet Helm's annotations say what they are.
     let listed = stack(&["list", "--tracker", &format!("helm={release}.{b}"), "-o", "name"]).expect_code(0);
     assert_eq!(
