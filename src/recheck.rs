@@ -264,6 +264,15 @@ impl Recheck {
             if now.is_empty() && was_tracked {
                 return Some("no tool tracks it any more (changed since the plan)".to_string());
             }
+            // An orphan is its stack's: relabelled since the plan (adopted by another stack), its
+            // old stack's tool would no longer delete it.
+            let marks_now = crate::trackers::describe_marks(&object.meta);
+            if self.torn_down.is_empty() && was_tracked && marks_now != target.tracked_by {
+                return Some(format!(
+                    "its tracking marks changed since the plan ({} -> {marks_now})",
+                    target.tracked_by
+                ));
+            }
             if !self.torn_down.is_empty() {
                 if let Some(why) = tracked_elsewhere(&object.meta, &self.torn_down) {
                     return Some(format!("{why} (changed since the plan)"));

@@ -166,3 +166,105 @@ fn an_orphan_prune_in_one_namespace_sees_dependents_in_every_namespace() {
     let all = format!("{}{}", run.stdout, run.stderr);
     assert!(all.contains(&format!("needed by ConfigMap/{o}/user")), "{all}");
 }
+
+fn set_inventory(name: &str, namespace: &str, names: &[&str]) {
+    let entries: Vec<String> = names
+        .iter()
+        .map(|n| format!(r#"{{"id":"{namespace}_{n}__ConfigMap","v":"v1"}}"#))
+        .collect();
+    let status = format!(r#"{{"status":{{"inventory":{{"entries":[{}]}}}}}}"#, entries.join(","));
+    let args = [
+        "patch",
+        "kustomization",
+        name,
+        "-n",
+        namespace,
+        "--subresource",
+        "status",
+        "--type",
+        "merge",
+        "-p",
+        &status,
+    ];
+    let patched = kubectl(&args);
+    assert_eq!(patched.code, 0, "{}", patched.stderr);
+}
+
+/// An orphan of stack `a` that stack `b` adopts (relabelled, in b's inventory) while an earlier
+/// wave waits is no longer a's to prune: the re-check drops it.
+#[test]
+fn an_orphan_adopted_by_another_stack_since_the_plan_is_dropped() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("adopt");
+    let n = ns.0.clone();
+    let la = flux_labels("a", &n);
+    apply(&format!(
+        r#"{ks}apiVersion: v1
+kind: ConfigMap
+metadata: {{name: stays, namespace: {n}, labels: {la}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: holder
+  namespace: {n}
+  labels: {la}
+  finalizers: [{HOLD}]
+  annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/base}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: base, namespace: {n}, labels: {la}}}
+"#,
+        ks = kustomizations(&["a", "b"], &n),
+    ));
+    set_inventory("a", &n, &["stays", "holder", "base"]);
+    set_inventory("b", &n, &[]);
+    let desired = temp_file(
+        "desired.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: stays}\n",
+    );
+    let desired = desired.to_str().unwrap();
+    let tracker = format!("flux=a.{n}");
+    let args = [
+        "prune",
+        "-n",
+        &n,
+        "--tracker",
+        &tracker,
+        "-f",
+        desired,
+        "--yes",
+        "--timeout",
+        "60s",
+    ];
+    let child = spawn_stack(&args);
+    wait_until(Duration::from_secs(30), || is_terminating("configmap", &n, "holder"));
+    let relabel = kubectl(&[
+        "label",
+        "configmap",
+        "base",
+        "-n",
+        &n,
+        "--overwrite",
+        "kustomize.toolkit.fluxcd.io/name=b",
+    ]);
+    assert_eq!(relabel.code, 0, "{}", relabel.stderr);
+    set_inventory("b", &n, &["base"]);
+    set_inventory("a", &n, &["stays", "holder"]);
+    release_finalizers("configmap/holder", &n);
+    let run = finish(child).expect_code(5);
+    assert!(
+        exists("configmap", Some(&n), "base"),
+        "adopted by b, it stays:\n{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(&format!(
+            "dropped: ConfigMap/{n}/base: its tracking marks changed since the plan"
+        )),
+        "{}",
+        run.stderr
+    );
+}
