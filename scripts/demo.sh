@@ -39,10 +39,10 @@ show kubectl stack list -A --tracker flux
 show kubectl stack orphans -A --tracker flux=usage.flux-system -f examples/usage-next/
 show kubectl stack graph -n flux-system
 show kubectl stack graph -A --members --order delete
-# Refused (exit 4): deleting Namespace db-operator would also delete its ServiceAccount's token
-# Secret, which no tool tracks. The teardown below accepts that loss (--allow-cascade).
+# Namespace db-operator's deletion takes its ServiceAccount's token Secret, which no tool tracks,
+# but the ServiceAccount is torn down too and the token controller deletes its token: no victim.
 show kubectl stack prune -n flux-system kustomization/operator --dry-run=server
-show kubectl stack prune -n flux-system kustomization/operator --yes --allow-cascade --timeout 5s
+show kubectl stack prune -n flux-system kustomization/operator --yes --timeout 5s
 show kubectl stack stuck -n shop databases.demo.kubectl-stack.dev/orders
 show kubectl stack unstick -n shop database/orders --finalizer demo.kubectl-stack.dev/cleanup --yes --backup-dir target/demo-backup
-show kubectl stack prune -n flux-system kustomization/operator --yes --allow-cascade
+show kubectl stack prune -n flux-system kustomization/operator --yes

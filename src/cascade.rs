@@ -9,13 +9,14 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use kube::core::ObjectMeta;
 use kube::Client;
 use serde::Serialize;
 
 use crate::collect::{collect_kinds, Collection, ListOptions, ListScope, Listed};
 use crate::discovery::{Catalog, KindInfo};
 use crate::identity::ObjectId;
-use crate::safeguards::{dies_with_plan, keep_marked, made_by_control_plane};
+use crate::safeguards::{dies_with_plan, keep_marked, made_by_control_plane, SERVICE_ACCOUNT_NAME};
 use crate::trackers::{describe_marks, is_tracked, Selection};
 
 /// One object a Namespace's or CRD's deletion would take, and why it counts.
@@ -121,6 +122,7 @@ pub fn victims(held: &[Listed], planned: &Planned) -> Vec<Victim> {
                 .any(|r| held_uids.contains(r.uid.as_str()))
         })
         .filter(|o| made_by_control_plane(&o.id(), &o.meta, &services).is_none())
+        .filter(|o| !token_of_planned_account(&o.id(), &o.meta, planned))
         .map(|o| Victim {
             id: o.id(),
             uid: o.uid().to_string(),
@@ -129,6 +131,28 @@ pub fn victims(held: &[Listed], planned: &Planned) -> Vec<Victim> {
         .collect();
     found.sort_by(|a, b| a.id.cmp(&b.id));
     found
+}
+
+/// The annotation of a ServiceAccount token Secret that holds its ServiceAccount's UID.
+pub const SERVICE_ACCOUNT_UID: &str = "kubernetes.io/service-account.uid";
+
+/// Whether this object is the token Secret of a ServiceAccount the plan deletes: a Secret whose
+/// `kubernetes.io/service-account.name` and `.uid` annotations name a planned ServiceAccount of
+/// its namespace, by name and UID. The token controller deletes such a Secret when its
+/// ServiceAccount goes (kubernetes `pkg/controller/serviceaccount/tokens_controller.go`), so it
+/// dies with the plan. A token of a ServiceAccount that stays, or of a re-created one (another
+/// UID), is not covered.
+pub fn token_of_planned_account(id: &ObjectId, meta: &ObjectMeta, planned: &Planned) -> bool {
+    let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key));
+    let (Some(name), Some(uid)) = (annotation(SERVICE_ACCOUNT_NAME), annotation(SERVICE_ACCOUNT_UID)) else {
+        return false;
+    };
+    id.group.is_empty()
+        && id.kind == "Secret"
+        && planned.uids.contains(uid)
+        && planned
+            .ids
+            .contains(&ObjectId::new("", "ServiceAccount", id.namespace.as_deref(), name))
 }
 
 fn why_it_counts(object: &Listed) -> String {
@@ -245,5 +269,50 @@ mod tests {
                 ("handmade".to_string(), "untracked".to_string()),
             ]
         );
+    }
+
+    fn token(name: &str, account: &str, account_uid: &str) -> Listed {
+        let annotations = [
+            (SERVICE_ACCOUNT_NAME.to_string(), account.to_string()),
+            (SERVICE_ACCOUNT_UID.to_string(), account_uid.to_string()),
+        ];
+        let mut listed = object("Secret", name, None, &[]);
+        listed.meta.annotations = Some(annotations.into());
+        listed
+    }
+
+    #[test]
+    fn the_token_of_a_planned_service_account_dies_with_it_other_tokens_count() {
+        let planned = Planned {
+            uids: ["uid-builder".to_string(), "uid-settings".to_string()].into(),
+            ids: [
+                ObjectId::new("", "ServiceAccount", Some("shop"), "builder"),
+                ObjectId::new("", "ConfigMap", Some("shop"), "settings"),
+            ]
+            .into(),
+        };
+        let held = vec![
+            object("ServiceAccount", "builder", None, &[]),
+            token("builder-token", "builder", "uid-builder"),
+            object("ServiceAccount", "runner", None, &[]),
+            token("runner-token", "runner", "uid-runner"),
+            token("old-builder-token", "builder", "uid-builder-before"),
+            token("settings-token", "settings", "uid-settings"),
+            object("Secret", "handmade", None, &[]),
+        ];
+        let found: Vec<String> = victims(&held, &planned).into_iter().map(|v| v.id.name).collect();
+        assert_eq!(
+            found,
+            [
+                "handmade",
+                "old-builder-token",
+                "runner-token",
+                "settings-token",
+                "runner"
+            ]
+        );
+        let elsewhere = ObjectId::new("", "Secret", Some("other"), "builder-token");
+        assert!(!token_of_planned_account(&elsewhere, &held[1].meta, &planned));
+        assert!(token_of_planned_account(&held[1].id(), &held[1].meta, &planned));
     }
 }
