@@ -21,7 +21,7 @@ use crate::trackers::{MarkValue, Preset, Tracker, FLUX_KUSTOMIZATION};
 use applyset::{find_applyset_parent, load_applyset};
 pub use flux::{read_flux, FluxStack};
 pub use helm::helm_manifest;
-use helm::{flux_helm_record, load_helm};
+use helm::{flux_helm_record, load_helm, no_helm_release};
 use kpt::load_kpt;
 
 /// `--inventory PRESET=REF`.
@@ -230,6 +230,12 @@ pub async fn record_of(preset: Preset, value: &MarkValue, session: &Session) -> 
     let found = match preset {
         Preset::Flux => {
             let stack = read_flux(session, &value.name, &namespace).await?;
+            if stack.as_ref().is_some_and(|stack| stack.prune_disabled) {
+                return Err(prunes_nothing(&format!(
+                    "Kustomization {namespace}/{} has spec.prune: false: Flux deletes nothing it applied",
+                    value.name
+                )));
+            }
             return Ok(stack.map(FluxStack::into_record).unwrap_or_default());
         }
         Preset::FluxHelm => return flux_helm_record(session, &value.name, &namespace).await,
@@ -248,6 +254,7 @@ pub async fn record_of(preset: Preset, value: &MarkValue, session: &Session) -> 
     let default_namespace = matches!(preset, Preset::Helm).then_some(namespace);
     match found {
         Ok(found) => Ok(found.into()),
+        Err(err) if is_absent(&err) && preset == Preset::Helm => Err(no_helm_release(&value.name, &err)),
         Err(err) if is_absent(&err) => {
             tracing::debug!("no record for {}: {}", preset.name(), err.message);
             Ok(StackRecord {
@@ -257,6 +264,13 @@ pub async fn record_of(preset: Preset, value: &MarkValue, session: &Session) -> 
         }
         Err(err) => Err(err),
     }
+}
+
+/// A stack whose tool prunes nothing: none of its objects is an orphan (refused when named,
+/// never an orphan under `-l`).
+fn prunes_nothing(why: &str) -> UserError {
+    UserError::refused(format!("{why}, so nothing of it is an orphan"))
+        .hint("prune it with its own tool's rules in mind, or name another stack")
 }
 
 /// Whether a load failed because the stack keeps no record under that name (no release

@@ -17,6 +17,9 @@ use crate::trackers::{
 pub const ARGOCD_INSTALLATION_ID: &str = "argocd.argoproj.io/installation-id";
 /// kapp's identity annotation (carvel-dev/kapp `pkg/kapp/resources/identity_annotation.go`).
 pub const KAPP_IDENTITY: &str = "kapp.k14s.io/identity";
+/// Argo CD's hook annotation (argo-cd `common/common.go` `AnnotationKeyHook`).
+pub const ARGOCD_HOOK: &str = "argocd.argoproj.io/hook";
+
 /// Helm's hook annotation (helm/helm v3 `pkg/release/hook.go` `HookAnnotation`).
 pub const HELM_HOOK: &str = "helm.sh/hook";
 
@@ -99,6 +102,11 @@ pub fn argocd_keeps(object: &Listed) -> Option<String> {
             format!("only the {ARGOCD_INSTANCE} label: Argo CD tracks by {ARGOCD_TRACKING_ID} (default since 3.0)")
         });
     };
+    // gitops-engine `pkg/sync/sync_context.go` `getSyncTasks`: hooks are not pruned (`hook.IsHook`:
+    // `argocd.argoproj.io/hook`, or a Helm hook `helm.sh/hook`).
+    if let Some(hook) = annotation(object, ARGOCD_HOOK).or_else(|| annotation(object, HELM_HOOK)) {
+        return Some(format!("a sync hook ({hook}): Argo CD never prunes hooks"));
+    }
     if let Some(installation) = annotation(object, ARGOCD_INSTALLATION_ID) {
         return Some(format!(
             "{ARGOCD_INSTALLATION_ID}={installation}: tracked by that Argo CD installation"
@@ -258,6 +266,16 @@ mod tests {
         assert!(argocd_keeps(&elsewhere).unwrap().contains("installation"));
         let label_only = object("", "ConfigMap", "ui", &[(ARGOCD_INSTANCE, "shop")], &[]);
         assert!(argocd_keeps(&label_only).unwrap().contains("label"));
+    }
+
+    #[test]
+    fn argo_cd_hooks_are_never_pruned() {
+        let tracking = (ARGOCD_TRACKING_ID, "shop:batch/Job:web/migrate");
+        let hook = object("batch", "Job", "migrate", &[], &[tracking, (ARGOCD_HOOK, "PreSync")]);
+        assert!(argocd_keeps(&hook).is_some());
+        let helm_hook = object("batch", "Job", "migrate", &[], &[tracking, (HELM_HOOK, "pre-install")]);
+        assert!(argocd_keeps(&helm_hook).is_some());
+        assert!(argocd_keeps(&object("batch", "Job", "migrate", &[], &[tracking])).is_none());
     }
 
     #[test]

@@ -368,3 +368,49 @@ fn what_kustomize_renders_with_the_target_namespace_is_exactly_the_desired_set()
     assert!(names(&found, "orphans").is_empty(), "{}", found.stdout);
     let _ = kubectl(&["delete", "clusterrole", &role]);
 }
+
+/// A Kustomization with `spec.prune: false`: Flux deletes nothing it applied
+/// (fluxcd/kustomize-controller `kustomization_controller.go` `prune`: `if !obj.Spec.Prune`),
+/// so nothing of it is an orphan: `--tracker` refuses (exit 4), `-l` reports none, and `prune`
+/// deletes nothing.
+#[test]
+fn a_kustomization_that_does_not_prune_has_no_orphans() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("noprune");
+    let n = &ns.0;
+    let run = unique("noprune");
+    let ks = unique("apps");
+    let marks = labels(&ks, n, &run);
+    apply(&format!(
+        r#"
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {{name: {ks}, namespace: {n}}}
+spec: {{interval: 10m, prune: false, path: ./apps, sourceRef: {{kind: GitRepository, name: repo}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: kept, namespace: {n}, labels: {marks}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: dropped, namespace: {n}, labels: {marks}}}
+"#
+    ));
+    set_inventory(
+        &ks,
+        n,
+        &[format!("{n}_kept__ConfigMap"), format!("{n}_dropped__ConfigMap")],
+    );
+    let repo = temp_file("apps.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kept}\n");
+    let repo = repo.to_str().unwrap();
+    let tracker = format!("flux={ks}.{n}");
+    let named = stack(&["orphans", "-n", n, "--tracker", &tracker, "-f", repo]).expect_code(4);
+    assert!(named.stderr.contains("spec.prune: false"), "{}", named.stderr);
+    let selector = format!("stack-test/run={run}");
+    let by_label = stack(&["orphans", "-n", n, "-l", &selector, "-f", repo, "-o", "json"]);
+    assert!(names(&by_label, "orphans").is_empty(), "{}", by_label.stdout);
+    stack(&["prune", "-n", n, "-l", &selector, "-f", repo, "--yes"]);
+    assert!(exists("configmap", Some(n), "dropped"), "Flux would never delete it");
+}

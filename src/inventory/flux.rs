@@ -17,6 +17,9 @@ pub struct FluxStack {
     pub inventory: Option<Inventory>,
     /// Its `spec.targetNamespace`, when set (an empty one sets nothing, as in Flux).
     pub target_namespace: Option<String>,
+    /// `spec.prune: false`: Flux deletes nothing it applied (fluxcd/kustomize-controller
+    /// `internal/controller/kustomization_controller.go` `prune`: `if !obj.Spec.Prune { return }`).
+    pub prune_disabled: bool,
 }
 
 impl FluxStack {
@@ -51,9 +54,11 @@ pub async fn read_flux(session: &Session, name: &str, namespace: &str) -> Result
         }
     };
     let target_namespace = target_namespace_of(&object);
+    let prune_disabled = object.data.pointer("/spec/prune").and_then(Value::as_bool) == Some(false);
     Ok(Some(FluxStack {
         inventory: flux_inventory(&object, name, namespace, target_namespace.clone())?,
         target_namespace,
+        prune_disabled,
     }))
 }
 

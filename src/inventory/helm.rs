@@ -59,16 +59,22 @@ pub(super) async fn flux_helm_record(session: &Session, name: &str, namespace: &
             "HelmRelease {namespace}/{name}: release name {release:?} is longer than 53 characters, and helm-controller shortens it"
         )));
     }
-    let release_namespace = target.unwrap_or_else(|| namespace.to_string());
     let storage = spec("storageNamespace").unwrap_or_else(|| namespace.to_string());
     match load_helm(session, &release, &storage).await {
         Ok(found) => Ok(found.into()),
-        Err(err) if is_absent(&err) => Ok(StackRecord {
-            default_namespace: Some(release_namespace),
-            ..StackRecord::default()
-        }),
+        Err(err) if is_absent(&err) => Err(no_helm_release(&release, &err)),
         Err(err) => Err(err),
     }
+}
+
+/// No Helm release record to read: Helm deletes only through an upgrade's diff against its
+/// release (helm/helm v3 `pkg/action/upgrade.go`), never by label, so nothing is an orphan.
+pub(super) fn no_helm_release(release: &str, err: &UserError) -> UserError {
+    UserError::refused(format!(
+        "no Helm release {release} to compare with ({}): Helm deletes only what its release records, so nothing of it is an orphan",
+        err.message
+    ))
+    .hint("kubectl-stack reads releases from Secrets (Helm's default driver); a release stored in ConfigMaps or SQL cannot be read")
 }
 
 /// Helm v3 (helm/helm `pkg/action/upgrade.go`, `pkg/storage/storage.go` `Deployed`): an upgrade
