@@ -310,14 +310,7 @@ async fn live_kinds(global: &GlobalArgs) -> Vec<(String, String)> {
     let mut kinds: Vec<(String, String)> = catalog
         .kinds()
         .iter()
-        .map(|k| {
-            let typed = if k.group.is_empty() {
-                k.plural.clone()
-            } else {
-                format!("{}.{}", k.plural, k.group)
-            };
-            (typed, k.kind.clone())
-        })
+        .map(|k| (k.resource_type(), k.kind.clone()))
         .collect();
     kinds.sort();
     kinds

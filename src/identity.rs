@@ -148,6 +148,22 @@ pub fn groups_sharing(group: &str, kind: &str) -> Vec<&'static str> {
         .collect()
 }
 
+/// The name of the CustomResourceDefinition that defines a custom kind: `plural.group` (the API
+/// server accepts a CRD only under that name).
+pub fn crd_name(plural: &str, group: &str) -> String {
+    format!("{plural}.{group}")
+}
+
+/// A kind's resource type as kubectl takes it on the command line (`TYPE/NAME`): `plural.group`,
+/// or `plural` for the core group.
+pub fn resource_type(plural: &str, group: &str) -> String {
+    if group.is_empty() {
+        plural.to_string()
+    } else {
+        crd_name(plural, group)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,6 +202,16 @@ mod tests {
             )
         );
         assert!(ObjectId::from_depends_on_ref("apps/Deployment").is_none());
+    }
+
+    #[test]
+    fn crd_names_and_resource_types() {
+        assert_eq!(
+            crd_name("crontabs", "stable.example.com"),
+            "crontabs.stable.example.com"
+        );
+        assert_eq!(resource_type("deployments", "apps"), "deployments.apps");
+        assert_eq!(resource_type("configmaps", ""), "configmaps");
     }
 
     #[test]

@@ -177,7 +177,7 @@ pub async fn graph_of_with(
     let crd_names = kinds
         .iter()
         .filter(|k| !k.group.is_empty())
-        .map(|k| ((k.group.clone(), k.kind.clone()), format!("{}.{}", k.plural, k.group)))
+        .map(|k| ((k.group.clone(), k.kind.clone()), k.crd_name()))
         .collect();
     let plurals = kinds
         .iter()

@@ -473,11 +473,7 @@ pub fn stuck_commands(blockers: &[Blocker]) -> Vec<String> {
     let mut by_namespace: BTreeMap<Option<String>, Vec<String>> = BTreeMap::new();
     for blocker in blockers {
         let id = &blocker.target.id;
-        let typed = if id.group.is_empty() {
-            blocker.target.kind.plural.clone()
-        } else {
-            format!("{}.{}", blocker.target.kind.plural, id.group)
-        };
+        let typed = crate::identity::resource_type(&blocker.target.kind.plural, &id.group);
         by_namespace
             .entry(id.namespace.clone())
             .or_default()

@@ -11,9 +11,6 @@ use crate::error::{root_cause, UserError};
 use crate::identity::ObjectId;
 use crate::trackers::{applyset_id, Preset, Selection};
 
-// The flag mappings live at the edge (`cli`); kept here for the callers that import them from here.
-pub use crate::cli::{list_options, selection};
-
 /// How to open a session: what to connect with, where discovery is cached and how far the cache
 /// may be trusted, and whether to list in every namespace.
 #[derive(Debug, Clone, Default)]

@@ -195,7 +195,7 @@ impl DiagnosisContext {
     /// that group), and who tracks it.
     fn crd_for_finalizer(&self, finalizer: &str, kind: &crate::discovery::KindInfo) -> Option<(String, String)> {
         let domain = finalizer.split('/').next().unwrap_or(finalizer);
-        let own = format!("{}.{}", kind.plural, kind.group);
+        let own = kind.crd_name();
         let name_of = |crd: &DynamicObject| crd.metadata.name.clone().unwrap_or_default();
         let in_group = |name: &str| name.split_once('.').is_some_and(|(_, group)| group == domain);
         let crd = self

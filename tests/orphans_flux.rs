@@ -63,25 +63,6 @@ fn labels(ks: &str, flux_ns: &str, run: &str) -> String {
     format!("{{kustomize.toolkit.fluxcd.io/name: {ks}, kustomize.toolkit.fluxcd.io/namespace: {flux_ns}, stack-test/run: {run}}}")
 }
 
-/// Binds `user` (impersonated with `--as`: a user of this test alone, unlike the shared
-/// `limited` one other test binaries grant rights to) to a Role with these rules in `namespace`.
-fn grant(user: &str, namespace: &str, role: &str, rules: &str) {
-    apply(&format!(
-        r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: {role}, namespace: {namespace}}}
-rules: {rules}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {{name: {role}, namespace: {namespace}}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {role}}}
-subjects: [{{kind: User, name: {user}, apiGroup: rbac.authorization.k8s.io}}]
-"#
-    ));
-}
-
 /// F4: kustomize-controller writes `spec.targetNamespace` as the `namespace:` of the
 /// kustomization it builds (fluxcd/pkg `kustomize/kustomize_generator.go`), and kustomize sets
 /// it on every namespaced object, over the namespace a manifest wrote. `-n other` must not move
@@ -268,9 +249,10 @@ metadata: {{name: never-recorded, namespace: {n}, labels: {marks}}}
     .expect_code(1);
     assert_eq!(names(&by_preset, "orphans"), only_dropped, "{}", by_preset.stderr);
 
-    // A user who may list ConfigMaps here but not read the Kustomization.
+    // A user who may list ConfigMaps here but not read the Kustomization: a user of this test
+    // alone, unlike the shared `limited` one other test binaries grant rights to.
     let reader = unique("configmap-reader");
-    grant(
+    grant_user(
         &reader,
         n,
         "configmaps",

@@ -74,7 +74,12 @@ impl KindInfo {
 
     /// The name of the CRD that defines this kind, `plural.group` (custom kinds only).
     pub fn crd_name(&self) -> String {
-        format!("{}.{}", self.plural, self.group)
+        crate::identity::crd_name(&self.plural, &self.group)
+    }
+
+    /// The resource type kubectl takes on the command line: `plural.group`, or `plural` for core.
+    pub fn resource_type(&self) -> String {
+        crate::identity::resource_type(&self.plural, &self.group)
     }
 
     /// `Kind.group`, or `Kind` for the core group, as kubectl prints kinds.

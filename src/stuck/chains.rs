@@ -284,11 +284,7 @@ fn chain(report: &Report, root: usize, members: Vec<usize>) -> Chain {
 
 /// `kubectl stack unstick [-n NS] TYPE/NAME --finalizer F …` for exactly these finalizers.
 pub fn unstick_command(object: &Listed, finalizers: &[String]) -> String {
-    let typed = if object.kind.group.is_empty() {
-        object.kind.plural.clone()
-    } else {
-        format!("{}.{}", object.kind.plural, object.kind.group)
-    };
+    let typed = object.kind.resource_type();
     let mut command = String::from("kubectl stack unstick");
     if let Some(namespace) = object.namespace() {
         command.push_str(&format!(" -n {namespace}"));

@@ -419,6 +419,13 @@ pub fn run_printed_unstick(command: &str) -> Run {
 
 /// Binds the `limited` user to a Role with these rules in `namespace`.
 pub fn grant_limited(namespace: &str, role: &str, rules: &str) {
+    grant_user("limited", namespace, role, rules);
+}
+
+/// Binds `user` (impersonated with `--as`) to a Role with these rules in `namespace`, with a
+/// RoleBinding named `USER-ROLE`. A test that must not see rights other test binaries grant the
+/// shared `limited` user binds a user of its own (`unique(..)`).
+pub fn grant_user(user: &str, namespace: &str, role: &str, rules: &str) {
     apply(&format!(
         r#"
 apiVersion: rbac.authorization.k8s.io/v1
@@ -428,9 +435,9 @@ rules: {rules}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
-metadata: {{name: limited-{role}, namespace: {namespace}}}
+metadata: {{name: {user}-{role}, namespace: {namespace}}}
 roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {role}}}
-subjects: [{{kind: User, name: limited, apiGroup: rbac.authorization.k8s.io}}]
+subjects: [{{kind: User, name: {user}, apiGroup: rbac.authorization.k8s.io}}]
 "#
     ));
 }

@@ -1,0 +1,127 @@
+//! kubectl ApplySet parents: the group-kinds and namespaces they record, found by name or by id.
+
+use std::collections::HashSet;
+
+use kube::api::DynamicObject;
+use serde_json::Value;
+
+use super::{get_object, list_labelled, Inventory};
+use crate::classify::Recorded;
+use crate::discovery::KindInfo;
+use crate::error::UserError;
+use crate::session::Session;
+use crate::trackers::{applyset_id, MarkValue, Preset, Tracker};
+
+/// kubectl ApplySet (kubernetes/kubectl `pkg/cmd/apply/applyset_pruner.go`
+/// `FindAllObjectsToPrune`): kubectl lists members of the parent's `contains-group-kinds` in the
+/// parent's namespace and its `additional-namespaces`, and prunes those not applied this time.
+pub(super) async fn load_applyset(session: &Session, parent: &str) -> Result<Inventory, UserError> {
+    let (resource, name) = parent.split_once('/').unwrap_or(("secrets", parent));
+    let kind = session
+        .catalog
+        .resolve(resource)
+        .ok_or_else(|| UserError::usage(format!("unknown ApplySet parent kind {resource:?}")))?
+        .clone();
+    let namespace = kind.namespaced.then_some(session.connection.namespace.as_str());
+    let object = get_object(session, &kind, namespace, name).await?;
+    Ok(applyset_inventory(&object, &kind))
+}
+
+/// The ApplySet label a parent carries: `applyset.kubernetes.io/id`.
+const APPLYSET_ID: &str = "applyset.kubernetes.io/id";
+/// The label that makes a CRD's kind an ApplySet parent kind (KEP-3659).
+const APPLYSET_PARENT_TYPE: &str = "applyset.kubernetes.io/is-parent-type";
+
+/// The ApplySet parent with this id, found by its `applyset.kubernetes.io/id` label among the
+/// kinds kubectl accepts as parents (Secrets, ConfigMaps, custom resources of CRDs labelled
+/// `applyset.kubernetes.io/is-parent-type: "true"`), in every namespace. Only a parent whose id
+/// is its own (the hash of its name, namespace, kind and group, as kubectl checks it) counts: a
+/// copied label does not make a parent. `None` when there is none; an error when the parents
+/// cannot be listed or several claim the id.
+pub(super) async fn find_applyset_parent(session: &Session, id: &str) -> Result<Option<Inventory>, UserError> {
+    let selector = format!("{APPLYSET_ID}={id}");
+    let mut kinds: Vec<std::sync::Arc<KindInfo>> = [("", "Secret"), ("", "ConfigMap")]
+        .into_iter()
+        .filter_map(|(group, kind)| session.catalog.get(group, kind).cloned())
+        .collect();
+    if let Some(crds) = session.catalog.get("apiextensions.k8s.io", "CustomResourceDefinition") {
+        let parent_types = list_labelled(session, crds, &format!("{APPLYSET_PARENT_TYPE}=true")).await?;
+        kinds.extend(parent_types.iter().filter_map(|crd| {
+            let group = crd.data.pointer("/spec/group").and_then(Value::as_str)?;
+            let kind = crd.data.pointer("/spec/names/kind").and_then(Value::as_str)?;
+            session.catalog.get(group, kind).cloned()
+        }));
+    }
+    let mut parents = Vec::new();
+    for kind in &kinds {
+        for object in list_labelled(session, kind, &selector).await? {
+            let name = object.metadata.name.clone().unwrap_or_default();
+            let namespace = object.metadata.namespace.clone().unwrap_or_default();
+            if applyset_id(&name, &namespace, &kind.kind, &kind.group) == id {
+                parents.push(applyset_inventory(&object, kind));
+            }
+        }
+    }
+    if parents.len() > 1 {
+        let names: Vec<&str> = parents.iter().map(|p| p.recorded.name()).collect();
+        return Err(UserError::refused(format!(
+            "several ApplySet parents claim id {id}: {}",
+            names.join(", ")
+        )));
+    }
+    Ok(parents.pop())
+}
+
+/// What an ApplySet parent records: its group-kinds and namespaces.
+fn applyset_inventory(object: &DynamicObject, kind: &KindInfo) -> Inventory {
+    let name = object.metadata.name.clone().unwrap_or_default();
+    let namespace = object.metadata.namespace.as_deref().filter(|_| kind.namespaced);
+    let annotations = object.metadata.annotations.clone().unwrap_or_default();
+    let listed = annotations
+        .get("applyset.kubernetes.io/contains-group-kinds")
+        .cloned()
+        .unwrap_or_default();
+    let kinds: HashSet<(String, String)> = listed
+        .split(',')
+        .map(str::trim)
+        .filter(|gk| !gk.is_empty())
+        .map(|gk| match gk.split_once('.') {
+            Some((kind, group)) => (group.to_string(), kind.to_string()),
+            None => (String::new(), gk.to_string()),
+        })
+        .collect();
+    let id = object
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(APPLYSET_ID).cloned())
+        .unwrap_or_else(|| applyset_id(&name, namespace.unwrap_or(""), &kind.kind, &kind.group));
+    let namespaces: HashSet<String> = annotations
+        .get("applyset.kubernetes.io/additional-namespaces")
+        .map(String::as_str)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|ns| !ns.is_empty())
+        .chain(namespace)
+        .map(str::to_string)
+        .collect();
+    let tracker = Tracker {
+        preset: Preset::ApplySet,
+        value: Some(MarkValue {
+            name: id,
+            namespace: None,
+        }),
+    };
+    Inventory {
+        recorded: Recorded::ApplySet {
+            kinds,
+            namespaces,
+            inventory: format!("ApplySet parent {}/{name}", kind.kind_with_group()),
+            owner: Some(tracker.clone()),
+        },
+        tracker,
+        target_namespace: None,
+        default_namespace: None,
+    }
+}

@@ -1,0 +1,157 @@
+//! Flux Kustomizations: their `status.inventory` and `spec.targetNamespace`.
+
+use kube::api::DynamicObject;
+use serde_json::Value;
+
+use super::{Inventory, StackRecord};
+use crate::classify::Recorded;
+use crate::error::{is_not_found, UserError};
+use crate::identity::ObjectId;
+use crate::retry::with_retries;
+use crate::session::Session;
+use crate::trackers::{MarkValue, Preset, Tracker, FLUX_KUSTOMIZATION};
+
+/// A Flux Kustomization as the orphan rules read it.
+pub struct FluxStack {
+    /// Its `status.inventory`, when it records one.
+    pub inventory: Option<Inventory>,
+    /// Its `spec.targetNamespace`, when set (an empty one sets nothing, as in Flux).
+    pub target_namespace: Option<String>,
+    /// `spec.prune: false`: Flux deletes nothing it applied (fluxcd/kustomize-controller
+    /// `internal/controller/kustomization_controller.go` `prune`: `if !obj.Spec.Prune { return }`).
+    pub prune_disabled: bool,
+}
+
+impl FluxStack {
+    pub(super) fn into_record(self) -> StackRecord {
+        StackRecord {
+            recorded: self.inventory.map(|inventory| inventory.recorded),
+            target_namespace: self.target_namespace,
+            default_namespace: None,
+        }
+    }
+}
+
+/// Reads a Flux Kustomization: its inventory and target namespace. `None` when the cluster
+/// serves no Kustomizations or this one does not exist; a refusal (exit 4) when it exists but
+/// cannot be read (forbidden, the server failing): guessing its inventory or target namespace
+/// could make what Flux keeps look like orphans.
+pub async fn read_flux(session: &Session, name: &str, namespace: &str) -> Result<Option<FluxStack>, UserError> {
+    let (group, kind) = FLUX_KUSTOMIZATION;
+    let Some(kind) = session.catalog.get(group, kind) else {
+        return Ok(None);
+    };
+    let api = crate::collect::api_for(&session.connection.client, kind, Some(namespace));
+    let object = match with_retries("get Kustomization", || api.get(name)).await {
+        Ok(object) => object,
+        Err(err) if is_not_found(&err) => return Ok(None),
+        Err(err) => {
+            return Err(UserError::refused(format!(
+                "Kustomization {namespace}/{name} cannot be read ({}): its inventory and targetNamespace decide what Flux would prune",
+                session.connection.explain(&err).message
+            ))
+            .hint("allow `get` on kustomizations.kustomize.toolkit.fluxcd.io, or retry when the API server answers"))
+        }
+    };
+    let target_namespace = target_namespace_of(&object);
+    let prune_disabled = object.data.pointer("/spec/prune").and_then(Value::as_bool) == Some(false);
+    Ok(Some(FluxStack {
+        inventory: flux_inventory(&object, name, namespace, target_namespace.clone())?,
+        target_namespace,
+        prune_disabled,
+    }))
+}
+
+/// A Kustomization's `spec.targetNamespace`; an empty one sets nothing (fluxcd/pkg
+/// `kustomize/kustomize_generator.go` sets the kustomization's `namespace:` to it, and kustomize
+/// leaves namespaces alone when that is empty).
+fn target_namespace_of(kustomization: &DynamicObject) -> Option<String> {
+    kustomization
+        .data
+        .pointer("/spec/targetNamespace")
+        .and_then(Value::as_str)
+        .filter(|target| !target.is_empty())
+        .map(str::to_string)
+}
+
+/// Flux v2 (fluxcd/kustomize-controller `internal/controller/kustomization_controller.go`:
+/// `staleObjects := inventory.Diff(oldInventory, newInventory)`, then `prune`): the objects
+/// deleted are those of the previous `status.inventory` that the new inventory lacks.
+/// `None` when the Kustomization records none.
+fn flux_inventory(
+    object: &DynamicObject,
+    name: &str,
+    namespace: &str,
+    target_namespace: Option<String>,
+) -> Result<Option<Inventory>, UserError> {
+    let Some(entries) = object
+        .data
+        .pointer("/status/inventory/entries")
+        .and_then(Value::as_array)
+    else {
+        return Ok(None);
+    };
+    let mut ids = Vec::new();
+    for entry in entries {
+        let id = entry.get("id").and_then(Value::as_str).unwrap_or_default();
+        ids.push(ObjectId::from_flux_inventory_id(id).ok_or_else(|| {
+            UserError::failed(format!(
+                "Kustomization {namespace}/{name}: inventory entry {id:?} is not <namespace>_<name>_<group>_<Kind>"
+            ))
+        })?);
+    }
+    let tracker = Tracker {
+        preset: Preset::Flux,
+        value: Some(MarkValue {
+            name: name.to_string(),
+            namespace: Some(namespace.to_string()),
+        }),
+    };
+    Ok(Some(Inventory {
+        recorded: Recorded::Ids {
+            ids: ids.into_iter().collect(),
+            inventory: format!("the inventory of Kustomization {namespace}/{name}"),
+            owner: Some(tracker.clone()),
+        },
+        tracker,
+        target_namespace,
+        default_namespace: None,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_namespace_is_read_and_an_empty_one_sets_nothing() {
+        let kustomization = |spec: serde_json::Value| DynamicObject {
+            types: None,
+            metadata: Default::default(),
+            data: serde_json::json!({ "spec": spec }),
+        };
+        let with_target = kustomization(serde_json::json!({"targetNamespace": "apps"}));
+        assert_eq!(target_namespace_of(&with_target).as_deref(), Some("apps"));
+        assert_eq!(
+            target_namespace_of(&kustomization(serde_json::json!({"targetNamespace": ""}))),
+            None
+        );
+        assert_eq!(target_namespace_of(&kustomization(serde_json::json!({}))), None);
+        let recorded = flux_inventory(
+            &DynamicObject {
+                data: serde_json::json!({"status": {"inventory": {"entries": [{"id": "apps_a__ConfigMap", "v": "v1"}]}}}),
+                ..with_target.clone()
+            },
+            "ks",
+            "flux-system",
+            Some("apps".into()),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(recorded.target_namespace.as_deref(), Some("apps"));
+        let Recorded::Ids { ids, .. } = &recorded.recorded else {
+            panic!("a Flux inventory records identities");
+        };
+        assert!(ids.contains(&ObjectId::new("", "ConfigMap", Some("apps"), "a")));
+    }
+}

@@ -1,0 +1,237 @@
+//! Helm releases: the last deployed revision's manifest, read from its release Secrets; and the
+//! Helm release a Flux HelmRelease manages.
+
+use std::io::Read;
+
+use base64::Engine;
+use kube::api::DynamicObject;
+use serde_json::Value;
+
+use super::{is_absent, served, Inventory, StackRecord};
+use crate::classify::Recorded;
+use crate::desired::{DesiredSet, Origin, Scopes};
+use crate::error::{is_not_found, UserError};
+use crate::manifest::parse_text;
+use crate::retry::with_retries;
+use crate::session::Session;
+use crate::trackers::{MarkValue, Preset, Tracker};
+
+/// The API group of Flux HelmReleases.
+const FLUX_HR_GROUP: &str = "helm.toolkit.fluxcd.io";
+
+/// The Helm release a Flux HelmRelease manages, as helm-controller names it (fluxcd/helm-controller
+/// `api/v2*/helmrelease_types.go`: `GetReleaseName` is `spec.releaseName`, else
+/// `[<targetNamespace>-]<name>`; `GetReleaseNamespace` is `spec.targetNamespace`, else the
+/// HelmRelease's namespace; `GetStorageNamespace` is `spec.storageNamespace`, else the
+/// HelmRelease's namespace), read as `--tracker helm=` reads a release. No HelmRelease (or no
+/// such kind served): no record. One that cannot be read, or whose release name is longer
+/// than Helm allows (helm-controller shortens it with a hash): an error.
+pub(super) async fn flux_helm_record(session: &Session, name: &str, namespace: &str) -> Result<StackRecord, UserError> {
+    let Some(kind) = session.catalog.get(FLUX_HR_GROUP, "HelmRelease") else {
+        return Ok(StackRecord::default());
+    };
+    let api = crate::collect::api_for(&session.connection.client, kind, Some(namespace));
+    let object = match with_retries("get HelmRelease", || api.get(name)).await {
+        Ok(object) => object,
+        Err(err) if is_not_found(&err) => return Ok(StackRecord::default()),
+        Err(err) => {
+            return Err(UserError::refused(format!(
+                "HelmRelease {namespace}/{name} cannot be read ({}): its Helm release decides what helm-controller would prune",
+                session.connection.explain(&err).message
+            )))
+        }
+    };
+    let spec = |field: &str| {
+        object
+            .data
+            .pointer(&format!("/spec/{field}"))
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
+    let target = spec("targetNamespace");
+    let release = spec("releaseName").unwrap_or_else(|| match &target {
+        Some(target) => format!("{target}-{name}"),
+        None => name.to_string(),
+    });
+    if release.len() > 53 {
+        return Err(UserError::refused(format!(
+            "HelmRelease {namespace}/{name}: release name {release:?} is longer than 53 characters, and helm-controller shortens it"
+        )));
+    }
+    let storage = spec("storageNamespace").unwrap_or_else(|| namespace.to_string());
+    match load_helm(session, &release, &storage).await {
+        Ok(found) => Ok(found.into()),
+        Err(err) if is_absent(&err) => Err(no_helm_release(&release, &err)),
+        Err(err) => Err(err),
+    }
+}
+
+/// No Helm release record to read: Helm deletes only through an upgrade's diff against its
+/// release (helm/helm v3 `pkg/action/upgrade.go`), never by label, so nothing is an orphan.
+pub(super) fn no_helm_release(release: &str, err: &UserError) -> UserError {
+    UserError::refused(format!(
+        "no Helm release {release} to compare with ({}): Helm deletes only what its release records, so nothing of it is an orphan",
+        err.message
+    ))
+    .hint("kubectl-stack reads releases from Secrets (Helm's default driver); a release stored in ConfigMaps or SQL cannot be read")
+}
+
+/// Helm v3 (helm/helm `pkg/action/upgrade.go`, `pkg/storage/storage.go` `Deployed`): an upgrade
+/// deletes what the last *deployed* revision's manifest has and the new one lacks; a pending or
+/// failed revision above it is not the current release (a rollback needs the deployed objects).
+/// Hooks are kept out of the manifest, so they are never in the record.
+pub(super) async fn load_helm(session: &Session, release: &str, namespace: &str) -> Result<Inventory, UserError> {
+    let secrets = served(session, "", "Secret")?;
+    let labels = format!("owner=helm,name={release}");
+    let query = crate::collect::ListQuery {
+        namespace: Some(namespace),
+        labels: Some(&labels),
+        fields: Some("type=helm.sh/release.v1"),
+        ..Default::default()
+    };
+    let releases = crate::collect::list_query(&session.connection.client, secrets, &query)
+        .await
+        .map_err(|err| session.connection.explain(&err))?;
+    let revisions: Vec<(u64, String, DynamicObject)> = releases
+        .into_iter()
+        .filter_map(|s| {
+            let labels = s.metadata.labels.as_ref()?;
+            let version = labels.get("version")?.parse::<u64>().ok()?;
+            let status = labels.get("status").cloned().unwrap_or_default();
+            Some((version, status, s))
+        })
+        .collect();
+    if revisions.is_empty() {
+        return Err(
+            UserError::failed(format!("no release Secret for Helm release {namespace}/{release}"))
+                .hint("Helm keeps sh.helm.release.v1.<name>.v<revision> Secrets in the release namespace"),
+        );
+    }
+    let Some((version, secret)) = last_deployed(revisions) else {
+        return Err(UserError::refused(format!(
+            "Helm release {namespace}/{release} has no deployed revision: Helm itself would not upgrade or prune it"
+        ))
+        .hint("see `helm history`; roll back or finish the pending operation first"));
+    };
+    let decoded = helm_release(&secret).map_err(|why| {
+        UserError::failed(format!(
+            "cannot read Helm release {namespace}/{release} v{version}: {why}"
+        ))
+    })?;
+    let manifest = decoded.get("manifest").and_then(Value::as_str).unwrap_or_default();
+    // Helm builds the manifests with the release namespace as the default namespace
+    // (helm/helm `pkg/kube/client.go` `Build`: `NamespaceParam(...).DefaultNamespace()`); it is
+    // the storage namespace unless the release was stored elsewhere (Flux `storageNamespace`).
+    let release_namespace = decoded
+        .get("namespace")
+        .and_then(Value::as_str)
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or(namespace)
+        .to_string();
+    let manifests = parse_text(manifest, &format!("helm release {namespace}/{release} v{version}"))?;
+    let scopes = Scopes::new(Some(&session.catalog), &manifests);
+    let record = format!("Helm release {namespace}/{release} v{version}");
+    let set = DesiredSet::from_manifests(
+        &manifests,
+        &scopes,
+        &release_namespace,
+        Origin::Inventory(record.clone()),
+    );
+    Ok(Inventory {
+        recorded: Recorded::Ids {
+            ids: set.ids,
+            inventory: record,
+            // Helm deletes what the old manifest has and the new one lacks, marked or not.
+            owner: None,
+        },
+        tracker: Tracker {
+            preset: Preset::Helm,
+            value: Some(MarkValue {
+                name: release.to_string(),
+                namespace: Some(release_namespace.clone()),
+            }),
+        },
+        target_namespace: None,
+        default_namespace: Some(release_namespace),
+    })
+}
+
+/// The highest revision whose status is `deployed`, with its Secret.
+fn last_deployed<T>(revisions: Vec<(u64, String, T)>) -> Option<(u64, T)> {
+    revisions
+        .into_iter()
+        .filter(|(_, status, _)| status == "deployed")
+        .max_by_key(|(version, _, _)| *version)
+        .map(|(version, _, secret)| (version, secret))
+}
+
+/// The `manifest` of a Helm release Secret: `data.release` is base64 (the API's) of base64
+/// (Helm's) of gzip of JSON. The Secret's data is never printed.
+pub fn helm_manifest(secret: &DynamicObject) -> Result<String, String> {
+    Ok(helm_release(secret)?
+        .get("manifest")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string())
+}
+
+/// The release JSON of a Helm release Secret (see [`helm_manifest`]).
+fn helm_release(secret: &DynamicObject) -> Result<Value, String> {
+    let engine = base64::engine::general_purpose::STANDARD;
+    let field = secret
+        .data
+        .pointer("/data/release")
+        .and_then(Value::as_str)
+        .ok_or("no data.release")?;
+    let helm_encoded = engine
+        .decode(field)
+        .map_err(|e| format!("data.release is not base64: {e}"))?;
+    let compressed = engine
+        .decode(&helm_encoded)
+        .map_err(|e| format!("release is not base64: {e}"))?;
+    let json = if compressed.starts_with(&[0x1f, 0x8b]) {
+        let mut text = Vec::new();
+        flate2::read::GzDecoder::new(compressed.as_slice())
+            .read_to_end(&mut text)
+            .map_err(|e| format!("release is not gzip: {e}"))?;
+        text
+    } else {
+        compressed
+    };
+    serde_json::from_slice(&json).map_err(|e| format!("release is not JSON: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn the_current_helm_release_is_the_last_deployed_revision() {
+        let revisions = vec![
+            (1, "superseded".to_string(), "v1"),
+            (2, "deployed".to_string(), "v2"),
+            (3, "pending-upgrade".to_string(), "v3"),
+        ];
+        assert_eq!(last_deployed(revisions), Some((2, "v2")));
+        assert_eq!(last_deployed(vec![(1, "failed".to_string(), "v1")]), None);
+    }
+
+    #[test]
+    fn helm_release_secret_decodes() {
+        let release =
+            serde_json::json!({"name": "web", "manifest": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"});
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(release.to_string().as_bytes()).unwrap();
+        let engine = base64::engine::general_purpose::STANDARD;
+        let helm = engine.encode(gz.finish().unwrap());
+        let api = engine.encode(helm);
+        let secret: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sh.helm.release.v1.web.v1"},
+            "data": {"release": api}
+        }))
+        .unwrap();
+        assert!(helm_manifest(&secret).unwrap().contains("kind: ConfigMap"));
+    }
+}
