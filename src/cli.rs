@@ -353,12 +353,9 @@ pub struct GraphArgs {
     /// Objects to include besides the Flux Kustomizations and HelmReleases (live only).
     #[command(flatten)]
     pub selection: SelectionArgs,
-    /// Offline: manifests (file, directory, or - for stdin); no cluster is contacted. Repeatable.
-    #[arg(short = 'f', long = "filename", value_name = "PATH")]
-    pub filenames: Vec<PathBuf>,
-    /// Offline: a kustomization directory, rendered with `kubectl kustomize`. Repeatable.
-    #[arg(short = 'k', long = "kustomize", value_name = "DIR")]
-    pub kustomize: Vec<PathBuf>,
+    /// Offline: the manifests (`-f`/`-k`); no cluster is contacted.
+    #[command(flatten)]
+    pub manifests: ManifestArgs,
     /// Hang the objects each Kustomization, HelmRelease or inventory tracks under it.
     #[arg(long)]
     pub members: bool,
@@ -411,15 +408,30 @@ const ORPHANS_EXAMPLES: &str = "Examples:
 
 Exit codes: 0 no orphans, 1 orphans found, 2 usage, 3 failed, 4 refused (empty desired set).";
 
-/// Where the desired set comes from.
+/// Manifests on disk or stdin: `-f`/`-k`, shared by every command that reads them.
 #[derive(Debug, Clone, Args, Default)]
-pub struct DesiredArgs {
+pub struct ManifestArgs {
     /// Manifests: a file, a directory (recursively), or - for stdin. Repeatable.
     #[arg(short = 'f', long = "filename", value_name = "PATH")]
     pub filenames: Vec<PathBuf>,
     /// A kustomization directory, rendered with `kubectl kustomize`. Repeatable.
     #[arg(short = 'k', long = "kustomize", value_name = "DIR")]
     pub kustomize: Vec<PathBuf>,
+}
+
+impl ManifestArgs {
+    /// Whether no manifest was given.
+    pub fn is_empty(&self) -> bool {
+        self.filenames.is_empty() && self.kustomize.is_empty()
+    }
+}
+
+/// Where the desired set comes from.
+#[derive(Debug, Clone, Args, Default)]
+pub struct DesiredArgs {
+    /// The manifests of the desired set (`-f`/`-k`).
+    #[command(flatten)]
+    pub manifests: ManifestArgs,
     /// A tool's live record of what it applied last: flux=NAME[.NS], kpt=INVENTORY-ID,
     /// helm=RELEASE[.NS], applyset=[RESOURCE/]NAME. With -f/-k, the orphans are what the tool
     /// itself would prune: recorded, and not in the new desired set.

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::classify::{classify, classify_one, Classified, Desired, SkipReason, Verdict};
-use crate::cli::DesiredArgs;
+use crate::cli::{DesiredArgs, ManifestArgs};
 use crate::collect::{collect, Collection, ListOptions, Listed};
 // Until `warn_unlisted` and the session have their library homes (issue 12, helper `arch`).
 use crate::desired::{validate_identities, DesiredSet, Origin, Scopes};
@@ -52,8 +52,8 @@ impl OrphanReport {
 
 /// Reads `-f`/`-k` manifests (before any request, so a bad manifest stops everything): a
 /// manifest that does not parse, or names an object the API server would reject, is refused.
-pub fn read_manifests(args: &DesiredArgs) -> Result<Option<Vec<Manifest>>, UserError> {
-    if args.filenames.is_empty() && args.kustomize.is_empty() {
+pub fn read_manifests(args: &ManifestArgs) -> Result<Option<Vec<Manifest>>, UserError> {
+    if args.is_empty() {
         return Ok(None);
     }
     let mut manifests = load_paths(&args.filenames)?;

@@ -32,7 +32,11 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
     check_mode(&args, teardown)?;
     // A wave rides out an API server restart for as long as it may take.
     crate::retry::set_budget(args.timeout.max(crate::retry::DEFAULT_BUDGET));
-    let manifests = if teardown { None } else { read_manifests(&args.desired)? };
+    let manifests = if teardown {
+        None
+    } else {
+        read_manifests(&args.desired.manifests)?
+    };
     let mut session = Session::open(global).await?;
     let format = match args.output {
         PruneOutput::Json => Format::Json,
@@ -116,10 +120,7 @@ fn check_mode(args: &PruneArgs, teardown: bool) -> Result<(), UserError> {
         return Err(UserError::usage("--suspend-parents goes with a teardown (TYPE/NAME)"));
     }
     let desired = &args.desired;
-    let has_desired = !desired.filenames.is_empty()
-        || !desired.kustomize.is_empty()
-        || desired.inventory.is_some()
-        || desired.checksum.is_some();
+    let has_desired = !desired.manifests.is_empty() || desired.inventory.is_some() || desired.checksum.is_some();
     if teardown && (has_desired || args.selection.tracker.is_some()) {
         return Err(UserError::usage("give either stacks to tear down (TYPE/NAME) or what is desired (-f, -k, --inventory, --checksum), not both"));
     }
