@@ -8,26 +8,6 @@ use std::collections::BTreeSet;
 
 use common::*;
 
-/// Sets a Kustomization's status (the Flux inventory lives there), as kustomize-controller does.
-fn set_inventory(name: &str, namespace: &str, ids: &[String]) {
-    let entries: Vec<String> = ids.iter().map(|id| format!(r#"{{"id":"{id}","v":"v1"}}"#)).collect();
-    let status = format!(r#"{{"status":{{"inventory":{{"entries":[{}]}}}}}}"#, entries.join(","));
-    let patched = kubectl(&[
-        "patch",
-        "kustomization",
-        name,
-        "-n",
-        namespace,
-        "--subresource",
-        "status",
-        "--type",
-        "merge",
-        "-p",
-        &status,
-    ]);
-    assert_eq!(patched.code, 0, "{}", patched.stderr);
-}
-
 fn names(run: &Run, list: &str) -> BTreeSet<String> {
     run.json()[list]
         .as_array()
@@ -99,7 +79,7 @@ kind: ConfigMap
 metadata: {{name: gone, namespace: {t}, labels: {marks}}}
 "#
     ));
-    set_inventory(
+    set_flux_inventory(
         &ks,
         f,
         &[
@@ -185,7 +165,7 @@ kind: ConfigMap
 metadata: {{name: never-recorded, namespace: {n}, labels: {marks}}}
 "#
     ));
-    set_inventory(
+    set_flux_inventory(
         &ks,
         n,
         &[format!("{n}_kept__ConfigMap"), format!("{n}_dropped__ConfigMap")],
@@ -349,7 +329,7 @@ fn what_kustomize_renders_with_the_target_namespace_is_exactly_the_desired_set()
         "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {ks}, namespace: {f}}}\nspec: {{interval: 10m, prune: true, path: ./apps, targetNamespace: {t}, sourceRef: {{kind: GitRepository, name: repo}}}}\n"
     ));
     apply(&rendered.stdout);
-    set_inventory(&ks, f, &inventory);
+    set_flux_inventory(&ks, f, &inventory);
 
     let found = stack(&[
         "orphans",
@@ -398,7 +378,7 @@ kind: ConfigMap
 metadata: {{name: dropped, namespace: {n}, labels: {marks}}}
 "#
     ));
-    set_inventory(
+    set_flux_inventory(
         &ks,
         n,
         &[format!("{n}_kept__ConfigMap"), format!("{n}_dropped__ConfigMap")],

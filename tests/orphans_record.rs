@@ -10,26 +10,6 @@ use std::collections::BTreeSet;
 
 use common::*;
 
-/// Sets a Kustomization's status (the Flux inventory lives there), as kustomize-controller does.
-fn set_inventory(name: &str, namespace: &str, ids: &[String]) {
-    let entries: Vec<String> = ids.iter().map(|id| format!(r#"{{"id":"{id}","v":"v1"}}"#)).collect();
-    let status = format!(r#"{{"status":{{"inventory":{{"entries":[{}]}}}}}}"#, entries.join(","));
-    let patched = kubectl(&[
-        "patch",
-        "kustomization",
-        name,
-        "-n",
-        namespace,
-        "--subresource",
-        "status",
-        "--type",
-        "merge",
-        "-p",
-        &status,
-    ]);
-    assert_eq!(patched.code, 0, "{}", patched.stderr);
-}
-
 /// `Kind/namespace/name` of every entry of `list` in `-o json` output.
 fn names(run: &Run, list: &str) -> BTreeSet<String> {
     run.json()[list]
@@ -94,7 +74,7 @@ rules: []
         &format!("kustomize.toolkit.fluxcd.io/namespace={f}"),
     ]);
     assert_eq!(labelled.code, 0, "{}", labelled.stderr);
-    set_inventory(
+    set_flux_inventory(
         &ks,
         f,
         &[

@@ -168,26 +168,8 @@ fn an_orphan_prune_in_one_namespace_sees_dependents_in_every_namespace() {
 }
 
 fn set_inventory(name: &str, namespace: &str, names: &[&str]) {
-    let entries: Vec<String> = names
-        .iter()
-        .map(|n| format!(r#"{{"id":"{namespace}_{n}__ConfigMap","v":"v1"}}"#))
-        .collect();
-    let status = format!(r#"{{"status":{{"inventory":{{"entries":[{}]}}}}}}"#, entries.join(","));
-    let args = [
-        "patch",
-        "kustomization",
-        name,
-        "-n",
-        namespace,
-        "--subresource",
-        "status",
-        "--type",
-        "merge",
-        "-p",
-        &status,
-    ];
-    let patched = kubectl(&args);
-    assert_eq!(patched.code, 0, "{}", patched.stderr);
+    let ids: Vec<String> = names.iter().map(|n| format!("{namespace}_{n}__ConfigMap")).collect();
+    set_flux_inventory(name, namespace, &ids);
 }
 
 /// An orphan of stack `a` that stack `b` adopts (relabelled, in b's inventory) while an earlier

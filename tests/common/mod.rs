@@ -454,3 +454,25 @@ pub fn apply_applyset(namespace: &str, parent: &str, yaml: &str) {
         result.stderr
     );
 }
+
+/// Sets a Kustomization's `status.inventory` to these entry ids (`<ns>_<name>_<group>_<Kind>`),
+/// as kustomize-controller does; panics when the patch fails.
+pub fn set_flux_inventory(name: &str, namespace: &str, ids: &[String]) {
+    let entries: Vec<String> = ids.iter().map(|id| format!(r#"{{"id":"{id}","v":"v1"}}"#)).collect();
+    let status = format!(r#"{{"status":{{"inventory":{{"entries":[{}]}}}}}}"#, entries.join(","));
+    let args = [
+        "patch",
+        "kustomization",
+        name,
+        "-n",
+        namespace,
+        "--subresource",
+        "status",
+        "--type",
+        "merge",
+        "-p",
+        &status,
+    ];
+    let patched = kubectl(&args);
+    assert_eq!(patched.code, 0, "{}", patched.stderr);
+}
