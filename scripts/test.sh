@@ -65,10 +65,11 @@ logs=$(mktemp -d)
 # Every test binary is built once, then run: `--benches` runs the benchmarks in their smoke form,
 # unoptimised, with their bounds; every test runs, `#[ignore]`d ones included (a broken promise
 # turns CI red). The binaries that stall or reconfigure the whole cluster (the API server paused
-# and restarted, an APIService that is down: every other test's discovery would fail) run alone,
-# one after another; the others side by side, STACK_TEST_JOBS at once (default 3): each test
+# and restarted, an APIService that is down: every other test's discovery would fail), and the
+# one that compares two discoveries of the whole cluster (other tests' CRDs come and go), run
+# alone, one after another; the others side by side, STACK_TEST_JOBS at once (default 3): each test
 # uses namespaces and names of its own. The slow ones start first.
-alone=(faults stuck_namespace infer)
+alone=(faults stuck_namespace infer aggregated)
 slow_first=(hostile krew connection stuck_chains prune promises kubectl_stack orphans_findings list)
 cargo test --locked --no-run --lib --bins --tests --benches --message-format=json 2>"$logs/build.err" \
   | python3 -c '
