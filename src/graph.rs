@@ -22,7 +22,7 @@ use crate::identity::ObjectId;
 pub use build::{build, merge_duplicates};
 pub use declared::{malformed_annotations, parse_depends_on, KappRule};
 pub(crate) use memberships::object_meta;
-pub use memberships::{full_mark, full_marks, orphans_members, owner_mark, tracked_by_any};
+pub use memberships::{flux_inventory_of, full_mark, full_marks, orphans_members, owner_mark, tracked_by_any};
 
 /// kpt / cli-utils explicit dependency annotation.
 pub const KPT_DEPENDS_ON: &str = "config.kubernetes.io/depends-on";
@@ -215,6 +215,10 @@ pub struct Graph {
     /// (see [`orphans_members`]), with why.
     #[serde(skip)]
     pub orphaning: HashMap<usize, String>,
+    /// Flux Kustomizations' `status.inventory` (see [`flux_inventory_of`]): on deletion, their
+    /// controller deletes only these objects.
+    #[serde(skip)]
+    pub inventories: HashMap<usize, HashSet<ObjectId>>,
     #[serde(skip)]
     index: HashMap<ObjectId, usize>,
 }

@@ -130,6 +130,30 @@ pub fn orphaned_by_tracker(graph: &Graph, member: usize, torn_down: impl Fn(usiz
         .find_map(|m| graph.orphaning.get(&m.owner).cloned())
 }
 
+/// Rule: a member of torn-down Flux Kustomizations that every one of them records an inventory
+/// without it (it only carries their labels) is kept: their controller deletes only what its
+/// inventory lists (see [`crate::graph::flux_inventory_of`]). `torn_down` tells whether a
+/// tracking object (a node) is torn down.
+pub fn outside_inventory(graph: &Graph, member: usize, torn_down: impl Fn(usize) -> bool) -> Option<String> {
+    let owners: Vec<usize> = graph
+        .members
+        .iter()
+        .filter(|m| m.member == member && torn_down(m.owner))
+        .map(|m| m.owner)
+        .collect();
+    let id = &graph.nodes.get(member)?.id;
+    let outside = !owners.is_empty()
+        && owners
+            .iter()
+            .all(|owner| graph.inventories.get(owner).is_some_and(|ids| !ids.contains(id)));
+    outside.then(|| {
+        format!(
+            "not in the status.inventory of {}: Flux deletes only what its inventory lists",
+            graph.nodes[owners[0]].id
+        )
+    })
+}
+
 /// Rule: an object a controller made (an ownerReference with `controller: true`) is left to its
 /// controller. Returns the controller's `Kind/name`.
 pub fn controlled(meta: &ObjectMeta) -> Option<String> {

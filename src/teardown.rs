@@ -18,8 +18,8 @@ use crate::identity::ObjectId;
 use crate::parents::find_parents;
 use crate::plan::plan_deletion;
 use crate::safeguards::{
-    ambiguous_mark, controlled, dies_with_plan, keep_marked, needed_by_staying, orphaned_by_tracker, tracked_elsewhere,
-    TornDown, Trackers,
+    ambiguous_mark, controlled, dies_with_plan, keep_marked, needed_by_staying, orphaned_by_tracker, outside_inventory,
+    tracked_elsewhere, TornDown, Trackers,
 };
 use crate::trackers::{MarkValue, Preset};
 
@@ -122,6 +122,7 @@ pub fn plan(
             .or_else(|| ambiguous_mark(&object.meta, &trackers))
             .or_else(tool_keeps)
             .or_else(|| orphaned_by_tracker(graph, index, |owner| chosen_nodes.contains(&owner)))
+            .or_else(|| outside_inventory(graph, index, |owner| chosen_nodes.contains(&owner)))
         {
             kept.push(Kept { id, reason });
         } else if let Some(owner) = controlled(&object.meta) {

@@ -67,3 +67,29 @@ fn members_flux_would_orphan_stay_and_their_kustomization_goes() {
         "{stderr}"
     );
 }
+
+/// A Kustomization deletes only what its `status.inventory` lists (kustomize-controller
+/// `finalize`: `inventory.List(obj.Status.Inventory)`): an object that only carries its labels
+/// stays when it is torn down.
+#[test]
+fn a_member_outside_the_kustomizations_inventory_stays() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("fluxinv");
+    let n = &ns.0;
+    apply(&format!(
+        "{}{}{}",
+        kustomization("apps", n, "prune: true"),
+        member("applied", n, "apps"),
+        member("copied", n, "apps"),
+    ));
+    set_flux_inventory("apps", n, &[format!("{n}_applied__ConfigMap")]);
+    let run = stack(&["prune", "-n", n, "kustomization/apps", "--yes"]);
+    assert!(!exists("configmap", Some(n), "applied"), "{run:?}");
+    assert!(
+        exists("configmap", Some(n), "copied"),
+        "Flux never applied it:\n{run:?}"
+    );
+    let all = format!("{}{}", run.stdout, run.stderr);
+    assert!(all.contains("not in the status.inventory of"), "{all}");
+}

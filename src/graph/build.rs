@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use super::declared::{kapp_edges, sync_wave_edges};
-use super::memberships::{memberships, orphans_members};
+use super::memberships::{flux_inventory_of, memberships, orphans_members};
 use super::{BuildOptions, Edge, EdgeKind, Graph, NodeInput, NodeStatus, KPT_DEPENDS_ON};
 use crate::identity::ObjectId;
 
@@ -46,6 +46,11 @@ pub fn build(inputs: &[NodeInput], options: &BuildOptions) -> Graph {
             .iter()
             .enumerate()
             .filter_map(|(index, input)| orphans_members(input).map(|why| (index, why)))
+            .collect();
+        graph.inventories = inputs
+            .iter()
+            .enumerate()
+            .filter_map(|(index, input)| flux_inventory_of(input).map(|ids| (index, ids)))
             .collect();
     }
     graph.edges.sort_by_key(|e| (e.from, e.to, e.kind));

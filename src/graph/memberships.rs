@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 
 use super::{Membership, NodeInput};
+use crate::identity::ObjectId;
 use crate::trackers::{marks, Mark, MarkValue, Preset};
 
 pub(crate) fn object_meta(input: &NodeInput) -> kube::core::ObjectMeta {
@@ -104,6 +105,21 @@ pub fn orphans_members(input: &NodeInput) -> Option<String> {
             input.id
         )),
     }
+}
+
+/// A Flux Kustomization's `status.inventory`: on deletion, kustomize-controller's `finalize`
+/// deletes only these (`inventory.List(obj.Status.Inventory)`, fluxcd/kustomize-controller
+/// `internal/controller/kustomization_controller.go`). `None` for anything else, or when the
+/// inventory is missing or has an entry that cannot be read (the labels then decide, as before).
+pub fn flux_inventory_of(input: &NodeInput) -> Option<HashSet<ObjectId>> {
+    if (input.id.group.as_str(), input.id.kind.as_str()) != ("kustomize.toolkit.fluxcd.io", "Kustomization") {
+        return None;
+    }
+    let entries = input.body.as_ref()?.pointer("/status/inventory/entries")?.as_array()?;
+    entries
+        .iter()
+        .map(|entry| ObjectId::from_flux_inventory_id(entry.get("id")?.as_str()?))
+        .collect()
 }
 
 /// Keeps the candidates that are tracking objects themselves or tracked by one of `owners` or of

@@ -190,6 +190,29 @@ fn members_flux_would_orphan_are_kept_and_their_kustomization_goes() {
 }
 
 #[test]
+fn a_member_outside_the_kustomizations_inventory_is_kept() {
+    let mut world = World::new();
+    let inventory =
+        serde_json::json!({"status": {"inventory": {"entries": [{"id": "shop_applied__ConfigMap", "v": "v1"}]}}});
+    world.ks("apps", &[]).body = Some(inventory);
+    world.member("applied", "apps");
+    world.member("copied", "apps");
+    let plan = world.teardown(&["apps"]);
+    assert_eq!(names(&plan), vec![vec!["applied"], vec!["apps"]]);
+    assert_eq!(kept(&plan), vec!["copied"]);
+    assert!(
+        plan.kept[0].reason.contains("not in the status.inventory"),
+        "{:?}",
+        plan.kept
+    );
+    // No inventory recorded: the labels decide, as before.
+    let mut world = World::new();
+    world.ks("apps", &[]);
+    world.member("copied", "apps");
+    assert_eq!(names(&world.teardown(&["apps"])), vec![vec!["copied"], vec!["apps"]]);
+}
+
+#[test]
 fn an_object_another_stack_also_tracks_is_kept() {
     let mut world = World::new();
     world.ks("a", &[]);
