@@ -271,6 +271,13 @@ fn control_the_stand_in_operator_cannot_finalize_after_an_unordered_delete() {
         "--wait=false",
     ]);
     assert_eq!(deleted.code, 0, "{}", deleted.stderr);
+    // The operator dies first (as in an unordered teardown under load): gone, and the stand-in
+    // has looked since, so no round that still saw it alive can finalize what is deleted next.
+    wait_until(Duration::from_secs(30), || {
+        !exists("configmap", Some(&f), "operator") && !exists("deployment", Some(&f), "operator")
+    });
+    let before = operator.rounds();
+    wait_until(Duration::from_secs(30), || operator.rounds() >= before + 2);
     let crs = kubectl(&[
         "delete",
         &stacks.resource(),

@@ -65,11 +65,11 @@ fn an_object_of_a_kind_installed_since_the_plan_that_depends_on_a_planned_one_ke
         apply(&format!(
             r#"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {{name: widgets.{group}}}
+metadata: {{name: latecomers.{group}}}
 spec:
   group: {group}
   scope: Namespaced
-  names: {{kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}}
+  names: {{kind: Latecomer, plural: latecomers, singular: latecomer, listKind: LatecomerList}}
   versions:
   - name: v1
     served: true
@@ -77,9 +77,9 @@ spec:
     schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}
 "#
         ));
-        wait_established(&[&format!("crd/widgets.{group}")], &format!("widgets.{group}"));
+        wait_established(&[&format!("crd/latecomers.{group}")], &format!("latecomers.{group}"));
         apply(&format!(
-            "apiVersion: {group}/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: {n}\n  labels: {}\n  annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/base}}\n",
+            "apiVersion: {group}/v1\nkind: Latecomer\nmetadata:\n  name: w\n  namespace: {n}\n  labels: {}\n  annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/base}}\n",
             flux_labels("b", &n)
         ));
     })
@@ -91,12 +91,13 @@ spec:
         run.stderr
     );
     assert!(
-        run.stderr
-            .contains(&format!("dropped: ConfigMap/{n}/base: needed by Widget.{group}/{n}/w")),
+        run.stderr.contains(&format!(
+            "dropped: ConfigMap/{n}/base: needed by Latecomer.{group}/{n}/w"
+        )),
         "{}",
         run.stderr
     );
-    kubectl(&["delete", "crd", &format!("widgets.{group}"), "--wait=false"]);
+    kubectl(&["delete", "crd", &format!("latecomers.{group}"), "--wait=false"]);
 }
 
 #[test]
