@@ -289,12 +289,15 @@ fn a_list_answered_404_rediscovers_once_and_lists_again() {
         .iter()
         .position(|r| r.fault() == Some("not-found"))
         .expect("the proxy answered the LIST 404");
+    // The core group version is in the cache: asked for only once the 404 made discovery run
+    // afresh (a group another test adds meanwhile may be asked for earlier: the cache lacks it).
+    let core = |r: &&proxy::Record| r.is_group_version_discovery() && r.path() == "/api/v1";
     assert!(
-        records[..not_found].iter().all(|r| !r.is_group_version_discovery()),
+        !records[..not_found].iter().any(|r| core(&r)),
         "the catalog came from the cache"
     );
     assert!(
-        records[not_found..].iter().any(|r| r.is_group_version_discovery()),
+        records[not_found..].iter().any(|r| core(&r)),
         "the 404 made discovery run afresh"
     );
     assert_eq!(

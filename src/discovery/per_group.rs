@@ -130,17 +130,28 @@ pub async fn read_per_group(client: &Client) -> Result<ServerLists, kube::Error>
 /// longer in a fresh group list was removed while discovery ran (its CRD deleted between `/apis`
 /// and `/apis/GROUP/VERSION`): it is gone, with no kinds to list, not a failure. One that is
 /// still listed (or when the group list cannot be read again) stays a failure.
-async fn settle(client: &Client, groups: APIGroupList, answers: Answers) -> ServerLists {
-    let not_found: Vec<&str> = answers
+async fn settle(client: &Client, groups: APIGroupList, mut answers: Answers) -> ServerLists {
+    let any_not_found = answers
         .iter()
-        .filter(|(_, answer)| matches!(answer, Err(unread) if unread.not_found))
-        .map(|(group_version, _)| group_version.as_str())
-        .collect();
-    let gone = if not_found.is_empty() {
+        .any(|(_, answer)| matches!(answer, Err(unread) if unread.not_found));
+    let gone = if !any_not_found {
         HashSet::new()
     } else {
+        // A CRD being added or removed is served and listed a moment apart: let it settle, ask
+        // the group versions that answered 404 once more, then read the group list again.
+        tokio::time::sleep(SETTLE).await;
+        for (group_version, answer) in answers.iter_mut() {
+            if matches!(answer, Err(unread) if unread.not_found) {
+                *answer = group_version_resources(client, !group_version.contains('/'), group_version).await;
+            }
+        }
+        let still: Vec<&str> = answers
+            .iter()
+            .filter(|(_, answer)| matches!(answer, Err(unread) if unread.not_found))
+            .map(|(group_version, _)| group_version.as_str())
+            .collect();
         match read_groups(client, 2).await {
-            Ok(fresh) => gone_group_versions(&not_found, &fresh),
+            Ok(fresh) => gone_group_versions(&still, &fresh),
             Err(err) => {
                 tracing::debug!("could not read the group list again ({err}): 404s stay failures");
                 HashSet::new()
@@ -163,6 +174,9 @@ async fn settle(client: &Client, groups: APIGroupList, answers: Answers) -> Serv
         resources,
     }
 }
+
+/// How long a CRD's group version may take to be both served and listed (or neither).
+const SETTLE: Duration = Duration::from_millis(1000);
 
 /// The group versions of `not_found` that a fresh group list no longer has.
 fn gone_group_versions(not_found: &[&str], fresh: &APIGroupList) -> HashSet<String> {
