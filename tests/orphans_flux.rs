@@ -8,6 +8,27 @@ use std::collections::BTreeSet;
 
 use common::*;
 
+/// A Kustomization `ks` in `n` (`spec.prune` as given) whose inventory holds ConfigMaps `kept`
+/// and `dropped`; every name of `labelled` is a ConfigMap carrying `marks`. The repository
+/// (returned) holds only `kept`.
+fn seed_kept_and_dropped(n: &str, ks: &str, prune: bool, marks: &str, labelled: &[&str]) -> std::path::PathBuf {
+    let mut yaml = format!(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {ks}, namespace: {n}}}\nspec: {{interval: 10m, prune: {prune}, path: ./apps, sourceRef: {{kind: GitRepository, name: repo}}}}\n"
+    );
+    for name in labelled {
+        yaml.push_str(&format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {n}, labels: {marks}}}\n"
+        ));
+    }
+    apply(&yaml);
+    set_flux_inventory(
+        ks,
+        n,
+        &[format!("{n}_kept__ConfigMap"), format!("{n}_dropped__ConfigMap")],
+    );
+    temp_file("apps.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kept}\n")
+}
+
 fn names(run: &Run, list: &str) -> BTreeSet<String> {
     run.json()[list]
         .as_array()
@@ -145,32 +166,7 @@ fn a_label_selection_judges_flux_objects_by_their_kustomizations_inventory() {
     let run = unique("f5");
     let ks = unique("apps");
     let marks = labels(&ks, n, &run);
-    apply(&format!(
-        r#"
-apiVersion: kustomize.toolkit.fluxcd.io/v1
-kind: Kustomization
-metadata: {{name: {ks}, namespace: {n}}}
-spec: {{interval: 10m, prune: true, path: ./apps, sourceRef: {{kind: GitRepository, name: repo}}}}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: kept, namespace: {n}, labels: {marks}}}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: dropped, namespace: {n}, labels: {marks}}}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: never-recorded, namespace: {n}, labels: {marks}}}
-"#
-    ));
-    set_flux_inventory(
-        &ks,
-        n,
-        &[format!("{n}_kept__ConfigMap"), format!("{n}_dropped__ConfigMap")],
-    );
-    let repo = temp_file("apps.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kept}\n");
+    let repo = seed_kept_and_dropped(n, &ks, true, &marks, &["kept", "dropped", "never-recorded"]);
     let repo = repo.to_str().unwrap();
     let selector = format!("stack-test/run={run}");
     let only_dropped: BTreeSet<String> = [format!("ConfigMap/{n}/dropped")].into_iter().collect();
@@ -362,28 +358,7 @@ fn a_kustomization_that_does_not_prune_has_no_orphans() {
     let run = unique("noprune");
     let ks = unique("apps");
     let marks = labels(&ks, n, &run);
-    apply(&format!(
-        r#"
-apiVersion: kustomize.toolkit.fluxcd.io/v1
-kind: Kustomization
-metadata: {{name: {ks}, namespace: {n}}}
-spec: {{interval: 10m, prune: false, path: ./apps, sourceRef: {{kind: GitRepository, name: repo}}}}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: kept, namespace: {n}, labels: {marks}}}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: dropped, namespace: {n}, labels: {marks}}}
-"#
-    ));
-    set_flux_inventory(
-        &ks,
-        n,
-        &[format!("{n}_kept__ConfigMap"), format!("{n}_dropped__ConfigMap")],
-    );
-    let repo = temp_file("apps.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kept}\n");
+    let repo = seed_kept_and_dropped(n, &ks, false, &marks, &["kept", "dropped"]);
     let repo = repo.to_str().unwrap();
     let tracker = format!("flux={ks}.{n}");
     let named = stack(&["orphans", "-n", n, "--tracker", &tracker, "-f", repo]).expect_code(4);
