@@ -2,10 +2,10 @@
 //! `depends-on` reference (or a Flux `dependsOn`) may cross namespaces and a cluster-scoped orphan
 //! may be needed by a namespaced object anywhere. A user who may not list cluster-wide gets the
 //! scope of the command (`-n`), with a warning that names what could not be checked; a kind that
-//! cannot be listed for another reason than 403 is refused unless accepted (`--skip-unlisted`).
+//! cannot be listed for another reason than 403 is reported, for the caller to refuse unless
+//! accepted (`--skip-unlisted`).
 
 use crate::collect::{collect, Collection, ListFailure, ListOptions, ListScope, Listed};
-use crate::error::UserError;
 use crate::session::Session;
 use crate::trackers::Selection;
 
@@ -16,10 +16,13 @@ pub struct Bystanders {
     pub objects: Vec<Listed>,
     /// Where they were listed.
     pub scope: ListScope,
+    /// Kinds that could not be listed for another reason than 403, with why: objects of them
+    /// could depend on the planned ones (the caller refuses unless that was accepted).
+    pub unlisted: Vec<String>,
 }
 
 /// Lists the bystanders of an orphan prune (see the module documentation).
-pub async fn list(session: &Session, accept_unlisted: bool) -> Result<Bystanders, UserError> {
+pub async fn list(session: &Session) -> Bystanders {
     let everywhere = ListScope::AllNamespaces;
     let mut scope = everywhere.clone();
     let mut listed = list_in(session, &everywhere).await;
@@ -47,18 +50,11 @@ pub async fn list(session: &Session, accept_unlisted: bool) -> Result<Bystanders
             ListFailure::Error(_, message) => unlisted.push(format!("{} ({message})", failure.kind.kind_with_group())),
         }
     }
-    if !unlisted.is_empty() && !accept_unlisted {
-        return Err(UserError::refused(format!(
-            "{} kind(s) could not be listed ({}): objects of them could depend on what prune would delete",
-            unlisted.len(),
-            unlisted.join(", ")
-        ))
-        .hint("run it again, or accept the risk with --skip-unlisted"));
-    }
-    Ok(Bystanders {
+    Bystanders {
         objects: listed.objects,
         scope,
-    })
+        unlisted,
+    }
 }
 
 async fn list_in(session: &Session, scope: &ListScope) -> Collection {

@@ -153,7 +153,8 @@ async fn orphan_planning(
     // Every tracked object in scope is a node too, not only this stack's: another stack's object
     // that depends on an orphan, or lives in an orphan Namespace, keeps it.
     let mut listed: Vec<Listed> = report.classified.into_iter().map(|c| c.object).collect();
-    let others = crate::bystanders::list(session, accept_unlisted).await?;
+    let others = crate::bystanders::list(session).await;
+    refuse_unlisted(&others.unlisted, accept_unlisted)?;
     listed.extend(others.objects);
     let options = LiveOptions {
         members: false,
