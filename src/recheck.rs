@@ -93,6 +93,18 @@ impl Recheck {
         }
     }
 
+    /// Discovers the served kinds again (see [`refreshed`]).
+    async fn refresh_catalog(&mut self) -> Result<(), String> {
+        let fresh = crate::discovery::discover(&self.client).await.map_err(|e| {
+            format!(
+                "the kinds the server serves could not be read again ({})",
+                crate::error::root_cause(&e)
+            )
+        })?;
+        self.catalog = Arc::new(refreshed(&self.catalog, fresh));
+        Ok(())
+    }
+
     async fn check(&mut self, targets: Vec<Target>) -> CheckedWave {
         let mut checked = CheckedWave::default();
         let mut candidates = Vec::new();
@@ -344,20 +356,6 @@ impl Recheck {
                 }
             }
         }
-    }
-}
-
-impl Recheck {
-    /// Discovers the served kinds again (see [`refreshed`]).
-    async fn refresh_catalog(&mut self) -> Result<(), String> {
-        let fresh = crate::discovery::discover(&self.client).await.map_err(|e| {
-            format!(
-                "the kinds the server serves could not be read again ({})",
-                crate::error::root_cause(&e)
-            )
-        })?;
-        self.catalog = Arc::new(refreshed(&self.catalog, fresh));
-        Ok(())
     }
 }
 
