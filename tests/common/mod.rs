@@ -212,7 +212,16 @@ pub fn create(yaml: &str) {
 pub fn wait_established(target: &[&str], resource: &str) {
     let mut args = vec!["wait", "--for", "condition=established", "--timeout", "60s"];
     args.extend_from_slice(target);
-    let result = kubectl(&args);
+    // A CRD read before its status is first written makes `kubectl wait` fail at once
+    // (".status.conditions accessor error"): ask again until it waits for real.
+    let mut result = kubectl(&args);
+    for _ in 0..20 {
+        if result.code == 0 || !result.stderr.contains("accessor error") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+        result = kubectl(&args);
+    }
     assert_eq!(result.code, 0, "{}", result.stderr);
     wait_until(Duration::from_secs(30), || kubectl(&["get", resource, "-A"]).code == 0);
 }
