@@ -112,14 +112,12 @@ pub fn victims(held: &[Listed], planned: &Planned) -> Vec<Victim> {
         .iter()
         .filter(|o| !o.is_terminating() && !planned.uids.contains(o.uid()))
         .filter(|o| !dies_with_plan(&o.meta, &planned.uids, &owners_of))
-        // An object owned by another object of the same holder goes with that owner, which is
-        // named itself (or is planned, or made by the control plane).
+        // An object all of whose owners the same holder holds goes with them, and they are
+        // named themselves (or planned, or made by the control plane). One owner outside (a
+        // ClusterRole) would keep it from the garbage collector: the holder alone takes it.
         .filter(|o| {
-            !o.meta
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|r| held_uids.contains(r.uid.as_str()))
+            let mut owners = o.meta.owner_references.iter().flatten().peekable();
+            owners.peek().is_none() || !owners.all(|r| held_uids.contains(r.uid.as_str()))
         })
         .filter(|o| made_by_control_plane(&o.id(), &o.meta, &services).is_none())
         .filter(|o| !token_of_planned_account(&o.id(), &o.meta, planned))

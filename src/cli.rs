@@ -280,6 +280,12 @@ pub struct PruneArgs {
     /// delete, and prune the rest.
     #[arg(long = "keep-cascading")]
     pub keep_cascading: bool,
+    /// With a named stack that is already gone, delete the objects that still carry its mark.
+    /// Without it they are kept: the run that deleted the stack kept them on purpose (a keep
+    /// marker, `spec.prune: false`, a record without them), or it was deleted outside
+    /// kubectl-stack.
+    #[arg(long = "leftovers")]
+    pub leftovers: bool,
     /// Suspend the live parents (Flux Kustomizations, up their chain) that would re-create what
     /// the teardown deletes, before deleting; they stay suspended (the resume command is printed).
     #[arg(long = "suspend-parents")]

@@ -66,6 +66,13 @@ pub enum EdgeKind {
 }
 
 impl EdgeKind {
+    /// Whether the dependent needs the dependency while it exists, so that what stays keeps
+    /// it: every edge but a webhook rule's (an object a webhook intercepts goes before the
+    /// webhook, but does not need it to exist).
+    pub fn is_need(self) -> bool {
+        !matches!(self, EdgeKind::InferredWebhookRule)
+    }
+
     /// A short label for rendering.
     pub fn label(self) -> &'static str {
         match self {
@@ -110,6 +117,15 @@ pub enum NodeStatus {
     External,
     /// Referred to, and does not exist.
     Missing,
+}
+
+/// What a tracking object's tool records as its members: on deletion it deletes only these.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemberRecord {
+    /// The recorded members.
+    pub ids: HashSet<ObjectId>,
+    /// The record, for messages (e.g. `the status.inventory of Kustomization.kustomize.toolkit.fluxcd.io/flux-system/apps`).
+    pub name: String,
 }
 
 /// An object as the graph builder needs it.
@@ -215,10 +231,12 @@ pub struct Graph {
     /// (see [`orphans_members`]), with why.
     #[serde(skip)]
     pub orphaning: HashMap<usize, String>,
-    /// Flux Kustomizations' `status.inventory` (see [`flux_inventory_of`]): on deletion, their
-    /// controller deletes only these objects.
+    /// What each tracking object's tool records as its members (a Flux Kustomization's
+    /// `status.inventory`, see [`flux_inventory_of`]; a teardown adds the records of its other
+    /// stacks, read with [`crate::inventory::record_of`]): on deletion, that tool deletes only
+    /// these objects.
     #[serde(skip)]
-    pub inventories: HashMap<usize, HashSet<ObjectId>>,
+    pub inventories: HashMap<usize, MemberRecord>,
     #[serde(skip)]
     index: HashMap<ObjectId, usize>,
 }

@@ -190,19 +190,30 @@ fn push_all(edges: &mut Vec<Edge>, from: usize, to: impl IntoIterator<Item = usi
     edges.extend(to.into_iter().map(|to| Edge { from, to, kind }));
 }
 
-/// The API group a finalizer names: `example.com` of `example.com/cleanup`.
-fn finalizer_domain(finalizer: &str) -> Option<&str> {
-    finalizer
-        .split_once('/')
-        .map(|(domain, _)| domain)
-        .filter(|domain| domain.contains('.'))
+/// The domain a finalizer names: `example.com` of `example.com/cleanup`, and the whole of a
+/// finalizer without a path (Rook's `cephcluster.ceph.rook.io`). `None` for a name with no dot
+/// (`kubernetes`, `foregroundDeletion`, `orphan`): it names no API group.
+pub fn finalizer_domain(finalizer: &str) -> Option<&str> {
+    let domain = finalizer.split_once('/').map_or(finalizer, |(domain, _)| domain);
+    domain.contains('.').then_some(domain)
 }
 
-/// Whether a finalizer's domain names the CRD `plural.group`: the group itself, a parent domain
-/// of it, or the CRD's own name.
-fn finalizer_matches_crd(domain: &str, crd_name: &str) -> bool {
+/// Whether a finalizer belongs to the controller of an API group: its domain is the group, a
+/// subdomain of it (`cephcluster.ceph.rook.io` for `ceph.rook.io`, or a CRD's own name
+/// `plural.group`) or a parent domain of it (`example.com` for `ops.example.com`). The one
+/// matcher of finalizers to groups: inference, `stuck` and its diagnosis all ask it.
+pub fn finalizer_names_group(finalizer: &str, group: &str) -> bool {
+    let Some(domain) = finalizer_domain(finalizer) else {
+        return false;
+    };
+    !group.is_empty()
+        && (domain == group || domain.ends_with(&format!(".{group}")) || group.ends_with(&format!(".{domain}")))
+}
+
+/// Whether a finalizer names the CRD `plural.group` (see [`finalizer_names_group`]).
+fn finalizer_matches_crd(finalizer: &str, crd_name: &str) -> bool {
     let group = crd_name.split_once('.').map(|(_, group)| group).unwrap_or("");
-    domain == crd_name || domain == group || group.ends_with(&format!(".{domain}"))
+    finalizer_names_group(finalizer, group)
 }
 
 /// 1. A custom resource whose finalizer belongs to a CRD's API group depends on the controller
@@ -222,9 +233,9 @@ fn finalizer_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
         if !custom {
             continue;
         }
-        for domain in input.finalizers.iter().filter_map(|f| finalizer_domain(f)) {
+        for finalizer in &input.finalizers {
             for &crd in &crds {
-                if finalizer_matches_crd(domain, &objects.inputs[crd].id.name) {
+                if finalizer_matches_crd(finalizer, &objects.inputs[crd].id.name) {
                     let of_crd = controllers
                         .entry(crd)
                         .or_insert_with(|| objects.controllers_of_stack(crd));

@@ -92,9 +92,32 @@ pub fn locate(source: &str, needle: &str) -> String {
     source.to_string()
 }
 
-/// Reads manifests from files, directories (recursively: `.yaml`, `.yml`, `.json`) and `-` (stdin).
-/// A document that does not parse stops everything, naming the file and line.
-pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<Manifest>, UserError> {
+/// What the manifests are read for, which decides what a file that holds no object means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// A picture of a repository (`graph -f`): files that hold no Kubernetes object (CI
+    /// workflows, `Chart.yaml`, kustomize configuration) are skipped with a warning, as
+    /// `kubectl apply -R` users expect.
+    View,
+    /// A desired set (`orphans`, `prune`): complete or refused. Whatever is not in it may be
+    /// deleted, so a file that cannot be read as objects refuses the whole set, and a directory
+    /// holding a kustomization is rendered as Flux renders it (see [`load_paths`]).
+    Desired,
+}
+
+/// The names kustomize recognises as a kustomization file (kubernetes-sigs/kustomize
+/// `api/konfig/general.go`, `RecognizedKustomizationFileNames`).
+pub const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
+
+/// Reads manifests from files, directories (recursively: `.yaml`, `.yml`, `.json`; regular files
+/// only, so a FIFO never blocks the read) and `-` (stdin). A document that does not parse stops
+/// everything, naming the file and line.
+///
+/// For a desired set, a directory is read as kustomize-controller builds a path (fluxcd/pkg
+/// `kustomize/kustomize_generator.go`, `generateKustomization`): a directory holding a
+/// kustomization file is built with kustomize and not descended into; any other file is read as
+/// objects or refuses the set (exit 2, the file named).
+pub fn load_paths(paths: &[PathBuf], reading: Reading) -> Result<Vec<Manifest>, UserError> {
     let mut manifests = Vec::new();
     for path in paths {
         if path.as_os_str() == "-" {
@@ -102,22 +125,63 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<Manifest>, UserError> {
             std::io::stdin()
                 .read_to_string(&mut text)
                 .map_err(|err| UserError::failed(format!("cannot read manifests from stdin: {err}")))?;
-            manifests.extend(parse_text(&text, "<stdin>")?);
+            manifests.extend(read_text(&text, "<stdin>", None, reading)?);
             continue;
         }
-        for file in manifest_files(path)? {
-            let text = std::fs::read_to_string(&file)
-                .map_err(|err| UserError::usage(format!("cannot read {}: {err}", file.display())))?;
-            let source = file.display().to_string();
-            let documents = parse_documents(&text, &source)?;
-            if let Some(why) = not_kubernetes_objects(&file, &documents) {
-                tracing::warn!("skipped {source}: {why}");
-                continue;
+        for entry in manifest_entries(path, reading)? {
+            match entry {
+                Entry::Kustomization(dir) => manifests.extend(load_kustomize(&dir)?),
+                Entry::File(file) => {
+                    let text = read_bounded(&file)?;
+                    let source = file.display().to_string();
+                    manifests.extend(read_text(&text, &source, Some(&file), reading)?);
+                }
             }
-            manifests.extend(unwrap_documents(documents, &source)?);
         }
     }
     Ok(manifests)
+}
+
+/// The objects of one text: for a view, a file of no objects is skipped with a warning; for a
+/// desired set it is refused.
+fn read_text(text: &str, source: &str, file: Option<&Path>, reading: Reading) -> Result<Vec<Manifest>, UserError> {
+    let documents = parse_documents(text, source)?;
+    if let Some(why) = not_kubernetes_objects(file, &documents) {
+        if reading == Reading::View {
+            tracing::warn!("skipped {source}: {why}");
+            return Ok(Vec::new());
+        }
+        return Err(UserError::usage(format!(
+            "{source}: {why}; a desired set is read whole or not at all"
+        ))
+        .hint(
+            "whatever is missing from the desired set may be deleted: point -f at the manifests only, or render a kustomization with -k DIR",
+        ));
+    }
+    unwrap_documents(documents, source)
+}
+
+/// The most a manifest file may hold (a generated repository's largest files are a few MB).
+const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// A file's text, bounded in size (a file named on the command line may be a pipe, as in
+/// `-f <(...)`; a directory's walk offers only regular files).
+fn read_bounded(file: &Path) -> Result<String, UserError> {
+    let cannot = |err: std::io::Error| UserError::usage(format!("cannot read {}: {err}", file.display()));
+    let opened = std::fs::File::open(file).map_err(cannot)?;
+    let mut text = String::new();
+    opened
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(cannot)?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(UserError::usage(format!(
+            "{}: larger than {} MiB",
+            file.display(),
+            MAX_FILE_BYTES / 1024 / 1024
+        )));
+    }
+    Ok(text)
 }
 
 /// Renders a kustomization with `kubectl kustomize DIR` and reads the result.
@@ -142,45 +206,90 @@ pub fn load_kustomize(dir: &Path) -> Result<Vec<Manifest>, UserError> {
     )
 }
 
-fn manifest_files(path: &Path) -> Result<Vec<PathBuf>, UserError> {
+/// What one `-f` path holds: manifest files, and (for a desired set) kustomizations to build.
+#[derive(Debug, PartialEq, Eq)]
+enum Entry {
+    File(PathBuf),
+    Kustomization(PathBuf),
+}
+
+/// The kustomization file a directory holds, if any.
+fn kustomization_in(dir: &Path) -> Option<PathBuf> {
+    KUSTOMIZATION_FILES
+        .iter()
+        .map(|name| dir.join(name))
+        .find(|file| file.is_file())
+}
+
+fn manifest_entries(path: &Path, reading: Reading) -> Result<Vec<Entry>, UserError> {
     let metadata =
         std::fs::metadata(path).map_err(|err| UserError::usage(format!("cannot read {}: {err}", path.display())))?;
-    if metadata.is_file() {
-        return Ok(vec![path.to_path_buf()]);
+    if !metadata.is_dir() {
+        let is_kustomization = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| KUSTOMIZATION_FILES.contains(&n));
+        if reading == Reading::Desired && is_kustomization {
+            let dir = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            return Err(UserError::usage(format!(
+                "{}: a kustomization, not objects: its objects are what kustomize builds from it",
+                path.display()
+            ))
+            .hint(format!("render it with -k {}", dir.display())));
+        }
+        return Ok(vec![Entry::File(path.to_path_buf())]);
     }
-    let mut files = Vec::new();
+    let mut entries = Vec::new();
     let mut pending = vec![path.to_path_buf()];
     while let Some(dir) = pending.pop() {
-        let entries =
+        if reading == Reading::Desired {
+            if kustomization_in(&dir).is_some() {
+                tracing::info!("{}: built with kustomize, as Flux builds it", dir.display());
+                entries.push(Entry::Kustomization(dir));
+                continue;
+            }
+        }
+        let listing =
             std::fs::read_dir(&dir).map_err(|err| UserError::usage(format!("cannot read {}: {err}", dir.display())))?;
-        for entry in entries {
+        for entry in listing {
             let entry = entry.map_err(|err| UserError::usage(format!("cannot read {}: {err}", dir.display())))?;
             let child = entry.path();
             // As kubectl's -R (filepath.Walk): a symlinked directory is not followed (a loop
-            // would never end); a symlinked file is read.
-            let is_real_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-            if is_real_dir {
+            // would never end); a symlinked file is read. Only regular files are read (a FIFO
+            // or a device named `*.yaml` would block or never end).
+            let file_type = entry.file_type().ok();
+            if file_type.is_some_and(|t| t.is_dir()) {
                 pending.push(child);
-            } else if is_manifest_file(&child) {
-                files.push(child);
+            } else if is_manifest_file(&child) && std::fs::metadata(&child).is_ok_and(|m| m.is_file()) {
+                entries.push(Entry::File(child));
             }
         }
     }
-    files.sort();
-    Ok(files)
+    entries.sort_by(|a, b| entry_path(a).cmp(entry_path(b)));
+    Ok(entries)
+}
+
+fn entry_path(entry: &Entry) -> &Path {
+    match entry {
+        Entry::File(path) | Entry::Kustomization(path) => path,
+    }
 }
 
 fn is_manifest_file(path: &Path) -> bool {
     matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
 }
 
-/// Why a file holds no Kubernetes object and is skipped, as `kubectl apply -R` users expect of
-/// a repository: kustomize configuration (`kustomize.config.k8s.io`, or a `kustomization.yaml`
-/// with neither `apiVersion` nor `kind`), Helm's `Chart.yaml`, and files none of whose documents
-/// has an `apiVersion` or a `kind` (CI workflows, tool settings). A file with one document that
-/// looks like an object is read, and refused if broken: nothing that could be desired is skipped.
-fn not_kubernetes_objects(file: &Path, documents: &[Value]) -> Option<&'static str> {
-    let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+/// Why a file holds no Kubernetes object: kustomize configuration (`kustomize.config.k8s.io`,
+/// or a `kustomization.yaml` with neither `apiVersion` nor `kind`), Helm's `Chart.yaml`, a
+/// file whose top level is a sequence (a YAML list or a JSON array: `kubectl apply` refuses
+/// it), and files none of whose documents has an `apiVersion` or a `kind` (CI workflows, tool
+/// settings). A file with one document that looks like an object is read, and refused if
+/// broken.
+fn not_kubernetes_objects(file: Option<&Path>, documents: &[Value]) -> Option<&'static str> {
+    let name = file.and_then(|f| f.file_name()).and_then(|n| n.to_str()).unwrap_or("");
     if matches!(name, "Chart.yaml" | "Chart.lock") && !documents.iter().any(|d| d.get("kind").is_some()) {
         return Some("Helm chart metadata, not a Kubernetes object");
     }
@@ -191,6 +300,9 @@ fn not_kubernetes_objects(file: &Path, documents: &[Value]) -> Option<&'static s
     };
     if !documents.is_empty() && documents.iter().all(is_kustomize_config) {
         return Some("a kustomize configuration, not a Kubernetes object (use -k to render it)");
+    }
+    if documents.iter().any(Value::is_array) {
+        return Some("a sequence (a YAML list or a JSON array), not Kubernetes objects");
     }
     let looks_like_object = |d: &Value| d.get("apiVersion").is_some() || d.get("kind").is_some();
     let has_content = documents.iter().any(|d| !d.is_null());
@@ -343,12 +455,117 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("big.yaml");
         std::fs::write(&file, config_maps(5_000)).unwrap();
-        let loaded = load_paths(std::slice::from_ref(&file));
+        let loaded = load_paths(std::slice::from_ref(&file), Reading::Desired);
         let _ = std::fs::remove_dir_all(&dir);
         let manifests = loaded.unwrap();
         assert_eq!(manifests.len(), 5_000);
         assert_eq!(manifests[4_999].name, "cm-4999");
         assert_eq!(manifests[4_999].source, format!("{} (document 5000)", file.display()));
+    }
+
+    /// A fresh directory of files (relative path, text).
+    fn repository(files: &[(&str, &str)]) -> PathBuf {
+        static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let root = std::env::temp_dir().join(format!("manifest-repo-{}-{n}", std::process::id()));
+        for (path, text) in files {
+            let path = root.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        root
+    }
+
+    const OBJECT: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web, namespace: shop}\n";
+
+    #[test]
+    fn a_desired_set_refuses_every_file_that_holds_no_objects() {
+        for (name, text, why) in [
+            (
+                "list.yaml",
+                "- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: a}\n",
+                "a sequence",
+            ),
+            (
+                "array.json",
+                "[{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\"}]",
+                "a sequence",
+            ),
+            (
+                "ci.yml",
+                "name: ci\non: [push]\n",
+                "no document has an apiVersion or a kind",
+            ),
+            (
+                "Chart.yaml",
+                "apiVersion: v2\nname: web\nversion: 0.1.0\n",
+                "Helm chart metadata",
+            ),
+            (
+                "flux.yaml",
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Component\n",
+                "a kustomize configuration",
+            ),
+        ] {
+            let root = repository(&[("apps/web.yaml", OBJECT), (&format!("apps/{name}"), text)]);
+            let err = load_paths(&[root.join("apps")], Reading::Desired).unwrap_err();
+            assert_eq!(err.code, crate::error::exit::USAGE, "{name}: {}", err.message);
+            assert!(
+                err.message.contains(name) && err.message.contains(why),
+                "{name}: {}",
+                err.message
+            );
+            // A view of the same repository skips the file and reads the rest.
+            let viewed = load_paths(&[root.join("apps")], Reading::View).unwrap();
+            assert_eq!(viewed.len(), 1, "{name}");
+            let _ = std::fs::remove_dir_all(&root);
+        }
+    }
+
+    #[test]
+    fn a_kustomization_named_as_a_file_is_refused_with_the_k_flag() {
+        let root = repository(&[
+            ("apps/kustomization.yaml", "resources: [web.yaml]\n"),
+            ("apps/web.yaml", OBJECT),
+        ]);
+        let err = load_paths(&[root.join("apps/kustomization.yaml")], Reading::Desired).unwrap_err();
+        assert_eq!(err.code, crate::error::exit::USAGE);
+        assert!(err.message.contains("kustomization.yaml"), "{}", err.message);
+        assert!(err.hint.as_deref().unwrap_or("").contains("-k "), "{:?}", err.hint);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_directory_with_a_kustomization_is_built_and_not_read_file_by_file() {
+        let root = repository(&[
+            ("apps/web/kustomization.yaml", "resources: [web.yaml]\n"),
+            ("apps/web/web.yaml", OBJECT),
+            ("apps/web/patch-only.yaml", "- op: add\n  path: /x\n"),
+            ("apps/db.yaml", OBJECT),
+        ]);
+        let entries = manifest_entries(&root.join("apps"), Reading::Desired).unwrap();
+        assert_eq!(
+            entries,
+            vec![
+                Entry::File(root.join("apps/db.yaml")),
+                Entry::Kustomization(root.join("apps/web")),
+            ]
+        );
+        let as_root = manifest_entries(&root.join("apps/web"), Reading::Desired).unwrap();
+        assert_eq!(as_root, vec![Entry::Kustomization(root.join("apps/web"))]);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_in_a_directory_is_never_opened() {
+        let root = repository(&[("apps/web.yaml", OBJECT)]);
+        let fifo = root.join("apps/pipe.yaml");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let loaded = load_paths(&[root.join("apps")], Reading::Desired).unwrap();
+        assert_eq!(loaded.len(), 1);
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::desired::{validate_identities, DesiredSet, Origin, Scopes};
 use crate::error::{is_not_found, UserError};
 use crate::inventory::{self, InventoryRef, StackRecord};
 use crate::listing::warn_unlisted;
-use crate::manifest::{load_kustomize, load_paths, Manifest};
+use crate::manifest::{load_kustomize, load_paths, Manifest, Reading};
 use crate::policy::is_claim_of;
 use crate::session::{resolve_selection, Session};
 use crate::trackers::{marks, MarkValue, Preset, Selection};
@@ -51,12 +51,13 @@ impl OrphanReport {
 }
 
 /// Reads `-f`/`-k` manifests (before any request, so a bad manifest stops everything): a
-/// manifest that does not parse, or names an object the API server would reject, is refused.
-pub fn read_manifests(args: &ManifestArgs) -> Result<Option<Vec<Manifest>>, UserError> {
+/// manifest that does not parse, or names an object the API server would reject, is refused;
+/// for a desired set, so is any file that cannot be read as objects (see [`Reading`]).
+pub fn read_manifests(args: &ManifestArgs, reading: Reading) -> Result<Option<Vec<Manifest>>, UserError> {
     if args.is_empty() {
         return Ok(None);
     }
-    let mut manifests = load_paths(&args.filenames)?;
+    let mut manifests = load_paths(&args.filenames, reading)?;
     for dir in &args.kustomize {
         manifests.extend(load_kustomize(dir)?);
     }
@@ -111,6 +112,9 @@ pub async fn find(
     )
     .await;
     warn_unlisted(&collection, session)?;
+    if manifests.is_some() && judged_by_labels(&desired) {
+        refuse_several_stacks(&collection.objects, &selection)?;
+    }
     let unchecked = unchecked_kinds(&collection, session);
     if !unchecked.is_empty() {
         tracing::warn!(
@@ -164,6 +168,71 @@ fn refuse_unnamed(has_manifests: bool, stack: &StackRecord, selection: &Selectio
         );
     }
     Ok(())
+}
+
+/// One desired set describes one stack: under `-l` or a bare `--tracker PRESET`, a selection
+/// whose objects belong to several stacks (marks never found on one object together) would
+/// compare every one of them with this one set, and call everything of the others an orphan.
+/// Refused (exit 4), naming the stacks.
+fn refuse_several_stacks(objects: &[Listed], selection: &Selection) -> Result<(), UserError> {
+    let stacks = stacks_among(objects);
+    if stacks.len() < 2 {
+        return Ok(());
+    }
+    const SHOWN: usize = 5;
+    let mut names: Vec<String> = stacks.iter().take(SHOWN).cloned().collect();
+    if stacks.len() > SHOWN {
+        names.push(format!("and {} more", stacks.len() - SHOWN));
+    }
+    Err(UserError::refused(format!(
+        "{} selects the objects of {} stacks ({}): one desired set describes one stack",
+        selection.describe(),
+        stacks.len(),
+        names.join(", ")
+    ))
+    .hint("name the stack whose desired set this is: --tracker PRESET=NAME (or narrow -l to its objects)"))
+}
+
+/// The stacks the objects belong to, each named by one of its marks: marks that occur on one
+/// object together (a HelmRelease's labels and its Helm release's annotations) are one stack.
+fn stacks_among(objects: &[Listed]) -> Vec<String> {
+    let mut stack_of: HashMap<String, usize> = HashMap::new();
+    let mut parent: Vec<usize> = Vec::new();
+    fn root(parent: &mut [usize], mut at: usize) -> usize {
+        while parent[at] != at {
+            parent[at] = parent[parent[at]];
+            at = parent[at];
+        }
+        at
+    }
+    for object in objects {
+        let keys: Vec<usize> = marks(&object.meta)
+            .into_iter()
+            .map(|mark| {
+                let next = parent.len();
+                let key = *stack_of.entry(mark.to_string()).or_insert(next);
+                if key == next {
+                    parent.push(next);
+                }
+                key
+            })
+            .collect();
+        for pair in keys.windows(2) {
+            let (a, b) = (root(&mut parent, pair[0]), root(&mut parent, pair[1]));
+            parent[a] = b;
+        }
+    }
+    let mut named: std::collections::BTreeMap<usize, String> = std::collections::BTreeMap::new();
+    for (mark, key) in &stack_of {
+        let top = root(&mut parent, *key);
+        let entry = named.entry(top).or_insert_with(|| mark.clone());
+        if mark < entry {
+            *entry = mark.clone();
+        }
+    }
+    let mut stacks: Vec<String> = named.into_values().collect();
+    stacks.sort();
+    stacks
 }
 
 /// The record of the stack `--tracker` names (Flux inventory, Helm release, kpt inventory), read

@@ -118,6 +118,7 @@ impl Recheck {
         // planned Namespace: what is listed again is what the server serves now.
         let undiscovered = self.refresh_catalog().await.err();
         let current = self.reread(&candidates).await;
+        let stacks_now = self.reread_stacks(&candidates).await;
         let mut passed = Vec::new();
         for target in candidates {
             if let Some(why) = &undiscovered {
@@ -134,7 +135,9 @@ impl Recheck {
                 ))
                 .map(|listed| listed.as_ref().map(|objects| objects.get(&target.id.name)));
             let verdict = match now {
-                Some(Ok(object)) => self.judge(&target, object),
+                Some(Ok(object)) => self
+                    .judge(&target, object)
+                    .or_else(|| object.and_then(|_| judge_by_stacks(&target, &self.trackers_of, &stacks_now))),
                 Some(Err(why)) => Some(format!("could not be re-checked: {why}")),
                 None => Some("could not be re-checked".to_string()),
             };
@@ -224,6 +227,25 @@ impl Recheck {
                 .collect(),
             planned,
         }
+    }
+
+    /// The torn-down stacks of the wave's members as they are now: each tracking object read
+    /// again, whole, for its tool's policy and record (see [`judge_by_stacks`]).
+    async fn reread_stacks(&self, targets: &[Target]) -> HashMap<ObjectId, StackNow> {
+        let trackers: std::collections::BTreeSet<&ObjectId> = targets
+            .iter()
+            .filter_map(|t| self.trackers_of.get(&t.id))
+            .flatten()
+            .collect();
+        let mut found = HashMap::new();
+        for id in trackers {
+            let now = match self.catalog.get(&id.group, &id.kind) {
+                Some(kind) => read_stack(&self.client, kind, id).await,
+                None => StackNow::Unreadable(format!("{} is no longer served", id.kind)),
+            };
+            found.insert(id.clone(), now);
+        }
+        found
     }
 
     /// The wave's objects as they are now, by (group, kind, namespace) and name.
@@ -442,4 +464,82 @@ mod tests {
         let fresh = catalog(vec![kind("", "ConfigMap", true)], &[]);
         assert_eq!(names(&refreshed(&earlier, fresh)), ["ConfigMap"]);
     }
+}
+
+/// A torn-down stack's tracking object as the re-check finds it.
+#[derive(Debug)]
+enum StackNow {
+    /// Gone (or being deleted past its members): it says nothing new.
+    Gone,
+    /// Read: its tool's policy (why it would now leave its members behind) and record.
+    Read {
+        orphans_members: Option<String>,
+        record: Option<crate::graph::MemberRecord>,
+    },
+    /// Could not be read: its members are not deleted.
+    Unreadable(String),
+}
+
+/// Reads a tracking object whole (its spec and status hold its tool's policy and record).
+async fn read_stack(client: &Client, kind: &KindInfo, id: &ObjectId) -> StackNow {
+    let api = crate::collect::api_for(client, kind, id.namespace.as_deref());
+    match crate::retry::with_retries("re-read a stack", || api.get_opt(&id.name)).await {
+        Ok(None) => StackNow::Gone,
+        Ok(Some(object)) => {
+            let input = crate::graph::NodeInput {
+                id: id.clone(),
+                body: serde_json::to_value(&object).ok(),
+                ..Default::default()
+            };
+            StackNow::Read {
+                orphans_members: crate::graph::orphans_members(&input),
+                record: crate::graph::flux_inventory_of(&input).map(|ids| crate::graph::MemberRecord {
+                    ids,
+                    name: format!("the status.inventory of {id}"),
+                }),
+            }
+        }
+        Err(err) => StackNow::Unreadable(crate::error::root_cause(&err)),
+    }
+}
+
+/// The rules of [`crate::safeguards::orphaned_by_tracker`] and
+/// [`crate::safeguards::outside_inventory`] on the stacks as they are now: a member is dropped
+/// when one of its torn-down stacks now leaves it behind on deletion (Flux `spec.prune: false`,
+/// `deletionPolicy: Orphan`, set since the plan), when every one of them now records a record
+/// without it, or when one of them cannot be read.
+fn judge_by_stacks(
+    target: &Target,
+    trackers_of: &HashMap<ObjectId, Vec<ObjectId>>,
+    stacks_now: &HashMap<ObjectId, StackNow>,
+) -> Option<String> {
+    let trackers = trackers_of.get(&target.id)?;
+    let mut outside_every_record = !trackers.is_empty();
+    let mut first_record = None;
+    for tracker in trackers {
+        match stacks_now.get(tracker) {
+            Some(StackNow::Read {
+                orphans_members,
+                record,
+            }) => {
+                if let Some(why) = orphans_members {
+                    return Some(format!("{why} (changed since the plan)"));
+                }
+                match record {
+                    Some(record) if !record.ids.contains(&target.id) => {
+                        first_record.get_or_insert(record.name.clone());
+                    }
+                    _ => outside_every_record = false,
+                }
+            }
+            Some(StackNow::Unreadable(why)) => {
+                return Some(format!("its stack {tracker} could not be re-checked ({why})"));
+            }
+            Some(StackNow::Gone) | None => outside_every_record = false,
+        }
+    }
+    let record = first_record.filter(|_| outside_every_record)?;
+    Some(format!(
+        "not in {record} any more: its tool deletes only what its record holds (changed since the plan)"
+    ))
 }

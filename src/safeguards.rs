@@ -130,10 +130,12 @@ pub fn orphaned_by_tracker(graph: &Graph, member: usize, torn_down: impl Fn(usiz
         .find_map(|m| graph.orphaning.get(&m.owner).cloned())
 }
 
-/// Rule: a member of torn-down Flux Kustomizations that every one of them records an inventory
-/// without it (it only carries their labels) is kept: their controller deletes only what its
-/// inventory lists (see [`crate::graph::flux_inventory_of`]). `torn_down` tells whether a
-/// tracking object (a node) is torn down.
+/// Rule: a member of torn-down stacks none of whose records holds it (it only carries their
+/// marks: a copy, or an object a controller labelled) is kept: each tool deletes only what its
+/// record lists — kustomize-controller its `status.inventory`, helm-controller its release's
+/// manifest, cli-utils/kpt its inventory, kubectl its ApplySet parent's kinds and namespaces
+/// (see [`crate::graph::Graph::inventories`]). A stack with no record leaves its marks to
+/// decide. `torn_down` tells whether a tracking object (a node) is torn down.
 pub fn outside_inventory(graph: &Graph, member: usize, torn_down: impl Fn(usize) -> bool) -> Option<String> {
     let owners: Vec<usize> = graph
         .members
@@ -143,14 +145,15 @@ pub fn outside_inventory(graph: &Graph, member: usize, torn_down: impl Fn(usize)
         .collect();
     let id = &graph.nodes.get(member)?.id;
     let outside = !owners.is_empty()
-        && owners
-            .iter()
-            .all(|owner| graph.inventories.get(owner).is_some_and(|ids| !ids.contains(id)));
+        && owners.iter().all(|owner| {
+            graph
+                .inventories
+                .get(owner)
+                .is_some_and(|record| !record.ids.contains(id))
+        });
     outside.then(|| {
-        format!(
-            "not in the status.inventory of {}: Flux deletes only what its inventory lists",
-            graph.nodes[owners[0]].id
-        )
+        let record = &graph.inventories[&owners[0]];
+        format!("not in {}: its tool deletes only what its record holds", record.name)
     })
 }
 
@@ -164,20 +167,45 @@ pub fn controlled(meta: &ObjectMeta) -> Option<String> {
         .map(|o| format!("{}/{}", o.kind, o.name))
 }
 
-/// Whether an object dies with the plan: one of its owners (by UID, through owners known here)
-/// is deleted by the plan. Such an object does not keep its Namespace, and is not "left behind".
+/// Whether an object dies with the plan, as the garbage collector decides: it has owners and
+/// **every** one of them is deleted by the plan or dies with it in turn (by UID, through the
+/// owners known here). An object with one live owner outside the plan is kept by the garbage
+/// collector (kubernetes `pkg/controller/garbagecollector/garbagecollector.go`
+/// `attemptToDeleteItem`: "solid" owners keep it), so it does not die with the plan: it keeps
+/// its Namespace, and a Namespace deleted around it takes it as a cascade victim. An owner not
+/// known here counts as live. Such an object does not keep its Namespace, and is not "left
+/// behind".
 pub fn dies_with_plan(meta: &ObjectMeta, planned: &HashSet<String>, owners_of: &HashMap<String, Vec<String>>) -> bool {
-    let mut queue: Vec<String> = meta.owner_references.iter().flatten().map(|o| o.uid.clone()).collect();
-    let mut seen = HashSet::new();
-    while let Some(uid) = queue.pop() {
-        if planned.contains(&uid) {
-            return true;
-        }
-        if seen.insert(uid.clone()) {
-            queue.extend(owners_of.get(&uid).cloned().unwrap_or_default());
-        }
+    let owners: Vec<&str> = meta.owner_references.iter().flatten().map(|o| o.uid.as_str()).collect();
+    let mut on_path = HashSet::new();
+    !owners.is_empty()
+        && owners
+            .iter()
+            .all(|uid| owner_dies(uid, planned, owners_of, &mut on_path))
+}
+
+/// Whether the owner with this UID is deleted by the plan or dies with it (every owner of its
+/// own does). A cycle of owners proves nothing: it counts as live.
+fn owner_dies<'a>(
+    uid: &'a str,
+    planned: &HashSet<String>,
+    owners_of: &'a HashMap<String, Vec<String>>,
+    on_path: &mut HashSet<&'a str>,
+) -> bool {
+    if planned.contains(uid) {
+        return true;
     }
-    false
+    let Some(owners) = owners_of.get(uid).filter(|owners| !owners.is_empty()) else {
+        return false;
+    };
+    if !on_path.insert(uid) {
+        return false;
+    }
+    let dies = owners
+        .iter()
+        .all(|owner| owner_dies(owner, planned, owners_of, on_path));
+    on_path.remove(uid);
+    dies
 }
 
 /// Rule: what something that stays depends on stays too. Returns the planned nodes that a
@@ -189,7 +217,9 @@ pub fn needed_by_staying(
     staying: impl Fn(usize) -> bool,
 ) -> BTreeMap<usize, String> {
     let mut needed = BTreeMap::new();
-    for Edge { from, to, kind } in &graph.edges {
+    // One edge set: declared, structural and inferred (a CR that stays needs the operator its
+    // finalizer names; an untracked webhook that stays needs its backend).
+    for Edge { from, to, kind } in graph.all_edges().filter(|e| e.kind.is_need()) {
         if planned.contains(to) && !planned.contains(from) && staying(*from) && !needed.contains_key(to) {
             let why = match kind {
                 EdgeKind::Namespace => format!("holds {}, which is not pruned", graph.nodes[*from].id),
@@ -377,6 +407,32 @@ mod tests {
         assert!(dies_with_plan(&pod, &planned, &owners));
         assert!(!dies_with_plan(&pod, &planned, &HashMap::new()));
         assert!(!dies_with_plan(&ObjectMeta::default(), &planned, &owners));
+    }
+
+    #[test]
+    fn an_object_dies_with_the_plan_only_when_every_owner_does() {
+        let owned_by = |uids: &[&str]| ObjectMeta {
+            owner_references: Some(
+                uids.iter()
+                    .map(|uid| OwnerReference {
+                        uid: (*uid).into(),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        let planned: HashSet<String> = ["p".to_string()].into();
+        let owners = HashMap::from([
+            ("rs".to_string(), vec!["p".to_string()]),
+            ("loop-a".to_string(), vec!["loop-b".to_string()]),
+            ("loop-b".to_string(), vec!["loop-a".to_string()]),
+        ]);
+        assert!(dies_with_plan(&owned_by(&["p"]), &planned, &owners));
+        assert!(dies_with_plan(&owned_by(&["p", "rs"]), &planned, &owners));
+        // A second, live owner (an untracked ClusterRole the plan keeps) keeps it.
+        assert!(!dies_with_plan(&owned_by(&["p", "clusterrole"]), &planned, &owners));
+        assert!(!dies_with_plan(&owned_by(&["loop-a"]), &planned, &owners));
     }
 
     #[test]

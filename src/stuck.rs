@@ -46,16 +46,10 @@ pub fn finalizer_accounted(finalizer: &str, catalog: &Catalog) -> bool {
     {
         return true;
     }
-    let domain = finalizer.split('/').next().unwrap_or(finalizer);
-    let groups: HashSet<&str> = catalog
+    catalog
         .kinds()
         .iter()
-        .map(|k| k.group.as_str())
-        .filter(|g| !g.is_empty())
-        .collect();
-    groups.iter().any(|group| {
-        domain == *group || domain.ends_with(&format!(".{group}")) || group.ends_with(&format!(".{domain}"))
-    })
+        .any(|kind| crate::infer::finalizer_names_group(finalizer, &kind.group))
 }
 
 /// What may be lost by removing a finalizer: the cleanup its controller would have done.
@@ -194,10 +188,12 @@ impl DiagnosisContext {
     /// The CRD whose group a finalizer's domain names (the object's own kind's when it is in
     /// that group), and who tracks it.
     fn crd_for_finalizer(&self, finalizer: &str, kind: &crate::discovery::KindInfo) -> Option<(String, String)> {
-        let domain = finalizer.split('/').next().unwrap_or(finalizer);
         let own = kind.crd_name();
         let name_of = |crd: &DynamicObject| crd.metadata.name.clone().unwrap_or_default();
-        let in_group = |name: &str| name.split_once('.').is_some_and(|(_, group)| group == domain);
+        let in_group = |name: &str| {
+            name.split_once('.')
+                .is_some_and(|(_, group)| crate::infer::finalizer_names_group(finalizer, group))
+        };
         let crd = self
             .crds
             .iter()

@@ -252,7 +252,10 @@ pub fn is_tracked(meta: &ObjectMeta) -> bool {
 
 /// Labels that make an object a tracking object: a cli-utils/kpt inventory (ConfigMap or
 /// ResourceGroup) and a kubectl ApplySet parent. They carry no member mark themselves.
-pub const TRACKING_OBJECT_LABELS: [&str; 2] = ["cli-utils.sigs.k8s.io/inventory-id", "applyset.kubernetes.io/id"];
+pub const TRACKING_OBJECT_LABELS: [&str; 2] = ["cli-utils.sigs.k8s.io/inventory-id", APPLYSET_ID];
+
+/// The label an ApplySet parent carries its id in (KEP-3659): see [`applyset_id`].
+pub const APPLYSET_ID: &str = "applyset.kubernetes.io/id";
 
 /// Whether the object is an inventory object or ApplySet parent (see [`TRACKING_OBJECT_LABELS`]).
 pub fn is_tracking_object(meta: &ObjectMeta) -> bool {

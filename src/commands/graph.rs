@@ -17,7 +17,7 @@ use crate::session::{resolve_selection, Session};
 
 /// Runs `graph`.
 pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
-    let manifests = read_manifests(&args.manifests)?;
+    let manifests = read_manifests(&args.manifests, crate::manifest::Reading::View)?;
     let infer = !args.no_infer;
     let mut gaps = Vec::new();
     let graph = match manifests {

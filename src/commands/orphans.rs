@@ -13,7 +13,7 @@ use crate::session::Session;
 
 /// Runs `orphans`.
 pub async fn run(global: &GlobalArgs, args: OrphansArgs) -> anyhow::Result<u8> {
-    let manifests = read_manifests(&args.desired.manifests)?;
+    let manifests = read_manifests(&args.desired.manifests, crate::manifest::Reading::Desired)?;
     let session = Session::open(global).await?;
     let selection = selection(&args.selection)?;
     let options = list_options(&args.tuning);

@@ -35,7 +35,7 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
     let manifests = if teardown {
         None
     } else {
-        read_manifests(&args.desired.manifests)?
+        read_manifests(&args.desired.manifests, crate::manifest::Reading::Desired)?
     };
     let mut session = Session::open(global).await?;
     let format = match args.output {
@@ -112,6 +112,7 @@ fn plan_request(args: &PruneArgs) -> PlanRequest {
         infer: !args.no_infer,
         skip_unlisted: args.skip_unlisted,
         keep_cascading: args.keep_cascading,
+        leftovers: args.leftovers,
     }
 }
 

@@ -50,7 +50,12 @@ pub fn build(inputs: &[NodeInput], options: &BuildOptions) -> Graph {
         graph.inventories = inputs
             .iter()
             .enumerate()
-            .filter_map(|(index, input)| flux_inventory_of(input).map(|ids| (index, ids)))
+            .filter_map(|(index, input)| {
+                flux_inventory_of(input).map(|ids| {
+                    let name = format!("the status.inventory of {}", input.id);
+                    (index, super::MemberRecord { ids, name })
+                })
+            })
             .collect();
     }
     graph.edges.sort_by_key(|e| (e.from, e.to, e.kind));

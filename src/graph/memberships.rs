@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{Membership, NodeInput};
 use crate::identity::ObjectId;
-use crate::trackers::{marks, Mark, MarkValue, Preset};
+use crate::trackers::{applyset_id, marks, Mark, MarkValue, Preset, APPLYSET_ID};
 
 pub(crate) fn object_meta(input: &NodeInput) -> kube::core::ObjectMeta {
     kube::core::ObjectMeta {
@@ -69,9 +69,35 @@ pub fn owner_mark(input: &NodeInput) -> Option<(Preset, MarkValue)> {
             };
             id_label("cli-utils.sigs.k8s.io/inventory-id")
                 .map(|v| (Preset::Kpt, v))
-                .or_else(|| id_label("applyset.kubernetes.io/id").map(|v| (Preset::ApplySet, v)))
+                .or_else(|| applyset_parent_id(input).map(|v| (Preset::ApplySet, v)))
         }
     }
+}
+
+/// The ApplySet id of a parent: its `applyset.kubernetes.io/id` label, only when that label is
+/// the parent's own id (kubectl's hash of its name, namespace, kind and group). A copy of a
+/// parent keeps the original's label; kubectl refuses it ("incorrect value for label
+/// applyset.kubernetes.io/id", kubernetes/kubectl `pkg/cmd/apply/applyset.go`
+/// `fetchParent`), and so does every path here: it is no parent and tracks nothing.
+fn applyset_parent_id(input: &NodeInput) -> Option<MarkValue> {
+    let label = input.labels.get(APPLYSET_ID)?;
+    let own = applyset_id(
+        &input.id.name,
+        input.id.namespace.as_deref().unwrap_or(""),
+        &input.id.kind,
+        &input.id.group,
+    );
+    if *label != own {
+        tracing::warn!(
+            "{} carries {APPLYSET_ID}={label}, which is not its own id ({own}): a copy of another ApplySet parent is not a parent",
+            input.id
+        );
+        return None;
+    }
+    Some(MarkValue {
+        name: own,
+        namespace: None,
+    })
 }
 
 /// Why a tracking object's controller would leave its members behind when it is deleted, read

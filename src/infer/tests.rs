@@ -75,14 +75,31 @@ fn service(ns: &str, name: &str, selector: Value, stack: Option<&str>) -> NodeIn
 #[test]
 fn finalizer_domains_name_a_crds_group_a_parent_or_the_crd() {
     let crd = "gizmos.ops.example.com";
-    assert!(finalizer_matches_crd("ops.example.com", crd));
-    assert!(finalizer_matches_crd("example.com", crd));
-    assert!(finalizer_matches_crd("gizmos.ops.example.com", crd));
-    assert!(!finalizer_matches_crd("ample.com", crd));
-    assert!(!finalizer_matches_crd("other.io", crd));
+    assert!(finalizer_matches_crd("ops.example.com/cleanup", crd));
+    assert!(finalizer_matches_crd("example.com/cleanup", crd));
+    assert!(finalizer_matches_crd("gizmos.ops.example.com/x", crd));
+    assert!(!finalizer_matches_crd("ample.com/cleanup", crd));
+    assert!(!finalizer_matches_crd("other.io/cleanup", crd));
     assert_eq!(finalizer_domain("ops.example.com/cleanup"), Some("ops.example.com"));
     assert_eq!(finalizer_domain("kubernetes"), None);
     assert_eq!(finalizer_domain("foregroundDeletion"), None);
+    assert_eq!(finalizer_domain("orphan"), None);
+}
+
+#[test]
+fn a_finalizer_without_a_path_names_its_group_by_its_domain() {
+    // Rook's real finalizer on a CephCluster (rook `pkg/apis/ceph.rook.io/v1`): no slash.
+    assert_eq!(
+        finalizer_domain("cephcluster.ceph.rook.io"),
+        Some("cephcluster.ceph.rook.io")
+    );
+    assert!(finalizer_matches_crd(
+        "cephcluster.ceph.rook.io",
+        "cephclusters.ceph.rook.io"
+    ));
+    assert!(finalizer_names_group("cephcluster.ceph.rook.io", "ceph.rook.io"));
+    assert!(!finalizer_names_group("cephcluster.ceph.rook.io", "rook.io.example"));
+    assert!(!finalizer_names_group("kubernetes", ""));
 }
 
 #[test]

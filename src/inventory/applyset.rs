@@ -10,7 +10,7 @@ use crate::classify::Recorded;
 use crate::discovery::KindInfo;
 use crate::error::UserError;
 use crate::session::Session;
-use crate::trackers::{applyset_id, MarkValue, Preset, Tracker};
+use crate::trackers::{applyset_id, MarkValue, Preset, Tracker, APPLYSET_ID};
 
 /// kubectl ApplySet (kubernetes/kubectl `pkg/cmd/apply/applyset_pruner.go`
 /// `FindAllObjectsToPrune`): kubectl lists members of the parent's `contains-group-kinds` in the
@@ -24,11 +24,18 @@ pub(super) async fn load_applyset(session: &Session, parent: &str) -> Result<Inv
         .clone();
     let namespace = kind.namespaced.then_some(session.connection.namespace.as_str());
     let object = get_object(session, &kind, namespace, name).await?;
+    let own = applyset_id(name, namespace.unwrap_or(""), &kind.kind, &kind.group);
+    let label = object.metadata.labels.as_ref().and_then(|l| l.get(APPLYSET_ID));
+    if let Some(label) = label.filter(|label| **label != own) {
+        return Err(UserError::refused(format!(
+            "{} {name} carries {APPLYSET_ID}={label}, which is not its own id ({own}): it is a copy of another ApplySet parent, not a parent",
+            kind.kind_with_group()
+        ))
+        .hint("kubectl refuses such a parent too; name the parent whose id it is"));
+    }
     Ok(applyset_inventory(&object, &kind))
 }
 
-/// The ApplySet label a parent carries: `applyset.kubernetes.io/id`.
-const APPLYSET_ID: &str = "applyset.kubernetes.io/id";
 /// The label that makes a CRD's kind an ApplySet parent kind (KEP-3659).
 const APPLYSET_PARENT_TYPE: &str = "applyset.kubernetes.io/is-parent-type";
 

@@ -128,3 +128,51 @@ fn an_unreadable_stack_makes_no_orphan_but_leaves_other_verdicts() {
     };
     assert_eq!(unknown_unless_desired(desired, "x").verdict, Verdict::Desired);
 }
+
+#[test]
+fn marks_found_together_are_one_stack_and_apart_are_several() {
+    let flux = |name: &str| {
+        [
+            (FLUX_KS_NAME, name.to_string()),
+            (FLUX_KS_NAMESPACE, "flux-system".to_string()),
+        ]
+    };
+    let object = |labels: &[(&str, String)]| {
+        let pairs: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        config_map(&pairs)
+    };
+    let app = object(&flux("app"));
+    let app_too = object(&flux("app"));
+    assert_eq!(stacks_among(&[app.clone(), app_too]).len(), 1);
+    let infra = object(&flux("infra"));
+    let two = stacks_among(&[app.clone(), infra]);
+    assert_eq!(two.len(), 2, "{two:?}");
+    assert!(two.iter().any(|s| s.contains("infra")) && two.iter().any(|s| s.contains("app")));
+    // A HelmRelease's objects carry its labels and its Helm release's annotations: one stack.
+    let mut helm = crate::fixtures::meta(
+        &[
+            ("helm.toolkit.fluxcd.io/name", "web"),
+            ("helm.toolkit.fluxcd.io/namespace", "web"),
+            ("app.kubernetes.io/managed-by", "Helm"),
+        ],
+        &[
+            ("meta.helm.sh/release-name", "web"),
+            ("meta.helm.sh/release-namespace", "web"),
+        ],
+    );
+    helm.name = Some("h".into());
+    helm.namespace = Some("web".into());
+    let helm = Listed::new(Arc::new(crate::fixtures::kind("", "ConfigMap", true)), helm);
+    let mut release_only = crate::fixtures::meta(
+        &[("app.kubernetes.io/managed-by", "Helm")],
+        &[
+            ("meta.helm.sh/release-name", "web"),
+            ("meta.helm.sh/release-namespace", "web"),
+        ],
+    );
+    release_only.name = Some("r".into());
+    release_only.namespace = Some("web".into());
+    let release_only = Listed::new(Arc::new(crate::fixtures::kind("", "ConfigMap", true)), release_only);
+    assert_eq!(stacks_among(&[helm, release_only]).len(), 1);
+    assert!(stacks_among(&[]).is_empty());
+}

@@ -41,6 +41,9 @@ pub struct PlanRequest {
     /// Keep the planned Namespaces and CRDs whose deletion would take what the plan does not
     /// delete, and plan the rest.
     pub keep_cascading: bool,
+    /// Tear down the objects that still carry the mark of a named stack that is already gone
+    /// (`--leftovers`); without it they are kept.
+    pub leftovers: bool,
 }
 
 /// The plan of a teardown of the named stacks (the session lists every namespace).
@@ -191,14 +194,73 @@ async fn teardown_planning(session: &Session, request: &PlanRequest) -> Result<P
     let live = live_graph_with(session, Some(Selection::default()), true, request.list, request.infer).await?;
     refuse_unlisted(&live.unlisted, request.skip_unlisted)?;
     let mut gone = Vec::new();
-    let named = targets::named_targets(session, request, &snapshot(&live), &mut gone).await?;
+    let mut kept = Vec::new();
+    let named = targets::named_targets(session, request, &snapshot(&live), &mut gone, &mut kept).await?;
     let indices: Vec<usize> = named.iter().map(|(index, _)| *index).collect();
     let mut chosen = teardown_closure(&live.graph, &indices);
     chosen.extend(named);
+    let mut live = live;
+    read_member_records(session, &mut live, chosen.keys().copied()).await;
     Ok(Planning {
         live,
         chosen,
-        kept: Vec::new(),
+        kept,
         mode: Mode::Teardown(gone),
     })
+}
+
+/// Reads the record of every torn-down stack whose tool keeps one beside its tracking object —
+/// a kpt/cli-utils inventory, a Flux HelmRelease's Helm release, an ApplySet parent — with the
+/// one function `orphans` reads them with ([`crate::inventory::record_of`]), so that a teardown
+/// deletes only what that tool would (see [`crate::safeguards::outside_inventory`]). A Flux
+/// Kustomization's `status.inventory` is on its listed object already. A record that exists
+/// but cannot be read bounds its members to none: what its tool would delete is unknown.
+async fn read_member_records(session: &Session, live: &mut LiveGraph, chosen: impl Iterator<Item = usize>) {
+    let trackers: Vec<(usize, crate::trackers::Preset, crate::trackers::MarkValue)> = chosen
+        .filter(|index| !live.graph.inventories.contains_key(index))
+        .filter_map(|index| {
+            let object = live.objects.get(&live.graph.nodes[index].id)?;
+            let (preset, value) = crate::teardown::tracker_key(object)?;
+            matches!(
+                preset,
+                crate::trackers::Preset::Kpt | crate::trackers::Preset::FluxHelm | crate::trackers::Preset::ApplySet
+            )
+            .then_some((index, preset, value))
+        })
+        .collect();
+    for (index, preset, value) in trackers {
+        let id = live.graph.nodes[index].id.clone();
+        let record = match crate::inventory::record_of(preset, &value, session).await {
+            Ok(stack) => match stack.recorded {
+                Some(recorded) => member_record(&recorded, live.objects.values()),
+                None => {
+                    tracing::warn!("no record read for {id}: the objects that carry its marks are its members");
+                    continue;
+                }
+            },
+            Err(err) => {
+                tracing::warn!("{}: none of the objects {id} marks is deleted", err.message);
+                crate::graph::MemberRecord {
+                    ids: Default::default(),
+                    name: format!("a record that could be read ({})", err.message),
+                }
+            }
+        };
+        live.graph.inventories.insert(index, record);
+    }
+}
+
+/// The listed objects a record holds and that still carry its tool's mark: what that tool
+/// would delete with its stack.
+fn member_record<'a>(
+    recorded: &crate::classify::Recorded,
+    objects: impl Iterator<Item = &'a Listed>,
+) -> crate::graph::MemberRecord {
+    crate::graph::MemberRecord {
+        ids: objects
+            .filter(|object| recorded.holds(object) && recorded.still_marked(object))
+            .map(Listed::id)
+            .collect(),
+        name: recorded.name().to_string(),
+    }
 }

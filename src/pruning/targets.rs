@@ -6,8 +6,8 @@ use crate::error::UserError;
 use crate::graph::{Graph, NodeStatus};
 use crate::identity::ObjectId;
 use crate::session::{resolve_typed, Session};
-use crate::teardown::{members_of_gone, Snapshot};
-use crate::trackers::{MarkValue, Preset, Selection, FLUX_KINDS};
+use crate::teardown::{members_of_gone, Kept, Snapshot};
+use crate::trackers::{MarkValue, Preset, Selection};
 
 use super::PlanRequest;
 
@@ -18,6 +18,7 @@ pub(super) async fn named_targets(
     request: &PlanRequest,
     snapshot: &Snapshot<'_>,
     gone: &mut Vec<(Preset, MarkValue)>,
+    kept: &mut Vec<Kept>,
 ) -> Result<Vec<(usize, String)>, UserError> {
     let graph = snapshot.graph;
     let mut found = Vec::new();
@@ -52,7 +53,7 @@ pub(super) async fn named_targets(
             }
         };
         for id in ids {
-            found.extend(find_named(snapshot, graph, &id, gone)?);
+            found.extend(find_named(snapshot, graph, &id, gone, kept, request.leftovers)?);
         }
     }
     Ok(found)
@@ -63,6 +64,8 @@ fn find_named(
     graph: &Graph,
     id: &ObjectId,
     gone: &mut Vec<(Preset, MarkValue)>,
+    kept: &mut Vec<Kept>,
+    leftovers: bool,
 ) -> Result<Vec<(usize, String)>, UserError> {
     if let Some(index) = graph
         .find(id)
@@ -70,36 +73,50 @@ fn find_named(
     {
         return Ok(vec![(index, "named".to_string())]);
     }
-    let is_flux = FLUX_KINDS.contains(&(id.group.as_str(), id.kind.as_str()));
-    let preset = if id.kind == "Kustomization" {
-        Preset::Flux
-    } else {
-        Preset::FluxHelm
-    };
-    let key = (
-        preset,
-        MarkValue {
-            name: id.name.clone(),
-            namespace: id.namespace.clone(),
-        },
-    );
-    let left = if is_flux {
-        members_of_gone(snapshot, &key)
-    } else {
-        Vec::new()
+    let flux_kind = Some((id.group.as_str(), id.kind.as_str()));
+    let preset = Preset::ALL.into_iter().find(|p| p.flux_kind() == flux_kind);
+    let left = match preset {
+        Some(preset) => {
+            let key = (
+                preset,
+                MarkValue {
+                    name: id.name.clone(),
+                    namespace: id.namespace.clone(),
+                },
+            );
+            let left = members_of_gone(snapshot, &key);
+            if leftovers && !left.is_empty() {
+                gone.push(key);
+            }
+            left
+        }
+        None => Vec::new(),
     };
     if left.is_empty() {
         return Err(UserError::failed(format!("{id} not found")).hint(
             "name a Kustomization, HelmRelease, inventory object or ApplySet parent in -n NAMESPACE (it may already be gone)",
         ));
     }
+    if !leftovers {
+        // The stack's tracking object goes after its members: when it is gone, what still
+        // carries its mark was kept by the run that deleted it (a keep marker, `prune: false`,
+        // outside its record), or it was deleted outside kubectl-stack. Not its members to take.
+        tracing::warn!(
+            "{id} is already gone; the {} object(s) that still carry its mark are kept (the run that deleted it kept them, or it was deleted by other means): add --leftovers to delete them",
+            left.len()
+        );
+        kept.extend(left.into_iter().map(|index| Kept {
+            id: graph.nodes[index].id.clone(),
+            reason: format!("left behind by {id}, already gone (--leftovers deletes it)"),
+        }));
+        return Ok(Vec::new());
+    }
     tracing::warn!(
-        "{id} is already gone; tearing down the {} object(s) that still carry its mark",
+        "{id} is already gone; --leftovers: tearing down the {} object(s) that still carry its mark",
         left.len()
     );
-    gone.push(key);
     Ok(left
         .into_iter()
-        .map(|index| (index, format!("member of {id} (already gone)")))
+        .map(|index| (index, format!("left behind by {id}, already gone (--leftovers)")))
         .collect())
 }
