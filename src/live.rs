@@ -51,6 +51,24 @@ pub async fn live_graph_with(
     options: ListOptions,
     infer: bool,
 ) -> Result<LiveGraph, UserError> {
+    live_graph_inner(session, selection, members, options, infer, false).await
+}
+
+/// The live graph a teardown plans over: every tracked object, the tracking objects and their
+/// members, and (with inference) the untracked objects that may need what the plan deletes
+/// (see [`LiveOptions::stayers`]).
+pub async fn planning_graph(session: &Session, options: ListOptions, infer: bool) -> Result<LiveGraph, UserError> {
+    live_graph_inner(session, Some(Selection::default()), true, options, infer, infer).await
+}
+
+async fn live_graph_inner(
+    session: &Session,
+    selection: Option<Selection>,
+    members: bool,
+    options: ListOptions,
+    infer: bool,
+    stayers: bool,
+) -> Result<LiveGraph, UserError> {
     let mut listed = Vec::new();
     let mut unlisted = Vec::new();
     let mut gaps = Vec::new();
@@ -87,9 +105,10 @@ pub async fn live_graph_with(
         only_members: !explicit,
         infer,
         only_selected: narrowed,
+        stayers,
     };
     let mut live = graph_of_with(session, listed, &options).await?;
-    live.unlisted = unlisted;
+    live.unlisted.extend(unlisted);
     live.gaps = gaps;
     Ok(live)
 }
@@ -107,6 +126,7 @@ pub async fn graph_of(
         only_members,
         infer: true,
         only_selected: false,
+        stayers: false,
     };
     graph_of_with(session, listed, &options).await
 }
@@ -123,6 +143,40 @@ pub struct LiveOptions {
     /// Only the given objects are nodes: the Flux objects in scope that are not among them are
     /// left out (those they depend on show as external).
     pub only_selected: bool,
+    /// Also make nodes of the untracked objects that need others to exist and that no stack
+    /// names — webhook configurations and APIServices an operator made at run time (as
+    /// Kyverno and cert-manager do) — so that a plan keeps their backends while they stay.
+    pub stayers: bool,
+}
+
+/// The kinds of [`LiveOptions::stayers`]: cluster-scoped, few, and each in need of a backend.
+const STAYER_KINDS: [(&str, &str); 3] = [
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+    ("apiregistration.k8s.io", "APIService"),
+];
+
+/// Lists every object of [`STAYER_KINDS`] (metadata; inference reads their specs). A kind that
+/// cannot be listed is a gap the caller reports: what it needs is then unknown.
+async fn list_stayers(session: &Session, gaps: &mut Vec<String>) -> Vec<Listed> {
+    let mut found = Vec::new();
+    for (group, kind) in STAYER_KINDS {
+        let Some(info) = session.catalog.get(group, kind) else {
+            continue;
+        };
+        match list_objects(&session.connection.client, info, None, None).await {
+            Ok(objects) => found.extend(objects.into_iter().map(|o| Listed::new(info.clone(), o.metadata))),
+            Err(err) => {
+                tracing::warn!(
+                    "cannot list {}: a backend one of them needs may be deleted ({})",
+                    info.kind_with_group(),
+                    crate::error::root_cause(&err)
+                );
+                gaps.push(info.kind_with_group());
+            }
+        }
+    }
+    found
 }
 
 /// [`graph_of`] with every option.
@@ -136,7 +190,14 @@ pub async fn graph_of_with(
         only_members,
         infer,
         only_selected,
+        stayers,
     } = *options;
+    let mut unlisted_stayers = Vec::new();
+    let stayers = if stayers && infer {
+        list_stayers(session, &mut unlisted_stayers).await
+    } else {
+        Vec::new()
+    };
     let mut flux = flux_objects(session).await?;
     if only_selected {
         let given: HashSet<ObjectId> = listed.iter().map(Listed::id).collect();
@@ -165,6 +226,12 @@ pub async fn graph_of_with(
         objects.retain(|id, _| kept.contains(id));
     }
     inputs.extend(others);
+    for object in stayers {
+        if let std::collections::hash_map::Entry::Vacant(slot) = objects.entry(object.id()) {
+            inputs.push(input_from_listed(&object));
+            slot.insert(object);
+        }
+    }
     for input in &inputs {
         for (key, value, why) in crate::graph::malformed_annotations(&input.annotations) {
             tracing::warn!("{}: {key} {value:?} ignored: {why}", input.id);
@@ -196,7 +263,7 @@ pub async fn graph_of_with(
         graph,
         objects,
         tracked,
-        unlisted: Vec::new(),
+        unlisted: unlisted_stayers,
         gaps: Vec::new(),
     })
 }

@@ -61,11 +61,18 @@ metadata:
   annotations: {{meta.helm.sh/release-name: other-release, meta.helm.sh/release-namespace: {n}}}
 "#
     ));
+    // helm-controller uninstalls what the release records: `own` is in its manifest.
+    helm_release(
+        n,
+        "h",
+        &format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: own, namespace: {n}}}\n"),
+    );
     let run = stack(&["prune", "-n", n, "helmrelease/h", "--yes"]).expect_code(0);
     assert!(!exists("configmap", Some(n), "own"), "{}", run.stderr);
     assert!(exists("configmap", Some(n), "adopted"), "{}", run.stderr);
+    // Kept by the first rule of the chain that holds: helm-controller's record has no `adopted`.
     assert!(
-        run.stderr.contains(&format!("helm:{n}/other-release")),
+        run.stderr.contains(&format!("kept: ConfigMap/{n}/adopted (not in Helm release {n}/h")),
         "{}",
         run.stderr
     );

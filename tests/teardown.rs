@@ -406,7 +406,24 @@ spec:
     ));
     // A first run that got as far as deleting the Kustomization (as after a crash): its members are left.
     assert_eq!(kubectl(&["delete", "kustomization", "s", "-n", &f]).code, 0);
-    let run = stack(&["prune", "-n", &f, "kustomization/s", "--yes", "--timeout", "60s"]).expect_code(0);
+    // Issue 24 item 3: what still carries a gone stack's mark was kept by the run that deleted
+    // it, or left by other means: a rerun deletes none of it unless told (--leftovers).
+    let rerun = stack(&["prune", "-n", &f, "kustomization/s", "--yes", "--timeout", "60s"]).expect_code(0);
+    assert!(rerun.stderr.contains("--leftovers"), "{}", rerun.stderr);
+    assert!(rerun.stderr.contains("Nothing to prune"), "{}", rerun.stderr);
+    assert!(exists("configmap", Some(&app), "settings"), "{}", rerun.stderr);
+    assert!(exists("namespace", None, &app), "{}", rerun.stderr);
+    let run = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/s",
+        "--leftovers",
+        "--yes",
+        "--timeout",
+        "60s",
+    ])
+    .expect_code(0);
     assert!(run.stderr.contains("is already gone"), "{}", run.stderr);
     wait_until(Duration::from_secs(60), || !exists("namespace", None, &app));
     assert!(!run.stderr.contains("kept: Namespace"), "{}", run.stderr);

@@ -15,12 +15,11 @@ use crate::collect::{ListOptions, ListScope, Listed};
 use crate::discovery::Catalog;
 use crate::error::UserError;
 use crate::identity::ObjectId;
-use crate::live::{graph_of_with, live_graph_with, LiveGraph, LiveOptions};
+use crate::live::{graph_of_with, planning_graph, LiveGraph, LiveOptions};
 use crate::orphans::OrphanReport;
 use crate::parents::read_suspended;
 use crate::session::Session;
 use crate::teardown::{plan, teardown_closure, Kept, Mode, PrunePlan, Snapshot};
-use crate::trackers::Selection;
 
 use refusals::{describe_cascade, refuse_unlisted};
 
@@ -164,6 +163,7 @@ async fn orphan_planning(
         only_members: false,
         infer,
         only_selected: false,
+        stayers: infer,
     };
     let live = graph_of_with(session, listed, &options).await?;
     let chosen: HashMap<usize, String> = targets
@@ -191,7 +191,7 @@ fn snapshot(live: &LiveGraph) -> Snapshot<'_> {
 async fn teardown_planning(session: &Session, request: &PlanRequest) -> Result<Planning, UserError> {
     // Every tracked object is a node (not only those under a live tracking object): the members
     // of a stack whose tracking object is already gone are found again by their marks.
-    let live = live_graph_with(session, Some(Selection::default()), true, request.list, request.infer).await?;
+    let live = planning_graph(session, request.list, request.infer).await?;
     refuse_unlisted(&live.unlisted, request.skip_unlisted)?;
     let mut gone = Vec::new();
     let mut kept = Vec::new();
@@ -242,7 +242,7 @@ async fn read_member_records(session: &Session, live: &mut LiveGraph, chosen: im
                 tracing::warn!("{}: none of the objects {id} marks is deleted", err.message);
                 crate::graph::MemberRecord {
                     ids: Default::default(),
-                    name: format!("a record that could be read ({})", err.message),
+                    name: format!("the record of {id}, which could not be read"),
                 }
             }
         };

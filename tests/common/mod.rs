@@ -485,3 +485,38 @@ pub fn set_flux_inventory(name: &str, namespace: &str, ids: &[String]) {
     let patched = kubectl(&args);
     assert_eq!(patched.code, 0, "{}", patched.stderr);
 }
+
+/// The `data.release` of a Helm release Secret: base64 of gzip of the release JSON (helm/helm
+/// `pkg/storage/driver/util.go` `encodeRelease`); the API's own base64 comes on top.
+pub fn helm_release_data(release: &serde_json::Value) -> String {
+    use base64::Engine;
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(release.to_string().as_bytes()).unwrap();
+    let engine = base64::engine::general_purpose::STANDARD;
+    engine.encode(engine.encode(gz.finish().unwrap()))
+}
+
+/// A deployed Helm release `release` (revision 1) in `namespace` whose manifest is `manifest`,
+/// as `helm install` stores it: Secret `sh.helm.release.v1.<release>.v1`, type
+/// `helm.sh/release.v1`, labels owner/name/status/version (helm/helm `pkg/storage/driver/secrets.go`).
+pub fn helm_release(namespace: &str, release: &str, manifest: &str) {
+    helm_release_in_status(namespace, release, manifest, "deployed");
+}
+
+/// [`helm_release`] with revision 1 in another status (`failed`, `pending-install`).
+pub fn helm_release_in_status(namespace: &str, release: &str, manifest: &str, status: &str) {
+    let body = serde_json::json!({
+        "name": release, "namespace": namespace, "version": 1,
+        "info": {"status": status}, "manifest": manifest,
+    });
+    let secret = serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+        "metadata": {
+            "name": format!("sh.helm.release.v1.{release}.v1"), "namespace": namespace,
+            "labels": {"owner": "helm", "name": release, "status": status, "version": "1"},
+        },
+        "data": {"release": helm_release_data(&body)},
+    });
+    create(&secret.to_string());
+}
