@@ -41,9 +41,22 @@ pub(super) async fn flux_helm_record(session: &Session, name: &str, namespace: &
             )))
         }
     };
+    let (release, storage) = helm_release_of(name, namespace, &object.data)?;
+    match load_helm(session, &release, &storage).await {
+        Ok(found) => Ok(found.into()),
+        Err(err) if is_absent(&err) => Err(no_helm_release(&release, &err)),
+        Err(err) => Err(err),
+    }
+}
+
+/// The Helm release a HelmRelease manages and the namespace its storage Secret is in, as
+/// helm-controller names them (fluxcd/helm-controller `api/v2/helmrelease_types.go`
+/// `GetReleaseName`: `spec.releaseName`, else `<targetNamespace>-<name>`, else `<name>`;
+/// `GetStorageNamespace`: `spec.storageNamespace`, else the HelmRelease's namespace). A name
+/// longer than Helm's 53 characters is shortened by helm-controller with a hash: refused.
+pub(super) fn helm_release_of(name: &str, namespace: &str, object: &Value) -> Result<(String, String), UserError> {
     let spec = |field: &str| {
         object
-            .data
             .pointer(&format!("/spec/{field}"))
             .and_then(Value::as_str)
             .filter(|v| !v.is_empty())
@@ -60,11 +73,7 @@ pub(super) async fn flux_helm_record(session: &Session, name: &str, namespace: &
         )));
     }
     let storage = spec("storageNamespace").unwrap_or_else(|| namespace.to_string());
-    match load_helm(session, &release, &storage).await {
-        Ok(found) => Ok(found.into()),
-        Err(err) if is_absent(&err) => Err(no_helm_release(&release, &err)),
-        Err(err) => Err(err),
-    }
+    Ok((release, storage))
 }
 
 /// No Helm release record to read: Helm deletes only through an upgrade's diff against its
@@ -206,6 +215,26 @@ fn helm_release(secret: &DynamicObject) -> Result<Value, String> {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn a_helmreleases_release_is_named_as_helm_controller_names_it() {
+        let of = |spec: Value| helm_release_of("web", "apps", &serde_json::json!({ "spec": spec })).unwrap();
+        let pair = |release: &str, storage: &str| (release.to_string(), storage.to_string());
+        assert_eq!(of(serde_json::json!({})), pair("web", "apps"));
+        assert_eq!(
+            of(serde_json::json!({"targetNamespace": "shop"})),
+            pair("shop-web", "apps")
+        );
+        assert_eq!(
+            of(serde_json::json!({"targetNamespace": "shop", "releaseName": "store"})),
+            pair("store", "apps")
+        );
+        assert_eq!(of(serde_json::json!({"storageNamespace": "helm"})), pair("web", "helm"));
+        assert_eq!(of(serde_json::json!({"releaseName": ""})), pair("web", "apps"));
+        let long = "x".repeat(50);
+        let refused = helm_release_of(&long, "apps", &serde_json::json!({"spec": {"targetNamespace": "shop"}}));
+        assert_eq!(refused.unwrap_err().code, crate::error::exit::REFUSED);
+    }
 
     #[test]
     fn the_current_helm_release_is_the_last_deployed_revision() {
