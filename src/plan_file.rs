@@ -202,7 +202,7 @@ pub fn refuse_other_desired(saved: &Saved, now: Option<&str>) -> Result<(), User
         (Some(_), None) => "the plan was made from a desired set (-f/-k/--inventory), and none is given now",
         (None, Some(_)) => "the plan records no desired set to compare with the one given now",
     };
-    eprintln!("changed: {why}");
+    crate::say!("changed: {why}");
     Err(UserError::refused(format!("{why}: nothing was deleted"))
         .hint("give the same -f/-k/--inventory flags as for --plan-out, or save a new plan with --plan-out"))
 }

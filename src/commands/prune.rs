@@ -73,11 +73,11 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
     refuse_parents(&plan, args.suspend_parents)?;
     let count = plan.count();
     if count == 0 {
-        eprintln!("Nothing to prune.");
+        crate::say!("Nothing to prune.");
         return Ok(exit::OK);
     }
     if args.dry_run == DryRun::Client {
-        eprintln!(
+        crate::say!(
             "Dry run (client): {count} object(s) in {} wave(s) would be deleted; nothing was sent.",
             plan.waves.len()
         );

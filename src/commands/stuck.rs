@@ -25,12 +25,12 @@ pub async fn run(global: &GlobalArgs, args: StuckArgs) -> anyhow::Result<u8> {
     };
     let stuck: Vec<Listed> = objects.iter().filter(|o| o.is_terminating()).cloned().collect();
     for object in objects.iter().filter(|o| !o.is_terminating()) {
-        eprintln!("{} is not being deleted", object.id());
+        crate::say!("{} is not being deleted", object.id());
     }
     let mut context = DiagnosisContext::load(&session).await;
     let report = explain(&session, &mut context, stuck).await;
     if report.entries.is_empty() && args.output == StuckOutput::Text {
-        eprintln!("No objects are being deleted.");
+        crate::say!("No objects are being deleted.");
     } else {
         let text = match args.output {
             StuckOutput::Text => render_text(&report),
@@ -84,7 +84,7 @@ async fn named(session: &Session, targets: &[String]) -> Result<Vec<Listed>, Use
         let api = api_for(&session.connection.client, &kind, id.namespace.as_deref());
         match with_retries("get", || api.get_metadata(&id.name)).await {
             Ok(object) => found.push(Listed::new(Arc::clone(&kind), object.metadata)),
-            Err(err) if is_not_found(&err) => eprintln!("{id} is gone"),
+            Err(err) if is_not_found(&err) => crate::say!("{id} is gone"),
             Err(err) => return Err(session.connection.explain(&err)),
         }
     }

@@ -115,7 +115,7 @@ async fn explain_blockers(session: &Session, blockers: &[Blocker], format: Forma
             crate::render::emit(&(line.to_string() + "\n"))
         }
         _ => {
-            eprint!("{}", crate::stuck::chains::render_text(&report));
+            crate::say_part!("{}", crate::stuck::chains::render_text(&report));
             Ok(())
         }
     }
@@ -126,7 +126,7 @@ fn interrupt_signal() -> tokio::sync::watch::Receiver<bool> {
     let (sender, receiver) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("interrupted: no new deletes will be started");
+            crate::say!("interrupted: no new deletes will be started");
             let _ = sender.send(true);
             // Keep the sender alive so the receivers see `true`, not a closed channel.
             std::future::pending::<()>().await;

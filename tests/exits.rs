@@ -1,0 +1,101 @@
+//! Issue 26: every exit is truthful and bounded — a closed stdout, hostile values.
+
+mod common;
+
+use std::io::BufRead;
+use std::process::Stdio;
+
+use common::*;
+
+/// A Kustomization `s` in `f` whose members go in three waves: 40 ConfigMaps that depend on
+/// `base`, which depends on `root`.
+fn three_wave_stack(f: &str) {
+    let labels = flux_labels("s", f);
+    let mut yaml = format!(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: s, namespace: {f}}}\nspec: {{prune: true}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: root, namespace: {f}, labels: {labels}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: base, namespace: {f}, labels: {labels}, annotations: {{config.kubernetes.io/depends-on: /namespaces/{f}/ConfigMap/root}}}}\n"
+    );
+    for i in 0..40 {
+        yaml.push_str(&format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{i}, namespace: {f}, labels: {labels}, annotations: {{config.kubernetes.io/depends-on: /namespaces/{f}/ConfigMap/base}}}}\n"
+        ));
+    }
+    apply(&yaml);
+}
+
+/// Item 1: `prune -o json | head -n 1`: the reader goes away after the plan line; the prune still
+/// runs every wave, and its exit code is its own.
+#[test]
+fn a_closed_stdout_never_cuts_a_prune_short() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("pipe");
+    let f = &flux.0;
+    three_wave_stack(f);
+    let mut command = stack_command(&cluster().admin);
+    command
+        .args([
+            "prune",
+            "-n",
+            f,
+            "kustomization/s",
+            "--yes",
+            "-o",
+            "json",
+            "--timeout",
+            "60s",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(stdout).read_line(&mut first).unwrap();
+    // The reader is dropped here: every later write to stdout meets a closed pipe.
+    let run = finish(child);
+    assert!(first.contains("plan"), "{first}");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains("stdout was closed"), "{}", run.stderr);
+    for name in ["root", "base", "c0", "c39"] {
+        assert!(!exists("configmap", Some(f), name), "{name} left:\n{}", run.stderr);
+    }
+    assert!(!exists("kustomization", Some(f), "s"), "{}", run.stderr);
+}
+
+/// Item 1: `prune --dry-run 2>&1 | head -3`: stderr closes too; no run panics.
+#[test]
+fn a_closed_stderr_never_panics() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("pipe-err");
+    let f = &flux.0;
+    three_wave_stack(f);
+    let binary = env!("CARGO_BIN_EXE_kubectl-stack");
+    let script = format!(
+        "for i in 1 2 3 4 5 6; do \"{binary}\" prune -n {f} kustomization/s --dry-run -v 4 2>&1 | head -3 >/dev/null; echo \"${{PIPESTATUS[0]}}\"; done"
+    );
+    let output = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .env("KUBECONFIG", &cluster().admin)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let codes = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(codes.lines().count(), 6, "{codes}");
+    assert!(codes.lines().all(|c| c != "101"), "a run panicked: {codes}");
+    assert!(exists("configmap", Some(f), "root"), "a dry run deletes nothing");
+}
+
+/// Item 6: durations too large for the clock are refused before anything is done, never a
+/// panic after the first wave.
+#[test]
+fn a_duration_past_the_clocks_end_is_refused() {
+    for value in ["18446744073709551615", "18446744073709551615s", "999999999999h"] {
+        let run = stack_as(
+            std::path::Path::new("/nonexistent/kubeconfig"),
+            &["prune", "kustomization/x", "--timeout", value, "--yes"],
+        );
+        assert_eq!(run.code, 2, "{value}: {}", run.stderr);
+        assert!(run.stderr.contains("--timeout"), "{value}: {}", run.stderr);
+    }
+}
