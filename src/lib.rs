@@ -149,6 +149,8 @@ fn init_logging(verbosity: u8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // A closed stderr (`2>&1 | head`) is not reported with `eprintln!`, which panics.
+        .log_internal_errors(false)
         .event_format(logging::PlainFormat {
             color: render::color_allowed(),
         })
