@@ -96,6 +96,12 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> ExitCode {
     if cli.global.namespace.as_deref() == Some("") {
         cli.global.namespace = None;
     }
+    if let Some(namespace) = cli.global.namespace.as_deref().filter(|n| !desired::is_dns_label(n)) {
+        say!(
+            "error: invalid namespace {namespace:?}: a namespace is a DNS-1123 label (lower-case letters, digits and '-', at most 63)"
+        );
+        return ExitCode::from(exit::USAGE);
+    }
     init_logging(cli.global.verbosity);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

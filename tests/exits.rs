@@ -99,3 +99,39 @@ fn a_duration_past_the_clocks_end_is_refused() {
         assert!(run.stderr.contains("--timeout"), "{value}: {}", run.stderr);
     }
 }
+
+/// Item 7: a namespace the API could never have is a usage error (exit 2) before any request,
+/// not "30 kinds could not be listed" with an RBAC hint.
+#[test]
+fn an_invalid_namespace_is_a_usage_error() {
+    let _logs = start();
+    for namespace in ["BAD NS", "../kube-system", "a/b", &"x".repeat(64)] {
+        let run = stack(&["list", "-n", namespace]);
+        assert_eq!(run.code, 2, "{namespace}: {}", run.stderr);
+        assert!(run.stderr.contains("invalid namespace"), "{namespace}: {}", run.stderr);
+    }
+}
+
+/// Item 7: a password in the server URL is never printed, whatever fails.
+#[test]
+fn a_password_in_the_server_url_is_never_printed() {
+    for server in ["https://admin:SECRET@127.0.0.1:1", "https://admin:SECRET@"] {
+        let run = stack_as(
+            std::path::Path::new("/nonexistent/kubeconfig"),
+            &[
+                "list",
+                "--server",
+                server,
+                "--token",
+                "x",
+                "--request-timeout",
+                "3s",
+                "-v",
+                "9",
+            ],
+        );
+        assert_ne!(run.code, 0);
+        assert!(!run.stderr.contains("SECRET"), "{server}: {}", run.stderr);
+        assert!(!run.stdout.contains("SECRET"), "{server}: {}", run.stdout);
+    }
+}

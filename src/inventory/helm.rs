@@ -175,6 +175,10 @@ fn last_deployed<T>(revisions: Vec<(u64, String, T)>) -> Option<(u64, T)> {
         .map(|(version, _, secret)| (version, secret))
 }
 
+/// The most a Helm release may decompress to: a Secret holds at most 1 MiB, and a release's
+/// JSON compresses about tenfold; more is a decompression bomb, not a release.
+const MAX_RELEASE_BYTES: u64 = 64 << 20;
+
 /// The `manifest` of a Helm release Secret: `data.release` is base64 (the API's) of base64
 /// (Helm's) of gzip of JSON. The Secret's data is never printed.
 pub fn helm_manifest(secret: &DynamicObject) -> Result<String, String> {
@@ -202,8 +206,15 @@ fn helm_release(secret: &DynamicObject) -> Result<Value, String> {
     let json = if compressed.starts_with(&[0x1f, 0x8b]) {
         let mut text = Vec::new();
         flate2::read::GzDecoder::new(compressed.as_slice())
+            .take(MAX_RELEASE_BYTES + 1)
             .read_to_end(&mut text)
             .map_err(|e| format!("release is not gzip: {e}"))?;
+        if text.len() as u64 > MAX_RELEASE_BYTES {
+            return Err(format!(
+                "release is larger than {} MiB once decompressed (a release Secret holds at most 1 MiB)",
+                MAX_RELEASE_BYTES >> 20
+            ));
+        }
         text
     } else {
         compressed
@@ -262,5 +273,23 @@ mod tests {
         }))
         .unwrap();
         assert!(helm_manifest(&secret).unwrap().contains("kind: ConfigMap"));
+    }
+
+    #[test]
+    fn a_decompression_bomb_is_refused_within_its_bound() {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let zeros = vec![b' '; 1 << 20];
+        for _ in 0..(MAX_RELEASE_BYTES >> 20) + 2 {
+            gz.write_all(&zeros).unwrap();
+        }
+        let engine = base64::engine::general_purpose::STANDARD;
+        let api = engine.encode(engine.encode(gz.finish().unwrap()));
+        let secret: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sh.helm.release.v1.bomb.v1"},
+            "data": {"release": api}
+        }))
+        .unwrap();
+        let refused = helm_manifest(&secret).unwrap_err();
+        assert!(refused.contains("larger than"), "{refused}");
     }
 }
