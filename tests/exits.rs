@@ -1,11 +1,13 @@
 //! Issue 26: every exit is truthful and bounded — a closed stdout, hostile values.
 
 mod common;
+mod proxy;
 
 use std::io::BufRead;
 use std::process::Stdio;
 
 use common::*;
+use proxy::Proxy;
 
 /// A Kustomization `s` in `f` whose members go in three waves: 40 ConfigMaps that depend on
 /// `base`, which depends on `root`.
@@ -134,4 +136,56 @@ fn a_password_in_the_server_url_is_never_printed() {
         assert!(!run.stderr.contains("SECRET"), "{server}: {}", run.stderr);
         assert!(!run.stdout.contains("SECRET"), "{server}: {}", run.stdout);
     }
+}
+
+/// Item 4: the PATCH that removes a finalizer reaches the server, which acts; its answer is lost
+/// (a reset). `unstick` reads the object again and reports what is true: removed, exit 0.
+#[test]
+fn unstick_reports_a_patch_whose_answer_was_lost_as_it_landed() {
+    let _logs = start();
+    let ns = Namespace::new("lost-patch");
+    let n = &ns.0;
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: held, namespace: {n}, finalizers: [example.com/hold, example.com/other]}}\n"
+    ));
+    let proxy = Proxy::start(&["--lose-first-patch-answer"]);
+    let backups = std::env::temp_dir().join(unique("backups"));
+    let run = stack_as(
+        &proxy.kubeconfig,
+        &[
+            "unstick",
+            "-n",
+            n,
+            "configmap/held",
+            "--finalizer",
+            "example.com/hold",
+            "--yes",
+            "--backup-dir",
+            backups.to_str().unwrap(),
+        ],
+    );
+    let patches: Vec<Option<u64>> = proxy
+        .records()
+        .iter()
+        .filter(|r| r.method() == "PATCH")
+        .map(|r| r.upstream())
+        .collect();
+    assert_eq!(patches.first(), Some(&Some(200)), "the server acted: {patches:?}");
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(!run.stderr.contains("nothing was changed"), "{}", run.stderr);
+    assert_eq!(
+        field("configmap", n, "held", ".metadata.finalizers"),
+        r#"["example.com/other"]"#
+    );
+    let _ = kubectl(&[
+        "patch",
+        "configmap",
+        "held",
+        "-n",
+        n,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
 }
