@@ -160,7 +160,7 @@ const UNSTICK_EXAMPLES: &str = "Examples:
   kubectl stack unstick -n shop database/orders --all-finalizers --dry-run=server
 
 A backup of every object touched is written first (YAML, mode 0600; re-create with kubectl apply -f).
-Exit codes: 0 done, 2 usage, 3 failed, 4 refused, 5 incomplete (finalizers changed meanwhile).";
+Exit codes: 0 done (or declined at the prompt), 2 usage, 3 failed, 4 refused, 5 incomplete (finalizers changed meanwhile).";
 
 /// `kubectl stack stuck`.
 #[derive(Debug, Args)]
@@ -226,7 +226,7 @@ const PRUNE_EXAMPLES: &str = "Examples:
   # what the server would do, deleting nothing
   kubectl stack prune -A --inventory flux=apps.flux-system --dry-run=server
 
-Exit codes: 0 done, 2 usage, 3 failed, 4 refused (no --yes without a terminal, empty desired set),
+Exit codes: 0 done (or declined at the prompt), 2 usage, 3 failed, 4 refused (no --yes without a terminal, empty desired set),
 5 incomplete (a wave timed out or a delete failed: run the same command again to continue),
 6 dependency cycle, 130 interrupted.";
 

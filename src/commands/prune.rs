@@ -86,7 +86,9 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
     let mut suspensions = Default::default();
     if args.dry_run == DryRun::None {
         let prompt = format!("Delete {count} object(s) in {} wave(s)?", plan.waves.len());
-        confirm(&prompt, args.yes, "nothing was deleted")?;
+        if !confirm(&prompt, args.yes, "Nothing was deleted.")? {
+            return Ok(exit::OK);
+        }
         suspensions = suspend_for(&session, &plan, args.suspend_parents).await?;
     }
     let options = RunOptions {

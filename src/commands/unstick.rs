@@ -47,11 +47,13 @@ pub async fn run(global: &GlobalArgs, args: UnstickArgs) -> anyhow::Result<u8> {
         return Ok(exit::OK);
     }
     if args.dry_run == DryRun::None {
-        confirm(
+        if !confirm(
             &format!("Remove these finalizers from {} object(s)?", chosen.len()),
             args.yes,
-            "nothing was changed",
-        )?;
+            "Nothing was changed.",
+        )? {
+            return Ok(exit::OK);
+        }
     }
     let base = args
         .backup_dir
