@@ -8,8 +8,9 @@ pub mod stuck;
 pub mod unstick;
 
 use crate::cli::{Cli, Command};
-use crate::discovery::CacheUse;
+use crate::discovery::{CacheUse, KindInfo};
 use crate::error::UserError;
+use crate::identity::ObjectId;
 
 /// Runs the parsed command; returns the exit code.
 pub async fn dispatch(mut cli: Cli) -> anyhow::Result<u8> {
@@ -39,6 +40,26 @@ fn discovery_cache_use(command: &Command) -> CacheUse {
     match command {
         Command::List(_) | Command::Graph(_) | Command::Stuck(_) => CacheUse::Revalidate,
         _ => CacheUse::Refresh,
+    }
+}
+
+/// A named object that does not exist, in the API server's words as kubectl prints them
+/// (`configmaps "nope" not found`), naming the namespace looked in. Not "gone": nothing says it
+/// ever existed there. Exit 3, as for a stack (`--inventory`, a teardown target) not found.
+pub fn not_found(kind: &KindInfo, id: &ObjectId) -> UserError {
+    let resource = if kind.group.is_empty() {
+        kind.plural.clone()
+    } else {
+        format!("{}.{}", kind.plural, kind.group)
+    };
+    let name = &id.name;
+    match &id.namespace {
+        Some(namespace) => UserError::failed(format!("{resource} \"{name}\" not found in namespace \"{namespace}\""))
+            .hint(format!(
+            "give its namespace with -n; to find it: kubectl get {resource} -A --field-selector metadata.name={name}"
+        )),
+        None => UserError::failed(format!("{resource} \"{name}\" not found"))
+            .hint(format!("check the name: kubectl get {resource}")),
     }
 }
 

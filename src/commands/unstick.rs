@@ -167,9 +167,11 @@ async fn read_targets(session: &Session, args: &UnstickArgs, removal: &Removal) 
         let api = crate::collect::api_for(&session.connection.client, &kind, id.namespace.as_deref());
         let object = match with_retries("get", || api.get(&id.name)).await {
             Ok(object) => object,
+            // Not found is not "gone": nothing says it was there; nothing is changed.
             Err(err) if is_not_found(&err) => {
-                eprintln!("{id} is already gone");
-                continue;
+                let error = super::not_found(&kind, &id);
+                let message = format!("{}; nothing was changed", error.message);
+                return Err(UserError { message, ..error });
             }
             Err(err) => return Err(session.connection.explain(&err)),
         };
