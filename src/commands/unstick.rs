@@ -46,14 +46,14 @@ pub async fn run(global: &GlobalArgs, args: UnstickArgs) -> anyhow::Result<u8> {
         eprintln!("Dry run (client): nothing was changed.");
         return Ok(exit::OK);
     }
-    if args.dry_run == DryRun::None {
-        if !confirm(
+    if args.dry_run == DryRun::None
+        && !confirm(
             &format!("Remove these finalizers from {} object(s)?", chosen.len()),
             args.yes,
             "Nothing was changed.",
-        )? {
-            return Ok(exit::OK);
-        }
+        )?
+    {
+        return Ok(exit::OK);
     }
     let base = args
         .backup_dir
