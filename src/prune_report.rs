@@ -395,7 +395,10 @@ pub fn finish(progress: &Progress, ending: &Ending, format: Format) -> Result<u8
             report_blockers(*wave, blockers, ending.wave_timeout);
             report_recreating_parents(blockers, &ending.plan.parents);
         }
-        Outcome::Interrupted { wave } => crate::say!("interrupted in wave {wave}: no further deletes were started"),
+        // "interrupted: ..." was said when Ctrl-C came; once is enough.
+        Outcome::Interrupted { wave } => crate::say!(
+            "hint: wave {wave} did not finish and later waves were not started; run the same command again to continue"
+        ),
         Outcome::Completed if failed > 0 => crate::say!("error: {failed} delete(s) failed"),
         Outcome::Completed if dropped > 0 => {
             crate::say!("error: {dropped} planned object(s) changed after the plan and were not deleted (see \"dropped\" above)");

@@ -46,12 +46,14 @@ pub async fn run(global: &GlobalArgs, args: UnstickArgs) -> anyhow::Result<u8> {
         crate::say!("Dry run (client): nothing was changed.");
         return Ok(exit::OK);
     }
-    if args.dry_run == DryRun::None {
-        confirm(
+    if args.dry_run == DryRun::None
+        && !confirm(
             &format!("Remove these finalizers from {} object(s)?", chosen.len()),
             args.yes,
-            "nothing was changed",
-        )?;
+            "Nothing was changed.",
+        )?
+    {
+        return Ok(exit::OK);
     }
     let base = args
         .backup_dir
@@ -165,9 +167,11 @@ async fn read_targets(session: &Session, args: &UnstickArgs, removal: &Removal) 
         let api = crate::collect::api_for(&session.connection.client, &kind, id.namespace.as_deref());
         let object = match with_retries("get", || api.get(&id.name)).await {
             Ok(object) => object,
+            // Not found is not "gone": nothing says it was there; nothing is changed.
             Err(err) if is_not_found(&err) => {
-                crate::say!("{id} is already gone");
-                continue;
+                let error = super::not_found(&kind, &id);
+                let message = format!("{}; nothing was changed", error.message);
+                return Err(UserError { message, ..error });
             }
             Err(err) => return Err(session.connection.explain(&err)),
         };
