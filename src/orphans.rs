@@ -208,7 +208,12 @@ fn stacks_among(objects: &[Listed]) -> Vec<String> {
         }
         at
     }
-    for object in objects {
+    // An object marked by name only (no namespace) is never judged (ambiguous): its mark names
+    // no one stack.
+    for object in objects
+        .iter()
+        .filter(|o| crate::trackers::ambiguous_mark(&o.meta).is_none())
+    {
         let keys: Vec<usize> = marks(&object.meta)
             .into_iter()
             .map(|mark| {
