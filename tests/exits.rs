@@ -159,6 +159,7 @@ fn unstick_reports_a_patch_whose_answer_was_lost_as_it_landed() {
             "configmap/held",
             "--finalizer",
             "example.com/hold",
+            "--force",
             "--yes",
             "--backup-dir",
             backups.to_str().unwrap(),
@@ -170,7 +171,13 @@ fn unstick_reports_a_patch_whose_answer_was_lost_as_it_landed() {
         .filter(|r| r.method() == "PATCH")
         .map(|r| r.upstream())
         .collect();
-    assert_eq!(patches.first(), Some(&Some(200)), "the server acted: {patches:?}");
+    assert_eq!(
+        patches.first(),
+        Some(&Some(200)),
+        "the server acted: {patches:?}\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     assert!(!run.stderr.contains("nothing was changed"), "{}", run.stderr);
     assert_eq!(

@@ -559,7 +559,7 @@ fn ctrl_c_starts_no_new_deletes_and_exits_130() {
     let said: Vec<&str> = stderr.lines().filter(|l| l.contains("interrupted")).collect();
     assert_eq!(
         said,
-        ["interrupted: no new deletes will be started"],
+        ["interrupted: no new deletes will be started and nothing is retried (again to exit at once)"],
         "said once: {stderr}"
     );
     assert!(stderr.contains("run the same command again to continue"), "{stderr}");

@@ -161,10 +161,20 @@ fn secret_data_is_printed_in_no_output_format_and_at_no_log_level() {
             }
         }
     }
-    // The annotations that carry no content are kept.
+    // A Secret shows only the trackers' marks (its kapp identity); any other annotation value
+    // is redacted, whatever it holds (issue 26 item 5: a blocklist of encodings misses one).
     let listed = stack(&["list", "-n", &ns.0, "--tracker", &tracker, "-o", "json"]).expect_code(0);
     let annotations = &listed.json()["items"][0]["metadata"]["annotations"];
-    assert_eq!(annotations["example.com/owner"], "team-a", "{annotations}");
+    assert_eq!(
+        annotations["example.com/owner"], "<redacted: a Secret's annotation>",
+        "{annotations}"
+    );
+    assert!(
+        annotations["kapp.k14s.io/identity"]
+            .as_str()
+            .is_some_and(|v| v.contains("/Secret/")),
+        "{annotations}"
+    );
     assert!(annotations.get("kapp.k14s.io/original").is_none());
     assert!(annotations
         .get("kubectl.kubernetes.io/last-applied-configuration")

@@ -359,7 +359,7 @@ fn suspensions_are_lifted_before_the_delete_or_reported_with_the_resume_command(
     // The wave times out: the Kustomization stays suspended, and every output says how to resume.
     let table = stack(&["prune", "-n", &f, "kustomization/s", "--yes", "--timeout", "2s"]).expect_code(5);
     let resume = format!(
-        "kubectl -n {f} patch kustomizations.kustomize.toolkit.fluxcd.io/s --type merge -p '{{\"spec\":{{\"suspend\":false}}}}'"
+        "kubectl -n {f} patch kustomizations.kustomize.toolkit.fluxcd.io/s --type merge -p '{{\"spec\":{{\"suspend\":false}},\"metadata\":{{\"annotations\":{{\"kubectl-stack/suspended-by\":null}}}}}}'"
     );
     assert!(table.stderr.contains("still suspended"), "{}", table.stderr);
     assert!(table.stderr.contains(&resume), "{}", table.stderr);
