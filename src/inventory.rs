@@ -21,6 +21,7 @@ use crate::trackers::{MarkValue, Preset, Tracker, FLUX_KUSTOMIZATION};
 use applyset::{find_applyset_parent, load_applyset};
 pub use flux::{read_flux, FluxStack};
 pub use helm::helm_manifest;
+pub use helm::HelmRevision;
 use helm::{flux_helm_record, load_helm, no_helm_release};
 use kpt::load_kpt;
 
@@ -160,7 +161,7 @@ pub async fn load(reference: &InventoryRef, session: &Session) -> Result<Invento
             let namespace = namespace
                 .clone()
                 .unwrap_or_else(|| session.connection.namespace.clone());
-            load_helm(session, name, &namespace).await
+            load_helm(session, name, &namespace, HelmRevision::LastDeployed).await
         }
         InventoryRef::ApplySet { parent } => load_applyset(session, parent).await,
     }
@@ -223,6 +224,26 @@ pub async fn load_for_tracker(tracker: &Tracker, session: &Session) -> Result<St
 /// but cannot be read, or is not one the tool would act on (a Helm release with no deployed
 /// revision): what the tool would prune is then unknown.
 pub async fn record_of(preset: Preset, value: &MarkValue, session: &Session) -> Result<StackRecord, UserError> {
+    record_as(preset, value, session, HelmRevision::LastDeployed).await
+}
+
+/// [`record_of`] as the stack's tool reads it when the stack itself is deleted: the same record,
+/// but a Helm release (and a Flux HelmRelease's) is what `helm uninstall` deletes, its latest
+/// revision (see [`HelmRevision`]). What a teardown's members are bounded by.
+pub async fn uninstall_record_of(
+    preset: Preset,
+    value: &MarkValue,
+    session: &Session,
+) -> Result<StackRecord, UserError> {
+    record_as(preset, value, session, HelmRevision::Latest).await
+}
+
+async fn record_as(
+    preset: Preset,
+    value: &MarkValue,
+    session: &Session,
+    helm_revision: HelmRevision,
+) -> Result<StackRecord, UserError> {
     let namespace = value
         .namespace
         .clone()
@@ -238,8 +259,8 @@ pub async fn record_of(preset: Preset, value: &MarkValue, session: &Session) -> 
             }
             return Ok(stack.map(FluxStack::into_record).unwrap_or_default());
         }
-        Preset::FluxHelm => return flux_helm_record(session, &value.name, &namespace).await,
-        Preset::Helm => load_helm(session, &value.name, &namespace).await,
+        Preset::FluxHelm => return flux_helm_record(session, &value.name, &namespace, helm_revision).await,
+        Preset::Helm => load_helm(session, &value.name, &namespace, helm_revision).await,
         Preset::Kpt => load_kpt(session, &value.name).await,
         Preset::ApplySet if value.name.starts_with("applyset-") => {
             match find_applyset_parent(session, &value.name).await? {

@@ -38,10 +38,14 @@ impl TornDown {
     /// ApplySet, Argo CD) names its stack by name alone.
     pub fn covers(&self, mark: &Mark) -> bool {
         let mark = full_mark(mark.clone());
+        // kustomize-controller and helm-controller delete only what carries both of their owner
+        // labels (fluxcd/pkg `ssa/manager_delete.go`: `Inclusions` as a label selector): a Flux
+        // mark without its namespace label is never theirs to delete.
+        let needs_namespace = matches!(mark.preset, Preset::Flux | Preset::FluxHelm);
         self.keys.iter().any(|(preset, value)| {
             *preset == mark.preset
                 && value.name == mark.value.name
-                && (mark.value.namespace.is_none() || value.namespace == mark.value.namespace)
+                && (mark.value.namespace.is_none() && !needs_namespace || value.namespace == mark.value.namespace)
         })
     }
 }

@@ -26,7 +26,12 @@ const FLUX_HR_GROUP: &str = "helm.toolkit.fluxcd.io";
 /// HelmRelease's namespace), read as `--tracker helm=` reads a release. No HelmRelease (or no
 /// such kind served): no record. One that cannot be read, or whose release name is longer
 /// than Helm allows (helm-controller shortens it with a hash): an error.
-pub(super) async fn flux_helm_record(session: &Session, name: &str, namespace: &str) -> Result<StackRecord, UserError> {
+pub(super) async fn flux_helm_record(
+    session: &Session,
+    name: &str,
+    namespace: &str,
+    revision: HelmRevision,
+) -> Result<StackRecord, UserError> {
     let Some(kind) = session.catalog.get(FLUX_HR_GROUP, "HelmRelease") else {
         return Ok(StackRecord::default());
     };
@@ -42,7 +47,7 @@ pub(super) async fn flux_helm_record(session: &Session, name: &str, namespace: &
         }
     };
     let (release, storage) = helm_release_of(name, namespace, &object.data)?;
-    match load_helm(session, &release, &storage).await {
+    match load_helm(session, &release, &storage, revision).await {
         Ok(found) => Ok(found.into()),
         Err(err) if is_absent(&err) => Err(no_helm_release(&release, &err)),
         Err(err) => Err(err),
@@ -90,7 +95,24 @@ pub(super) fn no_helm_release(release: &str, err: &UserError) -> UserError {
 /// deletes what the last *deployed* revision's manifest has and the new one lacks; a pending or
 /// failed revision above it is not the current release (a rollback needs the deployed objects).
 /// Hooks are kept out of the manifest, so they are never in the record.
-pub(super) async fn load_helm(session: &Session, release: &str, namespace: &str) -> Result<Inventory, UserError> {
+/// Which revision of a Helm release is its record: an upgrade prunes against the last
+/// *deployed* one (helm/helm v3 `pkg/action/upgrade.go`); `helm uninstall` (what helm-controller
+/// runs when a HelmRelease is deleted) deletes what the *latest* revision records, whatever its
+/// status (`pkg/action/uninstall.go` `Run`: `SortByRevision(rels); rel := rels[len(rels)-1]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HelmRevision {
+    /// The last deployed revision: what an upgrade compares with.
+    LastDeployed,
+    /// The latest revision: what an uninstall deletes.
+    Latest,
+}
+
+pub(super) async fn load_helm(
+    session: &Session,
+    release: &str,
+    namespace: &str,
+    revision: HelmRevision,
+) -> Result<Inventory, UserError> {
     let secrets = served(session, "", "Secret")?;
     let labels = format!("owner=helm,name={release}");
     let query = crate::collect::ListQuery {
@@ -117,7 +139,14 @@ pub(super) async fn load_helm(session: &Session, release: &str, namespace: &str)
                 .hint("Helm keeps sh.helm.release.v1.<name>.v<revision> Secrets in the release namespace"),
         );
     }
-    let Some((version, secret)) = last_deployed(revisions) else {
+    let chosen = match revision {
+        HelmRevision::LastDeployed => last_deployed(revisions),
+        HelmRevision::Latest => revisions
+            .into_iter()
+            .max_by_key(|(version, _, _)| *version)
+            .map(|(version, _, secret)| (version, secret)),
+    };
+    let Some((version, secret)) = chosen else {
         return Err(UserError::refused(format!(
             "Helm release {namespace}/{release} has no deployed revision: Helm itself would not upgrade or prune it"
         ))
@@ -138,7 +167,11 @@ pub(super) async fn load_helm(session: &Session, release: &str, namespace: &str)
         .filter(|ns| !ns.is_empty())
         .unwrap_or(namespace)
         .to_string();
-    let manifests = parse_text(manifest, &format!("helm release {namespace}/{release} v{version}"))?;
+    let mut manifests = parse_text(manifest, &format!("helm release {namespace}/{release} v{version}"))?;
+    // Helm keeps what its manifest marks `helm.sh/resource-policy: keep`, read from the release
+    // manifest (helm/helm `pkg/action/resource_policy.go` `filterManifestsToKeep`): never a
+    // member to delete, whatever the live object says.
+    manifests.retain(|m| !helm_keeps(m));
     let scopes = Scopes::new(Some(&session.catalog), &manifests);
     let record = format!("Helm release {namespace}/{release} v{version}");
     let set = DesiredSet::from_manifests(
@@ -164,6 +197,13 @@ pub(super) async fn load_helm(session: &Session, release: &str, namespace: &str)
         target_namespace: None,
         default_namespace: Some(release_namespace),
     })
+}
+
+/// Whether a manifest of a release carries Helm's keep policy (trimmed, lower-cased `keep`).
+fn helm_keeps(manifest: &crate::manifest::Manifest) -> bool {
+    manifest
+        .annotation("helm.sh/resource-policy")
+        .is_some_and(|policy| policy.trim().eq_ignore_ascii_case("keep"))
 }
 
 /// The highest revision whose status is `deployed`, with its Secret.

@@ -15,10 +15,17 @@ use crate::trackers::{MarkValue, Preset, Tracker};
 pub(super) async fn load_kpt(session: &Session, id: &str) -> Result<Inventory, UserError> {
     let selector = format!("cli-utils.sigs.k8s.io/inventory-id={id}");
     let mut ids = Vec::new();
-    let mut found_any = false;
+    let mut found: Vec<String> = Vec::new();
+    let where_ = |object: &kube::api::DynamicObject| {
+        format!(
+            "{}/{}",
+            object.metadata.namespace.as_deref().unwrap_or_default(),
+            object.metadata.name.as_deref().unwrap_or_default()
+        )
+    };
     let config_maps = served(session, "", "ConfigMap")?;
     for object in list_labelled(session, config_maps, &selector).await? {
-        found_any = true;
+        found.push(format!("ConfigMap {}", where_(&object)));
         let data = object
             .data
             .get("data")
@@ -29,7 +36,7 @@ pub(super) async fn load_kpt(session: &Session, id: &str) -> Result<Inventory, U
     }
     if let Some(groups) = session.catalog.get("kpt.dev", "ResourceGroup") {
         for object in list_labelled(session, groups, &selector).await? {
-            found_any = true;
+            found.push(format!("ResourceGroup {}", where_(&object)));
             let resources = object
                 .data
                 .pointer("/spec/resources")
@@ -43,7 +50,18 @@ pub(super) async fn load_kpt(session: &Session, id: &str) -> Result<Inventory, U
             }));
         }
     }
-    if !found_any {
+    // One id, one inventory: cli-utils refuses an id that several inventory objects claim
+    // (kubernetes-sigs/cli-utils `pkg/inventory/inventory-client.go` `getClusterInventoryInfo`:
+    // "found %d inventory objects with inventory id"), and never merges their contents.
+    if found.len() > 1 {
+        return Err(UserError::refused(format!(
+            "{} inventory objects claim inventory id {id} ({}): cli-utils acts on none of them, and neither does kubectl-stack",
+            found.len(),
+            found.join(", ")
+        ))
+        .hint("give each inventory its own id (`kpt live init --inventory-id`)"));
+    }
+    if found.is_empty() {
         return Err(UserError::failed(format!("no inventory object labelled {selector}"))
             .hint("check the id (`kubectl get cm -A -l cli-utils.sigs.k8s.io/inventory-id`)"));
     }

@@ -230,7 +230,7 @@ async fn read_member_records(session: &Session, live: &mut LiveGraph, chosen: im
         .collect();
     for (index, preset, value) in trackers {
         let id = live.graph.nodes[index].id.clone();
-        let record = match crate::inventory::record_of(preset, &value, session).await {
+        let record = match crate::inventory::uninstall_record_of(preset, &value, session).await {
             Ok(stack) => match stack.recorded {
                 Some(recorded) => member_record(&recorded, live.objects.values()),
                 None => {
