@@ -619,6 +619,108 @@ subjects: [{{kind: User, name: limited, apiGroup: rbac.authorization.k8s.io}}]
     assert!(!exists("configmap", Some(n), "orphan"));
 }
 
+/// An orphan prune lists every object of the cluster that could depend on an orphan; a user who
+/// may list in its namespace only gets that scope instead, and a warning that says so
+/// (`src/bystanders.rs`). The narrower check is real: an object of the namespace that depends on
+/// one orphan keeps it, the other orphan is deleted. A user of this test alone (`--as`): the
+/// shared `limited` user gets rights from other test binaries.
+#[test]
+fn an_orphan_prune_by_a_user_who_may_list_one_namespace_checks_it_and_says_so() {
+    let _logs = start();
+    let ns = Namespace::new("narrow");
+    let n = &ns.0;
+    let run = unique("nr");
+    apply(&format!(
+        r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: needed, namespace: {n}, labels: {{stack-test/run: {run}}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: free, namespace: {n}, labels: {{stack-test/run: {run}}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: user
+  namespace: {n}
+  annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/needed}}
+"#
+    ));
+    let user = unique("narrow-user");
+    grant_user(
+        &user,
+        n,
+        "read-all-delete-configmaps",
+        r#"[{apiGroups: ["*"], resources: ["*"], verbs: [get, list, watch]}, {apiGroups: [""], resources: [configmaps], verbs: [delete]}]"#,
+    );
+    let selector = format!("stack-test/run={run}");
+    let as_user = |args: &[&str]| stack(&[args, &["--as", &user][..]].concat());
+    wait_until(Duration::from_secs(10), || {
+        as_user(&["list", "-n", n, "-l", &selector, "-o", "name"])
+            .stdout
+            .contains("free")
+    });
+    // Everything the selection tracks is an orphan (an empty desired set).
+    let empty = std::env::temp_dir().join(unique("empty"));
+    std::fs::create_dir_all(&empty).unwrap();
+    let pruned = as_user(&[
+        "prune",
+        "-n",
+        n,
+        "-l",
+        &selector,
+        "--untracked",
+        "-f",
+        empty.to_str().unwrap(),
+        "--allow-empty",
+        "--skip-unlisted",
+        "--yes",
+    ]);
+    let warning = format!(
+        "in every namespace: what depends on the orphans is checked in namespace {n} and cluster-scoped kinds only"
+    );
+    let warned: Vec<&str> = pruned.stderr.lines().filter(|l| l.contains(&warning)).collect();
+    assert_eq!(warned.len(), 1, "one warning names the narrower check:\n{}", pruned.stderr);
+    assert!(
+        warned[0].starts_with("warning: not allowed to list ") && warned[0].contains("ConfigMap"),
+        "{}",
+        warned[0]
+    );
+    assert_eq!(pruned.code, 0, "{}\n{}", pruned.stdout, pruned.stderr);
+    assert!(!exists("configmap", Some(n), "free"), "{}", pruned.stderr);
+    assert!(exists("configmap", Some(n), "needed"), "its dependent in the namespace keeps it:\n{}", pruned.stderr);
+    assert!(
+        pruned
+            .stderr
+            .contains(&format!("kept: ConfigMap/{n}/needed (needed by ConfigMap/{n}/user")),
+        "{}",
+        pruned.stderr
+    );
+
+    // An admin, who may list everywhere, gets no such warning.
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: free, namespace: {n}, labels: {{stack-test/run: {run}}}}}\n"
+    ));
+    let admin = stack(&[
+        "prune",
+        "-n",
+        n,
+        "-l",
+        &selector,
+        "--untracked",
+        "-f",
+        empty.to_str().unwrap(),
+        "--allow-empty",
+        "--yes",
+    ])
+    .expect_code(0);
+    assert!(!admin.stderr.contains(&warning), "{}", admin.stderr);
+    assert!(!exists("configmap", Some(n), "free"));
+    assert!(exists("configmap", Some(n), "needed"));
+}
+
 #[test]
 fn a_teardown_never_takes_another_stacks_objects_with_it() {
     let _logs = start();
