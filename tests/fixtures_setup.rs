@@ -14,10 +14,27 @@ fn the_shared_fixtures_are_installed_and_served() {
     install_shared_fixtures();
     // Idempotent: another pass (as each binary's own `ensure_resource_group` makes) finds the
     // nullable schema and writes nothing.
-    let before = kubectl(&["get", "crd", RESOURCE_GROUP_CRD, "-o", "jsonpath={.metadata.resourceVersion}"]).expect_code(0);
+    let before = kubectl(&[
+        "get",
+        "crd",
+        RESOURCE_GROUP_CRD,
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ])
+    .expect_code(0);
     install_resource_group();
-    let after = kubectl(&["get", "crd", RESOURCE_GROUP_CRD, "-o", "jsonpath={.metadata.resourceVersion}"]).expect_code(0);
-    assert_eq!(before.stdout, after.stdout, "a second install rewrote the ResourceGroup CRD");
+    let after = kubectl(&[
+        "get",
+        "crd",
+        RESOURCE_GROUP_CRD,
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ])
+    .expect_code(0);
+    assert_eq!(
+        before.stdout, after.stdout,
+        "a second install rewrote the ResourceGroup CRD"
+    );
     for resource in [
         "widgets.stack-test.example.com",
         "gadgets.stack-test.example.com",

@@ -626,5 +626,9 @@ metadata: {{name: b, namespace: {ns}, labels: {label}}}
             format!("{group}|{kind}|{namespace}|{name}")
         })
         .collect();
-    assert_eq!(rows, expected, "list's table is not in the documented order:\n{}", table.stdout);
+    assert_eq!(
+        rows, expected,
+        "list's table is not in the documented order:\n{}",
+        table.stdout
+    );
 }

@@ -395,9 +395,6 @@ spec: {{interval: 10m, targetNamespace: {t}, chart: {{spec: {{chart: podinfo, so
     }
 }
 
-
-
-
 /// F2 (kpt): `kpt live apply` manages `a` and `old`; `handmade` is a copy carrying
 /// `config.k8s.io/owning-inventory` that the ResourceGroup never recorded. cli-utils prunes only
 /// inventory objects (kubernetes-sigs/cli-utils `pkg/apply/prune/prune.go`): kpt's own dry run

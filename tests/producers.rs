@@ -9,9 +9,6 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 
-
-
-
 fn write(dir: &Path, name: &str, text: &str) {
     std::fs::write(dir.join(name), text).unwrap();
 }

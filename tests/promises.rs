@@ -923,7 +923,9 @@ metadata: {{name: member, namespace: {f}, labels: {labels}}}
     wait_until(Duration::from_secs(10), || {
         grant.stack(&["list", "-n", f, "-o", "name"]).stdout.contains("member")
     });
-    let refused = grant.stack(&["prune", "-n", f, "kustomization/app", "--yes"]).expect_code(4);
+    let refused = grant
+        .stack(&["prune", "-n", f, "kustomization/app", "--yes"])
+        .expect_code(4);
     assert!(
         refused.stderr.contains("could not be listed") && refused.stderr.contains("--skip-unlisted"),
         "{}",

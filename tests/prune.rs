@@ -682,7 +682,12 @@ metadata:
         "in every namespace: what depends on the orphans is checked in namespace {n} and cluster-scoped kinds only"
     );
     let warned: Vec<&str> = pruned.stderr.lines().filter(|l| l.contains(&warning)).collect();
-    assert_eq!(warned.len(), 1, "one warning names the narrower check:\n{}", pruned.stderr);
+    assert_eq!(
+        warned.len(),
+        1,
+        "one warning names the narrower check:\n{}",
+        pruned.stderr
+    );
     assert!(
         warned[0].starts_with("warning: not allowed to list ") && warned[0].contains("ConfigMap"),
         "{}",
@@ -690,7 +695,11 @@ metadata:
     );
     assert_eq!(pruned.code, 0, "{}\n{}", pruned.stdout, pruned.stderr);
     assert!(!exists("configmap", Some(n), "free"), "{}", pruned.stderr);
-    assert!(exists("configmap", Some(n), "needed"), "its dependent in the namespace keeps it:\n{}", pruned.stderr);
+    assert!(
+        exists("configmap", Some(n), "needed"),
+        "its dependent in the namespace keeps it:\n{}",
+        pruned.stderr
+    );
     assert!(
         pruned
             .stderr

@@ -336,7 +336,10 @@ fn unstick_asks_on_a_terminal_and_only_y_removes() {
     apply(&format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: held, namespace: {n}, finalizers: [stack-test.example.com/a, stack-test.example.com/b]}}\n"
     ));
-    assert_eq!(kubectl(&["delete", "configmap", "held", "-n", n, "--wait=false"]).code, 0);
+    assert_eq!(
+        kubectl(&["delete", "configmap", "held", "-n", n, "--wait=false"]).code,
+        0
+    );
     let both = r#"["stack-test.example.com/a","stack-test.example.com/b"]"#;
     assert_eq!(finalizers_of("configmap", n, "held"), both);
 
@@ -360,7 +363,11 @@ fn unstick_asks_on_a_terminal_and_only_y_removes() {
     for (session, keys) in [("enter", "Enter"), ("no", "n")] {
         tmux.start(session, &command, &dir.join(session));
         asked(session);
-        assert!(!dir.join(session).exists(), "it waits for an answer: {}", tmux.screen(session));
+        assert!(
+            !dir.join(session).exists(),
+            "it waits for an answer: {}",
+            tmux.screen(session)
+        );
         tmux.keys(session, &[keys]);
         assert_eq!(
             exit_code_in(&dir.join(session), Duration::from_secs(30)),
@@ -401,7 +408,10 @@ fn unstick_asks_on_a_terminal_and_only_y_removes() {
     let written = backups_in(&backups);
     assert_eq!(written.len(), 1, "{written:?}");
     let backup = std::fs::read_to_string(&written[0]).unwrap();
-    assert!(backup.contains("stack-test.example.com/a"), "the backup is the object as read: {backup}");
+    assert!(
+        backup.contains("stack-test.example.com/a"),
+        "the backup is the object as read: {backup}"
+    );
     release_finalizers("configmap/held", n);
 }
 
@@ -418,7 +428,10 @@ fn unstick_refuses_when_a_controller_changed_the_finalizers_after_its_read() {
     apply(&format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: raced, namespace: {n}, finalizers: [stack-test.example.com/a, stack-test.example.com/b]}}\n"
     ));
-    assert_eq!(kubectl(&["delete", "configmap", "raced", "-n", n, "--wait=false"]).code, 0);
+    assert_eq!(
+        kubectl(&["delete", "configmap", "raced", "-n", n, "--wait=false"]).code,
+        0
+    );
     let dir = std::env::temp_dir().join(unique("unstick-race"));
     std::fs::create_dir_all(&dir).unwrap();
     let command = format!(
@@ -456,7 +469,10 @@ fn unstick_refuses_when_a_controller_changed_the_finalizers_after_its_read() {
         )),
         "{screen}"
     );
-    assert!(screen.contains("hint: run `kubectl stack stuck` on them again"), "{screen}");
+    assert!(
+        screen.contains("hint: run `kubectl stack stuck` on them again"),
+        "{screen}"
+    );
     assert_eq!(
         finalizers_of("configmap", n, "raced"),
         r#"["stack-test.example.com/a"]"#,

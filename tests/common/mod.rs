@@ -230,7 +230,9 @@ pub fn wait_established(target: &[&str], resource: &str) {
 /// binary installing the same fixture, or the API server's own status update): read it again
 /// and retry.
 fn lost_a_race(stderr: &str) -> bool {
-    stderr.contains("(Conflict)") || stderr.contains("(AlreadyExists)") || stderr.contains("the object has been modified")
+    stderr.contains("(Conflict)")
+        || stderr.contains("(AlreadyExists)")
+        || stderr.contains("the object has been modified")
 }
 
 /// Applies a fixture file of CRDs once per test binary and waits until `resource` is served.
