@@ -506,10 +506,10 @@ fn regex_free_replace_token(kubeconfig: &str) -> String {
 /// The documented order (README: "sorted by group, kind, namespace and name") where the API
 /// server's own order differs. Each kind's list comes back in etcd key order,
 /// `/registry/RESOURCE/NAMESPACE/NAME`, byte by byte: namespace `X-b` before `X` (`-` sorts
-/// before `/`). Discovery lists groups by priority (rbac before coordination.k8s.io) and each
-/// group's resources by plural (`rolebindings` before `roles`, `persistentvolumeclaims` before
-/// `persistentvolumes` when listed), so neither kind order nor namespace order is the
-/// documented one unless `list` sorts.
+/// before `/`). Kinds of several groups (core, coordination.k8s.io, rbac, a CRD's), a
+/// cluster-scoped kind between namespaced ones, and names whose order is not the namespaces'
+/// (a sort by name before namespace fails too). Without `sort_objects` the output is in the
+/// server's namespace order and this fails.
 #[test]
 fn list_output_is_sorted_by_group_kind_namespace_and_name() {
     let _logs = start();
