@@ -707,7 +707,12 @@ metadata:
     });
     let pruned = as_user(&prune);
     let warned: Vec<&str> = pruned.stderr.lines().filter(|l| l.contains(&warning)).collect();
-    assert_eq!(warned.len(), 1, "one warning names the narrower check:\n{}", pruned.stderr);
+    assert_eq!(
+        warned.len(),
+        1,
+        "one warning names the narrower check:\n{}",
+        pruned.stderr
+    );
     assert!(
         warned[0].starts_with("warning: not allowed to list ") && warned[0].contains(" ConfigMap,"),
         "{}",

@@ -237,6 +237,10 @@ metadata: {{name: not-deleted, namespace: {n}}}
     wait_until(Duration::from_secs(20), || !exists("widget", Some(n), "orders"));
 }
 
+/// The library's `apply_change` with a stale read of an object being deleted. The server refuses
+/// a stale list here even without the `test` op (it never adds a finalizer back to an object
+/// being deleted); `unstick_refuses_when_a_controller_changed_the_finalizers_after_its_read`
+/// has the case only the `test` op guards (a finalizer added to a live object).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_test_op_refuses_when_finalizers_changed_in_between() {
     let _logs = start();
@@ -415,18 +419,42 @@ fn unstick_asks_on_a_terminal_and_only_y_removes() {
     release_finalizers("configmap/held", n);
 }
 
-/// `unstick` never races a controller: a finalizer removed (by its controller) between unstick's
-/// read and its patch makes the patch's `test` operation fail on the server. The terminal's
-/// prompt holds unstick between the two: it has read the object when it asks. The object keeps
-/// what the controller left (unstick's stale list is not written back), unstick exits 5 and says
-/// why.
+/// Starts `unstick ARGS` (admin) in a tmux session and waits for its prompt: unstick has read
+/// the object when it asks. Returns the file its exit code will be written to.
+fn unstick_at_prompt(tmux: &Tmux, session: &str, dir: &std::path::Path, args: &str) -> std::path::PathBuf {
+    let command = format!(
+        "env KUBECONFIG={} NO_COLOR=1 {} unstick {args} --backup-dir {}",
+        cluster().admin.display(),
+        env!("CARGO_BIN_EXE_kubectl-stack"),
+        dir.join("backups").display()
+    );
+    let exit_file = dir.join(session);
+    tmux.start(session, &command, &exit_file);
+    wait_until(Duration::from_secs(30), || {
+        tmux.screen(session)
+            .contains("Remove these finalizers from 1 object(s)?")
+    });
+    exit_file
+}
+
+/// `unstick` never races a controller: its patch `test`s the finalizers as read, so a change
+/// made between its read and its patch makes the server refuse the patch. The terminal's prompt
+/// holds unstick between the two. The object keeps what the controller left, unstick exits 5
+/// and says why.
+///
+/// - A live object (`--force`) to which its controller adds a finalizer: without the `test`
+///   op, the patch would write the stale list and drop the new finalizer (and the named one);
+///   the server has no other rule that stops it.
+/// - An object being deleted whose controller releases its finalizer (the server also refuses
+///   to add back a finalizer to an object being deleted).
 #[test]
 fn unstick_refuses_when_a_controller_changed_the_finalizers_after_its_read() {
     let _logs = start();
     let ns = Namespace::new("ask-race");
     let n = &ns.0;
     apply(&format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: raced, namespace: {n}, finalizers: [stack-test.example.com/a, stack-test.example.com/b]}}\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: live, namespace: {n}, finalizers: [stack-test.example.com/a, stack-test.example.com/b]}}\n---\n\
+         apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: raced, namespace: {n}, finalizers: [stack-test.example.com/a, stack-test.example.com/b]}}\n"
     ));
     assert_eq!(
         kubectl(&["delete", "configmap", "raced", "-n", n, "--wait=false"]).code,
@@ -434,19 +462,49 @@ fn unstick_refuses_when_a_controller_changed_the_finalizers_after_its_read() {
     );
     let dir = std::env::temp_dir().join(unique("unstick-race"));
     std::fs::create_dir_all(&dir).unwrap();
-    let command = format!(
-        "env KUBECONFIG={} NO_COLOR=1 {} unstick -n {n} configmap/raced --finalizer stack-test.example.com/a --backup-dir {}",
-        cluster().admin.display(),
-        env!("CARGO_BIN_EXE_kubectl-stack"),
-        dir.join("backups").display()
-    );
     let tmux = Tmux::new();
-    tmux.start("race", &command, &dir.join("race"));
-    wait_until(Duration::from_secs(30), || {
-        tmux.screen("race")
-            .contains("Remove these finalizers from 1 object(s)?")
-    });
-    // unstick has read [a, b]; the controller of `b` finishes its work and removes it.
+    let refused = |session: &str, exit_file: &std::path::Path, name: &str| {
+        tmux.keys(session, &["y"]);
+        let code = exit_code_in(exit_file, Duration::from_secs(60));
+        let screen = tmux.screen(session);
+        assert_eq!(code, 5, "{screen}");
+        assert!(
+            screen.contains(&format!(
+                "error: ConfigMap/{n}/{name}: its finalizers changed since they were read (a controller is at work?); nothing was changed"
+            )),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("hint: run `kubectl stack stuck` on them again"),
+            "{screen}"
+        );
+    };
+
+    // A live object: unstick has read [a, b]; the controller adds c.
+    let args = format!("-n {n} configmap/live --finalizer stack-test.example.com/a --force");
+    let exit_file = unstick_at_prompt(&tmux, "live", &dir, &args);
+    let added = kubectl(&[
+        "patch",
+        "configmap",
+        "live",
+        "-n",
+        n,
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"add","path":"/metadata/finalizers/-","value":"stack-test.example.com/c"}]"#,
+    ]);
+    assert_eq!(added.code, 0, "{}", added.stderr);
+    refused("live", &exit_file, "live");
+    assert_eq!(
+        finalizers_of("configmap", n, "live"),
+        r#"["stack-test.example.com/a","stack-test.example.com/b","stack-test.example.com/c"]"#,
+        "the controller's finalizer stands: unstick's stale list was not written"
+    );
+
+    // Being deleted: unstick has read [a, b]; the controller of `b` finishes and removes it.
+    let args = format!("-n {n} configmap/raced --finalizer stack-test.example.com/a");
+    let exit_file = unstick_at_prompt(&tmux, "raced", &dir, &args);
     let released = kubectl(&[
         "patch",
         "configmap",
@@ -459,24 +517,12 @@ fn unstick_refuses_when_a_controller_changed_the_finalizers_after_its_read() {
         r#"[{"op":"test","path":"/metadata/finalizers/1","value":"stack-test.example.com/b"},{"op":"remove","path":"/metadata/finalizers/1"}]"#,
     ]);
     assert_eq!(released.code, 0, "{}", released.stderr);
-    tmux.keys("race", &["y"]);
-    let code = exit_code_in(&dir.join("race"), Duration::from_secs(60));
-    let screen = tmux.screen("race");
-    assert_eq!(code, 5, "{screen}");
-    assert!(
-        screen.contains(&format!(
-            "error: ConfigMap/{n}/raced: its finalizers changed since they were read (a controller is at work?); nothing was changed"
-        )),
-        "{screen}"
-    );
-    assert!(
-        screen.contains("hint: run `kubectl stack stuck` on them again"),
-        "{screen}"
-    );
+    refused("raced", &exit_file, "raced");
     assert_eq!(
         finalizers_of("configmap", n, "raced"),
         r#"["stack-test.example.com/a"]"#,
         "the controller's change stands: unstick's stale list was not written"
     );
     release_finalizers("configmap/raced", n);
+    release_finalizers("configmap/live", n);
 }
