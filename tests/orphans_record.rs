@@ -170,7 +170,9 @@ fn helm_release_in_status(namespace: &str, release: &str, manifest: &str, status
     create(&secret.to_string());
 }
 
-/// A ConfigMap as a Helm release leaves it: Helm's annotations and the chart's labels.
+/// A ConfigMap as a Helm release leaves it: Helm's annotations and the chart's labels (and the
+/// test's own label: `stack-test/run` is the release namespace, so that a selection with `-A`
+/// never takes in another test's Helm objects, see [`web_tier`]).
 fn helm_config_map(namespace: &str, name: &str, release: &str, release_namespace: &str) -> String {
     format!(
         r#"
@@ -180,10 +182,16 @@ kind: ConfigMap
 metadata:
   name: {name}
   namespace: {namespace}
-  labels: {{app.kubernetes.io/managed-by: Helm, tier: web}}
+  labels: {{app.kubernetes.io/managed-by: Helm, tier: web, stack-test/run: {namespace}}}
   annotations: {{meta.helm.sh/release-name: {release}, meta.helm.sh/release-namespace: {release_namespace}}}
 "#
     )
+}
+
+/// The label selection of the chart's `tier: web` objects in release namespace `namespace`
+/// (several tests of this binary, run at once, have Helm objects labelled `tier: web`).
+fn web_tier(namespace: &str) -> String {
+    format!("tier=web,stack-test/run={namespace}")
 }
 
 /// `helm template` output: namespace-less ConfigMaps.
@@ -257,9 +265,10 @@ fn a_label_selection_judges_helm_objects_by_their_release() {
     let chart = temp_file("rendered.yaml", &rendered(&["web-settings"]));
     let chart = chart.to_str().unwrap();
     let only_old = set(&[format!("ConfigMap/{p}/web-old")]);
+    let web = web_tier(p);
     for selection in [
-        vec!["-n", p, "-l", "tier=web"],
-        vec!["-A", "-l", "tier=web"],
+        vec!["-n", p, "-l", &web],
+        vec!["-A", "-l", &web],
         vec!["-n", p, "--tracker", "helm"],
         vec!["-n", p, "--tracker", "helm=web"],
     ] {
@@ -278,7 +287,7 @@ fn a_label_selection_judges_helm_objects_by_their_release() {
             found.stdout
         );
     }
-    stack(&["prune", "-n", p, "-l", "tier=web", "-f", chart, "--yes"]).expect_code(0);
+    stack(&["prune", "-n", p, "-l", &web, "-f", chart, "--yes"]).expect_code(0);
     assert!(exists("configmap", Some(p), "handmade"), "the copy is not Helm's");
     assert!(!exists("configmap", Some(p), "web-old"));
 }
@@ -300,12 +309,13 @@ fn a_label_selection_never_condemns_what_an_unusable_record_marks() {
     );
     let chart = temp_file("rendered.yaml", &rendered(&["web-settings"]));
     let chart = chart.to_str().unwrap();
+    let web = web_tier(p);
     let unknown = stack(&[
         "orphans",
         "-n",
         p,
         "-l",
-        "tier=web",
+        &web,
         "-f",
         chart,
         "-o",
@@ -321,7 +331,7 @@ fn a_label_selection_never_condemns_what_an_unusable_record_marks() {
     );
     let refused = stack(&["orphans", "-n", p, "--tracker", "helm=web", "-f", chart]).expect_code(4);
     assert!(refused.stderr.contains("no deployed revision"), "{}", refused.stderr);
-    stack(&["prune", "-n", p, "-l", "tier=web", "-f", chart, "--yes"]).expect_code(0);
+    stack(&["prune", "-n", p, "-l", &web, "-f", chart, "--yes"]).expect_code(0);
     assert!(exists("configmap", Some(p), "web-old"));
 }
 
