@@ -99,9 +99,13 @@ for line in sys.stdin:
 phase_done "build"
 
 run_binary() { # NAME EXECUTABLE: its output in $logs/NAME.log, its exit status and seconds in NAME.status
-  local started=$SECONDS status=0
+  local began=$SECONDS status=0
+  # When it starts and ends, as it happens: a binary that stalls is the one that started and
+  # never ended.
+  echo "   $1: started (${began}s)" >&2
   "$2" --include-ignored </dev/null >"$logs/$1.log" 2>&1 || status=$?
-  echo "$status $(( SECONDS - started ))" >"$logs/$1.status"
+  echo "$status $(( SECONDS - began ))" >"$logs/$1.status"
+  echo "   $1: exit $status in $(( SECONDS - began ))s (${SECONDS}s)" >&2
 }
 first_pattern="^test-($(IFS='|'; echo "${first[*]}")) "
 alone_pattern="^test-($(IFS='|'; echo "${alone[*]}")) "
@@ -113,18 +117,15 @@ started=$SECONDS
 grep -qE "$first_pattern" "$logs/binaries" || { echo "test.sh: no fixtures_setup test binary" >&2; exit 1; }
 while read -r name executable; do
   run_binary "$name" "$executable"
-  echo "   $name: $(cut -d' ' -f2 "$logs/$name.status")s" >&2
 done < <(grep -E "$first_pattern" "$logs/binaries")
 phase_done "shared fixtures"
 while read -r name executable; do
   run_binary "$name" "$executable"
-  echo "   $name: $(cut -d' ' -f2 "$logs/$name.status")s" >&2
 done < <(grep -E "$alone_pattern" "$logs/binaries" || true)
 phase_done "binaries run alone"
 while read -r name executable; do
   while [ "$(jobs -rp | wc -l)" -ge "${STACK_TEST_JOBS:-3}" ]; do wait -n || true; done
-  { run_binary "$name" "$executable"
-    echo "   $name: $(cut -d' ' -f2 "$logs/$name.status")s ($(( SECONDS - started ))s into the tests)" >&2; } &
+  run_binary "$name" "$executable" &
 done < <(side_by_side)
 wait
 phase_done "binaries run side by side"
