@@ -5,6 +5,17 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# Wall time of each phase, printed as it ends and again in a summary at the end (a slow or
+# stalled phase or binary is visible in any CI log).
+phase_started=$SECONDS
+phase_times=()
+phase_done() { # NAME: prints the seconds since the last phase ended
+  local took=$(( SECONDS - phase_started ))
+  echo "   $1: ${took}s" >&2
+  phase_times+=("$1 ${took}s")
+  phase_started=$SECONDS
+}
+
 command -v cargo >/dev/null || { echo "cargo is required (rustup.rs)" >&2; exit 1; }
 command -v kubectl >/dev/null || {
   echo "test.sh: installing kubectl" >&2
@@ -42,6 +53,8 @@ command -v tmux >/dev/null || {
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null
 }
 
+phase_done "set-up (tools)"
+
 cleanup() {
   status=$?
   if [ "$status" -ne 0 ]; then scripts/test-cluster.sh logs 30 >&2 || true; fi
@@ -51,13 +64,14 @@ cleanup() {
 trap cleanup EXIT
 
 echo "== test cluster" >&2
-start=$(date +%s)
 eval "$(scripts/test-cluster.sh start)"
-echo "   ready in $(( $(date +%s) - start ))s: $STACK_TEST_KUBECONFIG" >&2
+echo "   $STACK_TEST_KUBECONFIG" >&2
+phase_done "set-up (test cluster)"
 
 echo "== format and lint" >&2
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
+phase_done "fmt and clippy"
 
 echo "== tests (unit, end-to-end against the real cluster, and the benchmarks' smoke form)" >&2
 log=$(mktemp)
@@ -68,7 +82,10 @@ logs=$(mktemp -d)
 # and restarted, an APIService that is down: every other test's discovery would fail), and the
 # one that compares two discoveries of the whole cluster (other tests' CRDs come and go), run
 # alone, one after another; the others side by side, STACK_TEST_JOBS at once (default 3): each test
-# uses namespaces and names of its own. The slow ones start first.
+# uses namespaces and names of its own. The slow ones start first. Before all of them, alone,
+# fixtures_setup installs the cluster-wide fixtures the binaries share (test CRDs, the Flux
+# stand-ins, kpt's ResourceGroup), so that no two binaries race to create or replace them.
+first=(fixtures_setup)
 alone=(faults stuck_namespace infer aggregated)
 slow_first=(hostile krew connection stuck_chains prune promises kubectl_stack orphans_findings list)
 cargo test --locked --no-run --lib --bins --tests --benches --message-format=json 2>"$logs/build.err" \
@@ -79,26 +96,39 @@ for line in sys.stdin:
     if message.get("reason") == "compiler-artifact" and message.get("executable") and message["profile"]["test"]:
         print(message["target"]["kind"][0] + "-" + message["target"]["name"], message["executable"])
 ' >"$logs/binaries" || { cat "$logs/build.err" >&2; exit 1; }
+phase_done "build"
 
 run_binary() { # NAME EXECUTABLE: its output in $logs/NAME.log, its exit status and seconds in NAME.status
-  local started=$SECONDS status=0
+  local began=$SECONDS status=0
+  # When it starts and ends, as it happens: a binary that stalls is the one that started and
+  # never ended.
+  echo "   $1: started (${began}s)" >&2
   "$2" --include-ignored </dev/null >"$logs/$1.log" 2>&1 || status=$?
-  echo "$status $(( SECONDS - started ))" >"$logs/$1.status"
+  echo "$status $(( SECONDS - began ))" >"$logs/$1.status"
+  echo "   $1: exit $status in $(( SECONDS - began ))s (${SECONDS}s)" >&2
 }
+first_pattern="^test-($(IFS='|'; echo "${first[*]}")) "
 alone_pattern="^test-($(IFS='|'; echo "${alone[*]}")) "
 side_by_side() { # NAME EXECUTABLE lines of the binaries that do not run alone, slow ones first
   { for name in "${slow_first[@]}"; do grep -E "^[a-z]+-$name " "$logs/binaries" || true; done
-    cat "$logs/binaries"; } | awk '!seen[$1]++' | grep -Ev "$alone_pattern" || true
+    cat "$logs/binaries"; } | awk '!seen[$1]++' | grep -Ev "$first_pattern|$alone_pattern" || true
 }
 started=$SECONDS
+grep -qE "$first_pattern" "$logs/binaries" || { echo "test.sh: no fixtures_setup test binary" >&2; exit 1; }
+while read -r name executable; do
+  run_binary "$name" "$executable"
+done < <(grep -E "$first_pattern" "$logs/binaries")
+phase_done "shared fixtures"
 while read -r name executable; do
   run_binary "$name" "$executable"
 done < <(grep -E "$alone_pattern" "$logs/binaries" || true)
+phase_done "binaries run alone"
 while read -r name executable; do
   while [ "$(jobs -rp | wc -l)" -ge "${STACK_TEST_JOBS:-3}" ]; do wait -n || true; done
   run_binary "$name" "$executable" &
 done < <(side_by_side)
 wait
+phase_done "binaries run side by side"
 status=0
 while read -r name _; do
   read -r code seconds <"$logs/$name.status"
@@ -114,5 +144,8 @@ failed=$(awk '/^test result:/ {for (i = 1; i <= NF; i++) if ($i ~ /^failed;?$/) 
 ignored=$(awk '/^test result:/ {for (i = 1; i <= NF; i++) if ($i ~ /^ignored;?$/) s += $(i - 1)} END {print s + 0}' "$log")
 echo
 rm -f "$log"
+echo "wall time of each phase:"
+for phase in "${phase_times[@]}"; do echo "  $phase"; done
+echo "  total ${SECONDS}s"
 echo "tests: $passed passed, $failed failed ($ignored of them marked ignored, run anyway)"
 exit "$status"

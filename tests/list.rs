@@ -502,3 +502,133 @@ fn regex_free_replace_token(kubeconfig: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// The documented order (README: "sorted by group, kind, namespace and name") where the API
+/// server's own order differs. Each kind's list comes back in etcd key order,
+/// `/registry/RESOURCE/NAMESPACE/NAME`, byte by byte: namespace `X-b` before `X` (`-` sorts
+/// before `/`). Kinds of several groups (core, coordination.k8s.io, rbac, a CRD's), a
+/// cluster-scoped kind between namespaced ones, and names whose order is not the namespaces'
+/// (a sort by name before namespace fails too). Without `sort_objects` the output is in the
+/// server's namespace order and this fails.
+#[test]
+fn list_output_is_sorted_by_group_kind_namespace_and_name() {
+    let _logs = start();
+    ensure_crds();
+    let first = Namespace::new("ord");
+    // A namespace whose name extends the first's with `-b`: etcd returns it first.
+    let second = Namespace(format!("{}-b", first.0));
+    assert_eq!(kubectl(&["create", "namespace", &second.0]).code, 0);
+    let run = unique("ord");
+    let label = format!("{{stack-test/run: {run}}}");
+    let mut yaml = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {run}-reader, labels: {label}}}\nrules: []\n"
+    );
+    // Written in an order that is neither the server's nor the documented one.
+    for ns in [&second.0, &first.0] {
+        yaml.push_str(&format!(
+            r#"---
+apiVersion: stack-test.example.com/v1
+kind: Widget
+metadata: {{name: w, namespace: {ns}, labels: {label}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: rb, namespace: {ns}, labels: {label}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: r}}
+subjects: [{{kind: User, name: nobody, apiGroup: rbac.authorization.k8s.io}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: r, namespace: {ns}, labels: {label}}}
+rules: []
+---
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata: {{name: l, namespace: {ns}, labels: {label}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: s, namespace: {ns}, labels: {label}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: zz, namespace: {ns}, labels: {label}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: b-x, namespace: {ns}, labels: {label}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: b, namespace: {ns}, labels: {label}}}
+"#
+        ));
+    }
+    apply(&yaml);
+    let (a, b) = (first.0.as_str(), second.0.as_str());
+    let mut expected = Vec::new();
+    for name in ["b", "b-x", "zz"] {
+        expected.push(format!("|ConfigMap|{a}|{name}"));
+    }
+    for name in ["b", "b-x", "zz"] {
+        expected.push(format!("|ConfigMap|{b}|{name}"));
+    }
+    for (group, kind, name) in [
+        ("", "Secret", "s"),
+        ("coordination.k8s.io", "Lease", "l"),
+        ("rbac.authorization.k8s.io", "ClusterRole", ""),
+        ("rbac.authorization.k8s.io", "Role", "r"),
+        ("rbac.authorization.k8s.io", "RoleBinding", "rb"),
+        ("stack-test.example.com", "Widget", "w"),
+    ] {
+        if kind == "ClusterRole" {
+            expected.push(format!("{group}|{kind}||{run}-reader"));
+            continue;
+        }
+        for ns in [a, b] {
+            expected.push(format!("{group}|{kind}|{ns}|{name}"));
+        }
+    }
+    let selector = format!("stack-test/run={run}");
+    let listed = stack(&["list", "-A", "-l", &selector, "-o", "json"]).expect_code(0);
+    let in_order: Vec<String> = listed.json()["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|item| {
+            let api_version = item["apiVersion"].as_str().unwrap();
+            let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+            format!(
+                "{group}|{}|{}|{}",
+                item["kind"].as_str().unwrap(),
+                item["metadata"]["namespace"].as_str().unwrap_or(""),
+                item["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(in_order, expected, "list -o json is not in the documented order");
+
+    // The table is in the same order: KIND (with group), NAMESPACE, NAME.
+    let table = stack(&["list", "-A", "-l", &selector]).expect_code(0);
+    let rows: Vec<String> = table
+        .stdout
+        .lines()
+        .skip(1)
+        .map(|line| {
+            let cells: Vec<&str> = line.split_whitespace().collect();
+            // A cluster-scoped object's NAMESPACE is empty: KIND NAME AGE ...
+            let (kind, namespace, name) = if cells[0].starts_with("ClusterRole.") {
+                (cells[0], "", cells[1])
+            } else {
+                (cells[0], cells[1], cells[2])
+            };
+            let (kind, group) = kind.split_once('.').unwrap_or((kind, ""));
+            format!("{group}|{kind}|{namespace}|{name}")
+        })
+        .collect();
+    assert_eq!(
+        rows, expected,
+        "list's table is not in the documented order:\n{}",
+        table.stdout
+    );
+}

@@ -135,7 +135,9 @@ fn reasons(run: &Run, list: &str) -> BTreeSet<(String, String)> {
         .collect()
 }
 
-/// A ConfigMap as a Helm release leaves it: Helm's annotations and the chart's labels.
+/// A ConfigMap as a Helm release leaves it: Helm's annotations and the chart's labels (and the
+/// test's own label: `stack-test/run` is the release namespace, so that a selection with `-A`
+/// never takes in another test's Helm objects, see [`web_tier`]).
 fn helm_config_map(namespace: &str, name: &str, release: &str, release_namespace: &str) -> String {
     format!(
         r#"
@@ -145,10 +147,16 @@ kind: ConfigMap
 metadata:
   name: {name}
   namespace: {namespace}
-  labels: {{app.kubernetes.io/managed-by: Helm, tier: web}}
+  labels: {{app.kubernetes.io/managed-by: Helm, tier: web, stack-test/run: {namespace}}}
   annotations: {{meta.helm.sh/release-name: {release}, meta.helm.sh/release-namespace: {release_namespace}}}
 "#
     )
+}
+
+/// The label selection of the chart's `tier: web` objects in release namespace `namespace`
+/// (several tests of this binary, run at once, have Helm objects labelled `tier: web`).
+fn web_tier(namespace: &str) -> String {
+    format!("tier=web,stack-test/run={namespace}")
 }
 
 /// `helm template` output: namespace-less ConfigMaps.
@@ -222,9 +230,10 @@ fn a_label_selection_judges_helm_objects_by_their_release() {
     let chart = temp_file("rendered.yaml", &rendered(&["web-settings"]));
     let chart = chart.to_str().unwrap();
     let only_old = set(&[format!("ConfigMap/{p}/web-old")]);
+    let web = web_tier(p);
     for selection in [
-        vec!["-n", p, "-l", "tier=web"],
-        vec!["-A", "-l", "tier=web"],
+        vec!["-n", p, "-l", &web],
+        vec!["-A", "-l", &web],
         vec!["-n", p, "--tracker", "helm"],
         vec!["-n", p, "--tracker", "helm=web"],
     ] {
@@ -243,7 +252,7 @@ fn a_label_selection_judges_helm_objects_by_their_release() {
             found.stdout
         );
     }
-    stack(&["prune", "-n", p, "-l", "tier=web", "-f", chart, "--yes"]).expect_code(0);
+    stack(&["prune", "-n", p, "-l", &web, "-f", chart, "--yes"]).expect_code(0);
     assert!(exists("configmap", Some(p), "handmade"), "the copy is not Helm's");
     assert!(!exists("configmap", Some(p), "web-old"));
 }
@@ -265,12 +274,13 @@ fn a_label_selection_never_condemns_what_an_unusable_record_marks() {
     );
     let chart = temp_file("rendered.yaml", &rendered(&["web-settings"]));
     let chart = chart.to_str().unwrap();
+    let web = web_tier(p);
     let unknown = stack(&[
         "orphans",
         "-n",
         p,
         "-l",
-        "tier=web",
+        &web,
         "-f",
         chart,
         "-o",
@@ -286,7 +296,7 @@ fn a_label_selection_never_condemns_what_an_unusable_record_marks() {
     );
     let refused = stack(&["orphans", "-n", p, "--tracker", "helm=web", "-f", chart]).expect_code(4);
     assert!(refused.stderr.contains("no deployed revision"), "{}", refused.stderr);
-    stack(&["prune", "-n", p, "-l", "tier=web", "-f", chart, "--yes"]).expect_code(0);
+    stack(&["prune", "-n", p, "-l", &web, "-f", chart, "--yes"]).expect_code(0);
     assert!(exists("configmap", Some(p), "web-old"));
 }
 
@@ -358,56 +368,6 @@ spec: {{interval: 10m, targetNamespace: {t}, chart: {{spec: {{chart: podinfo, so
             found.stdout
         );
     }
-}
-
-/// Runs kpt with the admin kubeconfig.
-fn kpt(args: &[&str]) -> Run {
-    let output = std::process::Command::new("kpt")
-        .env("KUBECONFIG", &cluster().admin)
-        .args(args)
-        .output()
-        .expect("kpt is installed");
-    Run {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
-
-/// Marks every field under `properties` as nullable, recursively.
-fn make_nullable(schema: &mut serde_json::Value) {
-    if let Some(properties) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) {
-        for property in properties.values_mut() {
-            property["nullable"] = serde_json::Value::Bool(true);
-            make_nullable(property);
-        }
-    }
-    if let Some(items) = schema.get_mut("items") {
-        make_nullable(items);
-    }
-}
-
-/// Installs kpt's ResourceGroup CRD once, past the 1.20 trap (/work/shared/trackers.md), as
-/// `tests/producers.rs` does.
-fn ensure_resource_group() {
-    static DONE: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-    DONE.get_or_init(|| {
-        let installed = kpt(&["live", "install-resource-group"]);
-        assert_eq!(installed.code, 0, "{}", installed.stderr);
-        let crd = kubectl(&["get", "crd", "resourcegroups.kpt.dev", "-o", "json"]).expect_code(0);
-        let mut crd: serde_json::Value = serde_json::from_str(&crd.stdout).unwrap();
-        for version in crd["spec"]["versions"].as_array_mut().unwrap() {
-            let properties = &mut version["schema"]["openAPIV3Schema"]["properties"];
-            for part in ["spec", "status"] {
-                if properties.get(part).is_some() {
-                    make_nullable(&mut properties[part]);
-                }
-            }
-        }
-        let replaced = kubectl_with_stdin(&["replace", "-f", "-"], Some(&crd.to_string()));
-        assert_eq!(replaced.code, 0, "{}", replaced.stderr);
-        wait_established(&["crd/resourcegroups.kpt.dev"], "resourcegroups.kpt.dev");
-    });
 }
 
 /// F2 (kpt): `kpt live apply` manages `a` and `old`; `handmade` is a copy carrying

@@ -6,59 +6,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use common::*;
-
-/// Runs kpt with the admin kubeconfig.
-fn kpt(args: &[&str]) -> Run {
-    let output = std::process::Command::new("kpt")
-        .env("KUBECONFIG", &cluster().admin)
-        .args(args)
-        .output()
-        .expect("kpt is installed");
-    Run {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
-
-/// Marks every field under `properties` as nullable, recursively.
-fn make_nullable(schema: &mut serde_json::Value) {
-    if let Some(properties) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) {
-        for property in properties.values_mut() {
-            property["nullable"] = serde_json::Value::Bool(true);
-            make_nullable(property);
-        }
-    }
-    if let Some(items) = schema.get_mut("items") {
-        make_nullable(items);
-    }
-}
-
-/// Installs kpt's ResourceGroup CRD once, past the 1.20 trap (/work/shared/trackers.md): kpt
-/// writes explicit nulls, which a 1.20 server rejects in typed fields unless they are nullable.
-fn ensure_resource_group() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let installed = kpt(&["live", "install-resource-group"]);
-        assert_eq!(installed.code, 0, "{}", installed.stderr);
-        let crd = kubectl(&["get", "crd", "resourcegroups.kpt.dev", "-o", "json"]).expect_code(0);
-        let mut crd: serde_json::Value = serde_json::from_str(&crd.stdout).unwrap();
-        for version in crd["spec"]["versions"].as_array_mut().unwrap() {
-            let properties = &mut version["schema"]["openAPIV3Schema"]["properties"];
-            for part in ["spec", "status"] {
-                if properties.get(part).is_some() {
-                    make_nullable(&mut properties[part]);
-                }
-            }
-        }
-        let replaced = kubectl_with_stdin(&["replace", "-f", "-"], Some(&crd.to_string()));
-        assert_eq!(replaced.code, 0, "{}", replaced.stderr);
-        wait_established(&["crd/resourcegroups.kpt.dev"], "resourcegroups.kpt.dev");
-    });
-}
 
 fn write(dir: &Path, name: &str, text: &str) {
     std::fs::write(dir.join(name), text).unwrap();

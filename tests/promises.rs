@@ -20,12 +20,18 @@ use kubectl_stack::teardown::teardown_closure;
 const HOLD: &str = "stack-test.example.com/hold";
 const FLUX_GROUP: &str = "kustomize.toolkit.fluxcd.io";
 
-/// A ClusterRole bound to the `limited` user, removed when dropped (it is cluster-wide).
-struct ClusterGrant(String);
+/// A ClusterRole bound to a user of its own (never the shared `limited` user: a cluster-wide
+/// grant to it would change what other test binaries' tests, run side by side, see as `limited`),
+/// removed when dropped. Commands run as that user through the admin's `--as`.
+struct ClusterGrant {
+    name: String,
+    user: String,
+}
 
 impl ClusterGrant {
     fn new(prefix: &str, rules: &str) -> Self {
         let name = unique(prefix);
+        let user = unique(&format!("{prefix}-user"));
         apply(&format!(
             r#"
 apiVersion: rbac.authorization.k8s.io/v1
@@ -37,10 +43,15 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata: {{name: {name}}}
 roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {name}}}
-subjects: [{{kind: User, name: limited, apiGroup: rbac.authorization.k8s.io}}]
+subjects: [{{kind: User, name: {user}, apiGroup: rbac.authorization.k8s.io}}]
 "#
         ));
-        Self(name)
+        Self { name, user }
+    }
+
+    /// Runs `kubectl-stack ARGS` as the granted user.
+    fn stack(&self, args: &[&str]) -> Run {
+        stack(&[args, &["--as", &self.user][..]].concat())
     }
 }
 
@@ -49,7 +60,7 @@ impl Drop for ClusterGrant {
         let _ = kubectl(&[
             "delete",
             "clusterrolebinding,clusterrole",
-            &self.0,
+            &self.name,
             "--ignore-not-found",
         ]);
     }
@@ -974,19 +985,18 @@ metadata: {{name: member, namespace: {f}, labels: {labels}}}
 "#,
         labels = flux_labels("app", f)
     ));
-    // The limited user may list (and delete) ConfigMaps and Kustomizations in every namespace,
+    // The granted user may list (and delete) ConfigMaps and Kustomizations in every namespace,
     // and nothing else: a teardown cannot see every kind.
-    let _grant = ClusterGrant::new(
+    let grant = ClusterGrant::new(
         "teardown",
         r#"[{apiGroups: ["", "kustomize.toolkit.fluxcd.io"], resources: [configmaps, kustomizations], verbs: [get, list, watch, delete, patch]}]"#,
     );
-    let limited = &cluster().limited;
     wait_until(Duration::from_secs(10), || {
-        stack_as(limited, &["list", "-n", f, "-o", "name"])
-            .stdout
-            .contains("member")
+        grant.stack(&["list", "-n", f, "-o", "name"]).stdout.contains("member")
     });
-    let refused = stack_as(limited, &["prune", "-n", f, "kustomization/app", "--yes"]).expect_code(4);
+    let refused = grant
+        .stack(&["prune", "-n", f, "kustomization/app", "--yes"])
+        .expect_code(4);
     assert!(
         refused.stderr.contains("could not be listed") && refused.stderr.contains("--skip-unlisted"),
         "{}",

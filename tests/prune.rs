@@ -625,6 +625,121 @@ subjects: [{{kind: User, name: limited, apiGroup: rbac.authorization.k8s.io}}]
     assert!(!exists("configmap", Some(n), "orphan"));
 }
 
+/// An orphan prune lists every object of the cluster that could depend on an orphan; a user who
+/// may list in its namespace only gets that scope instead, and a warning that says so
+/// (`src/bystanders.rs`). What the warning warns of is real: another stack's object in the
+/// namespace that depends on `needed` keeps it, but the one in another namespace that depends on
+/// `free` is not seen, and `free` is deleted; an admin sees both, keeps both and gets no warning.
+/// A user of this test alone (`--as`): the shared `limited` user gets rights from other test
+/// binaries.
+#[test]
+fn an_orphan_prune_by_a_user_who_may_list_one_namespace_checks_it_and_says_so() {
+    let _logs = start();
+    let ns = Namespace::new("narrow");
+    let elsewhere = Namespace::new("narrow-far");
+    let (n, e) = (&ns.0, &elsewhere.0);
+    let run = unique("nr");
+    // `user` and `far` belong to another stack (Flux marks): bystanders that are graph nodes.
+    let other = flux_labels("other", n);
+    apply(&format!(
+        r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: needed, namespace: {n}, labels: {{stack-test/run: {run}}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: free, namespace: {n}, labels: {{stack-test/run: {run}}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: user
+  namespace: {n}
+  labels: {other}
+  annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/needed}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: far
+  namespace: {e}
+  labels: {other}
+  annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/free}}
+"#
+    ));
+    let selector = format!("stack-test/run={run}");
+    // Everything the selection tracks is an orphan (an empty desired set).
+    let empty = std::env::temp_dir().join(unique("empty"));
+    std::fs::create_dir_all(&empty).unwrap();
+    let prune = [
+        "prune",
+        "-n",
+        n,
+        "-l",
+        &selector,
+        "--untracked",
+        "-f",
+        empty.to_str().unwrap(),
+        "--allow-empty",
+        "--skip-unlisted",
+        "--yes",
+    ];
+    let warning = format!(
+        "in every namespace: what depends on the orphans is checked in namespace {n} and cluster-scoped kinds only"
+    );
+
+    // An admin lists everywhere: no warning, both orphans kept by their dependents.
+    let admin = stack(&[&prune[..], &["--dry-run=client"]].concat()).expect_code(0);
+    assert!(!admin.stderr.contains(&warning), "{}", admin.stderr);
+    for (name, by) in [("needed", format!("{n}/user")), ("free", format!("{e}/far"))] {
+        let kept = format!("kept: ConfigMap/{n}/{name} (needed by ConfigMap/{by}");
+        assert!(admin.stderr.contains(&kept), "{kept}:\n{}", admin.stderr);
+    }
+
+    // A user who may read everything in `n`, nothing elsewhere, and delete ConfigMaps.
+    let user = unique("narrow-user");
+    grant_user(
+        &user,
+        n,
+        "read-all-delete-configmaps",
+        r#"[{apiGroups: ["*"], resources: ["*"], verbs: [get, list, watch]}, {apiGroups: [""], resources: [configmaps], verbs: [delete]}]"#,
+    );
+    let as_user = |args: &[&str]| stack(&[args, &["--as", &user][..]].concat());
+    wait_until(Duration::from_secs(10), || {
+        as_user(&["list", "-n", n, "-l", &selector, "-o", "name"])
+            .stdout
+            .contains("free")
+    });
+    let pruned = as_user(&prune);
+    let warned: Vec<&str> = pruned.stderr.lines().filter(|l| l.contains(&warning)).collect();
+    assert_eq!(
+        warned.len(),
+        1,
+        "one warning names the narrower check:\n{}",
+        pruned.stderr
+    );
+    assert!(
+        warned[0].starts_with("warning: not allowed to list ") && warned[0].contains(" ConfigMap,"),
+        "{}",
+        warned[0]
+    );
+    assert_eq!(pruned.code, 0, "{}\n{}", pruned.stdout, pruned.stderr);
+    assert!(
+        pruned
+            .stderr
+            .contains(&format!("kept: ConfigMap/{n}/needed (needed by ConfigMap/{n}/user")),
+        "its dependent in the namespace keeps it:\n{}",
+        pruned.stderr
+    );
+    assert!(exists("configmap", Some(n), "needed"));
+    assert!(
+        !exists("configmap", Some(n), "free"),
+        "the dependent in another namespace was not seen: {}",
+        pruned.stderr
+    );
+}
+
 #[test]
 fn a_teardown_never_takes_another_stacks_objects_with_it() {
     let _logs = start();

@@ -368,3 +368,217 @@ fn a_named_object_not_found_is_an_error_naming_the_namespace() {
     assert!(exists("configmap", Some(n), "held"));
     release_finalizers("configmap/held", n);
 }
+
+/// The finalizers of a namespaced object, as JSON (`["a","b"]`), through kubectl.
+fn finalizers_of(kind: &str, namespace: &str, name: &str) -> String {
+    field(kind, namespace, name, ".metadata.finalizers")
+}
+
+/// Files written under a backup folder (one run folder each, its files inside).
+fn backups_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(runs) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    runs.flat_map(|run| std::fs::read_dir(run.unwrap().path()).unwrap())
+        .map(|file| file.unwrap().path())
+        .collect()
+}
+
+/// `unstick` on a real terminal (tmux) asks before it changes anything, with No the default and
+/// a whole line read: Enter and `n`+Enter change nothing and write no backup ("Nothing was
+/// changed.", exit 0, as a declined `kubectl delete -i`); `y`+Enter writes the backup and
+/// removes exactly the named finalizer.
+#[test]
+fn unstick_asks_on_a_terminal_and_only_y_removes() {
+    let _logs = start();
+    let ns = Namespace::new("ask");
+    let n = &ns.0;
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: held, namespace: {n}, finalizers: [stack-test.example.com/a, stack-test.example.com/b]}}\n"
+    ));
+    assert_eq!(
+        kubectl(&["delete", "configmap", "held", "-n", n, "--wait=false"]).code,
+        0
+    );
+    let both = r#"["stack-test.example.com/a","stack-test.example.com/b"]"#;
+    assert_eq!(finalizers_of("configmap", n, "held"), both);
+
+    let dir = std::env::temp_dir().join(unique("unstick-ask"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let backups = dir.join("backups");
+    let command = format!(
+        "env KUBECONFIG={} NO_COLOR=1 {} unstick -n {n} configmap/held --finalizer stack-test.example.com/a --backup-dir {}",
+        cluster().admin.display(),
+        env!("CARGO_BIN_EXE_kubectl-stack"),
+        backups.display()
+    );
+    let tmux = Tmux::new();
+    let asked = |session: &str| {
+        wait_until(Duration::from_secs(30), || {
+            tmux.screen(session)
+                .contains("Remove these finalizers from 1 object(s)?")
+        });
+    };
+
+    for (session, keys) in [("enter", &["Enter"][..]), ("no", &["n", "Enter"][..])] {
+        tmux.start(session, &command, &dir.join(session));
+        asked(session);
+        assert!(
+            !dir.join(session).exists(),
+            "it waits for an answer: {}",
+            tmux.screen(session)
+        );
+        tmux.keys(session, keys);
+        assert_eq!(
+            exit_code_in(&dir.join(session), Duration::from_secs(30)),
+            0,
+            "{}",
+            tmux.screen(session)
+        );
+        assert!(
+            tmux.screen(session).contains("Nothing was changed."),
+            "{}",
+            tmux.screen(session)
+        );
+        assert_eq!(finalizers_of("configmap", n, "held"), both, "{keys:?}: nothing removed");
+        assert!(backups_in(&backups).is_empty(), "{keys:?}: no backup before a yes");
+    }
+
+    tmux.start("yes", &command, &dir.join("yes"));
+    asked("yes");
+    tmux.keys("yes", &["y", "Enter"]);
+    assert_eq!(
+        exit_code_in(&dir.join("yes"), Duration::from_secs(60)),
+        0,
+        "{}",
+        tmux.screen("yes")
+    );
+    let screen = tmux.screen("yes");
+    assert!(
+        screen.contains(&format!(
+            "ConfigMap/{n}/held: removed stack-test.example.com/a from metadata.finalizers"
+        )),
+        "{screen}"
+    );
+    assert_eq!(
+        finalizers_of("configmap", n, "held"),
+        r#"["stack-test.example.com/b"]"#,
+        "only the named finalizer is removed"
+    );
+    let written = backups_in(&backups);
+    assert_eq!(written.len(), 1, "{written:?}");
+    let backup = std::fs::read_to_string(&written[0]).unwrap();
+    assert!(
+        backup.contains("stack-test.example.com/a"),
+        "the backup is the object as read: {backup}"
+    );
+    release_finalizers("configmap/held", n);
+}
+
+/// Starts `unstick ARGS` (admin) in a tmux session and waits for its prompt: unstick has read
+/// the object when it asks. Returns the file its exit code will be written to.
+fn unstick_at_prompt(tmux: &Tmux, session: &str, dir: &std::path::Path, args: &str) -> std::path::PathBuf {
+    let command = format!(
+        "env KUBECONFIG={} NO_COLOR=1 {} unstick {args} --backup-dir {}",
+        cluster().admin.display(),
+        env!("CARGO_BIN_EXE_kubectl-stack"),
+        dir.join("backups").display()
+    );
+    let exit_file = dir.join(session);
+    tmux.start(session, &command, &exit_file);
+    wait_until(Duration::from_secs(30), || {
+        tmux.screen(session)
+            .contains("Remove these finalizers from 1 object(s)?")
+    });
+    exit_file
+}
+
+/// `unstick` never races a controller: its patch `test`s the finalizers as read, so a change
+/// made between its read and its patch makes the server refuse the patch. The terminal's prompt
+/// holds unstick between the two. The object keeps what the controller left, unstick exits 5
+/// and says why.
+///
+/// - A live object (`--force`) to which its controller adds a finalizer: without the `test`
+///   op, the patch would write the stale list and drop the new finalizer (and the named one);
+///   the server has no other rule that stops it.
+/// - An object being deleted whose controller releases its finalizer (the server also refuses
+///   to add back a finalizer to an object being deleted).
+#[test]
+fn unstick_refuses_when_a_controller_changed_the_finalizers_after_its_read() {
+    let _logs = start();
+    let ns = Namespace::new("ask-race");
+    let n = &ns.0;
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: live, namespace: {n}, finalizers: [stack-test.example.com/a, stack-test.example.com/b]}}\n---\n\
+         apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: raced, namespace: {n}, finalizers: [stack-test.example.com/a, stack-test.example.com/b]}}\n"
+    ));
+    assert_eq!(
+        kubectl(&["delete", "configmap", "raced", "-n", n, "--wait=false"]).code,
+        0
+    );
+    let dir = std::env::temp_dir().join(unique("unstick-race"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tmux = Tmux::new();
+    let refused = |session: &str, exit_file: &std::path::Path, name: &str| {
+        tmux.keys(session, &["y", "Enter"]);
+        let code = exit_code_in(exit_file, Duration::from_secs(60));
+        let screen = tmux.screen(session);
+        assert_eq!(code, 5, "{screen}");
+        assert!(
+            screen.contains(&format!(
+                "error: ConfigMap/{n}/{name}: its finalizers changed since they were read (a controller is at work?); nothing was changed"
+            )),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("hint: run `kubectl stack stuck` on them again"),
+            "{screen}"
+        );
+    };
+
+    // A live object: unstick has read [a, b]; the controller adds c.
+    let args = format!("-n {n} configmap/live --finalizer stack-test.example.com/a --force");
+    let exit_file = unstick_at_prompt(&tmux, "live", &dir, &args);
+    let added = kubectl(&[
+        "patch",
+        "configmap",
+        "live",
+        "-n",
+        n,
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"add","path":"/metadata/finalizers/-","value":"stack-test.example.com/c"}]"#,
+    ]);
+    assert_eq!(added.code, 0, "{}", added.stderr);
+    refused("live", &exit_file, "live");
+    assert_eq!(
+        finalizers_of("configmap", n, "live"),
+        r#"["stack-test.example.com/a","stack-test.example.com/b","stack-test.example.com/c"]"#,
+        "the controller's finalizer stands: unstick's stale list was not written"
+    );
+
+    // Being deleted: unstick has read [a, b]; the controller of `b` finishes and removes it.
+    let args = format!("-n {n} configmap/raced --finalizer stack-test.example.com/a");
+    let exit_file = unstick_at_prompt(&tmux, "raced", &dir, &args);
+    let released = kubectl(&[
+        "patch",
+        "configmap",
+        "raced",
+        "-n",
+        n,
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"test","path":"/metadata/finalizers/1","value":"stack-test.example.com/b"},{"op":"remove","path":"/metadata/finalizers/1"}]"#,
+    ]);
+    assert_eq!(released.code, 0, "{}", released.stderr);
+    refused("raced", &exit_file, "raced");
+    assert_eq!(
+        finalizers_of("configmap", n, "raced"),
+        r#"["stack-test.example.com/a"]"#,
+        "the controller's change stands: unstick's stale list was not written"
+    );
+    release_finalizers("configmap/raced", n);
+    release_finalizers("configmap/live", n);
+}

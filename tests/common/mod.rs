@@ -226,12 +226,31 @@ pub fn wait_established(target: &[&str], resource: &str) {
     wait_until(Duration::from_secs(30), || kubectl(&["get", resource, "-A"]).code == 0);
 }
 
+/// Whether a failed write lost a race with another writer of the same object (another test
+/// binary installing the same fixture, or the API server's own status update): read it again
+/// and retry.
+fn lost_a_race(stderr: &str) -> bool {
+    stderr.contains("(Conflict)")
+        || stderr.contains("(AlreadyExists)")
+        || stderr.contains("the object has been modified")
+}
+
 /// Applies a fixture file of CRDs once per test binary and waits until `resource` is served.
+/// Idempotent and safe beside another binary applying the same file (`scripts/test.sh` applies
+/// every shared fixture first, through `tests/fixtures_setup.rs`): a create that lost to the other
+/// binary's (AlreadyExists) or a write that lost to another (Conflict) is tried again.
 fn ensure_applied(done: &'static OnceLock<()>, path: &str, resource: &str) {
     done.get_or_init(|| {
         let path = repo_root().join(path);
         let path = path.to_str().unwrap();
-        let result = kubectl(&["apply", "-f", path]);
+        let mut result = kubectl(&["apply", "-f", path]);
+        for _ in 0..20 {
+            if result.code == 0 || !lost_a_race(&result.stderr) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+            result = kubectl(&["apply", "-f", path]);
+        }
         assert_eq!(result.code, 0, "{}", result.stderr);
         wait_established(&["-f", path], resource);
     });
@@ -331,6 +350,100 @@ pub fn ensure_flux_crds() {
         "examples/crds/flux.yaml",
         "kustomizations.kustomize.toolkit.fluxcd.io",
     );
+}
+
+/// Runs kpt with the admin kubeconfig.
+pub fn kpt(args: &[&str]) -> Run {
+    let mut command = Command::new("kpt");
+    command.env("KUBECONFIG", &cluster().admin).args(args);
+    run(command, None)
+}
+
+/// Marks every field under `properties` as nullable, recursively.
+fn make_nullable(schema: &mut serde_json::Value) {
+    if let Some(properties) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) {
+        for property in properties.values_mut() {
+            property["nullable"] = serde_json::Value::Bool(true);
+            make_nullable(property);
+        }
+    }
+    if let Some(items) = schema.get_mut("items") {
+        make_nullable(items);
+    }
+}
+
+/// The CRD with every field under each version's `spec` and `status` nullable.
+fn with_nullable_spec_and_status(crd: &serde_json::Value) -> serde_json::Value {
+    let mut crd = crd.clone();
+    if let Some(versions) = crd["spec"]["versions"].as_array_mut() {
+        for version in versions {
+            let properties = &mut version["schema"]["openAPIV3Schema"]["properties"];
+            for part in ["spec", "status"] {
+                if properties.get(part).is_some() {
+                    make_nullable(&mut properties[part]);
+                }
+            }
+        }
+    }
+    crd
+}
+
+/// The name of kpt's ResourceGroup CRD.
+pub const RESOURCE_GROUP_CRD: &str = "resourcegroups.kpt.dev";
+
+/// Installs kpt's ResourceGroup CRD, past the 1.20 trap (/work/shared/trackers.md): kpt writes
+/// explicit nulls, which a 1.20 server rejects in typed fields unless they are nullable. So:
+/// `kpt live install-resource-group` when the CRD is missing, then `kubectl replace` with every
+/// field under spec and status nullable, until a fresh read shows the nullable schema. The one
+/// copy every test binary uses; idempotent and safe beside another binary doing the same (a
+/// replace that lost to another writer, Conflict, reads again), and done once per binary.
+pub fn ensure_resource_group() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(install_resource_group);
+}
+
+/// [`ensure_resource_group`] without the once-per-binary memo.
+pub fn install_resource_group() {
+    let mut last = String::new();
+    for _ in 0..40 {
+        let read = kubectl(&["get", "crd", RESOURCE_GROUP_CRD, "-o", "json"]);
+        if read.code != 0 {
+            assert!(read.stderr.contains("(NotFound)"), "{}", read.stderr);
+            let installed = kpt(&["live", "install-resource-group"]);
+            assert!(
+                installed.code == 0 || lost_a_race(&installed.stderr),
+                "kpt live install-resource-group: {}\n{}",
+                installed.stdout,
+                installed.stderr
+            );
+            continue;
+        }
+        let crd: serde_json::Value = serde_json::from_str(&read.stdout).unwrap();
+        let nullable = with_nullable_spec_and_status(&crd);
+        if nullable == crd {
+            wait_established(&[&format!("crd/{RESOURCE_GROUP_CRD}")], RESOURCE_GROUP_CRD);
+            return;
+        }
+        // The read's resourceVersion guards the replace: a lost race is a Conflict.
+        let replaced = kubectl_with_stdin(&["replace", "-f", "-"], Some(&nullable.to_string()));
+        if replaced.code != 0 {
+            assert!(lost_a_race(&replaced.stderr), "kubectl replace: {}", replaced.stderr);
+            last = replaced.stderr;
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+    panic!("the ResourceGroup CRD never got its nullable schema: {last}");
+}
+
+/// Installs every cluster-wide fixture that several test binaries share: the test CRDs
+/// (tests/fixtures/crds.yaml), the Flux stand-in CRDs (examples/crds/flux.yaml) and kpt's
+/// ResourceGroup CRD. `scripts/test.sh` runs it once (`tests/fixtures_setup.rs`) before any
+/// other test binary starts; each binary still calls the `ensure_*` it needs, which are
+/// idempotent, so that `cargo test --test NAME` works alone.
+pub fn install_shared_fixtures() {
+    ensure_crds();
+    ensure_flux_crds();
+    ensure_resource_group();
 }
 
 /// The sha256 of a file, as hex.
@@ -519,4 +632,64 @@ pub fn helm_release_in_status(namespace: &str, release: &str, manifest: &str, st
         "data": {"release": helm_release_data(&body)},
     });
     create(&secret.to_string());
+}
+
+/// A private tmux server (its own socket), killed when dropped.
+pub struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// A new server with a socket of its own.
+    pub fn new() -> Self {
+        Self {
+            socket: unique("stack-tmux"),
+        }
+    }
+
+    /// Runs a tmux command on this server.
+    pub fn run(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new("tmux")
+            .args(["-L", &self.socket, "-f", "/dev/null"])
+            .args(args)
+            .output()
+            .expect("tmux is installed (scripts/test.sh installs it)")
+    }
+
+    /// Starts `command` in a new session; its exit code is written to `exit_file`.
+    pub fn start(&self, session: &str, command: &str, exit_file: &std::path::Path) {
+        let script = format!("{command}; echo $? > {}; sleep 600", exit_file.display());
+        let started = self.run(&["new-session", "-d", "-s", session, "-x", "200", "-y", "50", &script]);
+        assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    }
+
+    /// What the session's pane shows.
+    pub fn screen(&self, session: &str) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", session]).stdout).into_owned()
+    }
+
+    /// Types keys into the session.
+    pub fn keys(&self, session: &str, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", session];
+        args.extend_from_slice(keys);
+        assert!(self.run(&args).status.success());
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+/// The exit code a command started by [`Tmux::start`] wrote to `file`; waits up to `timeout`.
+pub fn exit_code_in(file: &std::path::Path, timeout: Duration) -> i32 {
+    let mut code = None;
+    wait_until(timeout, || {
+        code = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok());
+        code.is_some()
+    });
+    code.unwrap()
 }
