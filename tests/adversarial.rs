@@ -72,7 +72,8 @@ metadata:
     assert!(exists("configmap", Some(n), "adopted"), "{}", run.stderr);
     // Kept by the first rule of the chain that holds: helm-controller's record has no `adopted`.
     assert!(
-        run.stderr.contains(&format!("kept: ConfigMap/{n}/adopted (not in Helm release {n}/h")),
+        run.stderr
+            .contains(&format!("kept: ConfigMap/{n}/adopted (not in Helm release {n}/h")),
         "{}",
         run.stderr
     );
