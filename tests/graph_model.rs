@@ -412,6 +412,32 @@ fn allow_cascade_deletes_a_crd_before_the_operator_its_victim_needs() {
         stray_ns.0
     ));
 
+    // --keep-cascading keeps the CRD, so `stray` stays: it keeps its operator too.
+    let held = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/op3",
+        "--keep-cascading",
+        "--dry-run",
+        "-o",
+        "json",
+    ])
+    .expect_code(0);
+    let lines = json_lines(&held.stdout);
+    let why = kept_reason(&lines, "CustomResourceDefinition", &resource).unwrap_or_else(|| panic!("{}", held.stdout));
+    assert!(why.starts_with("--keep-cascading"), "{why}");
+    assert_eq!(
+        kept_reason(&lines, "Deployment", "controller"),
+        Some(format!(
+            "needed by Gizmo.{group}/{}/stray, which is not pruned (inferred: finalizer)",
+            stray_ns.0
+        )),
+        "{}",
+        held.stdout
+    );
+    assert_eq!(wave_of(&lines, "Deployment", "controller"), None);
+
     let planned = stack(&[
         "prune",
         "-n",
