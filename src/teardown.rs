@@ -275,10 +275,12 @@ fn keep_out(graph: &Graph, targets: &mut BTreeMap<usize, String>, kept: &mut Vec
     }
 }
 
-/// For each planned node, the planned nodes it depends on directly.
+/// For each planned node, the planned nodes it needs directly, through the one edge set the keep
+/// rules read ([`crate::safeguards::needed_by_staying`]): declared, structural and inferred (a
+/// custom resource the re-check drops keeps the operator its finalizer names).
 fn planned_dependencies(graph: &Graph, planned: &HashSet<usize>) -> HashMap<ObjectId, Vec<ObjectId>> {
     let mut depends: HashMap<ObjectId, Vec<ObjectId>> = HashMap::new();
-    for edge in &graph.edges {
+    for edge in graph.all_edges().filter(|e| e.kind.is_need()) {
         if planned.contains(&edge.from) && planned.contains(&edge.to) {
             depends
                 .entry(graph.nodes[edge.from].id.clone())

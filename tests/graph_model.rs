@@ -706,3 +706,102 @@ webhooks:
     assert!(exists("deployment", Some(&t9), "hook-server"));
     assert!(exists("validatingwebhookconfiguration", None, &webhook));
 }
+
+/// Case 2 on the re-check's path: a custom resource the re-check drops from its wave (a keep
+/// marker added while an earlier wave waits) stays, so the operator its finalizer names is
+/// withheld from the later waves like every other dependency it has — not deleted under it.
+#[test]
+fn the_recheck_withholds_the_operator_of_a_custom_resource_it_drops() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm2r");
+    let f = flux.0.clone();
+    let run = unique("gm2r");
+    let group = own_group(&run);
+    let resource = format!("gizmos.{group}");
+    let op_ns = format!("{run}-op");
+    let finalizer = format!("{group}/cleanup");
+    let hold = "graphmodel.example.com/hold";
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &op_ns);
+    leftovers.object("namespace", &op_ns);
+    leftovers.object("crd", &resource);
+    let op = flux_labels("op", &f);
+    apply(&format!(
+        "{}{}{}",
+        kustomization("op", &f, ""),
+        crd(&group, "Gizmo", "gizmos", &op),
+        operator(&op_ns, "controller", &op),
+    ));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    // `first` (held by a finalizer, so its wave waits) goes before `late`.
+    apply(&format!(
+        r#"---
+apiVersion: {group}/v1
+kind: Gizmo
+metadata: {{name: late, namespace: {op_ns}, labels: {op}, finalizers: [{finalizer}]}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: first
+  namespace: {op_ns}
+  labels: {op}
+  finalizers: [{hold}]
+  annotations: {{config.kubernetes.io/depends-on: {group}/namespaces/{op_ns}/Gizmo/late}}
+"#
+    ));
+    let alive_ns = op_ns.clone();
+    let operator = StandIn::start(&resource, Some(&op_ns), "late", &finalizer, move || {
+        exists("deployment", Some(&alive_ns), "controller")
+    });
+
+    let child = spawn_stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/op",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    wait_until(Duration::from_secs(30), || is_terminating("configmap", &op_ns, "first"));
+    let kept = kubectl(&[
+        "annotate",
+        &resource,
+        "late",
+        "-n",
+        &op_ns,
+        "kustomize.toolkit.fluxcd.io/prune=disabled",
+    ]);
+    assert_eq!(kept.code, 0, "{}", kept.stderr);
+    release_finalizers("configmap/first", &op_ns);
+    let pruned = finish(child);
+    assert_eq!(operator.stop(), 0, "`late` was never deleted");
+    let lines = json_lines(&pruned.stdout);
+    assert!(
+        planned_wave(&lines, "Gizmo", "late") < planned_wave(&lines, "Deployment", "controller"),
+        "{}",
+        pruned.stdout
+    );
+    let dropped = |name: &str| {
+        lines
+            .iter()
+            .find(|e| e["type"] == "event" && e["change"] == "dropped" && e["name"] == name)
+            .and_then(|e| e["reason"].as_str())
+            .unwrap_or_else(|| panic!("{name} not dropped:\n{}\n{}", pruned.stdout, pruned.stderr))
+            .to_string()
+    };
+    assert!(dropped("late").contains("kustomize.toolkit.fluxcd.io/prune=disabled"));
+    assert_eq!(
+        dropped("controller"),
+        format!("needed by Gizmo.{group}/{op_ns}/late, which was not deleted")
+    );
+    assert_eq!(pruned.code, 5, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
+    assert!(!exists("configmap", Some(&op_ns), "first"));
+    assert!(exists(&resource, Some(&op_ns), "late"));
+    assert!(exists("deployment", Some(&op_ns), "controller"), "{}", pruned.stdout);
+    assert!(exists("crd", None, &resource));
+}
