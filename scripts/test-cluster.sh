@@ -100,7 +100,14 @@ build() {
   log "cached binaries in $CACHE"
 }
 
-pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# A process of this cluster is alive: its pid file names a live process whose command line names
+# this cluster's folder. A pid file copied with the folder (a worktree's `cp -al target`), or
+# a pid reused by another process, never makes `stop` kill another cluster or program.
+pid_alive() {
+  [ -f "$1" ] || return 1
+  local pid; pid=$(cat "$1")
+  kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$DIR/"
+}
 
 write_kubeconfig() {
   local file="$1" user="$2" token="$3"

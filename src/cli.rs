@@ -11,6 +11,22 @@ mod mapping;
 pub use duration::parse_duration;
 pub use mapping::{list_options, selection};
 
+/// Every command's help: what it does, usage, examples, then its own flags, then the connection
+/// flags under their own heading (kubectl shows a command's own flags and keeps the global ones
+/// apart), then exit codes.
+const HELP_TEMPLATE: &str = "{about-with-newline}\n{usage-heading} {usage}\n\n{before-help}{all-args}{after-help}";
+
+const TOP_EXAMPLES: &str = "Examples:
+  # what the Flux Kustomization flux-system/apps tracks, in every namespace
+  kubectl stack list -A --tracker flux=apps.flux-system
+  # what git no longer has, then prune it in dependency order
+  kubectl stack orphans -A --tracker flux=apps.flux-system -f ./clusters/prod/apps
+  kubectl stack prune -A --tracker flux=apps.flux-system -f ./clusters/prod/apps
+  # tear down a stack and what depends on it
+  kubectl stack prune -n flux-system kustomization/usage
+  # why objects hang on finalizers
+  kubectl stack stuck -A";
+
 /// Ordered, safe pruning and dependency graphs for GitOps stacks.
 #[derive(Debug, Parser)]
 #[command(
@@ -21,7 +37,10 @@ pub use mapping::{list_options, selection};
     long_about = "kubectl stack lists what a GitOps stack tracks (Flux, Argo CD, kapp, kpt, ApplySet, Helm), \
 shows which tracked objects git no longer has, draws the dependency graph, and prunes in dependency \
 order: dependents first, each wave fully gone before the next.",
-    after_help = "Exit codes: 0 ok, 1 found (orphans/stuck objects), 2 usage, 3 failed, 4 refused by a safety guard, \
+    help_template = HELP_TEMPLATE,
+    before_help = TOP_EXAMPLES,
+    after_help = "Connection flags (--kubeconfig, --context, TLS, impersonation, ...) are shown under Connection in every \
+command's help.\n\nExit codes: 0 ok, 1 found (orphans/stuck objects), 2 usage, 3 failed, 4 refused by a safety guard, \
 5 incomplete (a wave timed out or a delete failed), 6 dependency cycle, 130 interrupted."
 )]
 pub struct Cli {
@@ -37,66 +56,102 @@ pub struct Cli {
 #[derive(Debug, Clone, Args, Default)]
 pub struct GlobalArgs {
     /// Path to the kubeconfig file (default: $KUBECONFIG, several paths merged, else ~/.kube/config).
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(help_heading = "Connection", long, global = true, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
     /// The kubeconfig context to use.
-    #[arg(long, global = true, value_name = "NAME")]
+    #[arg(help_heading = "Connection", long, global = true, value_name = "NAME")]
     pub context: Option<String>,
     /// The kubeconfig cluster to use.
-    #[arg(long, global = true, value_name = "NAME")]
+    #[arg(help_heading = "Connection", long, global = true, value_name = "NAME")]
     pub cluster: Option<String>,
     /// The kubeconfig user to use.
-    #[arg(long, global = true, value_name = "NAME")]
+    #[arg(help_heading = "Connection", long, global = true, value_name = "NAME")]
     pub user: Option<String>,
+    // `-n`, `-A` and `-v` come after a command's own flags (before `-h`, which clap orders at
+    // 999); connection flags have their own heading.
     /// The namespace (default: the context's namespace).
-    #[arg(short = 'n', long, global = true, value_name = "NAMESPACE")]
+    #[arg(display_order = 990, short = 'n', long, global = true, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
     /// Look in every namespace.
-    #[arg(short = 'A', long = "all-namespaces", global = true)]
+    #[arg(display_order = 991, short = 'A', long = "all-namespaces", global = true)]
     pub all_namespaces: bool,
     /// User to impersonate.
-    #[arg(long = "as", global = true, value_name = "USER")]
+    #[arg(help_heading = "Connection", long = "as", global = true, value_name = "USER")]
     pub as_user: Option<String>,
     /// Group to impersonate (repeatable).
-    #[arg(long = "as-group", global = true, value_name = "GROUP")]
+    #[arg(help_heading = "Connection", long = "as-group", global = true, value_name = "GROUP")]
     pub as_group: Vec<String>,
     /// How long to wait for one API request ("0" waits forever), e.g. 30s, 1m.
-    #[arg(long = "request-timeout", global = true, value_name = "DURATION", value_parser = parse_duration, default_value = "0")]
+    #[arg(help_heading = "Connection", long = "request-timeout", global = true, value_name = "DURATION", value_parser = parse_duration, default_value = "0")]
     pub request_timeout: Duration,
     /// Log level: 0 warnings, 2 info, 4 debug, 6+ every request.
-    #[arg(short = 'v', long = "v", global = true, value_name = "LEVEL", default_value_t = 0)]
+    #[arg(
+        display_order = 992,
+        short = 'v',
+        long = "v",
+        global = true,
+        value_name = "LEVEL",
+        default_value_t = 0
+    )]
     pub verbosity: u8,
     /// Default cache directory: discovery is cached under DIR/discovery as kubectl caches it
     /// (default: $KUBECACHEDIR, else ~/.kube/cache).
-    #[arg(long = "cache-dir", global = true, value_name = "DIR")]
+    #[arg(help_heading = "Connection", long = "cache-dir", global = true, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// How far this command's discovery may rely on the disk cache (set per command, no flag).
     #[arg(skip)]
     pub discovery_cache: crate::discovery::CacheUse,
     /// The address of the API server (overrides the kubeconfig's; works without a kubeconfig).
-    #[arg(short = 's', long = "server", global = true, value_name = "URL")]
+    #[arg(
+        help_heading = "Connection",
+        short = 's',
+        long = "server",
+        global = true,
+        value_name = "URL"
+    )]
     pub server: Option<String>,
     /// Bearer token for the API server (overrides the kubeconfig user's credentials).
-    #[arg(long = "token", global = true, value_name = "TOKEN", hide_env_values = true)]
+    #[arg(
+        help_heading = "Connection",
+        long = "token",
+        global = true,
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
     pub token: Option<String>,
     /// Certificate authority file to verify the API server with.
-    #[arg(long = "certificate-authority", global = true, value_name = "FILE")]
+    #[arg(
+        help_heading = "Connection",
+        long = "certificate-authority",
+        global = true,
+        value_name = "FILE"
+    )]
     pub certificate_authority: Option<PathBuf>,
     /// Client certificate file for TLS authentication.
-    #[arg(long = "client-certificate", global = true, value_name = "FILE")]
+    #[arg(
+        help_heading = "Connection",
+        long = "client-certificate",
+        global = true,
+        value_name = "FILE"
+    )]
     pub client_certificate: Option<PathBuf>,
     /// Client key file for TLS authentication.
-    #[arg(long = "client-key", global = true, value_name = "FILE")]
+    #[arg(help_heading = "Connection", long = "client-key", global = true, value_name = "FILE")]
     pub client_key: Option<PathBuf>,
     /// Do not verify the API server's certificate (insecure).
-    #[arg(long = "insecure-skip-tls-verify", global = true, value_name = "BOOL", num_args = 0..=1,
+    #[arg(help_heading = "Connection", long = "insecure-skip-tls-verify", global = true, value_name = "BOOL", num_args = 0..=1,
           require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set, default_value_t = false)]
     pub insecure_skip_tls_verify: bool,
     /// Server name to verify the API server's certificate against (and to send as SNI).
-    #[arg(long = "tls-server-name", global = true, value_name = "NAME")]
+    #[arg(
+        help_heading = "Connection",
+        long = "tls-server-name",
+        global = true,
+        value_name = "NAME"
+    )]
     pub tls_server_name: Option<String>,
     /// UID to impersonate.
-    #[arg(long = "as-uid", global = true, value_name = "UID")]
+    #[arg(help_heading = "Connection", long = "as-uid", global = true, value_name = "UID")]
     pub as_uid: Option<String>,
 }
 
@@ -104,28 +159,30 @@ pub struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List the objects a stack tracks.
-    #[command(after_help = LIST_EXAMPLES)]
+    #[command(help_template = HELP_TEMPLATE, before_help = LIST_EXAMPLES)]
     List(ListArgs),
     /// Show the tracked objects that are no longer desired, each with the reason.
-    #[command(after_help = ORPHANS_EXAMPLES)]
+    #[command(help_template = HELP_TEMPLATE, before_help = ORPHANS_EXAMPLES, after_help = ORPHANS_AFTER)]
     Orphans(OrphansArgs),
     /// Show the dependency graph (live, or offline from manifests) and the deletion waves.
-    #[command(after_help = GRAPH_EXAMPLES)]
+    #[command(help_template = HELP_TEMPLATE, before_help = GRAPH_EXAMPLES)]
     Graph(GraphArgs),
     /// Delete orphans, or tear down whole stacks, in dependency order: dependents first, each
     /// wave fully gone (finalizers done) before the next.
-    #[command(after_help = PRUNE_EXAMPLES)]
+    #[command(help_template = HELP_TEMPLATE, before_help = PRUNE_EXAMPLES, after_help = PRUNE_AFTER)]
     Prune(PruneArgs),
     /// Diagnose objects stuck on finalizers: why they hang and what they belong to.
-    #[command(after_help = STUCK_EXAMPLES)]
+    #[command(help_template = HELP_TEMPLATE, before_help = STUCK_EXAMPLES, after_help = STUCK_AFTER)]
     Stuck(StuckArgs),
     /// Break glass: remove finalizers from objects already being deleted, with a backup.
-    #[command(after_help = UNSTICK_EXAMPLES)]
+    #[command(help_template = HELP_TEMPLATE, before_help = UNSTICK_EXAMPLES, after_help = UNSTICK_AFTER)]
     Unstick(UnstickArgs),
     /// Print a shell completion script (bash, zsh or fish) for `kubectl-stack`.
     #[command(
-        after_help = "Examples:\n  kubectl stack completion bash > /etc/bash_completion.d/kubectl-stack\n  \
-kubectl stack completion zsh > \"${fpath[1]}/_kubectl-stack\"\n\nFor `kubectl stack <TAB>`, put kubectl_complete-stack (shipped beside the binary) on PATH."
+        help_template = HELP_TEMPLATE,
+        before_help = "Examples:\n  kubectl stack completion bash > /etc/bash_completion.d/kubectl-stack\n  \
+kubectl stack completion zsh > \"${fpath[1]}/_kubectl-stack\"",
+        after_help = "For `kubectl stack <TAB>`, put kubectl_complete-stack (shipped beside the binary) on PATH."
     )]
     Completion {
         /// The shell.
@@ -147,9 +204,9 @@ const STUCK_EXAMPLES: &str = "Examples:
   # the objects of one stack
   kubectl stack stuck -A --tracker flux=usage.flux-system
   # exactly the blockers a prune reported
-  kubectl stack stuck -n shop databases.demo.kubectl-stack.dev/orders
+  kubectl stack stuck -n shop databases.demo.kubectl-stack.dev/orders";
 
-Exit codes: 0 nothing stuck, 1 stuck objects found, 2 usage, 3 failed.";
+const STUCK_AFTER: &str = "Exit codes: 0 nothing stuck, 1 stuck objects found, 2 usage, 3 failed.";
 
 const UNSTICK_EXAMPLES: &str = "Examples:
   # remove one finalizer from a custom resource whose operator is gone
@@ -157,10 +214,10 @@ const UNSTICK_EXAMPLES: &str = "Examples:
   # a namespace stuck on discovery failure: clear spec.finalizers through /finalize
   kubectl stack unstick namespace/shop --finalizer kubernetes
   # check with the server first
-  kubectl stack unstick -n shop database/orders --all-finalizers --dry-run=server
+  kubectl stack unstick -n shop database/orders --all-finalizers --dry-run=server";
 
-A backup of every object touched is written first (YAML, mode 0600; re-create with kubectl apply -f).
-Exit codes: 0 done, 2 usage, 3 failed, 4 refused, 5 incomplete (finalizers changed meanwhile).";
+const UNSTICK_AFTER: &str = "A backup of every object touched is written first (YAML, mode 0600; re-create with kubectl apply -f).
+Exit codes: 0 done (or declined at the prompt), 2 usage, 3 failed, 4 refused, 5 incomplete (finalizers changed meanwhile).";
 
 /// `kubectl stack stuck`.
 #[derive(Debug, Args)]
@@ -224,9 +281,9 @@ const PRUNE_EXAMPLES: &str = "Examples:
   # the orphans of a stack (same flags as `orphans`), asking first
   kubectl stack prune -A --tracker flux=apps.flux-system -f ./clusters/prod/apps
   # what the server would do, deleting nothing
-  kubectl stack prune -A --inventory flux=apps.flux-system --dry-run=server
+  kubectl stack prune -A --inventory flux=apps.flux-system --dry-run=server";
 
-Exit codes: 0 done, 2 usage, 3 failed, 4 refused (no --yes without a terminal, empty desired set),
+const PRUNE_AFTER: &str = "Exit codes: 0 done (or declined at the prompt), 2 usage, 3 failed, 4 refused (no --yes without a terminal, empty desired set),
 5 incomplete (a wave timed out or a delete failed: run the same command again to continue),
 6 dependency cycle, 130 interrupted.";
 
@@ -410,9 +467,10 @@ const ORPHANS_EXAMPLES: &str = "Examples:
   # Flux v1: objects of stack 'default' whose checksum is not the current one
   kubectl stack orphans -A --tracker flux-v1=default --checksum cf23df2207d9
   # from a kustomization, as JSON
-  kubectl kustomize ./overlays/prod | kubectl stack orphans -l app.kubernetes.io/part-of=shop -f - -o json
+  kubectl kustomize ./overlays/prod | kubectl stack orphans -l app.kubernetes.io/part-of=shop -f - -o json";
 
-Exit codes: 0 no orphans, 1 orphans found, 2 usage, 3 failed, 4 refused (empty desired set).";
+const ORPHANS_AFTER: &str =
+    "Exit codes: 0 no orphans, 1 orphans found, 2 usage, 3 failed, 4 refused (empty desired set).";
 
 /// Manifests on disk or stdin: `-f`/`-k`, shared by every command that reads them.
 #[derive(Debug, Clone, Args, Default)]
@@ -548,6 +606,78 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// The help as `kubectl stack [COMMAND] -h` (or `--help`) prints it.
+    fn help(args: &[&str]) -> String {
+        let mut argv = vec!["kubectl-stack"];
+        argv.extend_from_slice(args);
+        match Cli::try_parse_from(argv) {
+            Err(err) if err.kind() == clap::error::ErrorKind::DisplayHelp => err.to_string(),
+            other => panic!("{args:?} prints no help: {other:?}"),
+        }
+    }
+
+    /// Help that scans (issue 27 item 1): examples at the top, then the command's own flags,
+    /// then the connection flags under their own heading, never interleaved.
+    #[test]
+    fn help_shows_examples_then_own_flags_then_connection_flags() {
+        const CONNECTION: [&str; 13] = [
+            "--kubeconfig",
+            "--context",
+            "--cluster",
+            "--user",
+            "--as <",
+            "--as-group",
+            "--as-uid",
+            "--request-timeout",
+            "--server",
+            "--token",
+            "--certificate-authority",
+            "--client-key",
+            "--insecure-skip-tls-verify",
+        ];
+        let own: [(&str, &str); 7] = [
+            ("list", "--selector"),
+            ("orphans", "--show-skipped"),
+            ("graph", "--members"),
+            ("prune", "--yes"),
+            ("stuck", "--tracker"),
+            ("unstick", "--finalizer"),
+            ("completion", "<SHELL>"),
+        ];
+        for (command, flag) in own {
+            for long in [false, true] {
+                let text = help(&[command, if long { "--help" } else { "-h" }]);
+                let at = |needle: &str| {
+                    text.find(needle)
+                        .unwrap_or_else(|| panic!("{command}: no {needle:?} in\n{text}"))
+                };
+                let connection = at("\nConnection:\n");
+                assert!(
+                    at("Usage:") < at("Examples:"),
+                    "{command}: usage, then examples\n{text}"
+                );
+                assert!(
+                    at("Examples:") < at("\nOptions:\n"),
+                    "{command}: examples first\n{text}"
+                );
+                assert!(
+                    at(flag) < connection,
+                    "{command}: {flag} before the connection flags\n{text}"
+                );
+                assert!(at("--namespace") < connection, "{command}\n{text}");
+                for connection_flag in CONNECTION {
+                    assert!(
+                        at(connection_flag) > connection,
+                        "{command}: {connection_flag} under Connection\n{text}"
+                    );
+                }
+            }
+        }
+        let top = help(&["-h"]);
+        assert!(top.find("Examples:") < top.find("Commands:"), "{top}");
+        assert!(top.find("\nConnection:\n") > top.find("--namespace"), "{top}");
     }
 
     #[test]

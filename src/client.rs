@@ -243,7 +243,13 @@ pub fn build_config(resolved: Resolved, args: &ConnectOptions, proxy_env: &Proxy
         UserError::failed("the kubeconfig's cluster has no server")
             .hint("pass --server URL, or --context/--cluster naming a cluster with a server")
     })?;
-    let cluster_url = server_uri(&server)?;
+    let bare = without_userinfo(&server);
+    if bare != server {
+        tracing::warn!(
+            "the credentials in the server URL are ignored (never sent, never printed): give them as a kubeconfig user"
+        );
+    }
+    let cluster_url = server_uri(&bare)?;
     let mut config = Config::new(cluster_url.clone());
     config.default_namespace = namespace;
     config.root_cert = certificate_authority(&cluster)?;
@@ -278,6 +284,19 @@ pub fn build_config(resolved: Resolved, args: &ConnectOptions, proxy_env: &Proxy
 }
 
 /// The server URL; one without a scheme is taken as `https://`.
+/// A URL without the `user:password@` it may carry: what is printed in messages.
+pub fn without_userinfo(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    if scheme.is_empty() {
+        format!("{host}{path}")
+    } else {
+        format!("{scheme}://{host}{path}")
+    }
+}
+
 fn server_uri(server: &str) -> Result<http::Uri, UserError> {
     let text = if server.contains("://") {
         server.to_string()
@@ -288,7 +307,8 @@ fn server_uri(server: &str) -> Result<http::Uri, UserError> {
         .ok()
         .filter(|uri| uri.host().is_some())
         .ok_or_else(|| {
-            UserError::usage(format!("invalid server URL {server:?}")).hint("e.g. --server https://HOST:6443")
+            UserError::usage(format!("invalid server URL {:?}", without_userinfo(server)))
+                .hint("e.g. --server https://HOST:6443")
         })
 }
 
@@ -331,7 +351,7 @@ fn check_readable(what: &str, path: Option<&str>) -> Result<(), UserError> {
 /// Connects with the kubectl-style flags. No request is sent yet (an exec credential plugin runs).
 pub async fn connect(args: &ConnectOptions) -> Result<Connection, UserError> {
     let (config, user) = client_config(args).await?;
-    let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
+    let server = without_userinfo(config.cluster_url.to_string().trim_end_matches('/'));
     let namespace = config.default_namespace.clone();
     let exec_command = config.auth_info.exec.as_ref().and_then(|e| e.command.clone());
     let client =
@@ -544,5 +564,17 @@ users:
             ..env
         };
         assert_eq!(build_config(resolved, &args, &bypass).unwrap().proxy_url, None);
+    }
+
+    #[test]
+    fn a_password_in_the_server_url_is_never_printed() {
+        assert_eq!(
+            without_userinfo("https://admin:SECRET@127.0.0.1:6443/k8s"),
+            "https://127.0.0.1:6443/k8s"
+        );
+        assert_eq!(without_userinfo("https://h:6443"), "https://h:6443");
+        assert_eq!(without_userinfo("admin:SECRET@h:6443"), "h:6443");
+        let refused = server_uri("https://admin:SECRET@").unwrap_err();
+        assert!(!refused.message.contains("SECRET"), "{}", refused.message);
     }
 }

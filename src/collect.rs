@@ -45,6 +45,42 @@ pub fn drop_content_annotations(meta: &mut ObjectMeta) {
     }
 }
 
+/// The annotation keys of a Secret whose values are printed: the trackers' marks and options
+/// (names, ids, waves, policies — what kubectl-stack reads), by prefix, and the ServiceAccount a
+/// token Secret belongs to. A Secret's other annotation values are replaced with
+/// [`REDACTED`]: a blocklist of encodings (base64 wrapped or unpadded, flow YAML, a JSON array)
+/// always misses one, so for Secrets only what is known to be safe is shown.
+const SAFE_SECRET_ANNOTATIONS: [&str; 13] = [
+    "meta.helm.sh/",
+    "helm.sh/",
+    "argocd.argoproj.io/",
+    "kapp.k14s.io/",
+    "config.kubernetes.io/",
+    "config.k8s.io/",
+    "applyset.kubernetes.io/",
+    "kustomize.toolkit.fluxcd.io/",
+    "helm.toolkit.fluxcd.io/",
+    "fluxcd.io/",
+    "cli-utils.sigs.k8s.io/",
+    "kubernetes.io/service-account.",
+    "kustomize.config.k8s.io/",
+];
+
+/// What a Secret's annotation value not known to be safe is replaced with.
+pub const REDACTED: &str = "<redacted: a Secret's annotation>";
+
+/// Replaces the value of every annotation of a Secret that is not a tracker's mark or option
+/// (see [`SAFE_SECRET_ANNOTATIONS`]).
+fn redact_secret_annotations(meta: &mut ObjectMeta) {
+    for (key, value) in meta.annotations.iter_mut().flatten() {
+        let safe = SAFE_SECRET_ANNOTATIONS.iter().any(|prefix| key.starts_with(prefix))
+            && !key.starts_with(KAPP_ORIGINAL_PREFIX);
+        if !safe {
+            *value = REDACTED.to_string();
+        }
+    }
+}
+
 fn carries_content(key: &str, value: &str) -> bool {
     CONTENT_ANNOTATIONS.contains(&key)
         || key.starts_with(KAPP_ORIGINAL_PREFIX)
@@ -111,6 +147,9 @@ impl Listed {
     pub fn new(kind: Arc<KindInfo>, mut meta: ObjectMeta) -> Self {
         meta.managed_fields = None;
         drop_content_annotations(&mut meta);
+        if kind.group.is_empty() && kind.kind == "Secret" {
+            redact_secret_annotations(&mut meta);
+        }
         Self { kind, meta }
     }
 
@@ -415,6 +454,69 @@ mod tests {
     fn base64(text: &str) -> String {
         use base64::Engine;
         base64::engine::general_purpose::STANDARD.encode(text)
+    }
+
+    #[test]
+    fn a_secrets_annotations_show_only_what_is_known_to_be_safe() {
+        use base64::Engine;
+        let secret = r#"{"apiVersion":"v1","kind":"Secret","data":{"password":"c2VjcmV0LXZhbHVl"}}"#;
+        let wrapped: String = base64(secret)
+            .as_bytes()
+            .chunks(76)
+            .map(|line| String::from_utf8_lossy(line).to_string() + "\n")
+            .collect();
+        let hostile = [
+            ("example.com/wrapped", wrapped),
+            (
+                "example.com/unpadded",
+                base64::engine::general_purpose::STANDARD_NO_PAD.encode(secret),
+            ),
+            (
+                "example.com/flow",
+                "{apiVersion: v1, kind: Secret, data: {password: c2VjcmV0LXZhbHVl}}".to_string(),
+            ),
+            ("example.com/array", format!("[{secret}]")),
+            ("example.com/plain", "password=secret-value".to_string()),
+        ];
+        let safe = [
+            ("meta.helm.sh/release-name", "web"),
+            ("argocd.argoproj.io/tracking-id", "shop:/Secret:web/db"),
+            ("kubernetes.io/service-account.name", "builder"),
+            ("config.k8s.io/owning-inventory", "inv-1"),
+        ];
+        let annotations: BTreeMap<String, String> = hostile
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .chain(safe.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+            .collect();
+        let meta = ObjectMeta {
+            name: Some("db".into()),
+            annotations: Some(annotations.clone()),
+            ..Default::default()
+        };
+        let kind = |k: &str| Arc::new(crate::fixtures::kind("", k, true));
+        let listed = Listed::new(kind("Secret"), meta.clone());
+        let printed = serde_json::to_string(&listed.meta).unwrap();
+        for needle in ["c2VjcmV0LXZhbHVl", "secret-value", "eyJhcGlWZXJzaW9u", "apiVersion"] {
+            assert!(!printed.contains(needle), "{needle} in {printed}");
+        }
+        let kept = listed.meta.annotations.unwrap();
+        for (key, value) in safe {
+            assert_eq!(kept[key], value);
+        }
+        for (key, _) in &hostile {
+            assert!(
+                kept.get(*key).is_none_or(|v| v == REDACTED),
+                "{key}: {:?}",
+                kept.get(*key)
+            );
+        }
+        // Other kinds keep their annotations (only serialized objects are dropped).
+        let config_map = Listed::new(kind("ConfigMap"), meta);
+        assert_eq!(
+            config_map.meta.annotations.unwrap()["example.com/plain"],
+            "password=secret-value"
+        );
     }
 
     #[test]

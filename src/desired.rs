@@ -250,7 +250,9 @@ fn name_rule(group: &str, kind: &str) -> NameRule {
     }
 }
 
-fn is_dns_label(text: &str) -> bool {
+/// Whether a text is a DNS-1123 label (a Namespace's name: lower-case alphanumerics and `-`,
+/// at most 63, starting and ending alphanumeric).
+pub fn is_dns_label(text: &str) -> bool {
     let bytes = text.as_bytes();
     let inner_ok = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-';
     let edge_ok = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();

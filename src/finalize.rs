@@ -167,6 +167,35 @@ fn string_list(value: Option<&Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// What reading an object again says of a PATCH whose answer was lost.
+enum Landed {
+    /// The object has exactly the finalizers the PATCH asked for: it was applied.
+    Applied,
+    /// The object is gone (its last finalizer was removed, and it was deleted).
+    Gone,
+}
+
+/// For a PATCH that failed without an answer from the API (not an API status: a reset or a
+/// timeout), reads the object again: `Some` when it shows what the PATCH did, `None` when the
+/// PATCH did not land (or it cannot be told), and the error stands.
+async fn outcome_of_lost_patch(
+    api: &kube::Api<DynamicObject>,
+    name: &str,
+    before: &DynamicObject,
+    remaining: &[String],
+    err: &kube::Error,
+) -> Option<Landed> {
+    if matches!(err, kube::Error::Api(_)) {
+        return None;
+    }
+    match with_retries("get", || api.get_opt(name)).await {
+        Ok(None) => Some(Landed::Gone),
+        Ok(Some(now)) if now.metadata.uid != before.metadata.uid => Some(Landed::Gone),
+        Ok(Some(now)) => (now.metadata.finalizers.clone().unwrap_or_default() == remaining).then_some(Landed::Applied),
+        Err(_) => None,
+    }
+}
+
 /// Applies the change: the guarded JSON patch on `metadata.finalizers`, then, for a namespace,
 /// `PUT /finalize` with `spec.finalizers` reduced. Between the two steps the namespace is read
 /// again (the patch changed its resourceVersion): if its UID or `spec.finalizers` changed
@@ -188,9 +217,20 @@ pub async fn apply_change(
             dry_run,
             ..Default::default()
         };
-        api.patch(&name, &params, &Patch::Json::<()>(patch))
-            .await
-            .map_err(|err| stopped(&done, classify(&err)))?;
+        if let Err(err) = api.patch(&name, &params, &Patch::Json::<()>(patch)).await {
+            // An answer lost on the way back (a reset, a timeout): the server may have acted.
+            // What is true is read again, never guessed.
+            match outcome_of_lost_patch(&api, &name, object, &change.remaining, &err).await {
+                Some(Landed::Gone) => {
+                    done.gone = true;
+                    return Ok(done);
+                }
+                Some(Landed::Applied) => {
+                    tracing::info!("{name}: the PATCH's answer was lost, and reading it again shows it was applied")
+                }
+                None => return Err(stopped(&done, classify(&err))),
+            }
+        }
         done.metadata_removed = change
             .current
             .iter()

@@ -15,6 +15,25 @@
 
 #![warn(missing_docs)]
 
+/// Writes a line to stderr (progress, warnings, hints), like `eprintln!` but never panicking: a
+/// closed stderr (`2>&1 | head`) must not turn a prune into a panic halfway through its waves.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// [`say!`] without the newline.
+#[macro_export]
+macro_rules! say_part {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod bystanders;
 pub mod cascade;
 pub mod classify;
@@ -77,6 +96,12 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> ExitCode {
     if cli.global.namespace.as_deref() == Some("") {
         cli.global.namespace = None;
     }
+    if let Some(namespace) = cli.global.namespace.as_deref().filter(|n| !desired::is_dns_label(n)) {
+        say!(
+            "error: invalid namespace {namespace:?}: a namespace is a DNS-1123 label (lower-case letters, digits and '-', at most 63)"
+        );
+        return ExitCode::from(exit::USAGE);
+    }
     init_logging(cli.global.verbosity);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -85,26 +110,31 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(err) => {
-            eprintln!("error: cannot start the async runtime: {err}");
+            crate::say!("error: cannot start the async runtime: {err}");
             return ExitCode::from(exit::FAILED);
         }
     };
-    match runtime.block_on(commands::dispatch(cli)) {
-        Ok(code) => ExitCode::from(code),
-        Err(err) => ExitCode::from(report(&err)),
+    let destructive = matches!(cli.command, cli::Command::Prune(_) | cli::Command::Unstick(_));
+    let code = match runtime.block_on(commands::dispatch(cli)) {
+        Ok(code) => code,
+        Err(err) => report(&err),
+    };
+    if destructive && render::stdout_closed() {
+        say!("note: stdout was closed before the end: some of the output was not written (the exit code is the command's own)");
     }
+    ExitCode::from(code)
 }
 
 /// Prints an error (and its hint) on stderr; returns the exit code it calls for.
 fn report(err: &anyhow::Error) -> u8 {
     if let Some(user_error) = err.downcast_ref::<UserError>() {
-        eprintln!("error: {}", user_error.message);
+        crate::say!("error: {}", user_error.message);
         if let Some(hint) = &user_error.hint {
-            eprintln!("hint: {hint}");
+            crate::say!("hint: {hint}");
         }
         return user_error.code;
     }
-    eprintln!("error: {err:#}");
+    crate::say!("error: {err:#}");
     exit::FAILED
 }
 
@@ -125,6 +155,8 @@ fn init_logging(verbosity: u8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // A closed stderr (`2>&1 | head`) is not reported with `eprintln!`, which panics.
+        .log_internal_errors(false)
         .event_format(logging::PlainFormat {
             color: render::color_allowed(),
         })

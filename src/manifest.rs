@@ -245,12 +245,10 @@ fn manifest_entries(path: &Path, reading: Reading) -> Result<Vec<Entry>, UserErr
     let mut entries = Vec::new();
     let mut pending = vec![path.to_path_buf()];
     while let Some(dir) = pending.pop() {
-        if reading == Reading::Desired {
-            if kustomization_in(&dir).is_some() {
-                tracing::info!("{}: built with kustomize, as Flux builds it", dir.display());
-                entries.push(Entry::Kustomization(dir));
-                continue;
-            }
+        if reading == Reading::Desired && kustomization_in(&dir).is_some() {
+            tracing::info!("{}: built with kustomize, as Flux builds it", dir.display());
+            entries.push(Entry::Kustomization(dir));
+            continue;
         }
         let listing =
             std::fs::read_dir(&dir).map_err(|err| UserError::usage(format!("cannot read {}: {err}", dir.display())))?;

@@ -112,6 +112,9 @@ pub async fn find(
     )
     .await;
     warn_unlisted(&collection, session)?;
+    if desired.recorded.is_none() && manifests.is_some() {
+        refuse_missing_stack(&selection, &collection, session).await?;
+    }
     if manifests.is_some() && judged_by_labels(&desired) {
         refuse_several_stacks(&collection.objects, &selection)?;
     }
@@ -205,7 +208,12 @@ fn stacks_among(objects: &[Listed]) -> Vec<String> {
         }
         at
     }
-    for object in objects {
+    // An object marked by name only (no namespace) is never judged (ambiguous): its mark names
+    // no one stack.
+    for object in objects
+        .iter()
+        .filter(|o| crate::trackers::ambiguous_mark(&o.meta).is_none())
+    {
         let keys: Vec<usize> = marks(&object.meta)
             .into_iter()
             .map(|mark| {
@@ -252,7 +260,9 @@ pub async fn tracker_record(selection: &Selection, session: &Session) -> Result<
         tracing::info!("comparing with {}", recorded.name());
         return Ok(found);
     }
-    if has_record(tracker.preset) {
+    // A named Flux stack without a record is reported once its objects are listed
+    // ([`refuse_missing_stack`]): not found, or judged by its labels.
+    if has_record(tracker.preset) && !names_flux_stack(selection) {
         tracing::warn!(
             "no {} record read for {}: falling back to its labels and annotations (name the stack, e.g. --tracker {}=NAME, to compare with what the tool recorded)",
             tracker.preset.name(),
@@ -261,6 +271,67 @@ pub async fn tracker_record(selection: &Selection, session: &Session) -> Result<
         );
     }
     Ok(found)
+}
+
+/// Whether `--tracker` names one Flux Kustomization or HelmRelease (`flux=NAME[.NS]`).
+fn names_flux_stack(selection: &Selection) -> bool {
+    selection
+        .tracker
+        .as_ref()
+        .is_some_and(|t| t.value.is_some() && t.preset.flux_kind().is_some())
+}
+
+/// A Flux stack `--tracker` names whose record was not read: when its Kustomization (or
+/// HelmRelease) does not exist and no object carries its mark in scope, it is not found (exit 3,
+/// as with `--inventory`), never "no orphans among 0 tracked objects"; when objects still carry
+/// its mark, they are judged by their labels, and the user is told why.
+async fn refuse_missing_stack(
+    selection: &Selection,
+    collection: &Collection,
+    session: &Session,
+) -> Result<(), UserError> {
+    let Some(tracker) = selection.tracker.as_ref().filter(|_| names_flux_stack(selection)) else {
+        return Ok(());
+    };
+    let (Some((group, kind)), Some(value)) = (tracker.preset.flux_kind(), tracker.value.as_ref()) else {
+        return Ok(());
+    };
+    let namespace = value
+        .namespace
+        .clone()
+        .unwrap_or_else(|| session.connection.namespace.clone());
+    let stack = format!("{kind} {namespace}/{}", value.name);
+    let (state, missing) = match session.catalog.get(group, kind) {
+        None => (format!("{stack} not found (the cluster does not serve {kind}s)"), true),
+        Some(info) => {
+            let api = crate::collect::api_for(&session.connection.client, info, Some(&namespace));
+            match crate::retry::with_retries("get", || api.get_metadata_opt(&value.name)).await {
+                Ok(None) => (format!("{stack} not found"), true),
+                Ok(Some(_)) if kind == "Kustomization" => (format!("{stack} has no status.inventory"), false),
+                Ok(Some(_)) => (format!("{stack} has no Helm release to read"), false),
+                Err(err) => (
+                    format!(
+                        "{stack} could not be read ({})",
+                        session.connection.explain(&err).message
+                    ),
+                    false,
+                ),
+            }
+        }
+    };
+    let found = collection.objects.len();
+    if missing && found == 0 {
+        return Err(UserError::failed(state).hint(format!(
+            "check the name and namespace (`kubectl get {}s -A`); NAME.NAMESPACE names another namespace, e.g. --tracker {}={}.flux-system",
+            kind.to_lowercase(),
+            tracker.preset.name(),
+            value.name
+        )));
+    }
+    tracing::warn!(
+        "{state}: the {found} object(s) that carry its mark in scope are judged by their labels and annotations"
+    );
+    Ok(())
 }
 
 /// Whether the preset's tool keeps a record of what it applied that bounds what it prunes.

@@ -181,10 +181,26 @@ pub fn parse(document: &Value) -> Result<Saved, String> {
     })
 }
 
+/// The largest plan file read: a plan of 100,000 objects is about 30 MiB.
+const MAX_PLAN_BYTES: u64 = 256 << 20;
+
 /// Reads a saved plan from a file.
 pub fn read(path: &Path) -> Result<Saved, UserError> {
-    let content = std::fs::read_to_string(path)
-        .map_err(|err| UserError::failed(format!("cannot read the plan {}: {err}", path.display())))?;
+    use std::io::Read;
+    let cannot = |err: std::io::Error| UserError::failed(format!("cannot read the plan {}: {err}", path.display()));
+    let mut content = String::new();
+    std::fs::File::open(path)
+        .map_err(cannot)?
+        .take(MAX_PLAN_BYTES + 1)
+        .read_to_string(&mut content)
+        .map_err(cannot)?;
+    if content.len() as u64 > MAX_PLAN_BYTES {
+        return Err(UserError::usage(format!(
+            "{} is larger than {} MiB: not a plan kubectl-stack wrote",
+            path.display(),
+            MAX_PLAN_BYTES >> 20
+        )));
+    }
     let document: Value = serde_json::from_str(&content)
         .map_err(|err| UserError::usage(format!("{} is not JSON: {err}", path.display())))?;
     parse(&document).map_err(|why| UserError::usage(format!("{}: {why}", path.display())))
@@ -202,7 +218,7 @@ pub fn refuse_other_desired(saved: &Saved, now: Option<&str>) -> Result<(), User
         (Some(_), None) => "the plan was made from a desired set (-f/-k/--inventory), and none is given now",
         (None, Some(_)) => "the plan records no desired set to compare with the one given now",
     };
-    eprintln!("changed: {why}");
+    crate::say!("changed: {why}");
     Err(UserError::refused(format!("{why}: nothing was deleted"))
         .hint("give the same -f/-k/--inventory flags as for --plan-out, or save a new plan with --plan-out"))
 }

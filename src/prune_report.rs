@@ -121,13 +121,13 @@ pub fn print_plan(plan: &PrunePlan, format: Format, wide: bool) -> Result<(), Us
             render::emit(&cascades_text(&plan.cascades))?;
             render::emit(&parents_text(&plan.parents))?;
             for kept in &plan.kept {
-                eprintln!("kept: {} ({})", kept.id, kept.reason);
+                crate::say!("kept: {} ({})", kept.id, kept.reason);
             }
             for warning in &plan.warnings {
-                eprintln!("warning: {warning}");
+                crate::say!("warning: {warning}");
             }
             if plan.count() > 0 {
-                eprint!("{}", plan_summary(plan));
+                crate::say_part!("{}", plan_summary(plan));
             }
             Ok(())
         }
@@ -221,7 +221,7 @@ impl Progress {
     fn say(&self, line: String) {
         match &self.bar {
             Some(bar) => bar.println(line),
-            None => eprintln!("{line}"),
+            None => crate::say!("{line}"),
         }
     }
 
@@ -293,7 +293,7 @@ impl Observer for Progress {
         };
         match &self.bar {
             Some(bar) => bar.set_message(format!("waiting for {}{more}", shown.join("; "))),
-            None => eprintln!(
+            None => crate::say!(
                 "wave {wave}: waiting for {} object(s): {}{more}",
                 left.len(),
                 shown.join("; ")
@@ -303,7 +303,7 @@ impl Observer for Progress {
 
     fn wave_done(&mut self, wave: usize, elapsed: Duration) {
         self.clear();
-        eprintln!("wave {wave}: gone in {:.1}s", elapsed.as_secs_f64());
+        crate::say!("wave {wave}: gone in {:.1}s", elapsed.as_secs_f64());
     }
 }
 
@@ -388,18 +388,21 @@ pub fn finish(progress: &Progress, ending: &Ending, format: Format) -> Result<u8
     }
     match ending.outcome {
         Outcome::DeleteFailed { wave } => {
-            eprintln!("error: {failed} delete(s) failed in wave {wave}; later waves were not started (nothing they depend on was deleted)");
-            eprintln!("hint: fix the cause above, then run the same command again to continue");
+            crate::say!("error: {failed} delete(s) failed in wave {wave}; later waves were not started (nothing they depend on was deleted)");
+            crate::say!("hint: fix the cause above, then run the same command again to continue");
         }
         Outcome::TimedOut { wave, blockers } => {
             report_blockers(*wave, blockers, ending.wave_timeout);
             report_recreating_parents(blockers, &ending.plan.parents);
         }
-        Outcome::Interrupted { wave } => eprintln!("interrupted in wave {wave}: no further deletes were started"),
-        Outcome::Completed if failed > 0 => eprintln!("error: {failed} delete(s) failed"),
+        // "interrupted: ..." was said when Ctrl-C came; once is enough.
+        Outcome::Interrupted { wave } => crate::say!(
+            "hint: wave {wave} did not finish and later waves were not started; run the same command again to continue"
+        ),
+        Outcome::Completed if failed > 0 => crate::say!("error: {failed} delete(s) failed"),
         Outcome::Completed if dropped > 0 => {
-            eprintln!("error: {dropped} planned object(s) changed after the plan and were not deleted (see \"dropped\" above)");
-            eprintln!("hint: review them, then run the same command again to plan anew");
+            crate::say!("error: {dropped} planned object(s) changed after the plan and were not deleted (see \"dropped\" above)");
+            crate::say!("hint: review them, then run the same command again to plan anew");
         }
         Outcome::Completed => {}
     }
@@ -412,17 +415,17 @@ pub fn report_suspended(suspended: &[&Suspended]) {
     if suspended.is_empty() {
         return;
     }
-    eprintln!(
+    crate::say!(
         "warning: {} object(s) were suspended by this run and are still suspended (their controller does not reconcile them):",
         suspended.len()
     );
     for entry in suspended {
-        eprintln!("  {}: resume with: {}", entry.id, entry.resume_command());
+        crate::say!("  {}: resume with: {}", entry.id, entry.resume_command());
     }
 }
 
 fn report_blockers(wave: usize, blockers: &[Blocker], timeout: Duration) {
-    eprintln!(
+    crate::say!(
         "error: wave {wave} was not gone within {}s; later waves were not started (nothing these objects depend on was deleted)",
         timeout.as_secs()
     );
@@ -443,7 +446,7 @@ fn report_blockers(wave: usize, blockers: &[Blocker], timeout: Duration) {
             ]
         })
         .collect();
-    eprint!(
+    crate::say_part!(
         "{}",
         render::table(
             &["KIND", "NAMESPACE", "NAME", "TERMINATING", "FINALIZERS", "TRACKED-BY"],
@@ -451,18 +454,19 @@ fn report_blockers(wave: usize, blockers: &[Blocker], timeout: Duration) {
         )
     );
     for command in stuck_commands(blockers) {
-        eprintln!("hint: inspect them with: {command}");
+        crate::say!("hint: inspect them with: {command}");
     }
-    eprintln!("hint: when they are gone, run the same prune command again to continue");
+    crate::say!("hint: when they are gone, run the same prune command again to continue");
 }
 
 /// Names the live parent of a blocker, which re-creates it for as long as it lives.
 fn report_recreating_parents(blockers: &[Blocker], parents: &[Parent]) {
     for blocker in blockers {
         for parent in parents.iter().filter(|p| p.applies.contains(&blocker.target.id)) {
-            eprintln!(
+            crate::say!(
                 "hint: {} is applied by {}, which is not torn down: it re-creates it while it lives",
-                blocker.target.id, parent.id
+                blocker.target.id,
+                parent.id
             );
         }
     }
@@ -490,7 +494,7 @@ pub fn stuck_commands(blockers: &[Blocker]) -> Vec<String> {
 
 /// Says where a plan was saved (`--plan-out`), how to run it, and what running it will need.
 pub fn report_saved(path: &std::path::Path, plan: &PrunePlan) {
-    eprintln!(
+    crate::say!(
         "Plan saved to {}: {} object(s) in {} wave(s); nothing was deleted. Run it with: kubectl stack prune --plan {}",
         path.display(),
         plan.count(),
@@ -498,10 +502,10 @@ pub fn report_saved(path: &std::path::Path, plan: &PrunePlan) {
         path.display()
     );
     if !plan.cascades.is_empty() {
-        eprintln!("note: running it needs --allow-cascade (see the cascade victims above), or save it again with --keep-cascading");
+        crate::say!("note: running it needs --allow-cascade (see the cascade victims above), or save it again with --keep-cascading");
     }
     if !crate::parents::not_held(&plan.parents).is_empty() {
-        eprintln!("note: running it needs the parents above held (suspended, or --suspend-parents)");
+        crate::say!("note: running it needs the parents above held (suspended, or --suspend-parents)");
     }
 }
 

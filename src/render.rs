@@ -9,15 +9,32 @@ use serde::Serialize;
 
 use crate::error::UserError;
 
-/// Writes data to stdout. A closed pipe (`| head`) ends the program quietly, as kubectl does.
+/// Whether stdout was found closed (`| head -n 1`): what is left to print is dropped.
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Writes data to stdout. A closed pipe (`| head`) never ends the program: the work goes on (a
+/// prune's waves are not cut short by its reader going away), its progress still on stderr, and
+/// the exit code is the work's own. What was not written is said once, on stderr, at the end
+/// (see [`stdout_closed`]).
 pub fn emit(text: &str) -> Result<(), UserError> {
+    if stdout_closed() {
+        return Ok(());
+    }
     let mut stdout = std::io::stdout().lock();
     let written = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
     match written {
         Ok(()) => Ok(()),
-        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => {
+            STDOUT_CLOSED.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        }
         Err(err) => Err(UserError::failed(format!("cannot write output: {err}"))),
     }
+}
+
+/// Whether stdout was closed while the command ran (and so some of its output was dropped).
+pub fn stdout_closed() -> bool {
+    STDOUT_CLOSED.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// A kubectl-style table: upper-case headers, no borders, three spaces between columns.

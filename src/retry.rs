@@ -150,6 +150,32 @@ where
     retry(what, budget(), attempts, operation).await
 }
 
+/// Set once the run is interrupted (Ctrl-C, SIGTERM): no request is tried again after that.
+static CANCELLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Stops every retry now and from now on: an interrupted run sends nothing more on its own.
+pub fn cancel_retries() {
+    CANCELLED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn cancelled() -> bool {
+    CANCELLED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Sleeps for `delay`, waking early when the retries are cancelled; whether they were.
+async fn sleep_unless_cancelled(delay: Duration) -> bool {
+    const SLICE: Duration = Duration::from_millis(50);
+    let until = Instant::now() + delay;
+    while !cancelled() {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        tokio::time::sleep(left.min(SLICE)).await;
+    }
+    true
+}
+
 async fn retry<T, F, Fut>(what: &str, budget: Duration, attempts: u32, mut operation: F) -> Result<T, kube::Error>
 where
     F: FnMut() -> Fut,
@@ -169,8 +195,15 @@ where
                 let delay = server_delay(&err)
                     .unwrap_or_else(|| jittered(backoff_delay(attempt)))
                     .min(left);
+                if cancelled() {
+                    tracing::info!("{what}: transient failure ({err}); not retried: interrupted");
+                    return Err(err);
+                }
                 tracing::info!("{what}: transient failure ({err}); retrying in {delay:?}");
-                tokio::time::sleep(delay).await;
+                if sleep_unless_cancelled(delay).await {
+                    tracing::info!("{what}: not retried: interrupted");
+                    return Err(err);
+                }
                 attempt += 1;
             }
             Err(err) => return Err(err),

@@ -45,16 +45,24 @@ pub struct Suspended {
 }
 
 impl Suspended {
-    /// The command that resumes it.
+    /// The command that resumes it (and removes the record of this tool's suspension).
     pub fn resume_command(&self) -> String {
         format!(
-            "kubectl -n {} patch {}/{} --type merge -p '{{\"spec\":{{\"suspend\":false}}}}'",
+            "kubectl -n {} patch {}/{} --type merge -p '{{\"spec\":{{\"suspend\":false}},\"metadata\":{{\"annotations\":{{\"{SUSPENDED_BY}\":null}}}}}}'",
             self.id.namespace.as_deref().unwrap_or("default"),
             self.kind.crd_name(),
             self.id.name
         )
     }
 }
+
+/// The annotation a suspension by kubectl-stack is recorded in, on the suspended object itself,
+/// in the same PATCH that suspends it: a run that stops before it lifts a suspension (Ctrl-C,
+/// SIGTERM, `kill -9`, a lost connection) leaves it findable. A later run lifts it as its own
+/// before deleting the object, and `kubectl get kustomizations,helmreleases -A -o
+/// jsonpath='{range .items[?(@.metadata.annotations.kubectl-stack/suspended-by)]}...'` lists
+/// them (README).
+pub const SUSPENDED_BY: &str = "kubectl-stack/suspended-by";
 
 /// The suspensions of one run.
 #[derive(Debug, Clone, Default)]
@@ -110,10 +118,23 @@ pub async fn suspend_all(client: &Client, targets: &[&Target]) -> Result<Suspens
             .and_then(serde_json::Value::as_bool)
             == Some(true)
         {
-            tracing::warn!(
-                "{} was already suspended: its controller will not clean up after it when it is deleted",
-                target.id
-            );
+            let ours = current.metadata.annotations.as_ref().and_then(|a| a.get(SUSPENDED_BY));
+            match ours {
+                Some(run) => {
+                    // An earlier run of this tool suspended it and stopped: it is this run's
+                    // to lift before the delete, as if it had suspended it itself.
+                    tracing::warn!("{} is still suspended by an earlier kubectl-stack run ({run}): this run lifts it before deleting it", target.id);
+                    done.entries.push(Suspended {
+                        id: target.id.clone(),
+                        kind: target.kind.clone(),
+                        lifted: false,
+                    });
+                }
+                None => tracing::warn!(
+                    "{} was already suspended (not by kubectl-stack): its controller will not clean up after it when it is deleted",
+                    target.id
+                ),
+            }
             continue;
         }
         if let Err(why) = set_suspend(client, &target.kind, &target.id, true).await {
@@ -149,9 +170,21 @@ pub async fn suspend_parents(client: &Client, parents: &[Parent]) -> Result<Susp
     Ok(done)
 }
 
+/// The time now, UTC, as RFC 3339 (seconds).
+fn now_rfc3339() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)
+        .map_or_else(|_| String::new(), |t| t.to_string())
+}
+
 async fn set_suspend(client: &Client, kind: &KindInfo, id: &ObjectId, suspend: bool) -> Result<(), String> {
     let api = api_for(client, kind, id.namespace.as_deref());
-    let patch = Patch::Merge(json!({"spec": {"suspend": suspend}}));
+    // The suspension and its record on the object go in one PATCH: never one without the other.
+    let record = suspend.then(|| format!("prune, pid {}, {}", std::process::id(), now_rfc3339()));
+    let patch = Patch::Merge(json!({
+        "spec": {"suspend": suspend},
+        "metadata": {"annotations": {SUSPENDED_BY: record}},
+    }));
     let params = PatchParams::default();
     match with_retries("suspend", || api.patch(&id.name, &params, &patch)).await {
         Ok(_) => Ok(()),
@@ -188,7 +221,7 @@ mod tests {
         };
         assert_eq!(
             entry.resume_command(),
-            "kubectl -n flux-system patch kustomizations.kustomize.toolkit.fluxcd.io/apps --type merge -p '{\"spec\":{\"suspend\":false}}'"
+            "kubectl -n flux-system patch kustomizations.kustomize.toolkit.fluxcd.io/apps --type merge -p '{\"spec\":{\"suspend\":false},\"metadata\":{\"annotations\":{\"kubectl-stack/suspended-by\":null}}}'"
         );
         let suspensions = Suspensions {
             entries: vec![entry.clone()],

@@ -369,3 +369,58 @@ fn a_kustomization_that_does_not_prune_has_no_orphans() {
     stack(&["prune", "-n", n, "-l", &selector, "-f", repo, "--yes"]);
     assert!(exists("configmap", Some(n), "dropped"), "Flux would never delete it");
 }
+
+/// Issue 27 item 6: `--tracker flux=usage` where no Kustomization `usage` lives (the wrong
+/// namespace) is not "no orphans among 0 tracked objects": it is not found, exit 3 as with
+/// `--inventory`, and no hint to "name the stack" (it was named). Objects that still carry the
+/// mark of a Kustomization that is gone are judged by their labels, and the warning says why.
+#[test]
+fn a_named_kustomization_that_does_not_exist_is_not_found() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("nf-flux");
+    let other = Namespace::new("nf-other");
+    let (f, o) = (&flux.0, &other.0);
+    let run = unique("nf");
+    let repo = seed_kept_and_dropped(f, "usage", true, &labels("usage", f, &run), &["kept", "dropped"]);
+    let repo = repo.to_str().unwrap();
+
+    // In the wrong namespace: not found, as `--inventory` says it.
+    let wrong = stack(&["orphans", "-n", o, "--tracker", "flux=usage", "-f", repo]).expect_code(3);
+    assert!(
+        wrong
+            .stderr
+            .contains(&format!("error: Kustomization {o}/usage not found")),
+        "{}",
+        wrong.stderr
+    );
+    assert!(!wrong.stderr.contains("name the stack"), "{}", wrong.stderr);
+    assert!(!wrong.stdout.contains("No orphans"), "{}", wrong.stdout);
+    let inventory = stack(&["orphans", "-n", o, "--inventory", "flux=usage"]).expect_code(3);
+    assert!(
+        inventory.stderr.contains(&format!("Kustomization {o}/usage not found")),
+        "{}",
+        inventory.stderr
+    );
+    let prune = stack(&["prune", "-n", o, "--tracker", "flux=usage", "-f", repo, "--yes"]).expect_code(3);
+    assert!(
+        prune.stderr.contains(&format!("Kustomization {o}/usage not found")),
+        "{}",
+        prune.stderr
+    );
+
+    // Named right: found.
+    stack(&["orphans", "-n", f, "--tracker", "flux=usage", "-f", repo]).expect_code(1);
+
+    // Gone, its objects left: judged by their labels, and told why.
+    assert_eq!(kubectl(&["delete", "kustomization", "usage", "-n", f]).code, 0);
+    let gone = stack(&["orphans", "-n", f, "--tracker", "flux=usage", "-f", repo]);
+    assert!(
+        gone.stderr.contains(&format!(
+            "Kustomization {f}/usage not found: the 2 object(s) that carry its mark in scope are judged by their labels"
+        )),
+        "{}",
+        gone.stderr
+    );
+    assert!(!gone.stderr.contains("name the stack"), "{}", gone.stderr);
+}

@@ -501,9 +501,13 @@ impl Tmux {
             .expect("tmux is installed (scripts/test.sh installs it)")
     }
 
-    /// Starts `command` in a new session; its exit code is written to `exit_file`.
+    /// Starts `command` in a new session; its exit code is written to `exit_file`. Then the
+    /// shell reads what input the command left: "LEFT:[...]" if a key, else "NOTHING LEFT".
     fn start(&self, session: &str, command: &str, exit_file: &std::path::Path) {
-        let script = format!("{command}; echo $? > {}; sleep 600", exit_file.display());
+        let script = format!(
+            "{command}; echo $? > {}; bash -c 'if read -t 3 -n 1 -r rest; then echo \"LEFT:[$rest]\"; else echo \"NOTHING LEFT\"; fi'; sleep 600",
+            exit_file.display()
+        );
         let started = self.run(&["new-session", "-d", "-s", session, "-x", "200", "-y", "50", &script]);
         assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
     }
@@ -536,10 +540,12 @@ fn exit_code_in(file: &std::path::Path, timeout: Duration) -> i32 {
     code.unwrap()
 }
 
-/// On a terminal, prune asks; the default is No: Enter and `n` refuse (exit 4, nothing deleted),
-/// another key does not proceed, `y` deletes.
+/// On a terminal, prune asks and reads a whole line, as `kubectl delete -i` and kapp do: `y` or
+/// `yes` then Enter deletes; anything else (Enter alone, `n`, `yes please`) declines: "Nothing
+/// was deleted.", exit 0 (as kubectl after a declined `delete -i`). A key without Enter does not
+/// answer, and the Enter that ends the answer is read with it (nothing is left for the shell).
 #[test]
-fn the_prompt_defaults_to_no_and_only_y_proceeds() {
+fn the_prompt_reads_a_line_and_only_y_or_yes_proceeds() {
     let _logs = start();
     let ns = Namespace::new("prompt");
     let n = &ns.0;
@@ -559,47 +565,57 @@ fn the_prompt_defaults_to_no_and_only_y_proceeds() {
     std::fs::create_dir_all(&dir).unwrap();
     let asked = |session: &str| {
         wait_until(Duration::from_secs(30), || {
-            tmux.screen(session).contains("Delete 1 object(s)")
+            tmux.screen(session).contains("Delete 1 object(s) in 1 wave(s)? [y/N]")
         });
+    };
+    let declined = |session: &str| {
+        assert_eq!(
+            exit_code_in(&dir.join(session), Duration::from_secs(30)),
+            0,
+            "{}",
+            tmux.screen(session)
+        );
+        let screen = tmux.screen(session);
+        assert!(screen.contains("Nothing was deleted."), "{screen}");
+        assert!(!screen.contains("refused") && !screen.contains("error"), "{screen}");
+        assert!(exists("configmap", Some(n), "orphan"));
     };
 
     // Enter: the default, No.
     tmux.start("enter", &command, &dir.join("enter"));
     asked("enter");
     tmux.keys("enter", &["Enter"]);
-    assert_eq!(
-        exit_code_in(&dir.join("enter"), Duration::from_secs(30)),
-        4,
-        "{}",
-        tmux.screen("enter")
-    );
-    assert!(
-        tmux.screen("enter").contains("not confirmed"),
-        "{}",
-        tmux.screen("enter")
-    );
-    assert!(exists("configmap", Some(n), "orphan"));
+    declined("enter");
 
-    // Another key does not proceed; then n: No.
-    tmux.start("other", &command, &dir.join("other"));
-    asked("other");
-    tmux.keys("other", &["x"]);
+    // `yes please`: not yes.
+    tmux.start("please", &command, &dir.join("please"));
+    asked("please");
+    tmux.keys("please", &["-l", "yes please"]);
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(!dir.join("other").exists(), "still asking: {}", tmux.screen("other"));
+    assert!(!dir.join("please").exists(), "still asking: {}", tmux.screen("please"));
     assert!(exists("configmap", Some(n), "orphan"));
-    tmux.keys("other", &["n"]);
-    assert_eq!(
-        exit_code_in(&dir.join("other"), Duration::from_secs(30)),
-        4,
-        "{}",
-        tmux.screen("other")
-    );
-    assert!(exists("configmap", Some(n), "orphan"));
+    tmux.keys("please", &["Enter"]);
+    declined("please");
 
-    // y: deletes.
+    // A key alone does not answer; n and Enter decline, and the Enter is not left for the shell.
+    tmux.start("no", &command, &dir.join("no"));
+    asked("no");
+    tmux.keys("no", &["n"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!dir.join("no").exists(), "still asking: {}", tmux.screen("no"));
+    tmux.keys("no", &["Enter"]);
+    declined("no");
+    wait_until(Duration::from_secs(30), || tmux.screen("no").contains("NOTHING LEFT"));
+    assert!(!tmux.screen("no").contains("EFT:["), "{}", tmux.screen("no"));
+
+    // y and Enter: deletes.
     tmux.start("yes", &command, &dir.join("yes"));
     asked("yes");
     tmux.keys("yes", &["y"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!dir.join("yes").exists(), "still asking: {}", tmux.screen("yes"));
+    assert!(exists("configmap", Some(n), "orphan"));
+    tmux.keys("yes", &["Enter"]);
     assert_eq!(
         exit_code_in(&dir.join("yes"), Duration::from_secs(60)),
         0,

@@ -556,7 +556,13 @@ fn ctrl_c_starts_no_new_deletes_and_exits_130() {
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(130), "{stderr}");
-    assert!(stderr.contains("interrupted"), "{stderr}");
+    let said: Vec<&str> = stderr.lines().filter(|l| l.contains("interrupted")).collect();
+    assert_eq!(
+        said,
+        ["interrupted: no new deletes will be started"],
+        "said once: {stderr}"
+    );
+    assert!(stderr.contains("run the same command again to continue"), "{stderr}");
     assert!(exists("configmap", Some(&n), "second"), "the next wave must not start");
     release_finalizers("configmap/first", &n);
 }

@@ -309,3 +309,62 @@ async fn the_test_op_refuses_when_finalizers_changed_in_between() {
         .unwrap();
     wait_until(Duration::from_secs(20), || !exists("configmap", Some(&n), "raced"));
 }
+
+/// An object named on the command line that does not exist is not "gone": `stuck` and `unstick`
+/// say so in the API server's words, naming the namespace looked in, and exit 3 (as a stack
+/// that is not found does); what was found is still diagnosed, and unstick changes nothing.
+#[test]
+fn a_named_object_not_found_is_an_error_naming_the_namespace() {
+    let _logs = start();
+    let ns = Namespace::new("nf");
+    let n = &ns.0;
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: held, namespace: {n}, finalizers: [stack-test.example.com/hold]}}\n"
+    ));
+    assert_eq!(
+        kubectl(&["delete", "configmap", "held", "-n", n, "--wait=false"]).code,
+        0
+    );
+
+    let missing = stack(&["stuck", "-n", n, "configmap/nope"]).expect_code(3);
+    assert!(
+        missing
+            .stderr
+            .contains(&format!("error: configmaps \"nope\" not found in namespace \"{n}\"")),
+        "{}",
+        missing.stderr
+    );
+    assert!(!missing.stderr.contains("gone"), "{}", missing.stderr);
+    assert!(
+        missing.stderr.contains("--field-selector metadata.name=nope"),
+        "{}",
+        missing.stderr
+    );
+
+    // With one that is there: it is diagnosed, then the error.
+    let both = stack(&["stuck", "-n", n, "configmap/held", "configmap/nope"]).expect_code(3);
+    assert!(both.stdout.contains("held"), "{}", both.stdout);
+    assert!(both.stderr.contains("configmaps \"nope\" not found"), "{}", both.stderr);
+
+    // unstick: nothing is changed, not even the one that is there.
+    let unstick = stack(&[
+        "unstick",
+        "-n",
+        n,
+        "configmap/held",
+        "configmap/nope",
+        "--all-finalizers",
+        "--yes",
+    ])
+    .expect_code(3);
+    assert!(
+        unstick.stderr.contains(&format!(
+            "configmaps \"nope\" not found in namespace \"{n}\"; nothing was changed"
+        )),
+        "{}",
+        unstick.stderr
+    );
+    assert!(!unstick.stderr.contains("already gone"), "{}", unstick.stderr);
+    assert!(exists("configmap", Some(n), "held"));
+    release_finalizers("configmap/held", n);
+}

@@ -40,6 +40,66 @@ fn selectors_that_widen_a_teardown_are_usage_errors() {
     assert!(exists("configmap", Some(f), "member"));
 }
 
+/// Issue 27 item 7: a named object that exists but is no stack is refused as such (exit 2),
+/// listing the kinds that are stacks, and naming the stack that tracks it, if any; `TYPE NAME`
+/// (flux's and kubectl's habit) is answered with `TYPE/NAME`. Nothing is deleted.
+#[test]
+fn an_object_that_is_not_a_stack_and_type_name_in_two_words_are_explained() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("nas");
+    let f = &flux.0;
+    apply(&format!(
+        "{}apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: {f}}}\nspec: {{replicas: 0, selector: {{matchLabels: {{app: web}}}}, template: {{metadata: {{labels: {{app: web}}}}, spec: {{containers: [{{name: c, image: pause}}]}}}}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: member, namespace: {f}, labels: {}}}\n",
+        kustomization("usage", f, "", ""),
+        flux_labels("usage", f)
+    ));
+
+    let plain = stack(&["prune", "-n", f, "deploy/web", "--yes"]).expect_code(2);
+    assert!(
+        plain
+            .stderr
+            .contains(&format!("Deployment.apps/{f}/web is not a stack")),
+        "{}",
+        plain.stderr
+    );
+    for kind in [
+        "Kustomization",
+        "HelmRelease",
+        "inventory",
+        "ResourceGroup",
+        "ApplySet parent",
+    ] {
+        assert!(plain.stderr.contains(kind), "{kind}: {}", plain.stderr);
+    }
+    assert!(!plain.stderr.contains("not found"), "{}", plain.stderr);
+    assert!(
+        plain.stderr.contains(&format!("kubectl delete deploy/web -n {f}")),
+        "{}",
+        plain.stderr
+    );
+
+    let member = stack(&["prune", "-n", f, "configmap/member", "--yes"]).expect_code(2);
+    assert!(member.stderr.contains("is not a stack"), "{}", member.stderr);
+    assert!(
+        member
+            .stderr
+            .contains(&format!("kubectl stack prune -n {f} kustomization/usage")),
+        "{}",
+        member.stderr
+    );
+
+    let split = stack(&["prune", "-n", f, "kustomization", "usage", "--yes"]).expect_code(2);
+    assert!(
+        split.stderr.contains("hint: kubectl stack prune kustomization/usage"),
+        "{}",
+        split.stderr
+    );
+    assert!(exists("deployment", Some(f), "web"));
+    assert!(exists("configmap", Some(f), "member"));
+    assert!(exists("kustomization", Some(f), "usage"));
+}
+
 /// Stack `s`: a Namespace holding `holder` (held by a finalizer, so wave 1 waits), which
 /// depends on `keepme` and `moveme`; stack `other` exists beside it.
 fn seed_held_stack(f: &str, app: &str) {

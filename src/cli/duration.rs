@@ -4,6 +4,22 @@ use std::time::Duration;
 
 /// Parses a kubectl-style duration: `0`, `30`, `30s`, `5m`, `1h`, `1m30s`, `500ms`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let parsed = parse_any_duration(text)?;
+    if parsed > LONGEST {
+        return Err(format!(
+            "invalid duration {:?}: longer than {}h, the longest wait that is honoured",
+            text.trim(),
+            LONGEST.as_secs() / 3600
+        ));
+    }
+    Ok(parsed)
+}
+
+/// The longest duration a flag accepts: a deadline this far ahead is still a point in time the
+/// clock can hold (`Instant + Duration` panics past its end), and no wait needs more.
+pub const LONGEST: Duration = Duration::from_secs(366 * 24 * 3600);
+
+fn parse_any_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if let Ok(seconds) = text.parse::<u64>() {
         return Ok(Duration::from_secs(seconds));
@@ -62,5 +78,15 @@ mod tests {
         assert!(parse_duration("5x").is_err());
         assert!(parse_duration("m").is_err());
         assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn durations_past_the_longest_are_refused_not_overflowed() {
+        assert_eq!(parse_duration("8784h").unwrap(), LONGEST);
+        for huge in ["18446744073709551615", "18446744073709551615s", "8785h", "1e300s"] {
+            assert!(parse_duration(huge).is_err(), "{huge}");
+        }
+        // Every accepted duration can be added to the clock.
+        let _ = std::time::Instant::now() + parse_duration("8784h").unwrap();
     }
 }

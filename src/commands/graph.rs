@@ -55,7 +55,7 @@ pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
     };
     render::emit(&render_graph(&graph, &args, plan.as_ref(), cycle.as_ref())?)?;
     if let Some(cycle) = &cycle {
-        eprintln!("error: dependency cycle: {}", graph_output::cycle_path(&graph, cycle));
+        crate::say!("error: dependency cycle: {}", graph_output::cycle_path(&graph, cycle));
         return Ok(exit::CYCLE);
     }
     incomplete(&gaps)?;

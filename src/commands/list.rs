@@ -36,7 +36,7 @@ pub async fn run(global: &GlobalArgs, args: ListArgs) -> anyhow::Result<u8> {
     .await;
     warn_unlisted(&collection, &session)?;
     if collection.objects.is_empty() && matches!(args.output, ListOutput::Table | ListOutput::Wide) {
-        eprintln!("No tracked objects found ({}).", selection.describe());
+        crate::say!("No tracked objects found ({}).", selection.describe());
     } else {
         render::emit(&render_list(&collection.objects, args.output)?)?;
     }

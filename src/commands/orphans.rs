@@ -20,7 +20,7 @@ pub async fn run(global: &GlobalArgs, args: OrphansArgs) -> anyhow::Result<u8> {
     let report = find(&session, selection, &args.desired, manifests, options).await?;
     let shown = report.orphans().count() + if args.show_skipped { report.skipped().count() } else { 0 };
     if shown == 0 && matches!(args.output, ListOutput::Table | ListOutput::Wide) {
-        eprintln!("No orphans among {} tracked objects.", report.classified.len());
+        crate::say!("No orphans among {} tracked objects.", report.classified.len());
     } else {
         render::emit(&render_report(&report, args.output, args.show_skipped)?)?;
     }

@@ -45,6 +45,8 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
     let request = plan_request(&args);
     let mut desired_digest = None;
     let plan = if teardown {
+        refuse_split_targets(&session, &args)?;
+        refuse_non_stacks(&session, &args.targets).await?;
         session.scope = ListScope::AllNamespaces;
         plan_teardown(&session, &request).await?
     } else {
@@ -73,11 +75,11 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
     refuse_parents(&plan, args.suspend_parents)?;
     let count = plan.count();
     if count == 0 {
-        eprintln!("Nothing to prune.");
+        crate::say!("Nothing to prune.");
         return Ok(exit::OK);
     }
     if args.dry_run == DryRun::Client {
-        eprintln!(
+        crate::say!(
             "Dry run (client): {count} object(s) in {} wave(s) would be deleted; nothing was sent.",
             plan.waves.len()
         );
@@ -86,7 +88,9 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
     let mut suspensions = Default::default();
     if args.dry_run == DryRun::None {
         let prompt = format!("Delete {count} object(s) in {} wave(s)?", plan.waves.len());
-        confirm(&prompt, args.yes, "nothing was deleted")?;
+        if !confirm(&prompt, args.yes, "Nothing was deleted.")? {
+            return Ok(exit::OK);
+        }
         suspensions = suspend_for(&session, &plan, args.suspend_parents).await?;
     }
     let options = RunOptions {
@@ -137,6 +141,87 @@ fn check_mode(args: &PruneArgs, teardown: bool) -> Result<(), UserError> {
             return Err(UserError::usage("a selector (-l) cannot be combined with TYPE/NAME")
                 .hint("name the stacks (TYPE/NAME ...), or give TYPE with -l to tear down those it selects"));
         }
+    }
+    Ok(())
+}
+
+/// What a teardown names: the kinds of object that are stacks.
+const STACK_KINDS: &str = "a Flux Kustomization or HelmRelease, a kpt/cli-utils inventory (ConfigMap or ResourceGroup \
+labelled cli-utils.sigs.k8s.io/inventory-id) or an ApplySet parent (labelled applyset.kubernetes.io/id)";
+
+/// `prune kustomization usage` (flux's and kubectl's `TYPE NAME` habit) without `-l`: a TYPE
+/// followed by a word that is no kind is a name; say how to write it.
+fn refuse_split_targets(session: &Session, args: &PruneArgs) -> Result<(), UserError> {
+    if args.selection.selector.is_some() {
+        return Ok(());
+    }
+    let is_kind = |word: &str| !word.contains('/') && session.catalog.resolve(word).is_some();
+    let mut suggested = Vec::new();
+    let mut kind: Option<&str> = None;
+    for word in &args.targets {
+        match kind {
+            Some(type_word) if !word.contains('/') && !is_kind(word) => suggested.push(format!("{type_word}/{word}")),
+            _ if is_kind(word) => kind = Some(word),
+            _ => {
+                kind = None;
+                suggested.push(word.clone());
+            }
+        }
+    }
+    if suggested.iter().all(|word| !word.contains('/')) || suggested.len() == args.targets.len() {
+        return Ok(());
+    }
+    Err(UserError::usage(format!(
+        "name each stack as TYPE/NAME (\"{}\" is read as types and names)",
+        args.targets.join(" ")
+    ))
+    .hint(format!("kubectl stack prune {}", suggested.join(" "))))
+}
+
+/// A named object that exists but is no stack (`deploy/web`) is refused as such, listing what
+/// is a stack, rather than "not found"; one a stack tracks names that stack.
+async fn refuse_non_stacks(session: &Session, targets: &[String]) -> Result<(), UserError> {
+    for target in targets.iter().filter(|t| t.contains('/')) {
+        let (kind, Some(id)) = crate::session::resolve_typed(session, target)? else {
+            continue;
+        };
+        let may_be_stack = matches!(
+            (kind.group.as_str(), kind.kind.as_str()),
+            ("kustomize.toolkit.fluxcd.io", "Kustomization")
+                | ("helm.toolkit.fluxcd.io", "HelmRelease")
+                | ("argoproj.io", "Application")
+        );
+        if may_be_stack {
+            continue;
+        }
+        let api = crate::collect::api_for(&session.connection.client, &kind, id.namespace.as_deref());
+        // Not there, or not readable: the planner says so (a stack already gone is found again
+        // by its members' marks).
+        let Ok(Some(object)) = crate::retry::with_retries("get", || api.get_metadata_opt(&id.name)).await else {
+            continue;
+        };
+        if crate::trackers::is_tracking_object(&object.metadata) {
+            continue;
+        }
+        let owners: Vec<String> = crate::trackers::marks(&object.metadata)
+            .iter()
+            .map(|mark| match (mark.preset, &mark.value.namespace) {
+                (crate::trackers::Preset::Flux, Some(ns)) => {
+                    format!("kubectl stack prune -n {ns} kustomization/{}", mark.value.name)
+                }
+                (crate::trackers::Preset::FluxHelm, Some(ns)) => {
+                    format!("kubectl stack prune -n {ns} helmrelease/{}", mark.value.name)
+                }
+                _ => mark.to_string(),
+            })
+            .collect();
+        let hint = if owners.is_empty() {
+            let namespace = id.namespace.as_ref().map(|n| format!(" -n {n}")).unwrap_or_default();
+            format!("to delete this object alone: kubectl delete {target}{namespace}")
+        } else {
+            format!("it belongs to a stack: {}", owners.join("; "))
+        };
+        return Err(UserError::usage(format!("{id} is not a stack: a teardown names {STACK_KINDS}")).hint(hint));
     }
     Ok(())
 }

@@ -18,19 +18,23 @@ use crate::trackers::Selection;
 /// Runs `stuck`.
 pub async fn run(global: &GlobalArgs, args: StuckArgs) -> anyhow::Result<u8> {
     let session = Session::open(global).await?;
-    let (objects, gaps) = if args.targets.is_empty() {
-        terminating_in_scope(&session, &args).await?
+    let (objects, gaps, mut missing) = if args.targets.is_empty() {
+        let (objects, gaps) = terminating_in_scope(&session, &args).await?;
+        (objects, gaps, Vec::new())
     } else {
-        (named(&session, &args.targets).await?, Vec::new())
+        let (objects, missing) = named(&session, &args.targets).await?;
+        (objects, Vec::new(), missing)
     };
     let stuck: Vec<Listed> = objects.iter().filter(|o| o.is_terminating()).cloned().collect();
     for object in objects.iter().filter(|o| !o.is_terminating()) {
-        eprintln!("{} is not being deleted", object.id());
+        crate::say!("{} is not being deleted", object.id());
     }
     let mut context = DiagnosisContext::load(&session).await;
     let report = explain(&session, &mut context, stuck).await;
     if report.entries.is_empty() && args.output == StuckOutput::Text {
-        eprintln!("No objects are being deleted.");
+        if missing.is_empty() {
+            crate::say!("No objects are being deleted.");
+        }
     } else {
         let text = match args.output {
             StuckOutput::Text => render_text(&report),
@@ -40,6 +44,13 @@ pub async fn run(global: &GlobalArgs, args: StuckArgs) -> anyhow::Result<u8> {
         render::emit(&text)?;
     }
     incomplete(&gaps)?;
+    // A named object not found is an error (exit 3), said after what was found.
+    if let Some(last) = missing.pop() {
+        for other in &missing {
+            crate::say!("error: {}", other.message);
+        }
+        return Err(last.into());
+    }
     Ok(if report.entries.is_empty() {
         exit::OK
     } else {
@@ -76,18 +87,20 @@ async fn terminating_in_scope(session: &Session, args: &StuckArgs) -> Result<(Ve
     ))
 }
 
-async fn named(session: &Session, targets: &[String]) -> Result<Vec<Listed>, UserError> {
+/// The named objects, and an error for each one not found.
+async fn named(session: &Session, targets: &[String]) -> Result<(Vec<Listed>, Vec<UserError>), UserError> {
     let mut found = Vec::new();
+    let mut missing = Vec::new();
     for target in targets {
         let (kind, id) = resolve_typed(session, target)?;
         let id = id.ok_or_else(|| UserError::usage(format!("{target}: give TYPE/NAME")))?;
         let api = api_for(&session.connection.client, &kind, id.namespace.as_deref());
         match with_retries("get", || api.get_metadata(&id.name)).await {
             Ok(object) => found.push(Listed::new(Arc::clone(&kind), object.metadata)),
-            Err(err) if is_not_found(&err) => eprintln!("{id} is gone"),
+            Err(err) if is_not_found(&err) => missing.push(super::not_found(&kind, &id)),
             Err(err) => return Err(session.connection.explain(&err)),
         }
     }
     sort_objects(&mut found);
-    Ok(found)
+    Ok((found, missing))
 }

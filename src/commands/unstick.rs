@@ -37,21 +37,23 @@ pub async fn run(global: &GlobalArgs, args: UnstickArgs) -> anyhow::Result<u8> {
     };
     let chosen = read_targets(&session, &args, &removal).await?;
     if chosen.is_empty() {
-        eprintln!("Nothing to change: none of the named finalizers is on these objects.");
+        crate::say!("Nothing to change: none of the named finalizers is on these objects.");
         return Ok(exit::OK);
     }
     show_losses(&chosen);
     warn_when_not_the_cause(&session, &chosen).await;
     if args.dry_run == DryRun::Client {
-        eprintln!("Dry run (client): nothing was changed.");
+        crate::say!("Dry run (client): nothing was changed.");
         return Ok(exit::OK);
     }
-    if args.dry_run == DryRun::None {
-        confirm(
+    if args.dry_run == DryRun::None
+        && !confirm(
             &format!("Remove these finalizers from {} object(s)?", chosen.len()),
             args.yes,
-            "nothing was changed",
-        )?;
+            "Nothing was changed.",
+        )?
+    {
+        return Ok(exit::OK);
     }
     let base = args
         .backup_dir
@@ -71,19 +73,19 @@ pub async fn run(global: &GlobalArgs, args: UnstickArgs) -> anyhow::Result<u8> {
         )
         .await
         {
-            Ok(_) if dry_run => println!(
-                "{id}: the server accepts removing {}",
+            Ok(_) if dry_run => crate::render::emit(&format!(
+                "{id}: the server accepts removing {}\n",
                 target.change.removed().join(", ")
-            ),
-            Ok(done) => println!("{id}: {}", done.describe()),
+            ))?,
+            Ok(done) => crate::render::emit(&format!("{id}: {}\n", done.describe()))?,
             Err(stopped) => {
                 incomplete = true;
-                eprintln!("error: {id}: {}; {}", stopped.error, stopped.done.describe());
+                crate::say!("error: {id}: {}; {}", stopped.error, stopped.done.describe());
             }
         }
     }
     if incomplete {
-        eprintln!("hint: run `kubectl stack stuck` on them again, then repeat the command if still needed");
+        crate::say!("hint: run `kubectl stack stuck` on them again, then repeat the command if still needed");
         return Ok(exit::INCOMPLETE);
     }
     Ok(exit::OK)
@@ -106,7 +108,7 @@ fn write_all_backups(base: &std::path::Path, chosen: &[Chosen]) -> Result<(), Us
     let written = write_backups(&dir, &backups).map_err(failed)?;
     for (target, path) in chosen.iter().zip(&written) {
         let id = crate::collect::Listed::new(target.kind.clone(), target.object.metadata.clone()).id();
-        eprintln!("backup: {id} -> {} (mode 0600)", path.display());
+        crate::say!("backup: {id} -> {} (mode 0600)", path.display());
     }
     Ok(())
 }
@@ -135,16 +137,16 @@ async fn warn_when_not_the_cause(session: &Session, chosen: &[Chosen]) {
             .filter(|e| e.from == chain.root)
             .map(|e| format!("{} ({})", report.entries[e.to].object.id(), e.finalizer))
             .collect();
-        eprintln!("warning: {id} is not the cause: it waits for {}", waited.join(", "));
+        crate::say!("warning: {id} is not the cause: it waits for {}", waited.join(", "));
         for cut in &chain.cuts {
             let leaf = &report.entries[cut.entry].object;
             if cut.finalizers.is_empty() {
-                eprintln!(
+                crate::say!(
                     "warning: the cause is {}: see `kubectl stack stuck` for what it waits for",
                     leaf.id()
                 );
             } else {
-                eprintln!(
+                crate::say!(
                     "warning: the cause is {} (finalizer {}); removing only that releases the chain: {}",
                     leaf.id(),
                     cut.finalizers.join(", "),
@@ -165,9 +167,11 @@ async fn read_targets(session: &Session, args: &UnstickArgs, removal: &Removal) 
         let api = crate::collect::api_for(&session.connection.client, &kind, id.namespace.as_deref());
         let object = match with_retries("get", || api.get(&id.name)).await {
             Ok(object) => object,
+            // Not found is not "gone": nothing says it was there; nothing is changed.
             Err(err) if is_not_found(&err) => {
-                eprintln!("{id} is already gone");
-                continue;
+                let error = super::not_found(&kind, &id);
+                let message = format!("{}; nothing was changed", error.message);
+                return Err(UserError { message, ..error });
             }
             Err(err) => return Err(session.connection.explain(&err)),
         };
@@ -180,7 +184,7 @@ async fn read_targets(session: &Session, args: &UnstickArgs, removal: &Removal) 
         let is_namespace = kind.group.is_empty() && kind.kind == "Namespace";
         let change = FinalizerChange::plan(&object, is_namespace, removal);
         if change.is_noop() {
-            eprintln!("{id}: none of the named finalizers is on it");
+            crate::say!("{id}: none of the named finalizers is on it");
             continue;
         }
         chosen.push(Chosen { kind, object, change });
@@ -191,9 +195,9 @@ async fn read_targets(session: &Session, args: &UnstickArgs, removal: &Removal) 
 fn show_losses(chosen: &[Chosen]) {
     for target in chosen {
         let id = crate::collect::Listed::new(target.kind.clone(), target.object.metadata.clone()).id();
-        eprintln!("{id}:");
+        crate::say!("{id}:");
         for finalizer in target.change.removed() {
-            eprintln!("  remove {finalizer}: {}", what_may_be_lost(&finalizer));
+            crate::say!("  remove {finalizer}: {}", what_may_be_lost(&finalizer));
         }
     }
 }

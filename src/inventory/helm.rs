@@ -41,9 +41,22 @@ pub(super) async fn flux_helm_record(session: &Session, name: &str, namespace: &
             )))
         }
     };
+    let (release, storage) = helm_release_of(name, namespace, &object.data)?;
+    match load_helm(session, &release, &storage).await {
+        Ok(found) => Ok(found.into()),
+        Err(err) if is_absent(&err) => Err(no_helm_release(&release, &err)),
+        Err(err) => Err(err),
+    }
+}
+
+/// The Helm release a HelmRelease manages and the namespace its storage Secret is in, as
+/// helm-controller names them (fluxcd/helm-controller `api/v2/helmrelease_types.go`
+/// `GetReleaseName`: `spec.releaseName`, else `<targetNamespace>-<name>`, else `<name>`;
+/// `GetStorageNamespace`: `spec.storageNamespace`, else the HelmRelease's namespace). A name
+/// longer than Helm's 53 characters is shortened by helm-controller with a hash: refused.
+pub(super) fn helm_release_of(name: &str, namespace: &str, object: &Value) -> Result<(String, String), UserError> {
     let spec = |field: &str| {
         object
-            .data
             .pointer(&format!("/spec/{field}"))
             .and_then(Value::as_str)
             .filter(|v| !v.is_empty())
@@ -60,11 +73,7 @@ pub(super) async fn flux_helm_record(session: &Session, name: &str, namespace: &
         )));
     }
     let storage = spec("storageNamespace").unwrap_or_else(|| namespace.to_string());
-    match load_helm(session, &release, &storage).await {
-        Ok(found) => Ok(found.into()),
-        Err(err) if is_absent(&err) => Err(no_helm_release(&release, &err)),
-        Err(err) => Err(err),
-    }
+    Ok((release, storage))
 }
 
 /// No Helm release record to read: Helm deletes only through an upgrade's diff against its
@@ -166,6 +175,10 @@ fn last_deployed<T>(revisions: Vec<(u64, String, T)>) -> Option<(u64, T)> {
         .map(|(version, _, secret)| (version, secret))
 }
 
+/// The most a Helm release may decompress to: a Secret holds at most 1 MiB, and a release's
+/// JSON compresses about tenfold; more is a decompression bomb, not a release.
+const MAX_RELEASE_BYTES: u64 = 64 << 20;
+
 /// The `manifest` of a Helm release Secret: `data.release` is base64 (the API's) of base64
 /// (Helm's) of gzip of JSON. The Secret's data is never printed.
 pub fn helm_manifest(secret: &DynamicObject) -> Result<String, String> {
@@ -193,8 +206,15 @@ fn helm_release(secret: &DynamicObject) -> Result<Value, String> {
     let json = if compressed.starts_with(&[0x1f, 0x8b]) {
         let mut text = Vec::new();
         flate2::read::GzDecoder::new(compressed.as_slice())
+            .take(MAX_RELEASE_BYTES + 1)
             .read_to_end(&mut text)
             .map_err(|e| format!("release is not gzip: {e}"))?;
+        if text.len() as u64 > MAX_RELEASE_BYTES {
+            return Err(format!(
+                "release is larger than {} MiB once decompressed (a release Secret holds at most 1 MiB)",
+                MAX_RELEASE_BYTES >> 20
+            ));
+        }
         text
     } else {
         compressed
@@ -206,6 +226,26 @@ fn helm_release(secret: &DynamicObject) -> Result<Value, String> {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn a_helmreleases_release_is_named_as_helm_controller_names_it() {
+        let of = |spec: Value| helm_release_of("web", "apps", &serde_json::json!({ "spec": spec })).unwrap();
+        let pair = |release: &str, storage: &str| (release.to_string(), storage.to_string());
+        assert_eq!(of(serde_json::json!({})), pair("web", "apps"));
+        assert_eq!(
+            of(serde_json::json!({"targetNamespace": "shop"})),
+            pair("shop-web", "apps")
+        );
+        assert_eq!(
+            of(serde_json::json!({"targetNamespace": "shop", "releaseName": "store"})),
+            pair("store", "apps")
+        );
+        assert_eq!(of(serde_json::json!({"storageNamespace": "helm"})), pair("web", "helm"));
+        assert_eq!(of(serde_json::json!({"releaseName": ""})), pair("web", "apps"));
+        let long = "x".repeat(50);
+        let refused = helm_release_of(&long, "apps", &serde_json::json!({"spec": {"targetNamespace": "shop"}}));
+        assert_eq!(refused.unwrap_err().code, crate::error::exit::REFUSED);
+    }
 
     #[test]
     fn the_current_helm_release_is_the_last_deployed_revision() {
@@ -233,5 +273,23 @@ mod tests {
         }))
         .unwrap();
         assert!(helm_manifest(&secret).unwrap().contains("kind: ConfigMap"));
+    }
+
+    #[test]
+    fn a_decompression_bomb_is_refused_within_its_bound() {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let zeros = vec![b' '; 1 << 20];
+        for _ in 0..(MAX_RELEASE_BYTES >> 20) + 2 {
+            gz.write_all(&zeros).unwrap();
+        }
+        let engine = base64::engine::general_purpose::STANDARD;
+        let api = engine.encode(engine.encode(gz.finish().unwrap()));
+        let secret: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sh.helm.release.v1.bomb.v1"},
+            "data": {"release": api}
+        }))
+        .unwrap();
+        let refused = helm_manifest(&secret).unwrap_err();
+        assert!(refused.contains("larger than"), "{refused}");
     }
 }

@@ -104,7 +104,7 @@ pub fn refuse_changed(saved: &Saved, plan: &PrunePlan, server: &str) -> Result<(
         return Ok(());
     }
     for change in &changed {
-        eprintln!("changed: {change}");
+        crate::say!("changed: {change}");
     }
     Err(UserError::refused(format!(
         "the cluster moved since the plan was saved ({} change(s) above): nothing was deleted",

@@ -115,22 +115,41 @@ async fn explain_blockers(session: &Session, blockers: &[Blocker], format: Forma
             crate::render::emit(&(line.to_string() + "\n"))
         }
         _ => {
-            eprint!("{}", crate::stuck::chains::render_text(&report));
+            crate::say_part!("{}", crate::stuck::chains::render_text(&report));
             Ok(())
         }
     }
 }
 
-/// Ctrl-C: the first one stops new deletes; the executor reports and ends.
+/// Ctrl-C or SIGTERM: the first stops new deletes and every retry (the executor reports and
+/// ends, exit 130); a second exits at once, saying that deletes already sent may still land.
 fn interrupt_signal() -> tokio::sync::watch::Receiver<bool> {
     let (sender, receiver) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("interrupted: no new deletes will be started");
-            let _ = sender.send(true);
-            // Keep the sender alive so the receivers see `true`, not a closed channel.
-            std::future::pending::<()>().await;
-        }
+        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let how = next_signal(&mut terminate).await;
+        crate::retry::cancel_retries();
+        crate::say!("{how}: no new deletes will be started and nothing is retried (again to exit at once)");
+        let _ = sender.send(true);
+        let how = next_signal(&mut terminate).await;
+        crate::say!(
+            "{how} again: exiting now; deletes already sent may still land, and suspensions this run made stay (annotated {}): run the same command again to see where it stands",
+            crate::suspend::SUSPENDED_BY
+        );
+        std::process::exit(i32::from(crate::error::exit::INTERRUPTED));
     });
     receiver
+}
+
+/// The next Ctrl-C or SIGTERM, named.
+async fn next_signal(terminate: &mut Option<tokio::signal::unix::Signal>) -> &'static str {
+    match terminate {
+        Some(terminate) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => "interrupted",
+                _ = terminate.recv() => "terminated",
+            }
+        }
+        None => tokio::signal::ctrl_c().await.map_or("terminated", |()| "interrupted"),
+    }
 }

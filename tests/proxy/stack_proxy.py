@@ -8,7 +8,8 @@ the client's kubeconfig CA still holds); it forwards to the API server over TLS.
   before the server sees the request (429 with Retry-After, 500, 503, a connection reset) or
   after the server acted on it (the answer is replaced by a 500/503 or a reset: the client never
   learns that its DELETE succeeded);
-* lose the answer of the first DELETE of every object (``--lose-first-delete-answer``);
+* lose the answer of the first DELETE of every object (``--lose-first-delete-answer``), or of
+  the first PATCH (``--lose-first-patch-answer``): the server acts, the client gets a reset;
 * refuse every DELETE of an object named NAME with CODE (``--refuse-delete NAME=CODE``), without
   forwarding it, as an admission webhook that denies it with that code does;
 * remove a group version while a client discovers it (``--remove-on-discovery GV=PATH``): the
@@ -152,6 +153,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             record["aggregated"] = aggregated
         fault = state.draw(watch)
         if state.args.lose_first_delete_answer and self.command == "DELETE" and state.first_delete(url.path):
+            fault = ("after", "reset")
+        if state.args.lose_first_patch_answer and self.command == "PATCH" and state.first_delete("PATCH " + url.path):
             fault = ("after", "reset")
         refusal = self.state.refusals.get(url.path.rsplit("/", 1)[-1]) if self.command == "DELETE" else None
         if refusal:
@@ -458,6 +461,7 @@ def main():
     parser.add_argument("--fault-rate", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lose-first-delete-answer", action="store_true")
+    parser.add_argument("--lose-first-patch-answer", action="store_true")
     parser.add_argument("--aggregated", choices=["v2", "v2beta1"])
     parser.add_argument("--remove-on-discovery", action="append", metavar="GROUP/VERSION=PATH")
     parser.add_argument("--refuse-delete", action="append", metavar="NAME=CODE")

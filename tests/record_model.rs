@@ -1,0 +1,267 @@
+//! Issue 24: one record per stack, asked by every path. Each test is one way a path once deleted
+//! what the stack's own tool would keep; each fails without the rule it names.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+fn kustomization(name: &str, namespace: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {name}, namespace: {namespace}}}\nspec: {{{spec}}}\n---\n"
+    )
+}
+
+fn write_files(files: &[(&str, &str)]) -> std::path::PathBuf {
+    let root = std::env::temp_dir().join(unique("repo"));
+    for (path, text) in files {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    root
+}
+
+/// Item 1: a directory holding a kustomization is built as Flux builds it (namePrefix, a
+/// configMapGenerator's hashed name), never read file by file; a file that is a YAML sequence
+/// refuses the whole desired set (exit 2, the file named) and nothing is deleted.
+#[test]
+fn a_desired_set_is_built_as_flux_builds_it_or_refused() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("kz");
+    let n = &ns.0;
+    let repo = write_files(&[
+        (
+            "apps/kustomization.yaml",
+            &format!(
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {n}\nnamePrefix: prod-\nlabels:\n- pairs: {{kustomize.toolkit.fluxcd.io/name: apps, kustomize.toolkit.fluxcd.io/namespace: {n}}}\nresources: [web.yaml]\nconfigMapGenerator:\n- name: settings\n  literals: [mode=web]\n"
+            ),
+        ),
+        ("apps/web.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {a: b}\n"),
+    ]);
+    let apps = repo.join("apps");
+    let applied = kubectl(&["apply", "-k", apps.to_str().unwrap()]);
+    assert_eq!(applied.code, 0, "{}", applied.stderr);
+    apply(&kustomization("apps", n, "prune: true"));
+    let live = kubectl(&["get", "configmap", "-n", n, "-o", "name"]).stdout;
+    assert!(live.contains("configmap/prod-web"), "{live}");
+    assert!(live.contains("configmap/prod-settings-"), "{live}");
+    let tracker = format!("flux=apps.{n}");
+    let found = stack(&[
+        "orphans",
+        "-n",
+        n,
+        "--tracker",
+        &tracker,
+        "-f",
+        apps.to_str().unwrap(),
+        "-o",
+        "name",
+    ]);
+    assert_eq!(found.code, 0, "no orphans:\n{}\n{}", found.stdout, found.stderr);
+    assert_eq!(found.stdout, "", "{}", found.stderr);
+    let pruned = stack(&[
+        "prune",
+        "-n",
+        n,
+        "--tracker",
+        &tracker,
+        "-f",
+        apps.to_str().unwrap(),
+        "--yes",
+    ]);
+    assert_eq!(pruned.code, 0, "{}", pruned.stderr);
+    assert_eq!(kubectl(&["get", "configmap", "-n", n, "-o", "name"]).stdout, live);
+
+    // A YAML sequence holding the objects: kubectl apply refuses it and Flux's build fails.
+    let sequence = write_files(&[(
+        "list.yaml",
+        &format!("- apiVersion: v1\n  kind: ConfigMap\n  metadata: {{name: prod-web, namespace: {n}}}\n"),
+    )]);
+    let refused = stack(&[
+        "prune",
+        "-n",
+        n,
+        "--tracker",
+        &tracker,
+        "-f",
+        sequence.to_str().unwrap(),
+        "--yes",
+    ]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("list.yaml") && refused.stderr.contains("sequence"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(kubectl(&["get", "configmap", "-n", n, "-o", "name"]).stdout, live);
+}
+
+/// Item 2: one desired set describes one stack. A bare `--tracker flux` in `-n t1` selects the
+/// objects of `app` (in t1) and the cluster-scoped objects of `infra`: refused (exit 4, both
+/// named), and `infra`'s ClusterRole stays. Named, the same desired set prunes `app` alone.
+#[test]
+fn a_desired_set_compared_with_several_stacks_is_refused() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("several-flux");
+    let t1 = Namespace::new("several-t1");
+    let (f, t) = (&flux.0, &t1.0);
+    let role = unique("several-infra");
+    apply(&format!(
+        "{}{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: web, namespace: {t}, labels: {app}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: old, namespace: {t}, labels: {app}}}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {role}, labels: {infra}}}\nrules: []\n",
+        kustomization("app", f, "prune: true"),
+        kustomization("infra", f, "prune: true"),
+        app = flux_labels("app", f),
+        infra = flux_labels("infra", f),
+    ));
+    let repo = temp_file(
+        "app.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: web, namespace: {t}}}\n"),
+    );
+    let repo = repo.to_str().unwrap();
+    let refused = stack(&["prune", "-n", t, "--tracker", "flux", "-f", repo, "--yes"]);
+    assert_eq!(refused.code, 4, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("one desired set describes one stack"),
+        "{}",
+        refused.stderr
+    );
+    assert!(refused.stderr.contains(&format!("{f}/infra")), "{}", refused.stderr);
+    assert!(exists("clusterrole", None, &role));
+    assert!(exists("configmap", Some(t), "old"));
+    let tracker = format!("flux=app.{f}");
+    stack(&["prune", "-n", t, "--tracker", &tracker, "-f", repo, "--yes"]).expect_code(0);
+    assert!(!exists("configmap", Some(t), "old"));
+    assert!(exists("configmap", Some(t), "web"));
+    assert!(exists("clusterrole", None, &role));
+    let _ = kubectl(&["delete", "clusterrole", &role, "--ignore-not-found"]);
+}
+
+/// Item 3: a finished teardown run again deletes nothing the first run kept on purpose.
+#[test]
+fn a_rerun_keeps_what_the_first_run_kept() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("legacy");
+    let f = &flux.0;
+    let labels = flux_labels("legacy", f);
+    apply(&format!(
+        "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a, namespace: {f}, labels: {labels}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: b, namespace: {f}, labels: {labels}}}\n",
+        kustomization("legacy", f, "prune: false"),
+    ));
+    let first = stack(&["prune", "-n", f, "kustomization/legacy", "--yes", "--timeout", "60s"]).expect_code(0);
+    assert!(first.stderr.contains("spec.prune=false"), "{}", first.stderr);
+    wait_until(Duration::from_secs(30), || !exists("kustomization", Some(f), "legacy"));
+    let again = stack(&["prune", "-n", f, "kustomization/legacy", "--yes", "--timeout", "60s"]).expect_code(0);
+    assert!(again.stderr.contains("--leftovers"), "{}", again.stderr);
+    assert!(exists("configmap", Some(f), "a"), "{}", again.stderr);
+    assert!(exists("configmap", Some(f), "b"), "{}", again.stderr);
+}
+
+/// Item 4: `deletionPolicy: Orphan` set on the Kustomization while an earlier wave waits: the
+/// re-check reads the stack's policy again, and its members are not deleted.
+#[test]
+fn the_recheck_reads_the_stacks_policy_again() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("policy");
+    let f = &flux.0;
+    let labels = flux_labels("pol", f);
+    apply(&format!(
+        "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kept, namespace: {f}, labels: {labels}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: slow\n  namespace: {f}\n  labels: {labels}\n  finalizers: [stack-test.example.com/hold]\n  annotations: {{config.kubernetes.io/depends-on: /namespaces/{f}/ConfigMap/kept}}\n",
+        kustomization("pol", f, "prune: true"),
+    ));
+    let child = spawn_stack(&["prune", "-n", f, "kustomization/pol", "--yes", "--timeout", "60s"]);
+    wait_until(Duration::from_secs(30), || is_terminating("configmap", f, "slow"));
+    let patched = kubectl(&[
+        "patch",
+        "kustomization",
+        "pol",
+        "-n",
+        f,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"deletionPolicy":"Orphan"}}"#,
+    ]);
+    assert_eq!(patched.code, 0, "{}", patched.stderr);
+    release_finalizers("configmap/slow", f);
+    let run = finish(child);
+    assert_eq!(run.code, 5, "dropped by the re-check:\n{}", run.stderr);
+    assert!(run.stderr.contains("deletionPolicy=Orphan"), "{}", run.stderr);
+    assert!(exists("configmap", Some(f), "kept"), "{}", run.stderr);
+}
+
+/// Item 5 (Helm): a HelmRelease teardown deletes what its Helm release records, never a copy
+/// that carries the release's labels and annotations.
+#[test]
+fn a_helmrelease_teardown_is_bounded_by_its_release() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("hr-copy");
+    let n = &ns.0;
+    let object = |name: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {n}\n  labels: {{helm.toolkit.fluxcd.io/name: web, helm.toolkit.fluxcd.io/namespace: {n}, app.kubernetes.io/managed-by: Helm}}\n  annotations: {{meta.helm.sh/release-name: web, meta.helm.sh/release-namespace: {n}}}\n"
+        )
+    };
+    apply(&format!(
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {{name: web, namespace: {n}}}\nspec: {{}}\n{}{}",
+        object("a"),
+        object("a-copy")
+    ));
+    helm_release(
+        n,
+        "web",
+        &format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a, namespace: {n}}}\n"),
+    );
+    let run = stack(&["prune", "-n", n, "helmrelease/web", "--yes"]).expect_code(0);
+    assert!(!exists("configmap", Some(n), "a"), "{}", run.stderr);
+    assert!(exists("configmap", Some(n), "a-copy"), "{}", run.stderr);
+    assert!(run.stderr.contains("a-copy (not in Helm release"), "{}", run.stderr);
+}
+
+/// Item 6: a copy of an ApplySet parent (kubectl refuses it: "incorrect value for label
+/// applyset.kubernetes.io/id") is no parent: tearing it down deletes none of the live set.
+#[test]
+fn a_copy_of_an_applyset_parent_takes_nothing() {
+    let _logs = start();
+    let ns = Namespace::new("aset-copy");
+    let n = &ns.0;
+    apply_applyset(
+        n,
+        "set",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n",
+    );
+    let parent = kubectl(&["get", "secret", "set", "-n", n, "-o", "json"]);
+    assert_eq!(parent.code, 0, "{}", parent.stderr);
+    let mut copy: serde_json::Value = serde_json::from_str(&parent.stdout).unwrap();
+    let metadata = copy["metadata"].as_object_mut().unwrap();
+    metadata.insert("name".into(), "set-backup".into());
+    for generated in ["uid", "resourceVersion", "creationTimestamp", "managedFields"] {
+        metadata.remove(generated);
+    }
+    create(&copy.to_string());
+    // kubectl itself refuses the copy as a parent.
+    let oracle = kubectl_with_stdin(
+        &[
+            "apply",
+            "-n",
+            n,
+            "--prune",
+            "--applyset=set-backup",
+            "--dry-run=server",
+            "-f",
+            "-",
+        ],
+        Some("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"),
+    );
+    assert_ne!(oracle.code, 0, "kubectl accepted the copy: {}", oracle.stdout);
+    let run = stack(&["prune", "-n", n, "secret/set-backup", "--yes"]);
+    assert!(exists("configmap", Some(n), "a"), "{}\n{}", run.stdout, run.stderr);
+    assert!(exists("configmap", Some(n), "b"), "{}\n{}", run.stdout, run.stderr);
+    assert!(exists("secret", Some(n), "set"), "{}", run.stderr);
+}
