@@ -242,7 +242,7 @@ pub struct Graph {
     /// The cascade victims among the nodes: objects a planned Namespace or CRD would take with
     /// it although no plan deletes them (a prune makes them nodes once found, see
     /// [`crate::live::LiveGraph::add_victims`]). Each dies when a planned Namespace or CRD it
-    /// lives in is deleted and stays otherwise ([`Graph::dying_with`]); what it needs orders
+    /// lives in is deleted and stays otherwise ([`Graph::dying_victims`]); what it needs orders
     /// that holder ([`Graph::victim_orders`]).
     #[serde(skip)]
     pub victims: HashSet<usize>,

@@ -169,13 +169,12 @@ pub fn plan(
             .collect();
         // A cascade victim dies with the planned Namespace or CRD that takes it; it stays (and
         // keeps what it needs) when no planned one does.
+        let dying = graph.dying_victims(|holder| targets.contains_key(&holder));
         let stays = |index: usize| {
             graph.nodes[index].status == NodeStatus::Selected
                 && !targets.contains_key(&index)
+                && !dying.contains_key(&index)
                 && object_of(index).is_some_and(|o| !dies_with_plan(&o.meta, &planned_uids, &owners_of))
-                && graph
-                    .dying_with(index, |holder| targets.contains_key(&holder))
-                    .is_empty()
         };
         let planned: HashSet<usize> = targets.keys().copied().collect();
         let needed: Vec<(usize, String)> = needed_by_staying(graph, &planned, stays).into_iter().collect();

@@ -26,18 +26,24 @@ pub struct VictimOrder {
 }
 
 impl Graph {
-    /// The planned Namespaces and CRDs (`planned`) whose deletion takes this node: the targets
-    /// of its structural edges, when it is a cascade victim ([`Graph::victims`]); empty for any
-    /// other node (what a stack tracks keeps its Namespace or CRD instead).
-    pub fn dying_with(&self, index: usize, planned: impl Fn(usize) -> bool) -> Vec<usize> {
-        if !self.victims.contains(&index) {
-            return Vec::new();
+    /// The cascade victims ([`Graph::victims`]) that die with the plan, each with the planned
+    /// Namespaces and CRDs (`planned`) whose deletion takes it: the targets of its structural
+    /// edges. A victim none of whose holders is planned stays; any other node is never taken
+    /// (what a stack tracks keeps its Namespace or CRD instead). One pass over the edges.
+    pub fn dying_victims(&self, planned: impl Fn(usize) -> bool) -> HashMap<usize, Vec<usize>> {
+        let mut dying: HashMap<usize, Vec<usize>> = HashMap::new();
+        if self.victims.is_empty() {
+            return dying;
         }
-        self.edges
-            .iter()
-            .filter(|e| e.from == index && matches!(e.kind, EdgeKind::Namespace | EdgeKind::Crd) && planned(e.to))
-            .map(|e| e.to)
-            .collect()
+        for edge in &self.edges {
+            if matches!(edge.kind, EdgeKind::Namespace | EdgeKind::Crd)
+                && self.victims.contains(&edge.from)
+                && planned(edge.to)
+            {
+                dying.entry(edge.from).or_default().push(edge.to);
+            }
+        }
+        dying
     }
 
     /// Rule "what dies goes before what it needs", for the cascade victims: a victim is deleted
@@ -46,12 +52,7 @@ impl Graph {
     /// finalizer names), and every planned object that needs the victim goes before the holder.
     /// Every edge orders (as in [`crate::plan::deletion_order`]).
     pub fn victim_orders(&self, planned: &HashSet<usize>) -> Vec<VictimOrder> {
-        let holders: HashMap<usize, Vec<usize>> = self
-            .victims
-            .iter()
-            .map(|&victim| (victim, self.dying_with(victim, |i| planned.contains(&i))))
-            .filter(|(_, holders)| !holders.is_empty())
-            .collect();
+        let holders = self.dying_victims(|index| planned.contains(&index));
         if holders.is_empty() {
             return Vec::new();
         }
@@ -184,7 +185,7 @@ mod tests {
         assert!(alone.victim_orders(&planned).is_empty());
 
         let graph = operator_and_stray(true);
-        assert_eq!(graph.dying_with(2, |i| planned.contains(&i)), [0]);
+        assert_eq!(graph.dying_victims(|i| planned.contains(&i)), [(2, vec![0])].into());
         assert_eq!(names(&graph, &planned), [["gizmos.example.com"], ["controller"]]);
         assert_eq!(
             graph.victim_reason(0, &planned).as_deref(),
@@ -193,7 +194,7 @@ mod tests {
         assert_eq!(graph.victim_reason(1, &planned), None);
         // A CRD the plan keeps takes nothing: the custom resource stays, and orders nothing.
         let only_operator: HashSet<usize> = [1].into();
-        assert!(graph.dying_with(2, |i| only_operator.contains(&i)).is_empty());
+        assert!(graph.dying_victims(|i| only_operator.contains(&i)).is_empty());
         assert!(graph.victim_orders(&only_operator).is_empty());
     }
 
