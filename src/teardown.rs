@@ -118,7 +118,14 @@ pub fn plan(
         let Some(object) = object_of(index) else { continue };
         let id = graph.nodes[index].id.clone();
         let tool_keeps = || crate::policy::tool_keeps(object, None);
+        let untracked = || {
+            let teardown = matches!(mode, Mode::Teardown(_));
+            (teardown && !crate::trackers::is_tracked(&object.meta) && tracker_key(object).is_none()).then(|| {
+                "no tool tracks it: it only depends on what is torn down, and is not a teardown's to delete".to_string()
+            })
+        };
         if let Some(reason) = keep_marked(&object.meta)
+            .or_else(untracked)
             .or_else(|| ambiguous_mark(&object.meta, &trackers))
             .or_else(tool_keeps)
             .or_else(|| orphaned_by_tracker(graph, index, |owner| chosen_nodes.contains(&owner)))
