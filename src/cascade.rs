@@ -174,13 +174,15 @@ pub fn cascade_of(holder: &ObjectId, held: &Collection, planned: &Planned) -> Ca
     }
 }
 
-/// The cascades of the planned Namespaces and CRDs that would take something beyond the plan.
+/// The cascades of the planned Namespaces and CRDs that would take something beyond the plan,
+/// and the victims as listed (the plan's graph makes nodes of them: see
+/// [`crate::live::LiveGraph::add_victims`]).
 pub async fn find_cascades(
     client: &Client,
     catalog: &Catalog,
     planned_objects: impl IntoIterator<Item = (ObjectId, String)>,
     options: ListOptions,
-) -> Vec<Cascade> {
+) -> (Vec<Cascade>, Vec<Listed>) {
     let mut planned = Planned::default();
     for (id, uid) in planned_objects {
         planned.uids.insert(uid);
@@ -189,15 +191,18 @@ pub async fn find_cascades(
     let mut holders: Vec<&ObjectId> = planned.ids.iter().filter(|id| is_holder(id)).collect();
     holders.sort();
     let mut found = Vec::new();
+    let mut taken = Vec::new();
     for holder in holders {
         if let Some(held) = contents(client, catalog, holder, options).await {
             let cascade = cascade_of(holder, &held, &planned);
+            let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
+            taken.extend(held.objects.iter().filter(|o| victims.contains(o.uid())).cloned());
             if !cascade.is_clean() {
                 found.push(cascade);
             }
         }
     }
-    found
+    (found, taken)
 }
 
 #[cfg(test)]

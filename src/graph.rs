@@ -11,6 +11,7 @@
 mod build;
 mod declared;
 mod memberships;
+mod victims;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -23,6 +24,7 @@ pub use build::{build, merge_duplicates};
 pub use declared::{malformed_annotations, parse_depends_on, KappRule};
 pub(crate) use memberships::object_meta;
 pub use memberships::{flux_inventory_of, full_mark, full_marks, orphans_members, owner_mark, tracked_by_any};
+pub use victims::VictimOrder;
 
 /// kpt / cli-utils explicit dependency annotation.
 pub const KPT_DEPENDS_ON: &str = "config.kubernetes.io/depends-on";
@@ -237,6 +239,13 @@ pub struct Graph {
     /// these objects.
     #[serde(skip)]
     pub inventories: HashMap<usize, MemberRecord>,
+    /// The cascade victims among the nodes: objects a planned Namespace or CRD would take with
+    /// it although no plan deletes them (a prune makes them nodes once found, see
+    /// [`crate::live::LiveGraph::add_victims`]). Each dies when a planned Namespace or CRD it
+    /// lives in is deleted and stays otherwise ([`Graph::dying_victims`]); what it needs orders
+    /// that holder ([`Graph::victim_orders`]).
+    #[serde(skip)]
+    pub victims: HashSet<usize>,
     #[serde(skip)]
     index: HashMap<ObjectId, usize>,
 }

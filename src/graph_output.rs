@@ -199,16 +199,17 @@ pub fn waves_table(graph: &Graph, plan: &Plan) -> String {
     crate::render::table(&["WAVE", "KIND", "NAMESPACE", "NAME"], rows)
 }
 
-/// The WHY of a planned object: why it is in the plan, then, when inferred edges place it before
-/// other planned objects, the first of them (`member of …; before Deployment.apps/op/ctl
-/// (inferred: finalizer)`).
+/// The WHY of a planned object: why it is in the plan, then, when inferred edges or a cascade
+/// victim's edges place it before other planned objects, the first of each (`member of …; before
+/// Deployment.apps/op/ctl (inferred: finalizer)`).
 pub fn plan_why(graph: &Graph, index: usize, planned: &HashSet<usize>, why: Option<&String>) -> String {
-    let why = why.cloned().unwrap_or_default();
-    match graph.inferred_reason(index, planned) {
-        Some(inferred) if why.is_empty() => inferred,
-        Some(inferred) => format!("{why}; {inferred}"),
-        None => why,
-    }
+    let reasons = why
+        .cloned()
+        .into_iter()
+        .chain(graph.inferred_reason(index, planned))
+        .chain(graph.victim_reason(index, planned))
+        .filter(|reason| !reason.is_empty());
+    reasons.collect::<Vec<_>>().join("; ")
 }
 
 /// A cycle as a path: `A -> B -> C -> A`.

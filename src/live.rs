@@ -27,6 +27,63 @@ pub struct LiveGraph {
     pub unlisted: Vec<String>,
     /// What could not be listed for another reason than 403 (`listing::gaps`).
     pub gaps: Vec<String>,
+    /// What the graph was built from, and how: [`LiveGraph::add_victims`] builds it again.
+    inputs: Vec<NodeInput>,
+    build_options: BuildOptions,
+}
+
+impl LiveGraph {
+    /// Makes nodes of cascade victims — what a planned Namespace or CRD would take with it
+    /// ([`crate::cascade::find_cascades`]) — and builds the graph again with them, so that what
+    /// they need is inferred by the same rules as for every other node (a custom resource's
+    /// finalizer names its operator). They never join a plan; see [`Graph::victims`]. Returns
+    /// each earlier node's new index, or `None` when every victim was a node already.
+    pub async fn add_victims(
+        &mut self,
+        session: &Session,
+        victims: Vec<Listed>,
+    ) -> Result<Option<HashMap<usize, usize>>, UserError> {
+        let mut fresh: HashMap<ObjectId, Listed> = HashMap::new();
+        for victim in victims {
+            if !self.objects.contains_key(&victim.id()) {
+                fresh.insert(victim.id(), victim);
+            }
+        }
+        if fresh.is_empty() {
+            return Ok(None);
+        }
+        let mut inputs: Vec<NodeInput> = fresh.values().map(input_from_listed).collect();
+        inputs.sort_by(|a, b| a.id.cmp(&b.id));
+        if self.build_options.infer {
+            attach_specs(session, &mut inputs).await?;
+        }
+        self.inputs.extend(inputs);
+        let earlier = std::mem::take(&mut self.graph);
+        let mut graph = build(&self.inputs, &self.build_options);
+        let existing = existing_references(session, &graph).await;
+        graph.mark_referenced(|id| existing.contains(id));
+        let moved: HashMap<usize, usize> = earlier
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(index, node)| graph.find(&node.id).map(|now| (index, now)))
+            .collect();
+        // The records a teardown read beside the graph (see `pruning::read_member_records`).
+        for (index, record) in earlier.inventories {
+            if let Some(&now) = moved.get(&index) {
+                graph.inventories.entry(now).or_insert(record);
+            }
+        }
+        graph.victims = earlier
+            .victims
+            .iter()
+            .filter_map(|index| moved.get(index).copied())
+            .chain(fresh.keys().filter_map(|id| graph.find(id)))
+            .collect();
+        self.objects.extend(fresh);
+        self.graph = graph;
+        Ok(Some(moved))
+    }
 }
 
 /// The live graph: Flux Kustomizations and HelmReleases in scope (full objects, for
@@ -265,6 +322,8 @@ pub async fn graph_of_with(
         tracked,
         unlisted: unlisted_stayers,
         gaps: Vec::new(),
+        inputs,
+        build_options: options,
     })
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use petgraph::algo::{tarjan_scc, toposort};
+use petgraph::algo::{has_path_connecting, tarjan_scc, toposort, DfsSpace};
 use petgraph::graph::{DiGraph, NodeIndex};
 
 use crate::graph::{EdgeKind, Graph};
@@ -49,7 +49,8 @@ pub fn deletion_order(graph: &Graph) -> DiGraph<usize, ()> {
 /// Plans the deletion of `targets` (node indices). Orders through every node of the graph, so a
 /// dependency that passes through an object outside the targets is still honoured.
 pub fn plan_deletion(graph: &Graph, targets: &HashSet<usize>) -> Result<Plan, Cycle> {
-    let order = deletion_order(graph);
+    let mut order = deletion_order(graph);
+    add_victim_orders(graph, targets, &mut order);
     let sorted = toposort(&order, None).map_err(|cycle| find_cycle(&order, cycle.node_id()))?;
     let mut layer = vec![0usize; order.node_count()];
     for node in sorted {
@@ -69,6 +70,34 @@ pub fn plan_deletion(graph: &Graph, targets: &HashSet<usize>) -> Result<Plan, Cy
         wave.sort_by(|a, b| graph.nodes[*a].id.cmp(&graph.nodes[*b].id));
     }
     Ok(Plan { waves })
+}
+
+/// Adds the orders the cascade victims of the targets impose ([`Graph::victim_orders`]: the
+/// Namespace or CRD that takes a victim goes before what the victim needs). One that would close
+/// a cycle — a victim that needs what its own Namespace holds — is left out with a warning: no
+/// order of waves helps it.
+fn add_victim_orders(graph: &Graph, targets: &HashSet<usize>, order: &mut DiGraph<usize, ()>) {
+    let orders = graph.victim_orders(targets);
+    if orders.is_empty() {
+        return;
+    }
+    let mut space = DfsSpace::new(&*order);
+    for o in orders {
+        let (before, after) = (NodeIndex::new(o.before), NodeIndex::new(o.after));
+        if has_path_connecting(&*order, after, before, Some(&mut space)) {
+            tracing::warn!(
+                "{} goes with {} and {} ({}), but {} cannot be gone before {} is deleted: it may hang on its finalizers",
+                graph.nodes[o.victim].id,
+                graph.nodes[o.holder].id,
+                if o.holder == o.before { "needs what a later wave deletes" } else { "is needed by what an earlier wave deletes" },
+                o.kind.label(),
+                graph.nodes[o.before].id,
+                graph.nodes[o.after].id,
+            );
+        } else {
+            order.add_edge(before, after, ());
+        }
+    }
 }
 
 /// The apply order: the deletion waves reversed.

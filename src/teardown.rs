@@ -174,9 +174,13 @@ pub fn plan(
             .keys()
             .filter_map(|&i| object_of(i).map(|o| o.uid().to_string()))
             .collect();
+        // A cascade victim dies with the planned Namespace or CRD that takes it; it stays (and
+        // keeps what it needs) when no planned one does.
+        let dying = graph.dying_victims(|holder| targets.contains_key(&holder));
         let stays = |index: usize| {
             graph.nodes[index].status == NodeStatus::Selected
                 && !targets.contains_key(&index)
+                && !dying.contains_key(&index)
                 && object_of(index).is_some_and(|o| !dies_with_plan(&o.meta, &planned_uids, &owners_of))
         };
         let planned: HashSet<usize> = targets.keys().copied().collect();
@@ -277,10 +281,12 @@ fn keep_out(graph: &Graph, targets: &mut BTreeMap<usize, String>, kept: &mut Vec
     }
 }
 
-/// For each planned node, the planned nodes it depends on directly.
+/// For each planned node, the planned nodes it needs directly, through the one edge set the keep
+/// rules read ([`crate::safeguards::needed_by_staying`]): declared, structural and inferred (a
+/// custom resource the re-check drops keeps the operator its finalizer names).
 fn planned_dependencies(graph: &Graph, planned: &HashSet<usize>) -> HashMap<ObjectId, Vec<ObjectId>> {
     let mut depends: HashMap<ObjectId, Vec<ObjectId>> = HashMap::new();
-    for edge in &graph.edges {
+    for edge in graph.all_edges().filter(|e| e.kind.is_need()) {
         if planned.contains(&edge.from) && planned.contains(&edge.to) {
             depends
                 .entry(graph.nodes[edge.from].id.clone())

@@ -4,116 +4,14 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
-use std::thread;
+use std::sync::RwLock;
 use std::time::Duration;
 
 use common::*;
-use serde_json::Value;
 
 /// A dead aggregated API makes discovery fail for every prune on the cluster (exit 4 without
 /// --skip-unlisted): the APIService test runs alone, the others together.
 static DISCOVERY: RwLock<()> = RwLock::new(());
-
-/// A stand-in controller: while `alive()` holds, it removes `finalizer` from the objects of
-/// `resource` (in `namespace`, or cluster-wide) that are being deleted and whose name starts
-/// with `prefix`. Counts what it finalized.
-struct StandIn {
-    stop: Arc<AtomicBool>,
-    finalized: Arc<AtomicUsize>,
-    handle: Option<thread::JoinHandle<()>>,
-}
-
-impl StandIn {
-    fn start(
-        resource: &str,
-        namespace: Option<&str>,
-        prefix: &str,
-        finalizer: &str,
-        alive: impl Fn() -> bool + Send + 'static,
-    ) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let finalized = Arc::new(AtomicUsize::new(0));
-        let (resource, namespace, prefix, finalizer) = (
-            resource.to_string(),
-            namespace.map(str::to_string),
-            prefix.to_string(),
-            finalizer.to_string(),
-        );
-        let handle = {
-            let (stop, finalized) = (stop.clone(), finalized.clone());
-            thread::spawn(move || {
-                while !stop.load(Ordering::SeqCst) {
-                    if alive() {
-                        let count = finalize_deleting(&resource, namespace.as_deref(), &prefix, &finalizer);
-                        finalized.fetch_add(count, Ordering::SeqCst);
-                    }
-                    thread::sleep(Duration::from_millis(200));
-                }
-            })
-        };
-        Self {
-            stop,
-            finalized,
-            handle: Some(handle),
-        }
-    }
-
-    fn stop(mut self) -> usize {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(handle) = self.handle.take() {
-            let _ = handle.join();
-        }
-        self.finalized.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for StandIn {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
-}
-
-/// Removes `finalizer` from every object of `resource` being deleted; returns how many.
-fn finalize_deleting(resource: &str, namespace: Option<&str>, prefix: &str, finalizer: &str) -> usize {
-    let mut args = vec!["get", resource, "-o", "json"];
-    if let Some(ns) = namespace {
-        args.extend(["-n", ns]);
-    }
-    let listed = kubectl(&args);
-    let Ok(list) = serde_json::from_str::<Value>(&listed.stdout) else {
-        return 0;
-    };
-    let mut count = 0;
-    for item in list["items"].as_array().into_iter().flatten() {
-        let name = item["metadata"]["name"].as_str().unwrap_or_default();
-        let finalizers: Vec<&str> = item["metadata"]["finalizers"]
-            .as_array()
-            .map(|f| f.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        if item["metadata"]["deletionTimestamp"].is_null()
-            || !name.starts_with(prefix)
-            || !finalizers.contains(&finalizer)
-        {
-            continue;
-        }
-        let rest: Vec<&str> = finalizers.into_iter().filter(|f| *f != finalizer).collect();
-        let patch = serde_json::json!({"metadata": {"finalizers": rest}}).to_string();
-        let mut args = vec!["patch", resource, name, "--type", "merge", "-p", &patch];
-        if let Some(ns) = namespace {
-            args.extend(["-n", ns]);
-        }
-        if kubectl(&args).code == 0 {
-            count += 1;
-        }
-    }
-    count
-}
-
-fn flux_labels(stack: &str, flux_ns: &str) -> String {
-    format!("{{kustomize.toolkit.fluxcd.io/name: {stack}, kustomize.toolkit.fluxcd.io/namespace: {flux_ns}}}")
-}
 
 fn kustomizations(flux_ns: &str, names: &[&str]) -> String {
     names
@@ -124,39 +22,6 @@ fn kustomizations(flux_ns: &str, names: &[&str]) -> String {
             )
         })
         .collect()
-}
-
-/// The prune's JSON lines.
-fn lines(run: &Run) -> Vec<Value> {
-    run.stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
-}
-
-/// The planned wave (1-based) of the object named `name` of `kind`.
-fn planned_wave(lines: &[Value], kind: &str, name: &str) -> usize {
-    let plan = lines.iter().find(|l| l["type"] == "plan").expect("plan line");
-    plan["waves"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .position(|wave| {
-            wave.as_array()
-                .unwrap()
-                .iter()
-                .any(|t| t["id"]["kind"] == kind && t["id"]["name"] == name)
-        })
-        .unwrap_or_else(|| panic!("{kind}/{name} not planned: {plan}"))
-        + 1
-}
-
-/// The position of the first event `change` of the object named `name` of `kind`.
-fn event_at(lines: &[Value], kind: &str, name: &str, change: &str) -> usize {
-    lines
-        .iter()
-        .position(|l| l["type"] == "event" && l["kind"] == kind && l["name"] == name && l["change"] == change)
-        .unwrap_or_else(|| panic!("no {change} event for {kind}/{name}"))
 }
 
 /// The operator stack: a CRD, the controller (Deployment, ServiceAccount), the Service that
@@ -333,7 +198,7 @@ fn a_teardown_with_no_depends_on_waits_for_the_live_operator_and_drops_the_webho
     let finalized = operator.stop();
     assert_eq!(pruned.code, 0, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
     assert_eq!(finalized, CRS, "the live operator finalized every custom resource");
-    let lines = lines(&pruned);
+    let lines = json_lines(&pruned.stdout);
 
     // Planned: custom resources before the controller; the webhook before its Service and the
     // workload behind it.
@@ -426,7 +291,7 @@ spec:
         "60s",
     ]);
     assert_eq!(pruned.code, 0, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
-    let lines = lines(&pruned);
+    let lines = json_lines(&pruned.stdout);
     let api_wave = planned_wave(&lines, "APIService", &apiservice);
     assert!(api_wave < planned_wave(&lines, "Service", "api"));
     assert!(api_wave < planned_wave(&lines, "Deployment", "api-server"));
@@ -545,7 +410,7 @@ spec:
     pv_protection.stop();
     assert_eq!(pruned.code, 0, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
     assert_eq!(released, volumes, "the live driver released every volume");
-    let lines = lines(&pruned);
+    let lines = json_lines(&pruned.stdout);
     for i in 0..volumes {
         let claim = planned_wave(&lines, "PersistentVolumeClaim", &format!("claim{i}"));
         let volume = planned_wave(&lines, "PersistentVolume", &format!("{run}-pv{i}"));

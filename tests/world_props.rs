@@ -14,6 +14,7 @@
 //! 3. order its waves by every edge among what it deletes (declared, structural, inferred);
 //! 4. leave nothing that stays without what it needs (its `depends-on` target, the operator its
 //!    finalizer names);
+//!
 //! and the garbage collector's rule (kubernetes `pkg/controller/garbagecollector`: an object goes
 //! with its owners only when all of them go) decides what dies without being planned.
 

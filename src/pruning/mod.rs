@@ -47,8 +47,8 @@ pub struct PlanRequest {
 
 /// The plan of a teardown of the named stacks (the session lists every namespace).
 pub async fn plan_teardown(session: &Session, request: &PlanRequest) -> Result<PrunePlan, UserError> {
-    let planning = teardown_planning(session, request).await?;
-    finish_plan(session, &planning, request).await
+    let mut planning = teardown_planning(session, request).await?;
+    finish_plan(session, &mut planning, request).await
 }
 
 /// The plan of pruning the orphans a report found. What depends on the orphans is looked for
@@ -60,15 +60,19 @@ pub async fn plan_orphans(
     request: &PlanRequest,
 ) -> Result<PrunePlan, UserError> {
     refuse_unlisted(&report.unchecked, request.skip_unlisted)?;
-    let (planning, scope) = orphan_planning(session, report, request.infer, request.skip_unlisted).await?;
+    let (mut planning, scope) = orphan_planning(session, report, request.infer, request.skip_unlisted).await?;
     // What depends on the orphans was listed there (see `crate::bystanders`): the re-check
     // before each wave lists it there again.
     session.scope = scope;
-    finish_plan(session, &planning, request).await
+    finish_plan(session, &mut planning, request).await
 }
 
 /// The cascades, then whether each parent is suspended already.
-async fn finish_plan(session: &Session, planning: &Planning, request: &PlanRequest) -> Result<PrunePlan, UserError> {
+async fn finish_plan(
+    session: &Session,
+    planning: &mut Planning,
+    request: &PlanRequest,
+) -> Result<PrunePlan, UserError> {
     let mut plan = plan_with_cascades(session, planning, request).await?;
     read_suspended(&session.connection.client, &mut plan.parents)
         .await
@@ -99,20 +103,40 @@ impl Planning {
         kept.extend(held_back.iter().cloned());
         plan(&snapshot(&self.live), catalog, chosen, kept, self.mode.clone())
     }
+
+    /// Makes nodes of the cascade victims that are not yet (see
+    /// [`crate::live::LiveGraph::add_victims`]); whether there were any.
+    async fn add_victims(&mut self, session: &Session, victims: Vec<Listed>) -> Result<bool, UserError> {
+        let Some(moved) = self.live.add_victims(session, victims).await? else {
+            return Ok(false);
+        };
+        self.chosen = std::mem::take(&mut self.chosen)
+            .into_iter()
+            .filter_map(|(index, why)| moved.get(&index).map(|&now| (now, why)))
+            .collect();
+        Ok(true)
+    }
 }
 
-/// Plans, then finds what the planned Namespaces and CRDs would take beyond the plan. With
-/// `--keep-cascading`, those Namespaces and CRDs are kept and the rest is planned again.
+/// Plans, then finds what the planned Namespaces and CRDs would take beyond the plan: the
+/// victims become nodes of the graph and the plan is made again (what they need orders the
+/// Namespace or CRD that takes them, and is kept while they stay). With `--keep-cascading`, those
+/// Namespaces and CRDs are kept and the rest is planned again.
 async fn plan_with_cascades(
     session: &Session,
-    planning: &Planning,
+    planning: &mut Planning,
     request: &PlanRequest,
 ) -> Result<PrunePlan, UserError> {
     let mut held_back: Vec<Kept> = Vec::new();
     loop {
         let mut plan = planning.plan(&session.catalog, &held_back)?;
         let planned = plan.waves.iter().flatten().map(|t| (t.id.clone(), t.uid.clone()));
-        plan.cascades = find_cascades(&session.connection.client, &session.catalog, planned, request.list).await;
+        let (cascades, victims) =
+            find_cascades(&session.connection.client, &session.catalog, planned, request.list).await;
+        plan.cascades = cascades;
+        if planning.add_victims(session, victims).await? {
+            continue;
+        }
         if !request.keep_cascading || plan.cascades.is_empty() {
             return Ok(plan);
         }

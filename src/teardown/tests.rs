@@ -372,3 +372,39 @@ fn members_of_a_gone_stack_are_found_by_their_mark() {
     assert_eq!(found.len(), 1);
     assert_eq!(graph.nodes[found[0]].id.name, "left");
 }
+
+#[test]
+fn planned_dependencies_are_every_need_inferred_ones_too() {
+    // What the re-check withholds when it drops an object: what that object needs, through the
+    // edges the keep rules read (a custom resource keeps its operator), not a webhook rule's.
+    let cm = |name: &str| NodeInput {
+        id: ObjectId::new("", "ConfigMap", Some("t"), name),
+        ..Default::default()
+    };
+    let mut graph = build(
+        &[cm("cr"), cm("operator"), cm("webhook"), cm("elsewhere")],
+        &BuildOptions::default(),
+    );
+    graph.inferred = vec![
+        crate::graph::Edge {
+            from: 0,
+            to: 1,
+            kind: crate::graph::EdgeKind::InferredFinalizer,
+        },
+        crate::graph::Edge {
+            from: 0,
+            to: 2,
+            kind: crate::graph::EdgeKind::InferredWebhookRule,
+        },
+        crate::graph::Edge {
+            from: 0,
+            to: 3,
+            kind: crate::graph::EdgeKind::InferredFinalizer,
+        },
+    ];
+    let planned: HashSet<usize> = [0, 1, 2].into();
+    let depends = planned_dependencies(&graph, &planned);
+    let of_cr: Vec<&str> = depends[&graph.nodes[0].id].iter().map(|id| id.name.as_str()).collect();
+    assert_eq!(of_cr, ["operator"]);
+    assert_eq!(depends.len(), 1);
+}

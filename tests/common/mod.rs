@@ -693,3 +693,142 @@ pub fn exit_code_in(file: &std::path::Path, timeout: Duration) -> i32 {
     });
     code.unwrap()
 }
+
+/// A stand-in controller (an operator, a CSI driver, kube-controller-manager's protection
+/// controllers): while `alive()` holds, it removes `finalizer` from the objects of `resource`
+/// that are being deleted and whose name starts with `prefix` — in `namespace`, or in every
+/// namespace (and cluster-scoped objects) with `None`. Counts what it finalized. A real operator
+/// finalizes only while it runs: `alive` checks its Deployment.
+pub struct StandIn {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    finalized: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl StandIn {
+    /// Starts it on a thread of its own; it looks every 200 ms.
+    pub fn start(
+        resource: &str,
+        namespace: Option<&str>,
+        prefix: &str,
+        finalizer: &str,
+        alive: impl Fn() -> bool + Send + 'static,
+    ) -> Self {
+        use std::sync::atomic::{AtomicBool, AtomicUsize};
+        use std::sync::Arc;
+        let stop = Arc::new(AtomicBool::new(false));
+        let finalized = Arc::new(AtomicUsize::new(0));
+        let (resource, namespace, prefix, finalizer) = (
+            resource.to_string(),
+            namespace.map(str::to_string),
+            prefix.to_string(),
+            finalizer.to_string(),
+        );
+        let handle = {
+            let (stop, finalized) = (stop.clone(), finalized.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    if alive() {
+                        let count = finalize_deleting(&resource, namespace.as_deref(), &prefix, &finalizer);
+                        finalized.fetch_add(count, Ordering::SeqCst);
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            })
+        };
+        Self {
+            stop,
+            finalized,
+            handle: Some(handle),
+        }
+    }
+
+    /// Stops it; returns how many objects it finalized.
+    pub fn stop(mut self) -> usize {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+        self.finalized.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Removes `finalizer` from every object of `resource` being deleted whose name starts with
+/// `prefix` (in `namespace`, or everywhere with `None`); returns how many.
+fn finalize_deleting(resource: &str, namespace: Option<&str>, prefix: &str, finalizer: &str) -> usize {
+    use serde_json::Value;
+    let mut args = vec!["get", resource, "-o", "json"];
+    match namespace {
+        Some(ns) => args.extend(["-n", ns]),
+        None => args.push("-A"),
+    }
+    let listed = kubectl(&args);
+    let Ok(list) = serde_json::from_str::<Value>(&listed.stdout) else {
+        return 0;
+    };
+    let mut count = 0;
+    for item in list["items"].as_array().into_iter().flatten() {
+        let name = item["metadata"]["name"].as_str().unwrap_or_default();
+        let finalizers: Vec<&str> = item["metadata"]["finalizers"]
+            .as_array()
+            .map(|f| f.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if item["metadata"]["deletionTimestamp"].is_null()
+            || !name.starts_with(prefix)
+            || !finalizers.contains(&finalizer)
+        {
+            continue;
+        }
+        let rest: Vec<&str> = finalizers.into_iter().filter(|f| *f != finalizer).collect();
+        let patch = serde_json::json!({"metadata": {"finalizers": rest}}).to_string();
+        let mut args = vec!["patch", resource, name, "--type", "merge", "-p", &patch];
+        if let Some(ns) = item["metadata"]["namespace"].as_str() {
+            args.extend(["-n", ns]);
+        }
+        if kubectl(&args).code == 0 {
+            count += 1;
+        }
+    }
+    count
+}
+
+/// The plan line of a prune's `-o json` output.
+pub fn plan_line(lines: &[serde_json::Value]) -> &serde_json::Value {
+    lines.iter().find(|l| l["type"] == "plan").expect("plan line")
+}
+
+/// The planned wave (1-based) of the object of `kind` named `name`, from a prune's `-o json`
+/// lines; `None` when it is not planned.
+pub fn wave_of(lines: &[serde_json::Value], kind: &str, name: &str) -> Option<usize> {
+    plan_line(lines)["waves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|wave| {
+            wave.as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["id"]["kind"] == kind && t["id"]["name"] == name)
+        })
+        .map(|wave| wave + 1)
+}
+
+/// [`wave_of`] of an object that must be planned.
+pub fn planned_wave(lines: &[serde_json::Value], kind: &str, name: &str) -> usize {
+    wave_of(lines, kind, name).unwrap_or_else(|| panic!("{kind}/{name} not planned: {}", plan_line(lines)))
+}
+
+/// The position of the first event `change` (`deleted`, `gone`) of the object of `kind` named
+/// `name` among a prune's `-o json` lines.
+pub fn event_at(lines: &[serde_json::Value], kind: &str, name: &str, change: &str) -> usize {
+    lines
+        .iter()
+        .position(|l| l["type"] == "event" && l["kind"] == kind && l["name"] == name && l["change"] == change)
+        .unwrap_or_else(|| panic!("no {change} event for {kind}/{name}"))
+}

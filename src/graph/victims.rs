@@ -1,0 +1,253 @@
+//! Cascade victims as nodes: what a planned Namespace or CRD takes with it although the plan
+//! does not delete it (see [`crate::cascade`]). They never join a plan. A victim dies when a
+//! planned Namespace or CRD it lives in is deleted, and stays otherwise; what dies goes before
+//! what it needs, victims included, so the holder that takes a victim is ordered by the victim's
+//! edges.
+
+use std::collections::{HashMap, HashSet};
+
+use super::{EdgeKind, Graph};
+
+/// An order a cascade victim imposes on two planned nodes: `before` is gone before `after` is
+/// deleted. Either the victim needs `after` and `holder` (= `before`) takes it, or `before`
+/// needs the victim and `holder` (= `after`) takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct VictimOrder {
+    /// What goes first.
+    pub before: usize,
+    /// What is deleted once `before` is gone.
+    pub after: usize,
+    /// The victim.
+    pub victim: usize,
+    /// The planned Namespace or CRD that takes it.
+    pub holder: usize,
+    /// The victim's edge.
+    pub kind: EdgeKind,
+}
+
+impl Graph {
+    /// The cascade victims ([`Graph::victims`]) that die with the plan, each with the planned
+    /// Namespaces and CRDs (`planned`) whose deletion takes it: the targets of its structural
+    /// edges. A victim none of whose holders is planned stays; any other node is never taken
+    /// (what a stack tracks keeps its Namespace or CRD instead). One pass over the edges.
+    pub fn dying_victims(&self, planned: impl Fn(usize) -> bool) -> HashMap<usize, Vec<usize>> {
+        let mut dying: HashMap<usize, Vec<usize>> = HashMap::new();
+        if self.victims.is_empty() {
+            return dying;
+        }
+        for edge in &self.edges {
+            if matches!(edge.kind, EdgeKind::Namespace | EdgeKind::Crd)
+                && self.victims.contains(&edge.from)
+                && planned(edge.to)
+            {
+                dying.entry(edge.from).or_default().push(edge.to);
+            }
+        }
+        dying
+    }
+
+    /// Rule "what dies goes before what it needs", for the cascade victims: a victim is deleted
+    /// through the planned Namespace or CRD that takes it, so that holder goes before every
+    /// planned object the victim needs (a CRD before the operator its custom resources'
+    /// finalizer names), and every planned object that needs the victim goes before the holder.
+    /// Every edge orders (as in [`crate::plan::deletion_order`]).
+    pub fn victim_orders(&self, planned: &HashSet<usize>) -> Vec<VictimOrder> {
+        let holders = self.dying_victims(|index| planned.contains(&index));
+        if holders.is_empty() {
+            return Vec::new();
+        }
+        let mut found = Vec::new();
+        for edge in self.all_edges() {
+            if let Some(taken_by) = holders.get(&edge.from) {
+                if planned.contains(&edge.to) && !taken_by.contains(&edge.to) {
+                    found.extend(taken_by.iter().map(|&holder| VictimOrder {
+                        before: holder,
+                        after: edge.to,
+                        victim: edge.from,
+                        holder,
+                        kind: edge.kind,
+                    }));
+                }
+            }
+            if let Some(taken_by) = holders.get(&edge.to) {
+                if planned.contains(&edge.from) {
+                    found.extend(
+                        taken_by
+                            .iter()
+                            .filter(|&&holder| holder != edge.from)
+                            .map(|&holder| VictimOrder {
+                                before: edge.from,
+                                after: holder,
+                                victim: edge.to,
+                                holder,
+                                kind: edge.kind,
+                            }),
+                    );
+                }
+            }
+        }
+        found.sort();
+        found.dedup();
+        found
+    }
+
+    /// Why a planned node goes before another because of a cascade victim (see
+    /// [`Graph::victim_orders`]), e.g. `before Deployment.apps/op/ctl (its deletion takes
+    /// Gizmo.example.com/app/g, which needs it: inferred: finalizer)`, with how many more.
+    pub fn victim_reason(&self, index: usize, planned: &HashSet<usize>) -> Option<String> {
+        let mut found: Vec<VictimOrder> = self
+            .victim_orders(planned)
+            .into_iter()
+            .filter(|o| o.before == index)
+            .collect();
+        found.sort_by(|a, b| self.nodes[a.after].id.cmp(&self.nodes[b.after].id));
+        found.dedup_by_key(|o| o.after);
+        let first = found.first()?;
+        let (after, victim) = (&self.nodes[first.after].id, &self.nodes[first.victim].id);
+        let how = if first.holder == index {
+            format!("its deletion takes {victim}, which needs it")
+        } else {
+            format!("that deletion takes {victim}, which it needs")
+        };
+        let more = match found.len() {
+            1 => String::new(),
+            n => format!(" and {} more", n - 1),
+        };
+        Some(format!("before {after} ({how}: {}){more}", first.kind.label()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{build, BuildOptions, NodeInput};
+    use crate::identity::ObjectId;
+    use crate::plan::plan_deletion;
+
+    const CRD: &str = "apiextensions.k8s.io";
+
+    fn input(group: &str, kind: &str, namespace: Option<&str>, name: &str, stack: Option<&str>) -> NodeInput {
+        let mut input = NodeInput {
+            id: ObjectId::new(group, kind, namespace, name),
+            ..Default::default()
+        };
+        if let Some(stack) = stack {
+            input.labels.insert(crate::trackers::FLUX_KS_NAME.into(), stack.into());
+            input
+                .labels
+                .insert(crate::trackers::FLUX_KS_NAMESPACE.into(), "flux-system".into());
+        }
+        input
+    }
+
+    /// Stack `op`: a CRD and its operator; `stray`, an untracked custom resource with the
+    /// operator's finalizer in a Namespace the plan does not touch.
+    fn operator_and_stray(stray_is_victim: bool) -> Graph {
+        let mut stray = input("example.com", "Gizmo", Some("app"), "stray", None);
+        stray.finalizers.push("example.com/cleanup".into());
+        let inputs = [
+            input(CRD, "CustomResourceDefinition", None, "gizmos.example.com", Some("op")),
+            input("apps", "Deployment", Some("op"), "controller", Some("op")),
+            stray,
+        ];
+        let options = BuildOptions {
+            infer: true,
+            crd_names: [(
+                ("example.com".to_string(), "Gizmo".to_string()),
+                "gizmos.example.com".to_string(),
+            )]
+            .into(),
+            ..Default::default()
+        };
+        let mut graph = build(&inputs, &options);
+        if stray_is_victim {
+            graph.victims.insert(2);
+        }
+        graph
+    }
+
+    fn names(graph: &Graph, planned: &HashSet<usize>) -> Vec<Vec<String>> {
+        plan_deletion(graph, planned)
+            .unwrap()
+            .waves
+            .iter()
+            .map(|w| w.iter().map(|&i| graph.nodes[i].id.name.clone()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn a_crd_whose_victim_needs_the_operator_goes_before_the_operator() {
+        let planned: HashSet<usize> = [0, 1].into();
+        // Without the victim as a node, nothing orders them: one wave, and the custom resource
+        // the CRD takes hangs on its finalizer once the operator is gone.
+        let alone = operator_and_stray(false);
+        assert_eq!(names(&alone, &planned), [["gizmos.example.com", "controller"]]);
+        assert!(alone.victim_orders(&planned).is_empty());
+
+        let graph = operator_and_stray(true);
+        assert_eq!(graph.dying_victims(|i| planned.contains(&i)), [(2, vec![0])].into());
+        assert_eq!(names(&graph, &planned), [["gizmos.example.com"], ["controller"]]);
+        assert_eq!(
+            graph.victim_reason(0, &planned).as_deref(),
+            Some("before Deployment.apps/op/controller (its deletion takes Gizmo.example.com/app/stray, which needs it: inferred: finalizer)")
+        );
+        assert_eq!(graph.victim_reason(1, &planned), None);
+        // A CRD the plan keeps takes nothing: the custom resource stays, and orders nothing.
+        let only_operator: HashSet<usize> = [1].into();
+        assert!(graph.dying_victims(|i| only_operator.contains(&i)).is_empty());
+        assert!(graph.victim_orders(&only_operator).is_empty());
+    }
+
+    #[test]
+    fn what_needs_a_victim_goes_before_the_namespace_that_takes_it() {
+        // A planned ConfigMap elsewhere depends on an untracked one in a planned Namespace.
+        let mut user = input("", "ConfigMap", Some("web"), "user", Some("s"));
+        user.annotations.insert(
+            crate::graph::KPT_DEPENDS_ON.into(),
+            "/namespaces/data/ConfigMap/base".into(),
+        );
+        let inputs = [
+            input("", "Namespace", None, "data", Some("s")),
+            user,
+            input("", "ConfigMap", Some("data"), "base", None),
+        ];
+        let mut graph = build(&inputs, &BuildOptions::default());
+        graph.victims.insert(2);
+        let planned: HashSet<usize> = [0, 1].into();
+        assert_eq!(names(&graph, &planned), [["user"], ["data"]]);
+        assert!(graph.victim_reason(1, &planned).unwrap().starts_with(
+            "before Namespace/data (that deletion takes ConfigMap/data/base, which it needs: depends-on)"
+        ));
+    }
+
+    #[test]
+    fn a_victim_that_needs_what_its_own_namespace_holds_cannot_be_ordered() {
+        // The operator lives in the Namespace that takes the custom resource: no order of waves
+        // helps, and none is made up (the plan stays acyclic).
+        let mut stray = input("example.com", "Gizmo", Some("op"), "stray", None);
+        stray.finalizers.push("example.com/cleanup".into());
+        let inputs = [
+            input("", "Namespace", None, "op", Some("op")),
+            input("apps", "Deployment", Some("op"), "controller", Some("op")),
+            input(CRD, "CustomResourceDefinition", None, "gizmos.example.com", Some("op")),
+            stray,
+        ];
+        let options = BuildOptions {
+            infer: true,
+            crd_names: [(
+                ("example.com".to_string(), "Gizmo".to_string()),
+                "gizmos.example.com".to_string(),
+            )]
+            .into(),
+            ..Default::default()
+        };
+        let mut graph = build(&inputs, &options);
+        graph.victims.insert(3);
+        let planned: HashSet<usize> = [0, 1, 2].into();
+        let waves = names(&graph, &planned);
+        assert_eq!(waves.concat().len(), 3, "{waves:?}");
+        // The CRD still goes before the operator.
+        let wave_of = |name: &str| waves.iter().position(|w| w.iter().any(|n| n == name)).unwrap();
+        assert!(wave_of("gizmos.example.com") < wave_of("controller"), "{waves:?}");
+    }
+}

@@ -1,0 +1,807 @@
+//! One graph for every plan (issue 25), on the real cluster: each numbered case of the issue as a
+//! teardown, with a stand-in operator that finalizes its custom resources only while its
+//! Deployment exists ([`StandIn`]).
+//!
+//! 1. An object with a second, live owner does not die with its owner: a Namespace that holds it
+//!    is a cascade, refused or held back, and the garbage collector keeps the object.
+//! 2. What stays keeps what it needs through inferred edges: another stack's custom resource
+//!    keeps its operator.
+//! 3. What dies goes before what it needs, victims included: with `--allow-cascade`, a CRD whose
+//!    untracked custom resource needs the operator goes before the operator.
+//! 4. A finalizer without a slash (Rook's `cephcluster.ceph.rook.io`) names its controller.
+//! 5. An untracked webhook configuration keeps the backend Service and Deployment it calls.
+//!
+//! Every group, Namespace and cluster-scoped object here has a name of its own run.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+fn kustomization(name: &str, flux_ns: &str, spec: &str) -> String {
+    format!(
+        "---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {name}, namespace: {flux_ns}}}\nspec: {{prune: true{spec}}}\n"
+    )
+}
+
+/// A group of this run's own: `<run>.graphmodel.example.com`.
+fn own_group(run: &str) -> String {
+    format!("{run}.graphmodel.example.com")
+}
+
+/// A namespaced CRD `plural.group` of kind `kind`, labelled `labels`.
+fn crd(group: &str, kind: &str, plural: &str, labels: &str) -> String {
+    format!(
+        r#"---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {plural}.{group}, labels: {labels}}}
+spec:
+  group: {group}
+  names: {{kind: {kind}, plural: {plural}, singular: {singular}}}
+  scope: Namespaced
+  versions: [{{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}]
+"#,
+        singular = kind.to_ascii_lowercase()
+    )
+}
+
+/// A Namespace and, in it, the operator's Deployment `name`, labelled `labels`.
+fn operator(namespace: &str, name: &str, labels: &str) -> String {
+    format!(
+        r#"---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {namespace}, labels: {labels}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, namespace: {namespace}, labels: {labels}}}
+spec:
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec: {{containers: [{{name: manager, image: example.invalid/operator}}]}}
+"#
+    )
+}
+
+/// Deletes what a test leaves behind when it fails half-way (or keeps on purpose): custom
+/// resources lose their finalizers first, so that their CRD and Namespace can go.
+struct Leftovers {
+    custom: Vec<(String, String)>,
+    objects: Vec<(String, String)>,
+}
+
+impl Leftovers {
+    fn new() -> Self {
+        Self {
+            custom: Vec::new(),
+            objects: Vec::new(),
+        }
+    }
+
+    /// Custom resources of `resource` in `namespace`.
+    fn custom(&mut self, resource: &str, namespace: &str) {
+        self.custom.push((resource.to_string(), namespace.to_string()));
+    }
+
+    /// A cluster-scoped object.
+    fn object(&mut self, kind: &str, name: &str) {
+        self.objects.push((kind.to_string(), name.to_string()));
+    }
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        for (resource, namespace) in &self.custom {
+            release_finalizers(resource, namespace);
+        }
+        for (kind, name) in &self.objects {
+            let _ = kubectl(&["delete", kind, name, "--wait=false", "--ignore-not-found"]);
+        }
+    }
+}
+
+/// The kept entry of the plan for the object of `kind` named `name`: its reason.
+fn kept_reason(lines: &[Value], kind: &str, name: &str) -> Option<String> {
+    plan_line(lines)["kept"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["id"]["kind"] == kind && k["id"]["name"] == name)
+        .map(|k| k["reason"].as_str().unwrap().to_string())
+}
+
+/// The `why` of the planned object of `kind` named `name`.
+fn planned_why(lines: &[Value], kind: &str, name: &str) -> String {
+    plan_line(lines)["waves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|w| w.as_array().unwrap())
+        .find(|t| t["id"]["kind"] == kind && t["id"]["name"] == name)
+        .unwrap_or_else(|| panic!("{kind}/{name} not planned"))["why"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The kinds of the edges `graph -A --members -o json` shows from one object to another
+/// (`(kind, namespace, name)`; an empty namespace for a cluster-scoped object).
+fn graph_edges(from: (&str, &str, &str), to: (&str, &str, &str)) -> Vec<String> {
+    let json = stack(&["graph", "-A", "--members", "-o", "json"]).expect_code(0).json();
+    let node = |(kind, namespace, name): (&str, &str, &str)| {
+        json["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| {
+                n["kind"] == kind && n["name"] == name && n["namespace"].as_str().unwrap_or_default() == namespace
+            })
+            .unwrap_or_else(|| panic!("{kind}/{namespace}/{name} is no node of the graph"))["index"]
+            .clone()
+    };
+    let (from, to) = (node(from), node(to));
+    json["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["from"] == from && e["to"] == to)
+        .map(|e| e["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Case 1: Namespace `t4` and ConfigMap `p` are stack `s4`'s; the untracked ConfigMap `precious`
+/// in `t4` is owned by `p` and by an untracked ClusterRole. The garbage collector keeps
+/// `precious` when `p` goes (one owner lives): it does not die with the plan, so the Namespace
+/// would take it — a cascade victim, named, refused, and held back with `--keep-cascading`.
+#[test]
+fn an_object_with_a_second_live_owner_is_a_cascade_victim_not_a_silent_loss() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm1");
+    let f = flux.0.clone();
+    let t4 = unique("gm1-t4");
+    let role = unique("gm1-role");
+    let mut leftovers = Leftovers::new();
+    leftovers.object("clusterrole", &role);
+    leftovers.object("namespace", &t4);
+    let s4 = flux_labels("s4", &f);
+    apply(&format!(
+        r#"{}---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {t4}, labels: {s4}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: p, namespace: {t4}, labels: {s4}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {role}}}
+rules: []
+"#,
+        kustomization("s4", &f, "")
+    ));
+    let (p_uid, role_uid) = (uid_of("configmap", Some(&t4), "p"), uid_of("clusterrole", None, &role));
+    apply(&format!(
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: precious
+  namespace: {t4}
+  ownerReferences:
+  - {{apiVersion: v1, kind: ConfigMap, name: p, uid: {p_uid}}}
+  - {{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, name: {role}, uid: {role_uid}}}
+data: {{only: copy}}
+"#
+    ));
+
+    // Named as a victim of the Namespace, and refused: nothing is deleted.
+    let refused = stack(&["prune", "-n", &f, "kustomization/s4", "--yes", "-o", "json"]).expect_code(4);
+    let lines = json_lines(&refused.stdout);
+    let cascades = plan_line(&lines)["cascades"].as_array().unwrap().clone();
+    assert_eq!(cascades.len(), 1, "{cascades:?}");
+    assert_eq!(cascades[0]["holder"]["kind"], "Namespace");
+    assert_eq!(cascades[0]["holder"]["name"], t4.as_str());
+    let victims: Vec<(&str, &str)> = cascades[0]["victims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (v["id"]["name"].as_str().unwrap(), v["why"].as_str().unwrap()))
+        .collect();
+    assert_eq!(victims, [("precious", "untracked")]);
+    assert!(
+        refused.stderr.contains(&format!(
+            "Namespace/{t4}: 1 object(s) the plan does not delete (ConfigMap/{t4}/precious)"
+        )),
+        "{}",
+        refused.stderr
+    );
+    assert!(exists("configmap", Some(&t4), "p"));
+    assert!(exists("configmap", Some(&t4), "precious"));
+
+    // --keep-cascading: the Namespace stays (the plan says why), `p` goes, and the garbage
+    // collector, seeing the ClusterRole alive, only drops `p` from `precious`'s owners.
+    let held = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/s4",
+        "--keep-cascading",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ])
+    .expect_code(0);
+    let lines = json_lines(&held.stdout);
+    let why = kept_reason(&lines, "Namespace", &t4).unwrap_or_else(|| panic!("Namespace kept: {}", held.stdout));
+    assert!(
+        why.starts_with("--keep-cascading") && why.contains(&format!("ConfigMap/{t4}/precious")),
+        "{why}"
+    );
+    assert_eq!(wave_of(&lines, "Namespace", &t4), None);
+    assert!(!exists("configmap", Some(&t4), "p"), "{}", held.stdout);
+    let owners = || {
+        kubectl(&[
+            "get",
+            "configmap",
+            "precious",
+            "-n",
+            &t4,
+            "-o",
+            "jsonpath={.metadata.ownerReferences[*].uid}",
+        ])
+        .stdout
+    };
+    wait_until(Duration::from_secs(30), || owners() == role_uid);
+    assert!(exists("namespace", None, &t4));
+    assert_eq!(field("configmap", &t4, "precious", ".data.only"), "copy");
+}
+
+/// Case 2 (kustomize-controller#301): stack `op8` (CRD, operator), `use8` dependsOn it, `other8`
+/// holds a custom resource with the operator's finalizer and no dependsOn. Tearing `op8` down
+/// takes `use8` (its custom resource finalized by the live operator) and keeps the CRD and the
+/// operator, which `other8`'s custom resource still needs — with `--keep-cascading` too. The
+/// operator is still there to finalize it afterwards.
+#[test]
+fn another_stacks_custom_resource_keeps_its_operator_through_the_inferred_edge() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm2");
+    let f = flux.0.clone();
+    let run = unique("gm2");
+    let group = own_group(&run);
+    let resource = format!("gizmos.{group}");
+    let (op_ns, use_ns, other_ns) = (format!("{run}-op"), format!("{run}-use"), format!("{run}-other"));
+    let finalizer = format!("{group}/cleanup");
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &use_ns);
+    leftovers.custom(&resource, &other_ns);
+    for namespace in [&op_ns, &use_ns, &other_ns] {
+        leftovers.object("namespace", namespace);
+    }
+    leftovers.object("crd", &resource);
+    let (op8, use8, other8) = (
+        flux_labels("op8", &f),
+        flux_labels("use8", &f),
+        flux_labels("other8", &f),
+    );
+    apply(&format!(
+        "{}{}{}{}{}",
+        kustomization("op8", &f, ""),
+        kustomization("use8", &f, ", dependsOn: [{name: op8}]"),
+        kustomization("other8", &f, ""),
+        crd(&group, "Gizmo", "gizmos", &op8),
+        operator(&op_ns, "controller", &op8),
+    ));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    apply(&format!(
+        r#"---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {use_ns}, labels: {use8}}}
+---
+apiVersion: {group}/v1
+kind: Gizmo
+metadata: {{name: u, namespace: {use_ns}, labels: {use8}, finalizers: [{finalizer}]}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {other_ns}, labels: {other8}}}
+---
+apiVersion: {group}/v1
+kind: Gizmo
+metadata: {{name: o, namespace: {other_ns}, labels: {other8}, finalizers: [{finalizer}]}}
+"#
+    ));
+    let alive_ns = op_ns.clone();
+    let operator = StandIn::start(&resource, None, "", &finalizer, move || {
+        exists("deployment", Some(&alive_ns), "controller")
+    });
+
+    // `graph` shows the edge the plan keeps the operator by.
+    assert_eq!(
+        graph_edges(("Gizmo", &other_ns, "o"), ("Deployment", &op_ns, "controller")),
+        ["inferredFinalizer"]
+    );
+    let needed_by_o = format!("needed by Gizmo.{group}/{other_ns}/o, which is not pruned (inferred: finalizer)");
+    for extra in [&[][..], &["--keep-cascading"][..]] {
+        let mut args = vec!["prune", "-n", &f, "kustomization/op8", "--dry-run", "-o", "json"];
+        args.extend_from_slice(extra);
+        let planned = stack(&args).expect_code(0);
+        let lines = json_lines(&planned.stdout);
+        assert_eq!(wave_of(&lines, "Deployment", "controller"), None, "{extra:?}");
+        assert_eq!(
+            kept_reason(&lines, "Deployment", "controller").as_deref(),
+            Some(needed_by_o.as_str()),
+            "{extra:?}: {}",
+            planned.stdout
+        );
+        assert_eq!(
+            kept_reason(&lines, "CustomResourceDefinition", &resource),
+            Some(format!("holds Gizmo.{group}/{other_ns}/o, which is not pruned")),
+            "{extra:?}"
+        );
+        planned_wave(&lines, "Gizmo", "u");
+    }
+
+    let pruned = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/op8",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    assert_eq!(pruned.code, 0, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
+    assert!(!exists(&resource, Some(&use_ns), "u"));
+    assert!(!exists("kustomization", Some(&f), "use8"));
+    assert!(exists("deployment", Some(&op_ns), "controller"));
+    assert!(exists("crd", None, &resource));
+    assert!(exists(&resource, Some(&other_ns), "o"));
+
+    // The operator is there to finalize `other8`'s custom resource when its time comes.
+    assert_eq!(
+        kubectl(&["delete", &resource, "o", "-n", &other_ns, "--wait=false"]).code,
+        0
+    );
+    wait_until(Duration::from_secs(30), || !exists(&resource, Some(&other_ns), "o"));
+    assert_eq!(operator.stop(), 2, "the live operator finalized `u` and `o`");
+}
+
+/// Case 3: stack `op3` holds a CRD and its operator; an untracked custom resource with the
+/// operator's finalizer lives elsewhere. With `--allow-cascade` it dies with its CRD, so the CRD
+/// (and through it the custom resource) must be gone before the operator is deleted: one wave for
+/// both leaves them stuck for good.
+#[test]
+fn allow_cascade_deletes_a_crd_before_the_operator_its_victim_needs() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm3");
+    let f = flux.0.clone();
+    let stray_ns = Namespace::new("gm3-stray");
+    let run = unique("gm3");
+    let group = own_group(&run);
+    let resource = format!("gizmos.{group}");
+    let op_ns = format!("{run}-op");
+    let finalizer = format!("{group}/cleanup");
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &stray_ns.0);
+    leftovers.object("namespace", &op_ns);
+    leftovers.object("crd", &resource);
+    let op3 = flux_labels("op3", &f);
+    apply(&format!(
+        "{}{}{}",
+        kustomization("op3", &f, ""),
+        crd(&group, "Gizmo", "gizmos", &op3),
+        operator(&op_ns, "controller", &op3),
+    ));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    apply(&format!(
+        "apiVersion: {group}/v1\nkind: Gizmo\nmetadata: {{name: stray, namespace: {}, finalizers: [{finalizer}]}}\n",
+        stray_ns.0
+    ));
+
+    // --keep-cascading keeps the CRD, so `stray` stays: it keeps its operator too.
+    let held = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/op3",
+        "--keep-cascading",
+        "--dry-run",
+        "-o",
+        "json",
+    ])
+    .expect_code(0);
+    let lines = json_lines(&held.stdout);
+    let why = kept_reason(&lines, "CustomResourceDefinition", &resource).unwrap_or_else(|| panic!("{}", held.stdout));
+    assert!(why.starts_with("--keep-cascading"), "{why}");
+    assert_eq!(
+        kept_reason(&lines, "Deployment", "controller"),
+        Some(format!(
+            "needed by Gizmo.{group}/{}/stray, which is not pruned (inferred: finalizer)",
+            stray_ns.0
+        )),
+        "{}",
+        held.stdout
+    );
+    assert_eq!(wave_of(&lines, "Deployment", "controller"), None);
+
+    let planned = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/op3",
+        "--allow-cascade",
+        "--dry-run",
+        "-o",
+        "json",
+    ])
+    .expect_code(0);
+    let lines = json_lines(&planned.stdout);
+    let cascades = plan_line(&lines)["cascades"].as_array().unwrap().clone();
+    assert_eq!(cascades.len(), 1, "{cascades:?}");
+    assert_eq!(cascades[0]["holder"]["name"], resource.as_str());
+    assert_eq!(cascades[0]["victims"][0]["id"]["name"], "stray");
+    let crd_wave = planned_wave(&lines, "CustomResourceDefinition", &resource);
+    assert!(
+        crd_wave < planned_wave(&lines, "Deployment", "controller"),
+        "the CRD takes `stray`, which needs the operator: {}",
+        planned.stdout
+    );
+    let why = planned_why(&lines, "CustomResourceDefinition", &resource);
+    assert!(
+        why.contains(&format!("Deployment.apps/{op_ns}/controller"))
+            && why.contains(&format!("Gizmo.{group}/{}/stray", stray_ns.0)),
+        "{why}"
+    );
+
+    let alive_ns = op_ns.clone();
+    let operator = StandIn::start(&resource, Some(&stray_ns.0), "stray", &finalizer, move || {
+        exists("deployment", Some(&alive_ns), "controller")
+    });
+    let pruned = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/op3",
+        "--allow-cascade",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    let finalized = operator.stop();
+    assert_eq!(pruned.code, 0, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
+    assert_eq!(finalized, 1, "the live operator finalized the victim");
+    let lines = json_lines(&pruned.stdout);
+    assert!(
+        event_at(&lines, "CustomResourceDefinition", &resource, "gone")
+            < event_at(&lines, "Deployment", "controller", "deleted")
+    );
+    assert!(!exists("crd", None, &resource));
+    assert!(!exists("deployment", Some(&op_ns), "controller"));
+}
+
+/// Case 4: Rook's finalizer `cephcluster.ceph.rook.io` has no slash. It names the CRD's group by
+/// its domain all the same: the custom resource goes before the operator (one wave would leave
+/// it stuck), `graph` shows the edge, and `stuck` names the controller of a stuck one.
+#[test]
+fn a_finalizer_without_a_slash_names_its_operator() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm4");
+    let f = flux.0.clone();
+    let stuck_ns = Namespace::new("gm4-stuck");
+    let run = unique("gm4");
+    let group = own_group(&run);
+    let resource = format!("cephclusters.{group}");
+    let op_ns = format!("{run}-rook");
+    let finalizer = format!("cephcluster.{group}");
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &op_ns);
+    leftovers.custom(&resource, &stuck_ns.0);
+    leftovers.object("namespace", &op_ns);
+    leftovers.object("crd", &resource);
+    let rook = flux_labels("rook", &f);
+    apply(&format!(
+        "{}{}{}",
+        kustomization("rook", &f, ""),
+        crd(&group, "CephCluster", "cephclusters", &rook),
+        operator(&op_ns, "rook-ceph-operator", &rook),
+    ));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    apply(&format!(
+        r#"---
+apiVersion: {group}/v1
+kind: CephCluster
+metadata: {{name: ceph, namespace: {op_ns}, labels: {rook}, finalizers: [{finalizer}]}}
+---
+apiVersion: {group}/v1
+kind: CephCluster
+metadata: {{name: held, namespace: {stuck}, finalizers: [{finalizer}]}}
+"#,
+        stuck = stuck_ns.0
+    ));
+
+    assert_eq!(
+        graph_edges(
+            ("CephCluster", &op_ns, "ceph"),
+            ("Deployment", &op_ns, "rook-ceph-operator")
+        ),
+        ["inferredFinalizer"]
+    );
+
+    // A custom resource stuck on the finalizer: `stuck` names the controller of its CRD (the
+    // operator has no ready replica here: nothing runs pods).
+    assert_eq!(
+        kubectl(&["delete", &resource, "held", "-n", &stuck_ns.0, "--wait=false"]).code,
+        0
+    );
+    let json = stack(&["stuck", "-n", &stuck_ns.0, "-o", "json"]).expect_code(1).json();
+    let item = json["stuck"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "held")
+        .unwrap_or_else(|| panic!("held not stuck: {json}"));
+    let why: Vec<&str> = item["diagnoses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    let why = why.join("\n");
+    assert!(
+        why.contains(&format!(
+            "belongs to the controller of CRD {resource}, tracked by flux:{f}/rook: the stack's Deployment {op_ns}/rook-ceph-operator has 0/1 ready"
+        )),
+        "{why}"
+    );
+    release_finalizers(&format!("{resource}/held"), &stuck_ns.0);
+    wait_until(Duration::from_secs(30), || {
+        !exists(&resource, Some(&stuck_ns.0), "held")
+    });
+
+    let planned = stack(&["prune", "-n", &f, "kustomization/rook", "--dry-run", "-o", "json"]).expect_code(0);
+    let lines = json_lines(&planned.stdout);
+    assert!(
+        planned_wave(&lines, "CephCluster", "ceph") < planned_wave(&lines, "Deployment", "rook-ceph-operator"),
+        "{}",
+        planned.stdout
+    );
+    assert!(
+        planned_why(&lines, "CephCluster", "ceph").contains(&format!(
+            "before Deployment.apps/{op_ns}/rook-ceph-operator (inferred: finalizer)"
+        )),
+        "{}",
+        planned.stdout
+    );
+
+    let alive_ns = op_ns.clone();
+    let operator = StandIn::start(&resource, Some(&op_ns), "ceph", &finalizer, move || {
+        exists("deployment", Some(&alive_ns), "rook-ceph-operator")
+    });
+    let pruned = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/rook",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    let finalized = operator.stop();
+    assert_eq!(pruned.code, 0, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
+    assert_eq!(finalized, 1, "the live operator finalized the CephCluster");
+    let lines = json_lines(&pruned.stdout);
+    assert!(
+        event_at(&lines, "CephCluster", "ceph", "gone")
+            < event_at(&lines, "Deployment", "rook-ceph-operator", "deleted")
+    );
+    assert!(!exists("crd", None, &resource));
+}
+
+/// Case 5: an operator made a ValidatingWebhookConfiguration at run time (as Kyverno does):
+/// untracked, `failurePolicy: Fail` on configmap DELETE, served by Service `hook` of stack `s9`.
+/// Tearing `s9` down keeps the Service and the Deployment behind it, and says why; the rest
+/// goes. (Its namespaceSelector matches no namespace: no other test's DELETE is sent to it.)
+#[test]
+fn an_untracked_webhook_keeps_the_backend_it_calls() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm5");
+    let f = flux.0.clone();
+    let run = unique("gm5");
+    let t9 = format!("{run}-t9");
+    let webhook = format!("{run}-guard");
+    let mut leftovers = Leftovers::new();
+    leftovers.object("validatingwebhookconfiguration", &webhook);
+    leftovers.object("namespace", &t9);
+    let s9 = flux_labels("s9", &f);
+    apply(&format!(
+        r#"{}---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {t9}, labels: {s9}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: hook-server, namespace: {t9}, labels: {s9}}}
+spec:
+  selector: {{matchLabels: {{app: hook}}}}
+  template: {{metadata: {{labels: {{app: hook}}}}, spec: {{containers: [{{name: hook, image: example.invalid/hook}}]}}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: hook, namespace: {t9}, labels: {s9}}}
+spec: {{selector: {{app: hook}}, ports: [{{port: 443, targetPort: 9443}}]}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: settings, namespace: {t9}, labels: {s9}}}
+"#,
+        kustomization("s9", &f, "")
+    ));
+    apply(&format!(
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {{name: {webhook}}}
+webhooks:
+- name: guard.{run}.example.com
+  clientConfig: {{service: {{namespace: {t9}, name: hook, path: /validate}}}}
+  rules: [{{apiGroups: [""], apiVersions: ["v1"], operations: ["DELETE"], resources: ["configmaps"]}}]
+  namespaceSelector: {{matchLabels: {{graphmodel-guarded: "{run}"}}}}
+  failurePolicy: Fail
+  sideEffects: None
+  admissionReviewVersions: ["v1"]
+"#
+    ));
+
+    let needed = format!(
+        "needed by ValidatingWebhookConfiguration.admissionregistration.k8s.io/{webhook}, which is not pruned (inferred: webhook backend)"
+    );
+    let planned = stack(&["prune", "-n", &f, "kustomization/s9", "--dry-run", "-o", "json"]).expect_code(0);
+    let lines = json_lines(&planned.stdout);
+    for (kind, name) in [("Service", "hook"), ("Deployment", "hook-server")] {
+        assert_eq!(wave_of(&lines, kind, name), None, "{}", planned.stdout);
+        assert_eq!(kept_reason(&lines, kind, name).as_deref(), Some(needed.as_str()));
+    }
+    planned_wave(&lines, "ConfigMap", "settings");
+
+    // The table: what is kept, and why, on stderr above the prompt.
+    let pruned = stack(&["prune", "-n", &f, "kustomization/s9", "--yes", "--timeout", "60s"]);
+    assert_eq!(pruned.code, 0, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
+    for kept in [
+        format!("Service/{t9}/hook"),
+        format!("Deployment.apps/{t9}/hook-server"),
+    ] {
+        assert!(
+            pruned.stderr.contains(&format!("kept: {kept} ({needed})")),
+            "{}",
+            pruned.stderr
+        );
+    }
+    assert!(
+        pruned.stderr.contains(&format!("kept: Namespace/{t9} (holds ")),
+        "{}",
+        pruned.stderr
+    );
+    assert!(!exists("configmap", Some(&t9), "settings"), "{}", pruned.stdout);
+    assert!(exists("service", Some(&t9), "hook"));
+    assert!(exists("deployment", Some(&t9), "hook-server"));
+    assert!(exists("validatingwebhookconfiguration", None, &webhook));
+}
+
+/// Case 2 on the re-check's path: a custom resource the re-check drops from its wave (a keep
+/// marker added while an earlier wave waits) stays, so the operator its finalizer names is
+/// withheld from the later waves like every other dependency it has — not deleted under it.
+#[test]
+fn the_recheck_withholds_the_operator_of_a_custom_resource_it_drops() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm2r");
+    let f = flux.0.clone();
+    let run = unique("gm2r");
+    let group = own_group(&run);
+    let resource = format!("gizmos.{group}");
+    let op_ns = format!("{run}-op");
+    let finalizer = format!("{group}/cleanup");
+    let hold = "graphmodel.example.com/hold";
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &op_ns);
+    leftovers.object("namespace", &op_ns);
+    leftovers.object("crd", &resource);
+    let op = flux_labels("op", &f);
+    apply(&format!(
+        "{}{}{}",
+        kustomization("op", &f, ""),
+        crd(&group, "Gizmo", "gizmos", &op),
+        operator(&op_ns, "controller", &op),
+    ));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    // `first` (held by a finalizer, so its wave waits) goes before `late`.
+    apply(&format!(
+        r#"---
+apiVersion: {group}/v1
+kind: Gizmo
+metadata: {{name: late, namespace: {op_ns}, labels: {op}, finalizers: [{finalizer}]}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: first
+  namespace: {op_ns}
+  labels: {op}
+  finalizers: [{hold}]
+  annotations: {{config.kubernetes.io/depends-on: {group}/namespaces/{op_ns}/Gizmo/late}}
+"#
+    ));
+    let alive_ns = op_ns.clone();
+    let operator = StandIn::start(&resource, Some(&op_ns), "late", &finalizer, move || {
+        exists("deployment", Some(&alive_ns), "controller")
+    });
+
+    let child = spawn_stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/op",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    wait_until(Duration::from_secs(30), || is_terminating("configmap", &op_ns, "first"));
+    let kept = kubectl(&[
+        "annotate",
+        &resource,
+        "late",
+        "-n",
+        &op_ns,
+        "kustomize.toolkit.fluxcd.io/prune=disabled",
+    ]);
+    assert_eq!(kept.code, 0, "{}", kept.stderr);
+    release_finalizers("configmap/first", &op_ns);
+    let pruned = finish(child);
+    assert_eq!(operator.stop(), 0, "`late` was never deleted");
+    let lines = json_lines(&pruned.stdout);
+    assert!(
+        planned_wave(&lines, "Gizmo", "late") < planned_wave(&lines, "Deployment", "controller"),
+        "{}",
+        pruned.stdout
+    );
+    let dropped = |name: &str| {
+        lines
+            .iter()
+            .find(|e| e["type"] == "event" && e["change"] == "dropped" && e["name"] == name)
+            .and_then(|e| e["reason"].as_str())
+            .unwrap_or_else(|| panic!("{name} not dropped:\n{}\n{}", pruned.stdout, pruned.stderr))
+            .to_string()
+    };
+    assert!(dropped("late").contains("kustomize.toolkit.fluxcd.io/prune=disabled"));
+    assert_eq!(
+        dropped("controller"),
+        format!("needed by Gizmo.{group}/{op_ns}/late, which was not deleted")
+    );
+    assert_eq!(pruned.code, 5, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
+    assert!(!exists("configmap", Some(&op_ns), "first"));
+    assert!(exists(&resource, Some(&op_ns), "late"));
+    assert!(exists("deployment", Some(&op_ns), "controller"), "{}", pruned.stdout);
+    assert!(exists("crd", None, &resource));
+}
