@@ -16,7 +16,9 @@ use serde::Serialize;
 use crate::collect::{collect_kinds, Collection, ListOptions, ListScope, Listed};
 use crate::discovery::{Catalog, KindInfo};
 use crate::identity::ObjectId;
-use crate::safeguards::{dies_with_plan, keep_marked, made_by_control_plane, SERVICE_ACCOUNT_NAME};
+use crate::safeguards::{
+    dies_with_plan, keep_marked, made_by_control_plane, token_of_default_account, SERVICE_ACCOUNT_NAME,
+};
 use crate::trackers::{describe_marks, is_tracked, Selection};
 
 /// One object a Namespace's or CRD's deletion would take, and why it counts.
@@ -108,6 +110,11 @@ pub fn victims(held: &[Listed], planned: &Planned) -> Vec<Victim> {
         .chain(planned.ids.iter().cloned())
         .filter(|id| id.group.is_empty() && id.kind == "Service")
         .collect();
+    let default_accounts: HashSet<String> = held
+        .iter()
+        .filter(|o| o.kind.group.is_empty() && o.kind.kind == "ServiceAccount" && o.name() == "default")
+        .map(|o| o.uid().to_string())
+        .collect();
     let mut found: Vec<Victim> = held
         .iter()
         .filter(|o| !o.is_terminating() && !planned.uids.contains(o.uid()))
@@ -120,6 +127,7 @@ pub fn victims(held: &[Listed], planned: &Planned) -> Vec<Victim> {
             owners.peek().is_none() || !owners.all(|r| held_uids.contains(r.uid.as_str()))
         })
         .filter(|o| made_by_control_plane(&o.id(), &o.meta, &services).is_none())
+        .filter(|o| !token_of_default_account(&o.id(), &o.meta, &default_accounts))
         .filter(|o| !token_of_planned_account(&o.id(), &o.meta, planned))
         .map(|o| Victim {
             id: o.id(),

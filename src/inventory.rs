@@ -257,6 +257,14 @@ async fn record_as(
                     value.name
                 )));
             }
+            if let Some(stack) = stack.as_ref().filter(|stack| !stack.renames.is_empty()) {
+                return Err(UserError::refused(format!(
+                    "Kustomization {namespace}/{} builds with spec.{}, which -f/-k do not reproduce: the names it applies are not those of the desired set given, and comparing them would call what Flux keeps an orphan",
+                    value.name,
+                    stack.renames.join(", spec.")
+                ))
+                .hint("compare with what Flux built: `flux build kustomization NAME --path DIR > built.yaml`, then -f built.yaml (with --inventory flux=NAME.NAMESPACE)"));
+            }
             return Ok(stack.map(FluxStack::into_record).unwrap_or_default());
         }
         Preset::FluxHelm => return flux_helm_record(session, &value.name, &namespace, helm_revision).await,

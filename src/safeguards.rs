@@ -261,20 +261,17 @@ pub fn holds_staying<'a>(
 pub const SERVICE_ACCOUNT_NAME: &str = "kubernetes.io/service-account.name";
 
 /// Rule (cascade victims): what the control plane makes by itself, in every namespace or for
-/// every Service, is no loss when its Namespace goes: the `default` ServiceAccount and its token
-/// Secret, the `kube-root-ca.crt` ConfigMap, Events, and the Endpoints and EndpointSlices of a
-/// Service (`services`: the Services of the Namespace and those the plan deletes). Returns what it is.
+/// every Service, is no loss when its Namespace goes: the `default` ServiceAccount, the
+/// `kube-root-ca.crt` ConfigMap, Events, and the Endpoints and EndpointSlices of a Service
+/// (`services`: the Services of the Namespace and those the plan deletes). Returns what it is.
+/// (The default ServiceAccount's token Secret: see [`token_of_default_account`].)
 pub fn made_by_control_plane(id: &ObjectId, meta: &ObjectMeta, services: &HashSet<ObjectId>) -> Option<&'static str> {
     let service_named = |name: Option<&str>| {
         name.is_some_and(|name| services.contains(&ObjectId::new("", "Service", id.namespace.as_deref(), name)))
     };
-    let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str);
     let label = |key: &str| meta.labels.as_ref().and_then(|l| l.get(key)).map(String::as_str);
     match (id.group.as_str(), id.kind.as_str(), id.name.as_str()) {
         ("", "ServiceAccount", "default") => Some("the default ServiceAccount"),
-        ("", "Secret", _) if annotation(SERVICE_ACCOUNT_NAME) == Some("default") => {
-            Some("the default ServiceAccount's token")
-        }
         ("", "ConfigMap", "kube-root-ca.crt") => Some("the cluster CA bundle"),
         ("", "Event", _) | ("events.k8s.io", "Event", _) => Some("an Event"),
         ("", "Endpoints", name) if service_named(Some(name)) => Some("a Service's Endpoints"),
@@ -283,6 +280,19 @@ pub fn made_by_control_plane(id: &ObjectId, meta: &ObjectMeta, services: &HashSe
         }
         _ => None,
     }
+}
+
+/// Rule (cascade victims): the token Secret the token controller made for a Namespace's
+/// `default` ServiceAccount: a Secret whose `kubernetes.io/service-account.name` is `default`
+/// and whose `kubernetes.io/service-account.uid` is the UID of that ServiceAccount as listed
+/// (`default_accounts`: the UIDs of the listed `default` ServiceAccounts). The name annotation
+/// alone proves nothing: any Secret can carry it (metadata-only lists cannot see the type).
+pub fn token_of_default_account(id: &ObjectId, meta: &ObjectMeta, default_accounts: &HashSet<String>) -> bool {
+    let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str);
+    id.group.is_empty()
+        && id.kind == "Secret"
+        && annotation(SERVICE_ACCOUNT_NAME) == Some("default")
+        && annotation(crate::cascade::SERVICE_ACCOUNT_UID).is_some_and(|uid| default_accounts.contains(uid))
 }
 
 #[cfg(test)]
@@ -501,8 +511,32 @@ mod tests {
         let id = |group: &str, kind: &str, name: &str| ObjectId::new(group, kind, Some("shop"), name);
         assert!(made_by_control_plane(&id("", "ServiceAccount", "default"), &plain, &services).is_some());
         assert!(made_by_control_plane(&id("", "ServiceAccount", "builder"), &plain, &services).is_none());
-        let token = meta(&[], &[(SERVICE_ACCOUNT_NAME, "default")]);
-        assert!(made_by_control_plane(&id("", "Secret", "default-token-x"), &token, &services).is_some());
+        let token = meta(
+            &[],
+            &[
+                (SERVICE_ACCOUNT_NAME, "default"),
+                (crate::cascade::SERVICE_ACCOUNT_UID, "sa-uid"),
+            ],
+        );
+        let accounts: HashSet<String> = ["sa-uid".to_string()].into();
+        assert!(token_of_default_account(
+            &id("", "Secret", "default-token-x"),
+            &token,
+            &accounts
+        ));
+        // A Secret that only names the default ServiceAccount is a user's Secret (finding 6).
+        let named_only = meta(&[], &[(SERVICE_ACCOUNT_NAME, "default")]);
+        assert!(!token_of_default_account(
+            &id("", "Secret", "mine"),
+            &named_only,
+            &accounts
+        ));
+        assert!(!token_of_default_account(
+            &id("", "Secret", "t"),
+            &token,
+            &HashSet::new()
+        ));
+        assert!(made_by_control_plane(&id("", "Secret", "default-token-x"), &token, &services).is_none());
         let other_token = meta(&[], &[(SERVICE_ACCOUNT_NAME, "builder")]);
         assert!(made_by_control_plane(&id("", "Secret", "builder-token-x"), &other_token, &services).is_none());
         assert!(made_by_control_plane(&id("", "Secret", "handmade"), &plain, &services).is_none());

@@ -267,3 +267,33 @@ fn a_copy_of_an_applyset_parent_takes_nothing() {
     assert!(exists("configmap", Some(n), "b"), "{}\n{}", run.stdout, run.stderr);
     assert!(exists("secret", Some(n), "set"), "{}", run.stderr);
 }
+
+/// Adversarial review, finding 1: a Kustomization that builds with `spec.namePrefix` (or
+/// `nameSuffix`, `patches`, `components`, `postBuild`) applies names `-f` does not reproduce
+/// (fluxcd/pkg `kustomize/kustomize_generator.go` `GenerateManifest`): compared as written,
+/// everything it applied would be an orphan. Refused (exit 4), nothing deleted.
+#[test]
+fn a_kustomization_that_renames_what_it_builds_is_not_compared_with_raw_files() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("prefix-flux");
+    let app = Namespace::new("prefix-app");
+    let (f, a) = (&flux.0, &app.0);
+    let labels = flux_labels("apps", f);
+    apply(&format!(
+        "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: prod-web, namespace: {a}, labels: {labels}}}\n",
+        kustomization("apps", f, "prune: true, namePrefix: prod-"),
+    ));
+    set_flux_inventory("apps", f, &[format!("{a}_prod-web__ConfigMap")]);
+    let repo = temp_file(
+        "web.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: web, namespace: {a}}}\n"),
+    );
+    let tracker = format!("flux=apps.{f}");
+    for command in [&["orphans"][..], &["prune", "--yes"][..]] {
+        let run = stack(&[command, &["-A", "--tracker", &tracker, "-f", repo.to_str().unwrap()]].concat());
+        assert_eq!(run.code, 4, "{command:?}: {}", run.stderr);
+        assert!(run.stderr.contains("spec.namePrefix"), "{command:?}: {}", run.stderr);
+    }
+    assert!(exists("configmap", Some(a), "prod-web"));
+}

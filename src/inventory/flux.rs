@@ -20,6 +20,35 @@ pub struct FluxStack {
     /// `spec.prune: false`: Flux deletes nothing it applied (fluxcd/kustomize-controller
     /// `internal/controller/kustomization_controller.go` `prune`: `if !obj.Spec.Prune { return }`).
     pub prune_disabled: bool,
+    /// The fields of its spec that change the names of what it builds and that `-f`/`-k` do not
+    /// reproduce (see [`renaming_fields`]).
+    pub renames: Vec<&'static str>,
+}
+
+/// The spec fields of a Kustomization that kustomize-controller adds to the build and that can
+/// change an object's name (fluxcd/pkg `kustomize/kustomize_generator.go` `GenerateManifest`:
+/// `NamePrefix`, `NameSuffix`, `Patches`, `Components`; `postBuild` substitutes variables after
+/// the build, names included). A desired set read from `-f`/`-k` lacks them, so its names are
+/// not Flux's: comparing them would call everything an orphan.
+pub const RENAMING_FIELDS: [&str; 5] = ["namePrefix", "nameSuffix", "patches", "components", "postBuild"];
+
+/// Which [`RENAMING_FIELDS`] a Kustomization sets (non-empty).
+fn renaming_fields(kustomization: &DynamicObject) -> Vec<&'static str> {
+    RENAMING_FIELDS
+        .into_iter()
+        .filter(|field| {
+            kustomization
+                .data
+                .pointer(&format!("/spec/{field}"))
+                .is_some_and(|value| match value {
+                    Value::Null => false,
+                    Value::String(text) => !text.is_empty(),
+                    Value::Array(items) => !items.is_empty(),
+                    Value::Object(fields) => !fields.is_empty(),
+                    _ => true,
+                })
+        })
+        .collect()
 }
 
 impl FluxStack {
@@ -59,6 +88,7 @@ pub async fn read_flux(session: &Session, name: &str, namespace: &str) -> Result
         inventory: flux_inventory(&object, name, namespace, target_namespace.clone())?,
         target_namespace,
         prune_disabled,
+        renames: renaming_fields(&object),
     }))
 }
 
