@@ -80,13 +80,14 @@ logs=$(mktemp -d)
 # unoptimised, with their bounds; every test runs, `#[ignore]`d ones included (a broken promise
 # turns CI red). The binaries that stall or reconfigure the whole cluster (the API server paused
 # and restarted, an APIService that is down: every other test's discovery would fail), and the
-# one that compares two discoveries of the whole cluster (other tests' CRDs come and go), run
-# alone, one after another; the others side by side, STACK_TEST_JOBS at once (default 3): each test
+# ones that compare two discoveries of the whole cluster or count on a cached one staying valid
+# (aggregated, discovery_cache: other tests' CRDs come and go, and a group that went makes
+# discovery run afresh), run alone, one after another; the others side by side, STACK_TEST_JOBS at once (default 3): each test
 # uses namespaces and names of its own. The slow ones start first. Before all of them, alone,
 # fixtures_setup installs the cluster-wide fixtures the binaries share (test CRDs, the Flux
 # stand-ins, kpt's ResourceGroup), so that no two binaries race to create or replace them.
 first=(fixtures_setup)
-alone=(faults stuck_namespace infer aggregated)
+alone=(faults stuck_namespace infer aggregated discovery_cache)
 slow_first=(hostile krew connection stuck_chains prune promises kubectl_stack orphans_findings list)
 cargo test --locked --no-run --lib --bins --tests --benches --message-format=json 2>"$logs/build.err" \
   | python3 -c '
