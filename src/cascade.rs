@@ -16,9 +16,7 @@ use serde::Serialize;
 use crate::collect::{collect_kinds, Collection, ListOptions, ListScope, Listed};
 use crate::discovery::{Catalog, KindInfo};
 use crate::identity::ObjectId;
-use crate::safeguards::{
-    dies_with_plan, keep_marked, made_by_control_plane, token_of_default_account, SERVICE_ACCOUNT_NAME,
-};
+use crate::safeguards::{dies_with_plan, made_by_control_plane, token_of_default_account, SERVICE_ACCOUNT_NAME};
 use crate::trackers::{describe_marks, is_tracked, Selection};
 
 /// One object a Namespace's or CRD's deletion would take, and why it counts.
@@ -162,8 +160,8 @@ pub fn token_of_planned_account(id: &ObjectId, meta: &ObjectMeta, planned: &Plan
 }
 
 fn why_it_counts(object: &Listed) -> String {
-    if let Some(reason) = keep_marked(&object.meta) {
-        reason
+    if let Some(marker) = crate::trackers::keep_marker(&object.meta) {
+        format!("keep marker {marker}")
     } else if is_tracked(&object.meta) {
         format!("another stack's: {}", describe_marks(&object.meta))
     } else {

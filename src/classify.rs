@@ -11,8 +11,8 @@ use serde::Serialize;
 use crate::collect::Listed;
 use crate::desired::DesiredSet;
 use crate::identity::ObjectId;
-use crate::policy::{owned_by, tool_keeps};
-use crate::trackers::{ambiguous_mark, keep_marker, Tracker};
+use crate::keep::{self, outside_record, Context, KeepReason, Question};
+use crate::trackers::Tracker;
 
 /// What a tool recorded as applied last: only objects in it can be pruned by that tool.
 #[derive(Debug, Clone)]
@@ -70,6 +70,19 @@ impl Recorded {
         }
     }
 
+    /// The record as the objects given meet it: those it holds that still carry its tool's mark,
+    /// what that tool would delete with its stack.
+    pub fn members<'a>(&self, objects: impl IntoIterator<Item = &'a Listed>) -> crate::graph::MemberRecord {
+        crate::graph::MemberRecord {
+            ids: objects
+                .into_iter()
+                .filter(|object| self.holds(object) && self.still_marked(object))
+                .map(Listed::id)
+                .collect(),
+            name: self.name().to_string(),
+        }
+    }
+
     /// Whether the record is empty.
     pub fn is_empty(&self) -> bool {
         match self {
@@ -116,68 +129,6 @@ impl fmt::Display for OrphanReason {
     }
 }
 
-/// Why a tracked, undesired object is nevertheless not an orphan.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "reason", rename_all = "camelCase")]
-pub enum SkipReason {
-    /// A controller made it (it inherited the stack's labels); its owner decides its fate.
-    ControllerOwned {
-        /// `Kind/name` of the controller.
-        owner: String,
-    },
-    /// Already being deleted (listed apart).
-    Terminating,
-    /// A tool's keep marker says never to prune it.
-    Keep {
-        /// The marker, `key=value`.
-        marker: String,
-    },
-    /// A controller derived it from a tracked object without an ownerReference (a Service's
-    /// Endpoints, a StatefulSet's claims): it goes with its source.
-    Derived {
-        /// `Kind/name` of the source.
-        source: String,
-    },
-    /// Its mark names a stack by name alone where the stack lives in a namespace.
-    AmbiguousMark {
-        /// The mark.
-        mark: String,
-    },
-    /// Not in the tool's record of what it applied: the tool never deletes it.
-    NotInInventory {
-        /// The record.
-        inventory: String,
-    },
-    /// The tracking tool's own rules would not delete it.
-    ToolWouldKeep {
-        /// Why, with the tool's rule.
-        why: String,
-    },
-    /// The record of the stack that marks it cannot be read (its Kustomization is forbidden to
-    /// read): whether that tool would delete it is unknown, so it is not called an orphan.
-    RecordUnreadable {
-        /// The stack, and why it cannot be read.
-        why: String,
-    },
-}
-
-impl fmt::Display for SkipReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SkipReason::ControllerOwned { owner } => write!(f, "controlled by {owner}"),
-            SkipReason::Terminating => write!(f, "already being deleted"),
-            SkipReason::Keep { marker } => write!(f, "keep marker {marker}"),
-            SkipReason::Derived { source } => write!(f, "derived from {source} by its controller"),
-            SkipReason::AmbiguousMark { mark } => write!(f, "ambiguous mark {mark}"),
-            SkipReason::NotInInventory { inventory } => {
-                write!(f, "not in {inventory}: the tool never deletes it")
-            }
-            SkipReason::ToolWouldKeep { why } => write!(f, "{why}"),
-            SkipReason::RecordUnreadable { why } => write!(f, "unknown: {why}"),
-        }
-    }
-}
-
 /// The verdict on one tracked object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -186,7 +137,7 @@ pub enum Verdict {
     /// Tracked and no longer desired.
     Orphan(OrphanReason),
     /// Not desired, but not to be pruned.
-    Skipped(SkipReason),
+    Skipped(KeepReason),
 }
 
 /// One tracked object and its verdict.
@@ -212,60 +163,41 @@ pub fn classify_one(object: &Listed, desired: &Desired) -> Classified {
 }
 
 fn verdict(object: &Listed, desired: &Desired) -> Verdict {
-    let reason = match undesired_reason(object, desired) {
-        Ok(None) => return Verdict::Desired,
-        Ok(Some(reason)) => reason,
-        Err(skip) => return Verdict::Skipped(skip),
-    };
-    match never_an_orphan(object, desired.tracker.as_ref()) {
-        Some(skip) => Verdict::Skipped(skip),
-        None => Verdict::Orphan(reason),
+    let manifests = desired.manifests.as_ref();
+    if manifests.is_some_and(|set| set.ids.contains(&object.id())) {
+        return Verdict::Desired;
+    }
+    let context = desired.keep_context();
+    if manifests.is_none() {
+        // Only a record, no new desired set: what the tool applied last is what it wants; the
+        // record still bounds what it speaks for.
+        return match outside_record(object, &context) {
+            Some(reason) => Verdict::Skipped(reason),
+            None => Verdict::Desired,
+        };
+    }
+    match keep::reason(object, &context) {
+        Some(reason) => Verdict::Skipped(reason),
+        None => Verdict::Orphan(match &desired.recorded {
+            Some(recorded) => OrphanReason::GoneFromDesiredSet {
+                inventory: recorded.name().to_string(),
+            },
+            None => OrphanReason::NotInDesiredSet,
+        }),
     }
 }
 
-/// The rules that hold whatever the desired set says: being deleted, owned, keep-marked,
-/// ambiguously marked, or kept by the tracking tool's own rules.
-pub fn never_an_orphan(object: &Listed, tracker: Option<&Tracker>) -> Option<SkipReason> {
-    if object.is_terminating() {
-        return Some(SkipReason::Terminating);
-    }
-    if let Some(owner) = owned_by(object) {
-        return Some(SkipReason::ControllerOwned { owner });
-    }
-    if let Some(marker) = keep_marker(&object.meta) {
-        return Some(SkipReason::Keep { marker });
-    }
-    if let Some(mark) = ambiguous_mark(&object.meta) {
-        return Some(SkipReason::AmbiguousMark { mark });
-    }
-    tool_keeps(object, tracker).map(|why| SkipReason::ToolWouldKeep { why })
-}
-
-/// `Ok(None)` when desired, `Ok(Some(reason))` when not, `Err` when the tool would not delete it.
-fn undesired_reason(object: &Listed, desired: &Desired) -> Result<Option<OrphanReason>, SkipReason> {
-    if desired
-        .manifests
-        .as_ref()
-        .is_some_and(|set| set.ids.contains(&object.id()))
-    {
-        return Ok(None);
-    }
-    match (&desired.recorded, &desired.manifests) {
-        (Some(recorded), _) if !recorded.holds(object) => Err(SkipReason::NotInInventory {
-            inventory: recorded.name().to_string(),
-        }),
-        (Some(recorded), Some(_)) if !recorded.still_marked(object) => Err(SkipReason::ToolWouldKeep {
-            why: format!(
-                "in {} but no longer carries the tool's mark: the tool deletes only objects that still do",
-                recorded.name()
-            ),
-        }),
-        // Only a record, no new desired set: what the tool applied last is what it wants.
-        (_, None) => Ok(None),
-        (Some(recorded), Some(_)) => Ok(Some(OrphanReason::GoneFromDesiredSet {
-            inventory: recorded.name().to_string(),
-        })),
-        (None, Some(_)) => Ok(Some(OrphanReason::NotInDesiredSet)),
+impl Desired {
+    /// The question the keep chain answers for this desired set.
+    pub fn keep_context(&self) -> Context<'_> {
+        Context {
+            question: Question::Orphan {
+                tracker: self.tracker.as_ref(),
+                recorded: self.recorded.as_ref(),
+                compared: self.manifests.is_some(),
+            },
+            trackers: None,
+        }
     }
 }
 
@@ -345,16 +277,16 @@ mod tests {
             "dup".to_string(),
         )]));
         let verdicts = classify(&[child, dependent, terminating, kept, ambiguous], &desired(&[]));
-        let owned = Verdict::Skipped(SkipReason::ControllerOwned {
+        let owned = Verdict::Skipped(KeepReason::ControllerOwned {
             owner: "ReplicaSet/web-123".into(),
         });
         assert_eq!(verdicts[0].verdict, owned);
         assert_eq!(verdicts[1].verdict, owned);
-        assert_eq!(verdicts[2].verdict, Verdict::Skipped(SkipReason::Terminating));
-        assert!(matches!(verdicts[3].verdict, Verdict::Skipped(SkipReason::Keep { .. })));
+        assert_eq!(verdicts[2].verdict, Verdict::Skipped(KeepReason::Terminating));
+        assert!(matches!(verdicts[3].verdict, Verdict::Skipped(KeepReason::Keep { .. })));
         assert!(matches!(
             verdicts[4].verdict,
-            Verdict::Skipped(SkipReason::AmbiguousMark { .. })
+            Verdict::Skipped(KeepReason::AmbiguousMark { .. })
         ));
     }
 
@@ -404,7 +336,7 @@ mod tests {
         let verdicts = classify(&objects, &alone);
         assert_eq!(verdicts[0].verdict, Verdict::Desired);
         assert_eq!(verdicts[1].verdict, Verdict::Desired);
-        let not_recorded = Verdict::Skipped(SkipReason::NotInInventory {
+        let not_recorded = Verdict::Skipped(KeepReason::NotInInventory {
             inventory: "Kustomization flux-system/apps".into(),
         });
         assert_eq!(verdicts[2].verdict, not_recorded);
@@ -449,7 +381,7 @@ mod tests {
         assert!(matches!(verdicts[0].verdict, Verdict::Orphan(_)));
         assert!(matches!(
             verdicts[1].verdict,
-            Verdict::Skipped(SkipReason::ToolWouldKeep { .. })
+            Verdict::Skipped(KeepReason::ToolWouldKeep { .. })
         ));
     }
 
@@ -472,11 +404,11 @@ mod tests {
         assert!(matches!(verdicts[0].verdict, Verdict::Orphan(_)));
         assert!(matches!(
             verdicts[1].verdict,
-            Verdict::Skipped(SkipReason::NotInInventory { .. })
+            Verdict::Skipped(KeepReason::NotInInventory { .. })
         ));
         assert!(matches!(
             verdicts[2].verdict,
-            Verdict::Skipped(SkipReason::NotInInventory { .. })
+            Verdict::Skipped(KeepReason::NotInInventory { .. })
         ));
     }
 }

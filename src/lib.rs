@@ -54,6 +54,7 @@ pub mod graph_output;
 pub mod identity;
 pub mod infer;
 pub mod inventory;
+pub mod keep;
 pub mod listing;
 pub mod live;
 pub mod manifest;

@@ -8,9 +8,10 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::classify::{classify, classify_one, Classified, Desired, SkipReason, Verdict};
+use crate::classify::{classify, classify_one, Classified, Desired, Verdict};
 use crate::cli::{DesiredArgs, ManifestArgs};
 use crate::collect::{collect, Collection, ListOptions, Listed};
+use crate::keep::KeepReason;
 // Until `warn_unlisted` and the session have their library homes (issue 12, helper `arch`).
 use crate::desired::{validate_identities, DesiredSet, Origin, Scopes};
 use crate::error::{is_not_found, UserError};
@@ -212,7 +213,7 @@ fn stacks_among(objects: &[Listed]) -> Vec<String> {
     // no one stack.
     for object in objects
         .iter()
-        .filter(|o| crate::trackers::ambiguous_mark(&o.meta).is_none())
+        .filter(|o| crate::keep::ambiguous_mark(&o.meta, None).is_none())
     {
         let keys: Vec<usize> = marks(&object.meta)
             .into_iter()
@@ -497,7 +498,7 @@ impl DesiredDigest {
 /// An object whose stack cannot be read: never an orphan (its tool's verdict is unknown).
 fn unknown_unless_desired(mut classified: Classified, why: &str) -> Classified {
     if matches!(classified.verdict, Verdict::Orphan(_)) {
-        classified.verdict = Verdict::Skipped(SkipReason::RecordUnreadable { why: why.to_string() });
+        classified.verdict = Verdict::Skipped(KeepReason::RecordUnreadable { why: why.to_string() });
     }
     classified
 }
@@ -590,7 +591,7 @@ async fn spare_derived(classified: &mut [Classified], session: &Session) {
             _ => None,
         };
         if let Some(source) = source {
-            entry.verdict = Verdict::Skipped(SkipReason::Derived { source });
+            entry.verdict = Verdict::Skipped(KeepReason::Derived { source });
         }
     }
 }

@@ -58,7 +58,7 @@ pub fn to_json(plan: &PrunePlan, place: &Place, request: &Request) -> Value {
     let kept: Vec<Value> = plan
         .kept
         .iter()
-        .map(|k| json!({"id": k.id, "reason": k.reason}))
+        .map(|k| crate::keep::kept_json(&k.id, &k.reason))
         .collect();
     json!({
         "apiVersion": API_VERSION,

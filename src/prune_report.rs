@@ -144,7 +144,7 @@ pub fn print_plan(plan: &PrunePlan, format: Format, wide: bool) -> Result<(), Us
             let kept: Vec<Value> = plan
                 .kept
                 .iter()
-                .map(|k| json!({"id": k.id, "reason": k.reason}))
+                .map(|k| crate::keep::kept_json(&k.id, &k.reason))
                 .collect();
             let line = json!({"type": "plan", "waves": waves, "kept": kept, "warnings": plan.warnings,
                 "cascades": plan.cascades, "parents": plan.parents});
@@ -537,7 +537,9 @@ mod tests {
             waves: vec![first, second],
             kept: vec![Kept {
                 id: ObjectId::new("", "ConfigMap", Some("shop"), "keep"),
-                reason: "keep marker helm.sh/resource-policy=keep".into(),
+                reason: crate::keep::KeepReason::Keep {
+                    marker: "helm.sh/resource-policy=keep".into(),
+                },
             }],
             ..Default::default()
         };

@@ -18,21 +18,27 @@ use futures::future::BoxFuture;
 use kube::Client;
 
 use crate::cascade::{contents, victims, Planned};
+use crate::classify::Recorded;
 use crate::collect::{collect_kinds, ListOptions, ListScope, Listed};
 use crate::discovery::{Catalog, KindInfo};
 use crate::execute::{CheckedWave, Target, WaveGuard};
+use crate::graph::MemberRecord;
 use crate::identity::ObjectId;
-use crate::safeguards::{controlled, keep_marked, tracked_elsewhere, TornDown};
+use crate::keep::{self, Claim, Context, KeepReason, Question, Trackers};
+use crate::safeguards::{tracked_elsewhere, TornDown};
+use crate::session::Session;
 use crate::suspend::Suspensions;
 use crate::teardown::{tracker_key, PrunePlan};
-use crate::trackers::Selection;
+use crate::trackers::{Preset, Selection};
 use dependents::{argo_apps, needed_now, relist, Standing};
 
 /// The re-check of one run (see the module documentation).
 pub struct Recheck {
+    session: Session,
     client: Client,
     catalog: Arc<Catalog>,
     torn_down: TornDown,
+    trackers: Trackers,
     depends_on: HashMap<ObjectId, Vec<ObjectId>>,
     trackers_of: HashMap<ObjectId, Vec<ObjectId>>,
     keep_suspended: HashSet<ObjectId>,
@@ -54,18 +60,13 @@ pub struct Recheck {
 
 impl Recheck {
     /// The re-check of `plan`, which was made from the objects listed in `scope`.
-    pub fn new(
-        client: Client,
-        catalog: Arc<Catalog>,
-        plan: &PrunePlan,
-        suspensions: Suspensions,
-        options: ListOptions,
-        scope: ListScope,
-    ) -> Self {
+    pub fn new(session: &Session, plan: &PrunePlan, suspensions: Suspensions, options: ListOptions) -> Self {
         Self {
-            client,
-            catalog,
+            session: session.clone(),
+            client: session.connection.client.clone(),
+            catalog: session.catalog.clone(),
             torn_down: plan.torn_down.clone(),
+            trackers: plan.trackers.clone(),
             depends_on: plan.depends_on.clone(),
             trackers_of: plan.trackers_of.clone(),
             keep_suspended: plan.keep_suspended.clone(),
@@ -88,7 +89,7 @@ impl Recheck {
             dropped: HashSet::new(),
             done: HashSet::new(),
             options,
-            scope,
+            scope: session.scope.clone(),
             suspensions,
         }
     }
@@ -135,9 +136,7 @@ impl Recheck {
                 ))
                 .map(|listed| listed.as_ref().map(|objects| objects.get(&target.id.name)));
             let verdict = match now {
-                Some(Ok(object)) => self
-                    .judge(&target, object)
-                    .or_else(|| object.and_then(|_| judge_by_stacks(&target, &self.trackers_of, &stacks_now))),
+                Some(Ok(object)) => self.judge(&target, object, &stacks_now),
                 Some(Err(why)) => Some(format!("could not be re-checked: {why}")),
                 None => Some("could not be re-checked".to_string()),
             };
@@ -240,7 +239,7 @@ impl Recheck {
         let mut found = HashMap::new();
         for id in trackers {
             let now = match self.catalog.get(&id.group, &id.kind) {
-                Some(kind) => read_stack(&self.client, kind, id).await,
+                Some(kind) => read_stack(&self.session, kind, id).await,
                 None => StackNow::Unreadable(format!("{} is no longer served", id.kind)),
             };
             found.insert(id.clone(), now);
@@ -278,19 +277,31 @@ impl Recheck {
         found
     }
 
-    /// Why a target must not be deleted any more, judged on the object as it is now.
-    fn judge(&self, target: &Target, now: Option<&Listed>) -> Option<String> {
+    /// Why a target must not be deleted any more, judged on the object as it is now by the keep
+    /// chain ([`crate::keep`]: the same rules as the plan, with its stacks' records and policies
+    /// as they are now), then by the rules of a plan that has started.
+    fn judge(&self, target: &Target, now: Option<&Listed>, stacks_now: &HashMap<ObjectId, StackNow>) -> Option<String> {
         // Gone already, or gone and re-created under the planned name (another UID): the planned
         // object is gone; the DELETE's UID precondition leaves the new one alone and says so.
         let object = now.filter(|o| o.uid() == target.uid)?;
-        if let Some(marker) = keep_marked(&object.meta) {
-            return Some(format!("{marker} was added since the plan"));
-        }
-        // The planner never plans what a controller made (it is left to its controller).
-        if let Some(owner) = controlled(&object.meta) {
-            return Some(format!(
-                "its controller {owner} was set since the plan: it is left to it"
-            ));
+        let records = self.records_now(target, object, stacks_now);
+        let question = match self.torn_down.is_empty() {
+            true => Question::Orphan {
+                tracker: None,
+                recorded: None,
+                compared: true,
+            },
+            false => Question::Teardown {
+                claims: claims_now(&records),
+            },
+        };
+        let context = Context {
+            question,
+            trackers: Some(&self.trackers),
+        };
+        // An orphan already being deleted was planned to be waited for.
+        if let Some(reason) = keep::reason(object, &context).filter(|r| *r != KeepReason::Terminating) {
+            return Some(changed(&reason));
         }
         if tracker_key(object).is_none() {
             let now = crate::trackers::marks(&object.meta);
@@ -317,6 +328,35 @@ impl Recheck {
             }
         }
         None
+    }
+
+    /// The target's torn-down stacks as they are now, each with its record as it meets the
+    /// object now (see [`StackNow`]).
+    fn records_now<'a>(
+        &'a self,
+        target: &Target,
+        object: &Listed,
+        stacks_now: &'a HashMap<ObjectId, StackNow>,
+    ) -> Vec<(&'a ObjectId, StackClaim)> {
+        let trackers = self.trackers_of.get(&target.id).map(Vec::as_slice).unwrap_or_default();
+        trackers
+            .iter()
+            .filter_map(|tracker| {
+                let claim = match stacks_now.get(tracker)? {
+                    StackNow::Gone => return None,
+                    StackNow::Read { leaves_members, record } => StackClaim {
+                        record: record.as_ref().map(|r| r.meeting(object)),
+                        leaves_members: leaves_members.clone(),
+                        unreadable: None,
+                    },
+                    StackNow::Unreadable(why) => StackClaim {
+                        unreadable: Some(why.clone()),
+                        ..StackClaim::default()
+                    },
+                };
+                Some((tracker, claim))
+            })
+            .collect()
     }
 
     /// For a Namespace or a CRD: an object it holds now that its deletion would take and that the
@@ -473,73 +513,109 @@ enum StackNow {
     Gone,
     /// Read: its tool's policy (why it would now leave its members behind) and record.
     Read {
-        orphans_members: Option<String>,
-        record: Option<crate::graph::MemberRecord>,
+        leaves_members: Option<String>,
+        record: Option<RecordNow>,
     },
     /// Could not be read: its members are not deleted.
     Unreadable(String),
 }
 
-/// Reads a tracking object whole (its spec and status hold its tool's policy and record).
-async fn read_stack(client: &Client, kind: &KindInfo, id: &ObjectId) -> StackNow {
-    let api = crate::collect::api_for(client, kind, id.namespace.as_deref());
-    match crate::retry::with_retries("re-read a stack", || api.get_opt(&id.name)).await {
-        Ok(None) => StackNow::Gone,
-        Ok(Some(object)) => {
-            let input = crate::graph::NodeInput {
-                id: id.clone(),
-                body: serde_json::to_value(&object).ok(),
-                ..Default::default()
-            };
-            StackNow::Read {
-                orphans_members: crate::graph::orphans_members(&input),
-                record: crate::graph::flux_inventory_of(&input).map(|ids| crate::graph::MemberRecord {
-                    ids,
-                    name: format!("the status.inventory of {id}"),
-                }),
-            }
+/// A torn-down stack's record as the re-check reads it.
+#[derive(Debug)]
+enum RecordNow {
+    /// A Flux Kustomization's `status.inventory`.
+    Ids(MemberRecord),
+    /// A record beside the tracking object (kpt/cli-utils inventory, Helm release, ApplySet
+    /// parent), read with the function the plan read it with.
+    Beside(Recorded),
+}
+
+impl RecordNow {
+    /// What the record holds of `object` (as [`Recorded::members`] decides for the plan).
+    fn meeting(&self, object: &Listed) -> MemberRecord {
+        match self {
+            RecordNow::Ids(record) => record.clone(),
+            RecordNow::Beside(recorded) => recorded.members([object]),
         }
-        Err(err) => StackNow::Unreadable(crate::error::root_cause(&err)),
     }
 }
 
-/// The rules of [`crate::safeguards::orphaned_by_tracker`] and
-/// [`crate::safeguards::outside_inventory`] on the stacks as they are now: a member is dropped
-/// when one of its torn-down stacks now leaves it behind on deletion (Flux `spec.prune: false`,
-/// `deletionPolicy: Orphan`, set since the plan), when every one of them now records a record
-/// without it, or when one of them cannot be read.
-fn judge_by_stacks(
-    target: &Target,
-    trackers_of: &HashMap<ObjectId, Vec<ObjectId>>,
-    stacks_now: &HashMap<ObjectId, StackNow>,
-) -> Option<String> {
-    let trackers = trackers_of.get(&target.id)?;
-    let mut outside_every_record = !trackers.is_empty();
-    let mut first_record = None;
-    for tracker in trackers {
-        match stacks_now.get(tracker) {
-            Some(StackNow::Read {
-                orphans_members,
-                record,
-            }) => {
-                if let Some(why) = orphans_members {
-                    return Some(format!("{why} (changed since the plan)"));
-                }
-                match record {
-                    Some(record) if !record.ids.contains(&target.id) => {
-                        first_record.get_or_insert(record.name.clone());
-                    }
-                    _ => outside_every_record = false,
-                }
-            }
-            Some(StackNow::Unreadable(why)) => {
-                return Some(format!("its stack {tracker} could not be re-checked ({why})"));
-            }
-            Some(StackNow::Gone) | None => outside_every_record = false,
+/// One torn-down stack's answer for one object, owned (see [`claims_now`]).
+#[derive(Debug, Default)]
+struct StackClaim {
+    record: Option<MemberRecord>,
+    leaves_members: Option<String>,
+    unreadable: Option<String>,
+}
+
+/// The claims the keep chain reads, borrowed from the stacks' answers.
+fn claims_now<'a>(records: &'a [(&'a ObjectId, StackClaim)]) -> Vec<Claim<'a>> {
+    records
+        .iter()
+        .map(|(stack, claim)| Claim {
+            stack,
+            record: claim.record.as_ref(),
+            leaves_members: claim.leaves_members.as_deref(),
+            unreadable: claim.unreadable.as_deref(),
+        })
+        .collect()
+}
+
+/// A keep reason found by the re-check, as the run reports it.
+fn changed(reason: &KeepReason) -> String {
+    match reason {
+        KeepReason::Keep { marker } => format!("{marker} was added since the plan"),
+        KeepReason::ControllerOwned { owner } => {
+            format!("its controller {owner} was set since the plan: it is left to it")
         }
+        KeepReason::RecordUnreadable { why } => format!("could not be re-checked: {why}"),
+        KeepReason::Untracked => "no tool tracks it any more (changed since the plan)".to_string(),
+        other => format!("{other} (changed since the plan)"),
     }
-    let record = first_record.filter(|_| outside_every_record)?;
-    Some(format!(
-        "not in {record} any more: its tool deletes only what its record holds (changed since the plan)"
-    ))
+}
+
+/// Reads a tracking object whole (its spec and status hold its tool's policy and record) and,
+/// for a tool that keeps its record beside it, that record, with the function the plan read it
+/// with ([`crate::inventory::uninstall_record_of`]).
+async fn read_stack(session: &Session, kind: &KindInfo, id: &ObjectId) -> StackNow {
+    let api = crate::collect::api_for(&session.connection.client, kind, id.namespace.as_deref());
+    let object = match crate::retry::with_retries("re-read a stack", || api.get_opt(&id.name)).await {
+        Ok(None) => return StackNow::Gone,
+        Ok(Some(object)) => object,
+        Err(err) => return StackNow::Unreadable(crate::error::root_cause(&err)),
+    };
+    let input = crate::graph::NodeInput {
+        id: id.clone(),
+        body: serde_json::to_value(&object).ok(),
+        labels: object.metadata.labels.clone().unwrap_or_default(),
+        annotations: object.metadata.annotations.clone().unwrap_or_default(),
+        ..Default::default()
+    };
+    let leaves_members = crate::graph::orphans_members(&input);
+    if let Some(ids) = crate::graph::flux_inventory_of(&input) {
+        let name = format!("the status.inventory of {id}");
+        let record = Some(RecordNow::Ids(MemberRecord { ids, name }));
+        return StackNow::Read { leaves_members, record };
+    }
+    let Some((preset, value)) = crate::graph::owner_mark(&input).filter(|(preset, _)| keeps_record_beside(*preset))
+    else {
+        return StackNow::Read {
+            leaves_members,
+            record: None,
+        };
+    };
+    match crate::inventory::uninstall_record_of(preset, &value, session).await {
+        Ok(stack) => StackNow::Read {
+            leaves_members,
+            record: stack.recorded.map(RecordNow::Beside),
+        },
+        Err(err) => StackNow::Unreadable(err.message),
+    }
+}
+
+/// Whether a tool keeps its record beside its tracking object (read apart, by
+/// [`crate::inventory::uninstall_record_of`]): kpt/cli-utils, a Flux HelmRelease's Helm release,
+/// an ApplySet parent's own annotations (read again with its id verified).
+pub fn keeps_record_beside(preset: Preset) -> bool {
+    matches!(preset, Preset::Kpt | Preset::FluxHelm | Preset::ApplySet)
 }

@@ -8,7 +8,8 @@ use kube::core::ObjectMeta;
 
 use crate::graph::{full_mark, full_marks, Edge, EdgeKind, Graph};
 use crate::identity::ObjectId;
-use crate::trackers::{keep_marker, Mark, MarkValue, Preset};
+use crate::keep::KeepReason;
+use crate::trackers::{Mark, MarkValue, Preset};
 
 /// The stacks a teardown tears down, by the mark their members carry.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -50,15 +51,9 @@ impl TornDown {
     }
 }
 
-/// Rule: a tool's keep marker (`helm.sh/resource-policy: keep`, `kustomize.toolkit.fluxcd.io/prune:
-/// disabled`, ...) keeps the object.
-pub fn keep_marked(meta: &ObjectMeta) -> Option<String> {
-    keep_marker(meta).map(|marker| format!("keep marker {marker}"))
-}
-
 /// Rule: a teardown deletes an object only when every stack that tracks it is torn down. The
 /// Helm release a Flux HelmRelease installs counts as that HelmRelease's.
-pub fn tracked_elsewhere(meta: &ObjectMeta, torn_down: &TornDown) -> Option<String> {
+pub fn tracked_elsewhere(meta: &ObjectMeta, torn_down: &TornDown) -> Option<KeepReason> {
     let found = full_marks(meta);
     // helm-controller names the release `<name>` or `<targetNamespace>-<name>` (fluxcd/helm-controller
     // `api/v2` `HelmRelease.GetReleaseName`): only that release counts as the HelmRelease's.
@@ -72,103 +67,7 @@ pub fn tracked_elsewhere(meta: &ObjectMeta, torn_down: &TornDown) -> Option<Stri
     found
         .iter()
         .find(|mark| !(torn_down.covers(mark) || (mark.preset == Preset::Helm && installed_by_covered(mark))))
-        .map(|mark| format!("also tracked by {mark}, which is not torn down"))
-}
-
-/// The tracking objects of the cluster by preset and name: what a mark that records no
-/// namespace may refer to.
-#[derive(Debug, Clone, Default)]
-pub struct Trackers {
-    namespaces_by_name: HashMap<(Preset, String), HashSet<Option<String>>>,
-}
-
-impl Trackers {
-    /// Indexes the tracking objects' keys.
-    pub fn new<'a>(keys: impl IntoIterator<Item = &'a (Preset, MarkValue)>) -> Self {
-        let mut namespaces_by_name: HashMap<(Preset, String), HashSet<Option<String>>> = HashMap::new();
-        for (preset, value) in keys {
-            namespaces_by_name
-                .entry((*preset, value.name.clone()))
-                .or_default()
-                .insert(value.namespace.clone());
-        }
-        Self { namespaces_by_name }
-    }
-}
-
-/// Rule: a mark that names its stack by name only (Flux labels without the namespace label),
-/// while stacks of that name live in several namespaces, is ambiguous: its object could belong to
-/// either, so it is never acted on.
-pub fn ambiguous_mark(meta: &ObjectMeta, trackers: &Trackers) -> Option<String> {
-    full_marks(meta).into_iter().find_map(|mark| {
-        let namespaced_preset = matches!(
-            mark.preset,
-            Preset::Flux | Preset::FluxHelm | Preset::Helm | Preset::ArgoCd
-        );
-        if !namespaced_preset || mark.value.namespace.is_some() {
-            return None;
-        }
-        let candidates = trackers
-            .namespaces_by_name
-            .get(&(mark.preset, mark.value.name.clone()))?;
-        (candidates.len() > 1).then(|| {
-            let mut namespaces: Vec<String> = candidates.iter().flatten().cloned().collect();
-            namespaces.sort();
-            format!(
-                "ambiguous mark {mark}: stacks of that name live in {}",
-                namespaces.join(", ")
-            )
-        })
-    })
-}
-
-/// Rule: a member of a stack torn down whose tracking object's controller would leave it behind
-/// when that tracking object is deleted (Flux `spec.prune: false`, `spec.deletionPolicy: Orphan`:
-/// see [`crate::graph::orphans_members`]) is kept, as that tool would keep it. `torn_down` tells
-/// whether a tracking object (a node) is torn down.
-pub fn orphaned_by_tracker(graph: &Graph, member: usize, torn_down: impl Fn(usize) -> bool) -> Option<String> {
-    graph
-        .members
-        .iter()
-        .filter(|m| m.member == member && torn_down(m.owner))
-        .find_map(|m| graph.orphaning.get(&m.owner).cloned())
-}
-
-/// Rule: a member of torn-down stacks none of whose records holds it (it only carries their
-/// marks: a copy, or an object a controller labelled) is kept: each tool deletes only what its
-/// record lists — kustomize-controller its `status.inventory`, helm-controller its release's
-/// manifest, cli-utils/kpt its inventory, kubectl its ApplySet parent's kinds and namespaces
-/// (see [`crate::graph::Graph::inventories`]). A stack with no record leaves its marks to
-/// decide. `torn_down` tells whether a tracking object (a node) is torn down.
-pub fn outside_inventory(graph: &Graph, member: usize, torn_down: impl Fn(usize) -> bool) -> Option<String> {
-    let owners: Vec<usize> = graph
-        .members
-        .iter()
-        .filter(|m| m.member == member && torn_down(m.owner))
-        .map(|m| m.owner)
-        .collect();
-    let id = &graph.nodes.get(member)?.id;
-    let outside = !owners.is_empty()
-        && owners.iter().all(|owner| {
-            graph
-                .inventories
-                .get(owner)
-                .is_some_and(|record| !record.ids.contains(id))
-        });
-    outside.then(|| {
-        let record = &graph.inventories[&owners[0]];
-        format!("not in {}: its tool deletes only what its record holds", record.name)
-    })
-}
-
-/// Rule: an object a controller made (an ownerReference with `controller: true`) is left to its
-/// controller. Returns the controller's `Kind/name`.
-pub fn controlled(meta: &ObjectMeta) -> Option<String> {
-    meta.owner_references
-        .as_ref()?
-        .iter()
-        .find(|o| o.controller == Some(true))
-        .map(|o| format!("{}/{}", o.kind, o.name))
+        .map(|mark| KeepReason::TrackedElsewhere { mark: mark.to_string() })
 }
 
 /// Whether an object dies with the plan, as the garbage collector decides: it has owners and
@@ -219,20 +118,19 @@ pub fn needed_by_staying(
     graph: &Graph,
     planned: &HashSet<usize>,
     staying: impl Fn(usize) -> bool,
-) -> BTreeMap<usize, String> {
+) -> BTreeMap<usize, KeepReason> {
     let mut needed = BTreeMap::new();
     // One edge set: declared, structural and inferred (a CR that stays needs the operator its
     // finalizer names; an untracked webhook that stays needs its backend).
     for Edge { from, to, kind } in graph.all_edges().filter(|e| e.kind.is_need()) {
         if planned.contains(to) && !planned.contains(from) && staying(*from) && !needed.contains_key(to) {
+            let by = graph.nodes[*from].id.to_string();
             let why = match kind {
-                EdgeKind::Namespace => format!("holds {}, which is not pruned", graph.nodes[*from].id),
-                EdgeKind::Crd => format!("holds {}, which is not pruned", graph.nodes[*from].id),
-                other => format!(
-                    "needed by {}, which is not pruned ({})",
-                    graph.nodes[*from].id,
-                    other.label()
-                ),
+                EdgeKind::Namespace | EdgeKind::Crd => KeepReason::Holds { held: by },
+                other => KeepReason::Needed {
+                    by,
+                    edge: other.label().to_string(),
+                },
             };
             needed.insert(*to, why);
         }
@@ -315,12 +213,6 @@ mod tests {
     }
 
     #[test]
-    fn keep_markers_keep() {
-        assert!(keep_marked(&meta(&[], &[("helm.sh/resource-policy", "keep")])).is_some());
-        assert!(keep_marked(&meta(&[("app", "x")], &[])).is_none());
-    }
-
-    #[test]
     fn an_object_another_live_stack_tracks_is_kept() {
         let torn_down = TornDown::new([key(Preset::Flux, "a", Some("flux-system"))]);
         let only_a = meta(&[(FLUX_KS_NAME, "a"), (FLUX_KS_NAMESPACE, "flux-system")], &[]);
@@ -334,13 +226,16 @@ mod tests {
             ],
             &[],
         );
-        let why = tracked_elsewhere(&also_h, &torn_down).unwrap();
+        let why = tracked_elsewhere(&also_h, &torn_down).unwrap().to_string();
         assert!(why.contains("flux-helm:web/h"), "{why}");
         let also_kpt = meta(
             &[(FLUX_KS_NAME, "a"), (FLUX_KS_NAMESPACE, "flux-system")],
             &[("config.k8s.io/owning-inventory", "inv-1")],
         );
-        assert!(tracked_elsewhere(&also_kpt, &torn_down).unwrap().contains("kpt:inv-1"));
+        assert!(tracked_elsewhere(&also_kpt, &torn_down)
+            .unwrap()
+            .to_string()
+            .contains("kpt:inv-1"));
         // Same name, other namespace: another stack.
         let other_ns = meta(&[(FLUX_KS_NAME, "a"), (FLUX_KS_NAMESPACE, "team-b")], &[]);
         assert!(tracked_elsewhere(&other_ns, &torn_down).is_some());
@@ -374,31 +269,10 @@ mod tests {
         };
         let torn_down = TornDown::new([key(Preset::ArgoCd, "shop", Some("team-a"))]);
         assert_eq!(tracked_elsewhere(&tracked("team-a_shop"), &torn_down), None);
-        let other = tracked_elsewhere(&tracked("team-b_shop"), &torn_down).unwrap();
+        let other = tracked_elsewhere(&tracked("team-b_shop"), &torn_down)
+            .unwrap()
+            .to_string();
         assert!(other.contains("argocd:team-b/shop"), "{other}");
-        let keys = [
-            key(Preset::ArgoCd, "shop", Some("team-a")),
-            key(Preset::ArgoCd, "shop", Some("team-b")),
-        ];
-        let trackers = Trackers::new(keys.iter());
-        assert!(ambiguous_mark(&tracked("shop"), &trackers).is_some());
-        assert_eq!(ambiguous_mark(&tracked("team-b_shop"), &trackers), None);
-    }
-
-    #[test]
-    fn a_name_only_mark_with_two_candidate_stacks_is_ambiguous() {
-        let keys = [
-            key(Preset::Flux, "dup", Some("a")),
-            key(Preset::Flux, "dup", Some("b")),
-            key(Preset::Flux, "one", Some("a")),
-        ];
-        let trackers = Trackers::new(keys.iter());
-        let name_only = meta(&[(FLUX_KS_NAME, "dup")], &[]);
-        assert!(ambiguous_mark(&name_only, &trackers).unwrap().contains("a, b"));
-        let with_namespace = meta(&[(FLUX_KS_NAME, "dup"), (FLUX_KS_NAMESPACE, "a")], &[]);
-        assert_eq!(ambiguous_mark(&with_namespace, &trackers), None);
-        let unique = meta(&[(FLUX_KS_NAME, "one")], &[]);
-        assert_eq!(ambiguous_mark(&unique, &trackers), None);
     }
 
     #[test]
@@ -414,8 +288,6 @@ mod tests {
             ..Default::default()
         };
         let pod = owned_by("rs-uid", true);
-        assert_eq!(controlled(&pod).as_deref(), Some("ReplicaSet/rs"));
-        assert_eq!(controlled(&owned_by("x", false)), None);
         let planned: HashSet<String> = ["deploy-uid".to_string()].into();
         let owners = HashMap::from([("rs-uid".to_string(), vec!["deploy-uid".to_string()])]);
         assert!(dies_with_plan(&pod, &planned, &owners));
@@ -477,7 +349,7 @@ mod tests {
         let planned: HashSet<usize> = [1, 2, 3].into();
         let needed = needed_by_staying(&graph, &planned, |_| true);
         assert_eq!(needed.keys().copied().collect::<Vec<_>>(), vec![1]);
-        assert!(needed[&1].contains("ConfigMap/t/app"), "{needed:?}");
+        assert!(needed[&1].to_string().contains("ConfigMap/t/app"), "{needed:?}");
         // A node that does not stay (e.g. already gone) keeps nothing.
         assert!(needed_by_staying(&graph, &planned, |_| false).is_empty());
     }

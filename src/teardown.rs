@@ -15,12 +15,10 @@ use crate::execute::Target;
 use crate::graph::{owner_mark, Graph, NodeInput, NodeStatus};
 use crate::graph_output::cycle_path;
 use crate::identity::ObjectId;
+use crate::keep::{self, Claim, KeepReason, Question, Trackers};
 use crate::parents::find_parents;
 use crate::plan::plan_deletion;
-use crate::safeguards::{
-    ambiguous_mark, controlled, dies_with_plan, keep_marked, needed_by_staying, orphaned_by_tracker, outside_inventory,
-    tracked_elsewhere, TornDown, Trackers,
-};
+use crate::safeguards::{dies_with_plan, needed_by_staying, tracked_elsewhere, TornDown};
 use crate::trackers::{MarkValue, Preset};
 
 pub use closure::{members_of_gone, teardown_closure};
@@ -31,8 +29,8 @@ use keeps::{ambiguous_members, holders, parent_warnings};
 pub struct Kept {
     /// The object.
     pub id: ObjectId,
-    /// Why.
-    pub reason: String,
+    /// Why: the rule of the keep chain ([`crate::keep`]) or of the plan ([`crate::safeguards`]).
+    pub reason: KeepReason,
 }
 
 /// What a prune will do.
@@ -44,6 +42,8 @@ pub struct PrunePlan {
     pub kept: Vec<Kept>,
     /// The stacks torn down (empty for an orphan prune): what the re-check measures marks against.
     pub torn_down: TornDown,
+    /// The tracking objects of the cluster when planned (what a name-only mark may mean).
+    pub trackers: Trackers,
     /// Each planned object's planned dependencies (it goes first; they must stay if it stays).
     pub depends_on: HashMap<ObjectId, Vec<ObjectId>>,
     /// Things to tell before asking (e.g. a stack that a parent would re-create).
@@ -114,28 +114,31 @@ pub fn plan(
     let trackers = Trackers::new(all_keys.iter());
     let mut targets: BTreeMap<usize, String> = BTreeMap::new();
     let chosen_nodes: HashSet<usize> = chosen.keys().copied().collect();
+    let teardown = matches!(mode, Mode::Teardown(_));
     for (index, why) in chosen {
         let Some(object) = object_of(index) else { continue };
-        let id = graph.nodes[index].id.clone();
-        let tool_keeps = || crate::policy::tool_keeps(object, None);
-        let untracked = || {
-            let teardown = matches!(mode, Mode::Teardown(_));
-            (teardown && !crate::trackers::is_tracked(&object.meta) && tracker_key(object).is_none()).then(|| {
-                "no tool tracks it: it only depends on what is torn down, and is not a teardown's to delete".to_string()
-            })
+        let context = keep::Context {
+            question: match teardown {
+                true => Question::Teardown {
+                    claims: claims(graph, index, &chosen_nodes),
+                },
+                false => Question::Orphan {
+                    tracker: None,
+                    recorded: None,
+                    compared: true,
+                },
+            },
+            trackers: Some(&trackers),
         };
-        if let Some(reason) = keep_marked(&object.meta)
-            .or_else(untracked)
-            .or_else(|| ambiguous_mark(&object.meta, &trackers))
-            .or_else(tool_keeps)
-            .or_else(|| orphaned_by_tracker(graph, index, |owner| chosen_nodes.contains(&owner)))
-            .or_else(|| outside_inventory(graph, index, |owner| chosen_nodes.contains(&owner)))
-        {
-            kept.push(Kept { id, reason });
-        } else if let Some(owner) = controlled(&object.meta) {
-            tracing::info!("{id} is left to its controller {owner}");
-        } else {
-            targets.insert(index, why);
+        // An orphan prune plans orphans already being deleted, to wait for them.
+        match keep::reason(object, &context).filter(|r| *r != KeepReason::Terminating) {
+            Some(reason) => kept.push(Kept {
+                id: graph.nodes[index].id.clone(),
+                reason,
+            }),
+            None => {
+                targets.insert(index, why);
+            }
         }
     }
     let owners_of: HashMap<String, Vec<String>> = snapshot
@@ -158,7 +161,7 @@ pub fn plan(
         if let Mode::Teardown(gone) = &mode {
             let planned_keys = targets.keys().filter_map(|&i| object_of(i).and_then(tracker_key));
             torn_down = TornDown::new(planned_keys.chain(gone.iter().cloned()));
-            let shared: Vec<(usize, String)> = targets
+            let shared: Vec<(usize, KeepReason)> = targets
                 .keys()
                 .filter_map(|&i| {
                     let object = object_of(i)?;
@@ -184,7 +187,7 @@ pub fn plan(
                 && object_of(index).is_some_and(|o| !dies_with_plan(&o.meta, &planned_uids, &owners_of))
         };
         let planned: HashSet<usize> = targets.keys().copied().collect();
-        let needed: Vec<(usize, String)> = needed_by_staying(graph, &planned, stays).into_iter().collect();
+        let needed: Vec<(usize, KeepReason)> = needed_by_staying(graph, &planned, stays).into_iter().collect();
         let held = holders(snapshot, catalog, &targets, &stays);
         keep_out(graph, &mut targets, &mut kept, needed);
         keep_out(graph, &mut targets, &mut kept, held);
@@ -192,7 +195,6 @@ pub fn plan(
             break;
         }
     }
-    let teardown = matches!(mode, Mode::Teardown(_));
     if teardown {
         kept.extend(ambiguous_members(snapshot, &trackers, &torn_down, &targets));
     }
@@ -235,6 +237,7 @@ pub fn plan(
         waves,
         kept,
         torn_down,
+        trackers,
         depends_on: planned_dependencies(graph, &indices),
         warnings,
         trackers_of,
@@ -269,8 +272,24 @@ pub fn target(object: &Listed, why: String) -> Target {
     }
 }
 
+/// The stacks torn down that claim the node `member` (their marks are on it), with what their
+/// tools recorded and would do: what the keep chain asks of a teardown member.
+pub fn claims<'a>(graph: &'a Graph, member: usize, torn_down: &HashSet<usize>) -> Vec<Claim<'a>> {
+    graph
+        .members
+        .iter()
+        .filter(|m| m.member == member && torn_down.contains(&m.owner))
+        .map(|m| Claim {
+            stack: &graph.nodes[m.owner].id,
+            record: graph.inventories.get(&m.owner),
+            leaves_members: graph.orphaning.get(&m.owner).map(String::as_str),
+            unreadable: None,
+        })
+        .collect()
+}
+
 /// Moves nodes from the targets to the kept list.
-fn keep_out(graph: &Graph, targets: &mut BTreeMap<usize, String>, kept: &mut Vec<Kept>, out: Vec<(usize, String)>) {
+fn keep_out(graph: &Graph, targets: &mut BTreeMap<usize, String>, kept: &mut Vec<Kept>, out: Vec<(usize, KeepReason)>) {
     for (index, reason) in out {
         if targets.remove(&index).is_some() {
             kept.push(Kept {

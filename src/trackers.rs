@@ -351,46 +351,6 @@ impl Tracker {
     }
 }
 
-/// A mark that names its stack by name alone where the stack lives in a namespace (a Flux
-/// Kustomization or HelmRelease label without its namespace label, a Helm release name without
-/// the release namespace). Which stack it means cannot be told: such an object is reported and
-/// never acted on (neither an orphan nor a member of a teardown). Returns the mark, described.
-pub fn ambiguous_mark(meta: &ObjectMeta) -> Option<String> {
-    let label = |key: &str| meta.labels.as_ref().and_then(|l| l.get(key)).filter(|v| !v.is_empty());
-    let annotation = |key: &str| {
-        meta.annotations
-            .as_ref()
-            .and_then(|a| a.get(key))
-            .filter(|v| !v.is_empty())
-    };
-    let pairs = [
-        (
-            label(FLUX_KS_NAME),
-            label(FLUX_KS_NAMESPACE),
-            FLUX_KS_NAME,
-            FLUX_KS_NAMESPACE,
-        ),
-        (
-            label(FLUX_HR_NAME),
-            label(FLUX_HR_NAMESPACE),
-            FLUX_HR_NAME,
-            FLUX_HR_NAMESPACE,
-        ),
-        (
-            annotation(HELM_RELEASE_NAME),
-            annotation(HELM_RELEASE_NAMESPACE),
-            HELM_RELEASE_NAME,
-            HELM_RELEASE_NAMESPACE,
-        ),
-    ];
-    pairs
-        .into_iter()
-        .find_map(|(name, namespace, name_key, namespace_key)| match (name, namespace) {
-            (Some(name), None) => Some(format!("{name_key}={name} without {namespace_key}")),
-            _ => None,
-        })
-}
-
 /// The Flux v1 gc mark an object carries, if any.
 pub fn flux_v1_gc_mark_of(meta: &ObjectMeta) -> Option<&str> {
     let labels = meta.labels.as_ref()?;

@@ -105,14 +105,18 @@ impl Drop for Leftovers {
     }
 }
 
-/// The kept entry of the plan for the object of `kind` named `name`: its reason.
+/// The kept entry of the plan for the object of `kind` named `name`: its reason as the table
+/// prints it (the rule's name is beside it, as `orphans -o json` names it).
 fn kept_reason(lines: &[Value], kind: &str, name: &str) -> Option<String> {
     plan_line(lines)["kept"]
         .as_array()
         .unwrap()
         .iter()
         .find(|k| k["id"]["kind"] == kind && k["id"]["name"] == name)
-        .map(|k| k["reason"].as_str().unwrap().to_string())
+        .map(|k| {
+            assert!(k["reason"].as_str().is_some_and(|rule| !rule.contains(' ')), "{k}");
+            k["message"].as_str().unwrap().to_string()
+        })
 }
 
 /// The `why` of the planned object of `kind` named `name`.

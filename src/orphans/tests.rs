@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::classify::OrphanReason;
+use crate::keep::KeepReason;
 use crate::trackers::{Tracker, FLUX_KS_NAME, FLUX_KS_NAMESPACE};
 use std::sync::Arc;
 
@@ -100,7 +101,7 @@ fn one_stack_keeping_an_object_keeps_it() {
     };
     let kept = Classified {
         object,
-        verdict: Verdict::Skipped(SkipReason::NotInInventory { inventory: "x".into() }),
+        verdict: Verdict::Skipped(KeepReason::NotInInventory { inventory: "x".into() }),
     };
     let verdict = |v: Vec<Classified>| mildest(v).map(|c| c.verdict);
     assert_eq!(verdict(vec![orphan.clone(), kept.clone()]), Some(kept.verdict.clone()));
@@ -118,7 +119,7 @@ fn an_unreadable_stack_makes_no_orphan_but_leaves_other_verdicts() {
     let judged = unknown_unless_desired(orphan, "Kustomization f/apps cannot be read");
     assert_eq!(
         judged.verdict,
-        Verdict::Skipped(SkipReason::RecordUnreadable {
+        Verdict::Skipped(KeepReason::RecordUnreadable {
             why: "Kustomization f/apps cannot be read".into()
         })
     );

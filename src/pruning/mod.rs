@@ -10,11 +10,12 @@ mod targets;
 use std::collections::{HashMap, HashSet};
 
 use crate::cascade::find_cascades;
-use crate::classify::{SkipReason, Verdict};
+use crate::classify::Verdict;
 use crate::collect::{ListOptions, ListScope, Listed};
 use crate::discovery::Catalog;
 use crate::error::UserError;
 use crate::identity::ObjectId;
+use crate::keep::KeepReason;
 use crate::live::{graph_of_with, planning_graph, LiveGraph, LiveOptions};
 use crate::orphans::OrphanReport;
 use crate::parents::read_suspended;
@@ -142,10 +143,9 @@ async fn plan_with_cascades(
         }
         held_back.extend(plan.cascades.iter().map(|cascade| Kept {
             id: cascade.holder.clone(),
-            reason: format!(
-                "--keep-cascading: its deletion would also take {}",
-                describe_cascade(cascade)
-            ),
+            reason: KeepReason::Cascading {
+                takes: describe_cascade(cascade),
+            },
         }));
     }
 }
@@ -166,12 +166,12 @@ async fn orphan_planning(
             Verdict::Orphan(reason) => {
                 targets.insert(id, reason.to_string());
             }
-            Verdict::Skipped(SkipReason::Terminating) => {
+            Verdict::Skipped(KeepReason::Terminating) => {
                 targets.insert(id, "already being deleted".to_string());
             }
-            Verdict::Skipped(SkipReason::Keep { marker }) => kept.push(Kept {
+            Verdict::Skipped(reason @ KeepReason::Keep { .. }) => kept.push(Kept {
                 id,
-                reason: format!("keep marker {marker}"),
+                reason: reason.clone(),
             }),
             Verdict::Skipped(_) | Verdict::Desired => {}
         }
@@ -236,7 +236,7 @@ async fn teardown_planning(session: &Session, request: &PlanRequest) -> Result<P
 /// Reads the record of every torn-down stack whose tool keeps one beside its tracking object —
 /// a kpt/cli-utils inventory, a Flux HelmRelease's Helm release, an ApplySet parent — with the
 /// one function `orphans` reads them with ([`crate::inventory::record_of`]), so that a teardown
-/// deletes only what that tool would (see [`crate::safeguards::outside_inventory`]). A Flux
+/// deletes only what that tool would (see [`crate::keep::outside_record`]). A Flux
 /// Kustomization's `status.inventory` is on its listed object already. A record that exists
 /// but cannot be read bounds its members to none: what its tool would delete is unknown.
 async fn read_member_records(session: &Session, live: &mut LiveGraph, chosen: impl Iterator<Item = usize>) {
@@ -245,18 +245,14 @@ async fn read_member_records(session: &Session, live: &mut LiveGraph, chosen: im
         .filter_map(|index| {
             let object = live.objects.get(&live.graph.nodes[index].id)?;
             let (preset, value) = crate::teardown::tracker_key(object)?;
-            matches!(
-                preset,
-                crate::trackers::Preset::Kpt | crate::trackers::Preset::FluxHelm | crate::trackers::Preset::ApplySet
-            )
-            .then_some((index, preset, value))
+            crate::recheck::keeps_record_beside(preset).then_some((index, preset, value))
         })
         .collect();
     for (index, preset, value) in trackers {
         let id = live.graph.nodes[index].id.clone();
         let record = match crate::inventory::uninstall_record_of(preset, &value, session).await {
             Ok(stack) => match stack.recorded {
-                Some(recorded) => member_record(&recorded, live.objects.values()),
+                Some(recorded) => recorded.members(live.objects.values()),
                 None => {
                     tracing::warn!("no record read for {id}: the objects that carry its marks are its members");
                     continue;
@@ -271,20 +267,5 @@ async fn read_member_records(session: &Session, live: &mut LiveGraph, chosen: im
             }
         };
         live.graph.inventories.insert(index, record);
-    }
-}
-
-/// The listed objects a record holds and that still carry its tool's mark: what that tool
-/// would delete with its stack.
-fn member_record<'a>(
-    recorded: &crate::classify::Recorded,
-    objects: impl Iterator<Item = &'a Listed>,
-) -> crate::graph::MemberRecord {
-    crate::graph::MemberRecord {
-        ids: objects
-            .filter(|object| recorded.holds(object) && recorded.still_marked(object))
-            .map(Listed::id)
-            .collect(),
-        name: recorded.name().to_string(),
     }
 }

@@ -60,14 +60,7 @@ pub async fn run_waves(
     options: &RunOptions,
 ) -> Result<u8, UserError> {
     let client = session.connection.client.clone();
-    let mut recheck = Recheck::new(
-        client.clone(),
-        session.catalog.clone(),
-        plan,
-        suspensions,
-        options.list,
-        session.scope.clone(),
-    );
+    let mut recheck = Recheck::new(session, plan, suspensions, options.list);
     let format = options.format;
     let mut progress = Progress::new(format, options.verbose);
     let cancel = interrupt_signal();

@@ -107,7 +107,7 @@ fn find_named(
         );
         kept.extend(left.into_iter().map(|index| Kept {
             id: graph.nodes[index].id.clone(),
-            reason: format!("left behind by {id}, already gone (--leftovers deletes it)"),
+            reason: crate::keep::KeepReason::Leftover { stack: id.to_string() },
         }));
         return Ok(Vec::new());
     }

@@ -7,7 +7,8 @@ use super::{tracker_key, Kept, Snapshot};
 use crate::discovery::Catalog;
 use crate::graph::full_marks;
 use crate::identity::ObjectId;
-use crate::safeguards::{ambiguous_mark, holds_staying, TornDown, Trackers};
+use crate::keep::{ambiguous_mark, KeepReason, Trackers};
+use crate::safeguards::{holds_staying, TornDown};
 use crate::trackers::Preset;
 
 /// The Namespaces and CRDs among the targets that hold an object that stays: a node of the graph
@@ -17,7 +18,7 @@ pub(super) fn holders(
     catalog: &Catalog,
     targets: &BTreeMap<usize, String>,
     stays: &dyn Fn(usize) -> bool,
-) -> Vec<(usize, String)> {
+) -> Vec<(usize, KeepReason)> {
     let graph = snapshot.graph;
     let planned: HashSet<&ObjectId> = targets.keys().map(|&i| &graph.nodes[i].id).collect();
     let staying: Vec<&ObjectId> = snapshot
@@ -39,13 +40,10 @@ pub(super) fn holders(
             {
                 // No version is served: its custom resources cannot be listed, so what it would
                 // take with it cannot be known.
-                return Some((
-                    index,
-                    "its custom resources cannot be listed (no version is served)".to_string(),
-                ));
+                return Some((index, KeepReason::ContentUnlistable));
             }
             holds_staying(holder, staying.iter().copied(), crd_of)
-                .map(|held| (index, format!("holds {held}, which is not pruned")))
+                .map(|held| (index, KeepReason::Holds { held: held.to_string() }))
         })
         .collect()
 }
@@ -107,7 +105,7 @@ pub(super) fn ambiguous_members(
                 .iter()
                 .any(|m| m.value.namespace.is_none() && torn_down.names(m.preset, &m.value.name))
         })
-        .filter_map(|o| ambiguous_mark(&o.meta, trackers).map(|reason| Kept { id: o.id(), reason }))
+        .filter_map(|o| ambiguous_mark(&o.meta, Some(trackers)).map(|reason| Kept { id: o.id(), reason }))
         .collect();
     found.sort_by(|a, b| a.id.cmp(&b.id));
     found

@@ -1,0 +1,299 @@
+//! One test per rule of the chain, and the chain's order.
+
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use kube::core::ObjectMeta;
+
+use super::*;
+use crate::fixtures::{kind, meta};
+
+const FLUX_NAME: &str = "kustomize.toolkit.fluxcd.io/name";
+const FLUX_NAMESPACE: &str = "kustomize.toolkit.fluxcd.io/namespace";
+
+fn config_map(name: &str, meta: ObjectMeta) -> Listed {
+    Listed::new(
+        Arc::new(kind("", "ConfigMap", true)),
+        ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("web".into()),
+            uid: Some(format!("uid-{name}")),
+            ..meta
+        },
+    )
+}
+
+fn flux_marked(name: &str) -> Listed {
+    config_map(name, meta(&[(FLUX_NAME, "apps"), (FLUX_NAMESPACE, "flux-system")], &[]))
+}
+
+fn orphan_question() -> Context<'static> {
+    Context {
+        question: Question::Orphan {
+            tracker: None,
+            recorded: None,
+            compared: true,
+        },
+        trackers: None,
+    }
+}
+
+fn teardown(claims: Vec<Claim<'_>>) -> Context<'_> {
+    Context {
+        question: Question::Teardown { claims },
+        trackers: None,
+    }
+}
+
+fn stack() -> ObjectId {
+    ObjectId::new(
+        "kustomize.toolkit.fluxcd.io",
+        "Kustomization",
+        Some("flux-system"),
+        "apps",
+    )
+}
+
+fn claim<'a>(stack: &'a ObjectId, record: Option<&'a MemberRecord>) -> Claim<'a> {
+    Claim {
+        stack,
+        record,
+        leaves_members: None,
+        unreadable: None,
+    }
+}
+
+fn record(names: &[&str]) -> MemberRecord {
+    MemberRecord {
+        ids: names
+            .iter()
+            .map(|n| ObjectId::new("", "ConfigMap", Some("web"), n))
+            .collect(),
+        name: "the status.inventory of apps".into(),
+    }
+}
+
+fn value(name: &str, namespace: &str) -> MarkValue {
+    MarkValue {
+        name: name.into(),
+        namespace: Some(namespace.into()),
+    }
+}
+
+fn owner(controller: bool) -> OwnerReference {
+    OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+        name: "web".into(),
+        uid: "uid-web".into(),
+        controller: Some(controller),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_teardown_deletes_only_what_every_claiming_record_misses_not() {
+    let stack = stack();
+    let holds = record(&["a"]);
+    let context = teardown(vec![claim(&stack, Some(&holds))]);
+    assert_eq!(outside_record(&flux_marked("a"), &context), None);
+    let copy = outside_record(&flux_marked("a-copy"), &context);
+    assert!(matches!(copy, Some(KeepReason::NotInInventory { .. })), "{copy:?}");
+    // A stack that keeps no record leaves its marks to decide.
+    assert_eq!(
+        outside_record(&flux_marked("a-copy"), &teardown(vec![claim(&stack, None)])),
+        None
+    );
+}
+
+#[test]
+fn an_orphan_search_with_a_record_keeps_what_it_does_not_hold_or_that_lost_its_mark() {
+    let recorded = Recorded::Ids {
+        ids: [ObjectId::new("", "ConfigMap", Some("web"), "a")].into(),
+        inventory: "the inventory".into(),
+        owner: Some(Tracker::parse("flux=apps.flux-system").expect("tracker")),
+    };
+    let context = |compared| Context {
+        question: Question::Orphan {
+            tracker: None,
+            recorded: Some(&recorded),
+            compared,
+        },
+        trackers: None,
+    };
+    assert_eq!(outside_record(&flux_marked("a"), &context(true)), None);
+    assert!(matches!(
+        outside_record(&flux_marked("b"), &context(true)),
+        Some(KeepReason::NotInInventory { .. })
+    ));
+    let unmarked = config_map("a", ObjectMeta::default());
+    assert!(matches!(
+        outside_record(&unmarked, &context(true)),
+        Some(KeepReason::ToolWouldKeep { .. })
+    ));
+    assert_eq!(outside_record(&unmarked, &context(false)), None);
+}
+
+#[test]
+fn terminating_objects_are_no_orphans_but_still_teardown_members() {
+    let going = config_map(
+        "a",
+        ObjectMeta {
+            deletion_timestamp: Some(Time(k8s_openapi::jiff::Timestamp::now())),
+            ..Default::default()
+        },
+    );
+    assert_eq!(terminating(&going, &orphan_question()), Some(KeepReason::Terminating));
+    assert_eq!(terminating(&going, &teardown(vec![])), None);
+    assert_eq!(terminating(&flux_marked("b"), &orphan_question()), None);
+}
+
+#[test]
+fn owned_objects_are_their_owners_and_a_teardown_leaves_only_controlled_ones() {
+    let with = |controller| {
+        config_map(
+            "a",
+            ObjectMeta {
+                owner_references: Some(vec![owner(controller)]),
+                ..Default::default()
+            },
+        )
+    };
+    let expected = Some(KeepReason::ControllerOwned {
+        owner: "Deployment/web".into(),
+    });
+    assert_eq!(owned(&with(true), &orphan_question()), expected);
+    assert_eq!(owned(&with(false), &orphan_question()), expected);
+    assert_eq!(owned(&with(true), &teardown(vec![])), expected);
+    assert_eq!(owned(&with(false), &teardown(vec![])), None);
+}
+
+#[test]
+fn every_tools_keep_marker_keeps() {
+    for (key, value, labelled) in [
+        ("helm.sh/resource-policy", "keep", false),
+        ("kustomize.toolkit.fluxcd.io/prune", "disabled", true),
+        ("kustomize.toolkit.fluxcd.io/prune", "disabled", false),
+    ] {
+        let pairs = [(key, value)];
+        let object = match labelled {
+            true => config_map("a", meta(&pairs, &[])),
+            false => config_map("a", meta(&[], &pairs)),
+        };
+        let found = keep_marked(&object, &orphan_question());
+        assert!(matches!(found, Some(KeepReason::Keep { .. })), "{key}: {found:?}");
+    }
+    assert_eq!(keep_marked(&flux_marked("a"), &orphan_question()), None);
+}
+
+#[test]
+fn a_flux_mark_without_its_namespace_is_always_ambiguous() {
+    let name_only = config_map("a", meta(&[(FLUX_NAME, "apps")], &[]));
+    assert!(matches!(
+        ambiguous(&name_only, &orphan_question()),
+        Some(KeepReason::AmbiguousMark { .. })
+    ));
+    let keys = [(Preset::Flux, value("apps", "flux-system"))];
+    let trackers = Trackers::new(keys.iter());
+    let with_index = Context {
+        trackers: Some(&trackers),
+        ..teardown(vec![])
+    };
+    // One stack of that name proves nothing: Flux writes the namespace label beside the name.
+    assert!(ambiguous(&name_only, &with_index).is_some());
+    assert_eq!(ambiguous(&flux_marked("a"), &with_index), None);
+}
+
+#[test]
+fn an_argo_instance_label_is_ambiguous_only_where_applications_of_that_name_live_in_several_namespaces() {
+    let instance = config_map("a", meta(&[("app.kubernetes.io/instance", "shop")], &[]));
+    assert_eq!(ambiguous(&instance, &orphan_question()), None);
+    let keys = [
+        (Preset::ArgoCd, value("shop", "a")),
+        (Preset::ArgoCd, value("shop", "b")),
+    ];
+    let trackers = Trackers::new(keys.iter());
+    let context = Context {
+        trackers: Some(&trackers),
+        ..teardown(vec![])
+    };
+    let found = ambiguous(&instance, &context)
+        .map(|r| r.to_string())
+        .unwrap_or_default();
+    assert!(found.contains("a, b"), "{found}");
+}
+
+#[test]
+fn untracked_objects_are_never_a_teardowns() {
+    let plain = config_map("a", ObjectMeta::default());
+    assert_eq!(untracked(&plain, &teardown(vec![])), Some(KeepReason::Untracked));
+    assert_eq!(untracked(&flux_marked("a"), &teardown(vec![])), None);
+    assert_eq!(untracked(&plain, &orphan_question()), None);
+}
+
+#[test]
+fn the_tools_own_rules_keep_helm_hooks() {
+    let hook = config_map(
+        "a",
+        meta(
+            &[("app.kubernetes.io/managed-by", "Helm")],
+            &[
+                ("meta.helm.sh/release-name", "web"),
+                ("meta.helm.sh/release-namespace", "web"),
+                ("helm.sh/hook", "pre-install"),
+            ],
+        ),
+    );
+    assert!(matches!(
+        tool_rules(&hook, &teardown(vec![])),
+        Some(KeepReason::ToolWouldKeep { .. })
+    ));
+    assert_eq!(tool_rules(&flux_marked("a"), &teardown(vec![])), None);
+}
+
+#[test]
+fn a_stack_whose_tool_orphans_its_members_keeps_them() {
+    let stack = stack();
+    let leaving = Claim {
+        leaves_members: Some("Flux would orphan it (spec.prune: false)"),
+        ..claim(&stack, None)
+    };
+    let found = left_by_stack(&flux_marked("a"), &teardown(vec![leaving])).map(|r| r.to_string());
+    assert_eq!(found.as_deref(), Some("Flux would orphan it (spec.prune: false)"));
+    assert_eq!(
+        left_by_stack(&flux_marked("a"), &teardown(vec![claim(&stack, None)])),
+        None
+    );
+}
+
+#[test]
+fn a_stack_that_cannot_be_read_keeps_its_members() {
+    let stack = stack();
+    let unread = Claim {
+        unreadable: Some("forbidden"),
+        ..claim(&stack, None)
+    };
+    assert!(matches!(
+        unreadable_record(&flux_marked("a"), &teardown(vec![unread])),
+        Some(KeepReason::RecordUnreadable { .. })
+    ));
+}
+
+#[test]
+fn the_chain_asks_the_record_first_and_the_json_names_the_rule() {
+    let stack = stack();
+    let holds = record(&["a"]);
+    let copy = config_map(
+        "a-copy",
+        meta(
+            &[(FLUX_NAME, "apps"), (FLUX_NAMESPACE, "flux-system")],
+            &[("helm.sh/resource-policy", "keep")],
+        ),
+    );
+    let found = reason(&copy, &teardown(vec![claim(&stack, Some(&holds))])).expect("kept");
+    assert_eq!(found.rule(), "notInInventory");
+    assert_eq!(
+        reason(&flux_marked("a"), &teardown(vec![claim(&stack, Some(&holds))])),
+        None
+    );
+}
