@@ -297,3 +297,75 @@ fn a_kustomization_that_renames_what_it_builds_is_not_compared_with_raw_files() 
     }
     assert!(exists("configmap", Some(a), "prod-web"));
 }
+
+/// Item 4, for a record kept beside its tracking object: a real `kpt live apply` of `slow`
+/// (held by a finalizer, depends on `kept`) and `kept`; while the teardown waits for `slow`,
+/// `kept` leaves the ResourceGroup's `spec.resources` (kpt would no longer delete it:
+/// kubernetes-sigs/cli-utils `pkg/apply/prune` deletes only inventory entries). The re-check
+/// reads the inventory again, with the function the plan read it with, and drops `kept`.
+#[test]
+fn the_recheck_reads_a_kpt_inventory_again() {
+    let _logs = start();
+    ensure_resource_group();
+    let ns = Namespace::new("kpt-recheck");
+    let n = &ns.0;
+    let dir = write_files(&[
+        (
+            "slow.yaml",
+            &format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: slow\n  namespace: {n}\n  finalizers: [stack-test.example.com/hold]\n  annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/kept}}\n"
+            ),
+        ),
+        (
+            "kept.yaml",
+            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kept, namespace: {n}}}\n"),
+        ),
+    ]);
+    let dir_text = dir.to_str().unwrap();
+    let id = unique("kpt-id");
+    assert_eq!(kpt(&["pkg", "init", dir_text]).code, 0);
+    let init = kpt(&[
+        "live",
+        "init",
+        dir_text,
+        "--namespace",
+        n,
+        "--inventory-id",
+        &id,
+        "--name",
+        "inventory",
+    ]);
+    assert_eq!(init.code, 0, "{}", init.stderr);
+    let applied = kpt(&[
+        "live",
+        "apply",
+        dir_text,
+        "--install-resource-group=false",
+        "--reconcile-timeout=1m",
+    ]);
+    assert_eq!(applied.code, 0, "{}\n{}", applied.stdout, applied.stderr);
+
+    let child = spawn_stack(&["prune", "-n", n, "resourcegroup/inventory", "--yes", "--timeout", "60s"]);
+    wait_until(Duration::from_secs(30), || is_terminating("configmap", n, "slow"));
+    let only_slow =
+        format!(r#"{{"spec":{{"resources":[{{"group":"","kind":"ConfigMap","name":"slow","namespace":"{n}"}}]}}}}"#);
+    let patched = kubectl(&[
+        "patch",
+        "resourcegroup",
+        "inventory",
+        "-n",
+        n,
+        "--type",
+        "merge",
+        "-p",
+        &only_slow,
+    ]);
+    assert_eq!(patched.code, 0, "{}", patched.stderr);
+    release_finalizers("configmap/slow", n);
+    let run = finish(child);
+    assert_eq!(run.code, 5, "dropped by the re-check:\n{}", run.stderr);
+    assert!(run.stderr.contains("dropped: ConfigMap/"), "{}", run.stderr);
+    assert!(run.stderr.contains("(changed since the plan)"), "{}", run.stderr);
+    assert!(exists("configmap", Some(n), "kept"), "{}", run.stderr);
+    assert!(!exists("configmap", Some(n), "slow"), "{}", run.stderr);
+}
