@@ -15,12 +15,13 @@ use crate::graph::{object_meta, Edge, EdgeKind, Graph, NodeInput};
 use crate::identity::ObjectId;
 use crate::trackers::{marks, MarkValue, Preset};
 
+mod rbac;
 mod volumes;
 
 use volumes::volume_edges;
 
 /// The kinds whose whole objects inference reads (the rest needs only metadata).
-pub const SPEC_KINDS: [(&str, &str); 10] = [
+pub const SPEC_KINDS: [(&str, &str); 14] = [
     ("", "Service"),
     ("", "PersistentVolume"),
     ("", "PersistentVolumeClaim"),
@@ -31,6 +32,10 @@ pub const SPEC_KINDS: [(&str, &str); 10] = [
     ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
     ("apiregistration.k8s.io", "APIService"),
     ("storage.k8s.io", "StorageClass"),
+    ("rbac.authorization.k8s.io", "Role"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "RoleBinding"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
 ];
 
 /// Workload kinds: what runs a controller.
@@ -217,7 +222,9 @@ fn finalizer_matches_crd(finalizer: &str, crd_name: &str) -> bool {
 }
 
 /// 1. A custom resource whose finalizer belongs to a CRD's API group depends on the controller
-///    objects of the stack that holds that CRD.
+///    objects of the stack that holds that CRD; where that stack runs no controller (CRDs and
+///    operator in different stacks), on those of the stacks whose workloads RBAC lets update the
+///    group's objects ([`rbac`]).
 fn finalizer_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
     let crds: Vec<usize> = objects
         .of_kind("apiextensions.k8s.io", "CustomResourceDefinition")
@@ -238,12 +245,33 @@ fn finalizer_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
                 if finalizer_matches_crd(finalizer, &objects.inputs[crd].id.name) {
                     let of_crd = controllers
                         .entry(crd)
-                        .or_insert_with(|| objects.controllers_of_stack(crd));
+                        .or_insert_with(|| controllers_of_crd(objects, crd));
                     push_all(edges, index, of_crd.iter().copied(), EdgeKind::InferredFinalizer);
                 }
             }
         }
     }
+}
+
+/// The controller objects of a CRD: those of its stack, else those of the stacks of the
+/// workloads RBAC names as its group's controller.
+fn controllers_of_crd(objects: &Objects, crd: usize) -> BTreeSet<usize> {
+    let own = objects.controllers_of_stack(crd);
+    if own.iter().any(|&index| objects.is(index, &WORKLOAD_KINDS)) {
+        return own;
+    }
+    let group = objects.inputs[crd]
+        .id
+        .name
+        .split_once('.')
+        .map(|(_, group)| group)
+        .unwrap_or("");
+    let mut found = own;
+    for workload in rbac::controllers_of_group(objects, group) {
+        found.insert(workload);
+        found.extend(objects.controllers_of_stack(workload));
+    }
+    found
 }
 
 /// 2. A webhook configuration goes before the Service that serves it and the workloads behind

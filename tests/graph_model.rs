@@ -383,6 +383,112 @@ metadata: {{name: o, namespace: {other_ns}, labels: {other8}, finalizers: [{fina
     assert_eq!(operator.stop(), 2, "the live operator finalized `u` and `o`");
 }
 
+/// Adversarial review, finding 7: the CRD in one stack (`crds7`), its operator in another
+/// (`op7`: a Deployment whose ServiceAccount a ClusterRoleBinding binds to a ClusterRole that
+/// may update the group's objects), a custom resource of a third (`other7`) with the operator's
+/// finalizer. RBAC ties the finalizer to the operator: tearing `op7` down keeps the operator
+/// (needed by the custom resource that stays), and `graph` shows the edge.
+#[test]
+fn an_operator_in_another_stack_than_its_crd_is_kept_for_the_custom_resources_that_stay() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm7");
+    let f = flux.0.clone();
+    let run = unique("gm7");
+    let group = own_group(&run);
+    let resource = format!("gizmos.{group}");
+    let (op_ns, other_ns) = (format!("{run}-op"), format!("{run}-other"));
+    let finalizer = format!("{group}/cleanup");
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &other_ns);
+    for namespace in [&op_ns, &other_ns] {
+        leftovers.object("namespace", namespace);
+    }
+    leftovers.object("crd", &resource);
+    leftovers.object("clusterrole", &format!("{run}-manager"));
+    leftovers.object("clusterrolebinding", &format!("{run}-manager"));
+    let (crds7, op7, other7) = (
+        flux_labels("crds7", &f),
+        flux_labels("op7", &f),
+        flux_labels("other7", &f),
+    );
+    apply(&format!(
+        r#"{}{}{}{}---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {op_ns}, labels: {op7}}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: manager, namespace: {op_ns}, labels: {op7}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {run}-manager, labels: {op7}}}
+rules: [{{apiGroups: [{group}], resources: [gizmos, gizmos/finalizers], verbs: [get, list, watch, update, patch]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {run}-manager, labels: {op7}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {run}-manager}}
+subjects: [{{kind: ServiceAccount, name: manager, namespace: {op_ns}}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: controller, namespace: {op_ns}, labels: {op7}}}
+spec:
+  selector: {{matchLabels: {{app: controller}}}}
+  template:
+    metadata: {{labels: {{app: controller}}}}
+    spec: {{serviceAccountName: manager, containers: [{{name: manager, image: example.invalid/operator}}]}}
+"#,
+        kustomization("crds7", &f, ""),
+        kustomization("op7", &f, ""),
+        kustomization("other7", &f, ""),
+        crd(&group, "Gizmo", "gizmos", &crds7),
+    ));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    apply(&format!(
+        r#"---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {other_ns}, labels: {other7}}}
+---
+apiVersion: {group}/v1
+kind: Gizmo
+metadata: {{name: o, namespace: {other_ns}, labels: {other7}, finalizers: [{finalizer}]}}
+"#
+    ));
+    assert_eq!(
+        graph_edges(("Gizmo", &other_ns, "o"), ("Deployment", &op_ns, "controller")),
+        ["inferredFinalizer"]
+    );
+    let pruned = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/op7",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    assert_eq!(pruned.code, 0, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
+    let lines = json_lines(&pruned.stdout);
+    assert_eq!(
+        kept_reason(&lines, "Deployment", "controller"),
+        Some(format!(
+            "needed by Gizmo.{group}/{other_ns}/o, which is not pruned (inferred: finalizer)"
+        )),
+        "{}",
+        pruned.stdout
+    );
+    assert!(exists("deployment", Some(&op_ns), "controller"), "{}", pruned.stdout);
+    assert!(exists(&resource, Some(&other_ns), "o"));
+    assert!(!exists("kustomization", Some(&f), "op7"), "{}", pruned.stderr);
+}
+
 /// Case 3: stack `op3` holds a CRD and its operator; an untracked custom resource with the
 /// operator's finalizer lives elsewhere. With `--allow-cascade` it dies with its CRD, so the CRD
 /// (and through it the custom resource) must be gone before the operator is deleted: one wave for

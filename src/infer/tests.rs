@@ -3,6 +3,8 @@
 use serde_json::json;
 
 use super::*;
+
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 use crate::graph::{build, BuildOptions, NodeInput};
 
 fn object(group: &str, kind: &str, ns: Option<&str>, name: &str, stack: Option<&str>) -> NodeInput {
@@ -343,4 +345,63 @@ fn plurals_are_known_or_guessed_as_kubernetes_does() {
     assert_eq!(plural_of(&known, "", "Service"), "services");
     assert_eq!(plural_of(&known, "x.io", "Policy"), "policies");
     assert_eq!(plural_of(&known, "x.io", "Ingress"), "ingresses");
+}
+
+/// Finding 7 of the adversarial review: CRDs in one stack, their operator in another (Flux's
+/// usual `infra-crds` / `infra-controllers`): RBAC names the operator. Its ServiceAccount is
+/// bound to a ClusterRole that may update the group's objects; a workload bound only to a role
+/// granting every group (`*`, as cluster-admin) is no controller in particular.
+#[test]
+fn a_custom_resource_depends_on_the_operator_rbac_names_when_its_crd_is_in_another_stack() {
+    let mut cr = object("ops.example.com", "Gizmo", Some("app"), "g1", Some("usage"));
+    cr.finalizers = vec!["ops.example.com/cleanup".into()];
+    let workload = |name: &str, account: &str, stack: &str| {
+        with_body(
+            object("apps", "Deployment", Some("op"), name, Some(stack)),
+            json!({"spec": {"template": {"spec": {"serviceAccountName": account}}}}),
+        )
+    };
+    let role = |name: &str, groups: Value| {
+        with_body(
+            object(RBAC_GROUP, "ClusterRole", None, name, Some("operator")),
+            json!({"rules": [{"apiGroups": groups, "resources": ["*"], "verbs": ["get", "update"]}]}),
+        )
+    };
+    let binding = |name: &str, role: &str, account: &str| {
+        with_body(
+            object(RBAC_GROUP, "ClusterRoleBinding", None, name, Some("operator")),
+            json!({"roleRef": {"kind": "ClusterRole", "name": role},
+                   "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": "op"}]}),
+        )
+    };
+    let inputs = vec![
+        cr,
+        object(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            None,
+            "gizmos.ops.example.com",
+            Some("crds"),
+        ),
+        workload("controller", "controller-sa", "operator"),
+        role("gizmo-manager", json!(["ops.example.com"])),
+        binding("gizmo-manager", "gizmo-manager", "controller-sa"),
+        workload("admin-tool", "admin-sa", "tools"),
+        role("everything", json!(["*"])),
+        binding("everything", "everything", "admin-sa"),
+    ];
+    let mut found: Vec<(String, String)> = inferred(&inputs, &options())
+        .into_iter()
+        .filter(|(from, _, kind)| from == "g1" && *kind == EdgeKind::InferredFinalizer)
+        .map(|(from, to, _)| (from, to))
+        .collect();
+    found.sort();
+    found.dedup();
+    let to: Vec<&str> = found.iter().map(|(_, to)| to.as_str()).collect();
+    assert!(to.contains(&"controller"), "{found:?}");
+    assert!(!to.contains(&"admin-tool"), "{found:?}");
+    assert!(
+        !to.contains(&"gizmo-manager") || to.contains(&"controller"),
+        "{found:?}"
+    );
 }
