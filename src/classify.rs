@@ -80,6 +80,7 @@ impl Recorded {
                 .map(Listed::id)
                 .collect(),
             name: self.name().to_string(),
+            aliases: Vec::new(),
         }
     }
 

@@ -128,6 +128,9 @@ pub struct MemberRecord {
     pub ids: HashSet<ObjectId>,
     /// The record, for messages (e.g. `the status.inventory of Kustomization.kustomize.toolkit.fluxcd.io/flux-system/apps`).
     pub name: String,
+    /// Marks that name the same stack by another tool's mark: a Flux HelmRelease's Helm release
+    /// (as helm-controller names it). A teardown of the stack covers them.
+    pub aliases: Vec<(crate::trackers::Preset, crate::trackers::MarkValue)>,
 }
 
 /// An object as the graph builder needs it.

@@ -221,7 +221,15 @@ fn finalizer_matches_crd(finalizer: &str, crd_name: &str) -> bool {
     finalizer_names_group(finalizer, group)
 }
 
-/// 1. A custom resource whose finalizer belongs to a CRD's API group depends on the controller
+/// Whether a finalizer's domain is the CRD's group `plural.group` or a subdomain of it.
+fn finalizer_in_crd_group(finalizer: &str, crd_name: &str) -> bool {
+    let group = crd_name.split_once('.').map(|(_, group)| group).unwrap_or("");
+    finalizer_domain(finalizer)
+        .is_some_and(|domain| !group.is_empty() && (domain == group || domain.ends_with(&format!(".{group}"))))
+}
+
+/// 1. An object (a custom resource, or a built-in object an operator finalizes) whose finalizer
+///    belongs to a CRD's API group depends on the controller
 ///    objects of the stack that holds that CRD; where that stack runs no controller (CRDs and
 ///    operator in different stacks), on those of the stacks whose workloads RBAC lets update the
 ///    group's objects ([`rbac`]).
@@ -234,15 +242,20 @@ fn finalizer_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
     }
     let mut controllers: HashMap<usize, BTreeSet<usize>> = HashMap::new();
     for (index, input) in objects.inputs.iter().enumerate() {
+        // An operator may finalize built-in objects too (Rook's Secrets and ConfigMaps): for
+        // those only a finalizer of the CRD's own group or a subdomain of it counts, never a
+        // parent domain (`kubernetes.io/pvc-protection` names no `x.kubernetes.io` operator).
         let custom = known
             .crd_names
             .contains_key(&(input.id.group.clone(), input.id.kind.clone()));
-        if !custom {
-            continue;
-        }
         for finalizer in &input.finalizers {
             for &crd in &crds {
-                if finalizer_matches_crd(finalizer, &objects.inputs[crd].id.name) {
+                let crd_name = &objects.inputs[crd].id.name;
+                let matches = match custom {
+                    true => finalizer_matches_crd(finalizer, crd_name),
+                    false => finalizer_in_crd_group(finalizer, crd_name),
+                };
+                if matches {
                     let of_crd = controllers
                         .entry(crd)
                         .or_insert_with(|| controllers_of_crd(objects, crd));

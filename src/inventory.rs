@@ -113,6 +113,9 @@ pub struct StackRecord {
     pub target_namespace: Option<String>,
     /// The namespace a namespaced manifest without one takes: a Helm release's namespace.
     pub default_namespace: Option<String>,
+    /// A Flux HelmRelease's Helm release (its name and storage namespace, as helm-controller
+    /// names it): its marks are the HelmRelease's own.
+    pub helm_release: Option<MarkValue>,
 }
 
 impl StackRecord {
@@ -134,6 +137,7 @@ impl From<Inventory> for StackRecord {
             recorded: Some(inventory.recorded),
             target_namespace: inventory.target_namespace,
             default_namespace: inventory.default_namespace,
+            helm_release: None,
         }
     }
 }
@@ -348,6 +352,7 @@ mod tests {
             recorded: None,
             target_namespace: target.map(str::to_string),
             default_namespace: default.map(str::to_string),
+            helm_release: None,
         };
         assert_eq!(
             stack(Some("t"), Some("d")).namespace_rule("n"),

@@ -20,7 +20,7 @@ use crate::listing::warn_unlisted;
 use crate::manifest::{load_kustomize, load_paths, Manifest, Reading};
 use crate::policy::is_claim_of;
 use crate::session::{resolve_selection, Session};
-use crate::trackers::{marks, MarkValue, Preset, Selection};
+use crate::trackers::{marks, Mark, MarkValue, Preset, Selection};
 
 /// What `orphans` found: every tracked object with its verdict, and what could not be checked.
 pub struct OrphanReport {
@@ -197,8 +197,29 @@ fn refuse_several_stacks(objects: &[Listed], selection: &Selection) -> Result<()
     .hint("name the stack whose desired set this is: --tracker PRESET=NAME (or narrow -l to its objects)"))
 }
 
-/// The stacks the objects belong to, each named by one of its marks: marks that occur on one
-/// object together (a HelmRelease's labels and its Helm release's annotations) are one stack.
+/// Whether two marks found on one object name one stack: one tool's marks of one name (an Argo
+/// CD tracking id and instance label), or a Flux HelmRelease's labels and the annotations of the
+/// Helm release it installs (`<name>` or `<targetNamespace>-<name>`, stored in its namespace).
+/// Two different stacks' marks on one object (left by a migration) never make them one: that
+/// would let one desired set be compared with both.
+fn same_stack(a: &Mark, b: &Mark) -> bool {
+    let namespaces_agree =
+        |x: &MarkValue, y: &MarkValue| x.namespace.is_none() || y.namespace.is_none() || x.namespace == y.namespace;
+    if a.preset == b.preset {
+        return a.value.name == b.value.name && namespaces_agree(&a.value, &b.value);
+    }
+    let (helm_release, helm) = match (a.preset, b.preset) {
+        (Preset::FluxHelm, Preset::Helm) => (a, b),
+        (Preset::Helm, Preset::FluxHelm) => (b, a),
+        _ => return false,
+    };
+    let name = &helm_release.value.name;
+    helm.value.namespace == helm_release.value.namespace
+        && (helm.value.name == *name || helm.value.name.ends_with(&format!("-{name}")))
+}
+
+/// The stacks the objects belong to, each named by one of its marks: marks of one stack that
+/// occur on one object together (see [`same_stack`]) are one.
 fn stacks_among(objects: &[Listed]) -> Vec<String> {
     let mut stack_of: HashMap<String, usize> = HashMap::new();
     let mut parent: Vec<usize> = Vec::new();
@@ -215,8 +236,9 @@ fn stacks_among(objects: &[Listed]) -> Vec<String> {
         .iter()
         .filter(|o| crate::keep::ambiguous_mark(&o.meta, None).is_none())
     {
-        let keys: Vec<usize> = marks(&object.meta)
-            .into_iter()
+        let found = marks(&object.meta);
+        let keys: Vec<usize> = found
+            .iter()
             .map(|mark| {
                 let next = parent.len();
                 let key = *stack_of.entry(mark.to_string()).or_insert(next);
@@ -226,9 +248,11 @@ fn stacks_among(objects: &[Listed]) -> Vec<String> {
                 key
             })
             .collect();
-        for pair in keys.windows(2) {
-            let (a, b) = (root(&mut parent, pair[0]), root(&mut parent, pair[1]));
-            parent[a] = b;
+        for (i, j) in (0..found.len()).flat_map(|i| (i + 1..found.len()).map(move |j| (i, j))) {
+            if same_stack(&found[i], &found[j]) {
+                let (a, b) = (root(&mut parent, keys[i]), root(&mut parent, keys[j]));
+                parent[a] = b;
+            }
         }
     }
     let mut named: std::collections::BTreeMap<usize, String> = std::collections::BTreeMap::new();

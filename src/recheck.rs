@@ -39,6 +39,7 @@ pub struct Recheck {
     catalog: Arc<Catalog>,
     torn_down: TornDown,
     trackers: Trackers,
+    recorded_stacks: HashSet<ObjectId>,
     depends_on: HashMap<ObjectId, Vec<ObjectId>>,
     trackers_of: HashMap<ObjectId, Vec<ObjectId>>,
     keep_suspended: HashSet<ObjectId>,
@@ -67,6 +68,7 @@ impl Recheck {
             catalog: session.catalog.clone(),
             torn_down: plan.torn_down.clone(),
             trackers: plan.trackers.clone(),
+            recorded_stacks: plan.recorded_stacks.clone(),
             depends_on: plan.depends_on.clone(),
             trackers_of: plan.trackers_of.clone(),
             keep_suspended: plan.keep_suspended.clone(),
@@ -344,6 +346,13 @@ impl Recheck {
             .filter_map(|tracker| {
                 let claim = match stacks_now.get(tracker)? {
                     StackNow::Gone => return None,
+                    // A record read at plan time and gone now (its status.inventory or the
+                    // ApplySet id removed) says nothing of what its tool would delete: the
+                    // labels do not take over.
+                    StackNow::Read { record: None, .. } if self.recorded_stacks.contains(tracker) => StackClaim {
+                        unreadable: Some("its record is gone since the plan".to_string()),
+                        ..StackClaim::default()
+                    },
                     StackNow::Read { leaves_members, record } => StackClaim {
                         record: record.as_ref().map(|r| r.meeting(object)),
                         leaves_members: leaves_members.clone(),
@@ -594,7 +603,11 @@ async fn read_stack(session: &Session, kind: &KindInfo, id: &ObjectId) -> StackN
     let leaves_members = crate::graph::orphans_members(&input);
     if let Some(ids) = crate::graph::flux_inventory_of(&input) {
         let name = format!("the status.inventory of {id}");
-        let record = Some(RecordNow::Ids(MemberRecord { ids, name }));
+        let record = Some(RecordNow::Ids(MemberRecord {
+            ids,
+            name,
+            aliases: Vec::new(),
+        }));
         return StackNow::Read { leaves_members, record };
     }
     let Some((preset, value)) = crate::graph::owner_mark(&input).filter(|(preset, _)| keeps_record_beside(*preset))

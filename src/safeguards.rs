@@ -52,21 +52,14 @@ impl TornDown {
 }
 
 /// Rule: a teardown deletes an object only when every stack that tracks it is torn down. The
-/// Helm release a Flux HelmRelease installs counts as that HelmRelease's.
+/// Helm release a torn-down Flux HelmRelease installs counts as that HelmRelease's when its
+/// record names it (the release helm-controller names: fluxcd/helm-controller `api/v2`
+/// `HelmRelease.GetReleaseName` and `GetStorageNamespace`, see
+/// [`crate::graph::MemberRecord::aliases`]); a release only alike in name is another stack.
 pub fn tracked_elsewhere(meta: &ObjectMeta, torn_down: &TornDown) -> Option<KeepReason> {
-    let found = full_marks(meta);
-    // helm-controller names the release `<name>` or `<targetNamespace>-<name>` (fluxcd/helm-controller
-    // `api/v2` `HelmRelease.GetReleaseName`): only that release counts as the HelmRelease's.
-    let installed_by_covered = |helm: &Mark| {
-        found.iter().any(|m| {
-            m.preset == Preset::FluxHelm
-                && torn_down.covers(m)
-                && (helm.value.name == m.value.name || helm.value.name.ends_with(&format!("-{}", m.value.name)))
-        })
-    };
-    found
+    full_marks(meta)
         .iter()
-        .find(|mark| !(torn_down.covers(mark) || (mark.preset == Preset::Helm && installed_by_covered(mark))))
+        .find(|mark| !torn_down.covers(mark))
         .map(|mark| KeepReason::TrackedElsewhere { mark: mark.to_string() })
 }
 
@@ -242,18 +235,25 @@ mod tests {
     }
 
     #[test]
-    fn the_helm_release_of_a_torn_down_helmrelease_is_covered() {
-        let torn_down = TornDown::new([key(Preset::FluxHelm, "h", Some("web"))]);
-        let member = meta(
-            &[(FLUX_HR_NAME, "h"), (FLUX_HR_NAMESPACE, "web")],
-            &[(HELM_RELEASE_NAME, "web-h"), ("meta.helm.sh/release-namespace", "web")],
-        );
-        assert_eq!(tracked_elsewhere(&member, &torn_down), None);
-        let helm_only = meta(
-            &[],
-            &[(HELM_RELEASE_NAME, "web-h"), ("meta.helm.sh/release-namespace", "web")],
-        );
-        assert!(tracked_elsewhere(&helm_only, &torn_down).is_some());
+    fn the_helm_release_of_a_torn_down_helmrelease_is_covered_when_its_record_names_it() {
+        let member = |release: &str| {
+            meta(
+                &[(FLUX_HR_NAME, "h"), (FLUX_HR_NAMESPACE, "web")],
+                &[(HELM_RELEASE_NAME, release), ("meta.helm.sh/release-namespace", "web")],
+            )
+        };
+        // helm-controller named the release `web-h` (targetNamespace `web`): the record says so.
+        let torn_down = TornDown::new([
+            key(Preset::FluxHelm, "h", Some("web")),
+            key(Preset::Helm, "web-h", Some("web")),
+        ]);
+        assert_eq!(tracked_elsewhere(&member("web-h"), &torn_down), None);
+        // Review finding F3: another live release whose name merely ends in `-h` is another stack.
+        let other = tracked_elsewhere(&member("team-h"), &torn_down).map(|r| r.to_string());
+        assert!(other.is_some_and(|why| why.contains("helm:web/team-h")));
+        // No record read: the release is not known to be the HelmRelease's.
+        let unrecorded = TornDown::new([key(Preset::FluxHelm, "h", Some("web"))]);
+        assert!(tracked_elsewhere(&member("h"), &unrecorded).is_some());
     }
 
     #[test]

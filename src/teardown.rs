@@ -44,6 +44,9 @@ pub struct PrunePlan {
     pub torn_down: TornDown,
     /// The tracking objects of the cluster when planned (what a name-only mark may mean).
     pub trackers: Trackers,
+    /// The planned tracking objects whose tool's record bounded their members: one whose
+    /// record is gone by the re-check no longer says what its tool would delete.
+    pub recorded_stacks: HashSet<ObjectId>,
     /// Each planned object's planned dependencies (it goes first; they must stay if it stays).
     pub depends_on: HashMap<ObjectId, Vec<ObjectId>>,
     /// Things to tell before asking (e.g. a stack that a parent would re-create).
@@ -160,7 +163,12 @@ pub fn plan(
         let before = targets.len();
         if let Mode::Teardown(gone) = &mode {
             let planned_keys = targets.keys().filter_map(|&i| object_of(i).and_then(tracker_key));
-            torn_down = TornDown::new(planned_keys.chain(gone.iter().cloned()));
+            // A torn-down HelmRelease's Helm release (as its record names it) is its own.
+            let aliases = targets
+                .keys()
+                .filter_map(|i| graph.inventories.get(i))
+                .flat_map(|record| record.aliases.iter().cloned());
+            torn_down = TornDown::new(planned_keys.chain(aliases).chain(gone.iter().cloned()));
             let shared: Vec<(usize, KeepReason)> = targets
                 .keys()
                 .filter_map(|&i| {
@@ -238,6 +246,11 @@ pub fn plan(
         kept,
         torn_down,
         trackers,
+        recorded_stacks: indices
+            .iter()
+            .filter(|i| graph.inventories.contains_key(i))
+            .map(|&i| graph.nodes[i].id.clone())
+            .collect(),
         depends_on: planned_dependencies(graph, &indices),
         warnings,
         trackers_of,

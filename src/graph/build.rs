@@ -53,7 +53,14 @@ pub fn build(inputs: &[NodeInput], options: &BuildOptions) -> Graph {
             .filter_map(|(index, input)| {
                 flux_inventory_of(input).map(|ids| {
                     let name = format!("the status.inventory of {}", input.id);
-                    (index, super::MemberRecord { ids, name })
+                    (
+                        index,
+                        super::MemberRecord {
+                            ids,
+                            name,
+                            aliases: Vec::new(),
+                        },
+                    )
                 })
             })
             .collect();

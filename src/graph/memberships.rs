@@ -110,10 +110,29 @@ fn applyset_parent_id(input: &NodeInput) -> Option<MarkValue> {
 /// (`reconcileDelete`), which prune lifts; `spec.uninstall.keepHistory` keeps only the release
 /// history, and `helm.sh/resource-policy: keep` is a keep marker on the object itself.
 pub fn orphans_members(input: &NodeInput) -> Option<String> {
-    if (input.id.group.as_str(), input.id.kind.as_str()) != ("kustomize.toolkit.fluxcd.io", "Kustomization") {
+    let kind = (input.id.group.as_str(), input.id.kind.as_str());
+    let flux_kind = matches!(
+        kind,
+        ("kustomize.toolkit.fluxcd.io", "Kustomization") | ("helm.toolkit.fluxcd.io", "HelmRelease")
+    );
+    if !flux_kind {
         return None;
     }
     let spec = input.body.as_ref()?.get("spec")?;
+    // A stack its user suspended deletes nothing when it is deleted (fluxcd/kustomize-controller
+    // `finalizerShouldDeleteResources`: `if obj.Spec.Suspend { return false }`; fluxcd/helm-controller
+    // `reconcileDelete`: "skipping Helm uninstall for suspended resource"). A suspension this tool
+    // set (its annotation, see `crate::suspend`) is lifted before the stack goes.
+    let suspended = spec.get("suspend").and_then(Value::as_bool) == Some(true);
+    if suspended && !input.annotations.contains_key(crate::suspend::SUSPENDED_BY) {
+        return Some(format!(
+            "Flux would orphan it: {} is suspended (spec.suspend=true), and Flux deletes nothing of a suspended stack",
+            input.id
+        ));
+    }
+    if kind.1 == "HelmRelease" {
+        return None;
+    }
     let policy = spec
         .get("deletionPolicy")
         .and_then(Value::as_str)

@@ -405,3 +405,32 @@ fn a_custom_resource_depends_on_the_operator_rbac_names_when_its_crd_is_in_anoth
         "{found:?}"
     );
 }
+
+/// Review finding F2 (issue 25): an operator that finalizes a built-in object (a ConfigMap)
+/// goes after it; a parent-domain finalizer (`kubernetes.io/...`) names no operator of a
+/// `*.kubernetes.io` group on a built-in object.
+#[test]
+fn a_built_in_object_with_an_operators_finalizer_goes_before_the_operator() {
+    let mut config_map = object("", "ConfigMap", Some("app"), "cm-fin", Some("operator"));
+    config_map.finalizers = vec!["ops.example.com/cleanup".into()];
+    let mut protected = object("", "ConfigMap", Some("app"), "protected", Some("operator"));
+    protected.finalizers = vec!["example.com/protection".into()];
+    let inputs = vec![
+        config_map,
+        protected,
+        object(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            None,
+            "gizmos.ops.example.com",
+            Some("operator"),
+        ),
+        deployment("op", "controller", json!({"app": "op"}), Some("operator")),
+    ];
+    let found = inferred(&inputs, &options());
+    assert!(
+        found.contains(&edge("cm-fin", "controller", EdgeKind::InferredFinalizer)),
+        "{found:?}"
+    );
+    assert!(!found.iter().any(|(from, _, _)| from == "protected"), "{found:?}");
+}

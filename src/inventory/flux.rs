@@ -57,6 +57,7 @@ impl FluxStack {
             recorded: self.inventory.map(|inventory| inventory.recorded),
             target_namespace: self.target_namespace,
             default_namespace: None,
+            helm_release: None,
         }
     }
 }

@@ -48,7 +48,14 @@ pub(super) async fn flux_helm_record(
     };
     let (release, storage) = helm_release_of(name, namespace, &object.data)?;
     match load_helm(session, &release, &storage, revision).await {
-        Ok(found) => Ok(found.into()),
+        Ok(found) => {
+            let mut record: StackRecord = found.into();
+            record.helm_release = Some(MarkValue {
+                name: release,
+                namespace: Some(storage),
+            });
+            Ok(record)
+        }
         Err(err) if is_absent(&err) => Err(no_helm_release(&release, &err)),
         Err(err) => Err(err),
     }
@@ -79,6 +86,31 @@ pub(super) fn helm_release_of(name: &str, namespace: &str, object: &Value) -> Re
     }
     let storage = spec("storageNamespace").unwrap_or_else(|| namespace.to_string());
     Ok((release, storage))
+}
+
+/// The status label of a release Secret.
+fn release_status(secret: &DynamicObject) -> Option<&str> {
+    secret.metadata.labels.as_ref()?.get("status").map(String::as_str)
+}
+
+/// The record of a release whose latest revision is uninstalled: it holds nothing.
+fn already_uninstalled(release: &str, namespace: &str, version: u64) -> Inventory {
+    Inventory {
+        recorded: Recorded::Ids {
+            ids: Default::default(),
+            inventory: format!("Helm release {namespace}/{release} v{version} (already uninstalled)"),
+            owner: None,
+        },
+        tracker: Tracker {
+            preset: Preset::Helm,
+            value: Some(MarkValue {
+                name: release.to_string(),
+                namespace: Some(namespace.to_string()),
+            }),
+        },
+        target_namespace: None,
+        default_namespace: Some(namespace.to_string()),
+    }
 }
 
 /// No Helm release record to read: Helm deletes only through an upgrade's diff against its
@@ -152,6 +184,11 @@ pub(super) async fn load_helm(
         ))
         .hint("see `helm history`; roll back or finish the pending operation first"));
     };
+    if revision == HelmRevision::Latest && release_status(&secret) == Some("uninstalled") {
+        // `helm uninstall --keep-history` left it: uninstalling again deletes nothing (helm/helm
+        // `pkg/action/uninstall.go`: "the release named %q is already deleted").
+        return Ok(already_uninstalled(release, namespace, version));
+    }
     let decoded = helm_release(&secret).map_err(|why| {
         UserError::failed(format!(
             "cannot read Helm release {namespace}/{release} v{version}: {why}"

@@ -70,6 +70,7 @@ fn record(names: &[&str]) -> MemberRecord {
             .map(|n| ObjectId::new("", "ConfigMap", Some("web"), n))
             .collect(),
         name: "the status.inventory of apps".into(),
+        aliases: Vec::new(),
     }
 }
 

@@ -176,4 +176,17 @@ fn marks_found_together_are_one_stack_and_apart_are_several() {
     let release_only = Listed::new(Arc::new(crate::fixtures::kind("", "ConfigMap", true)), release_only);
     assert_eq!(stacks_among(&[helm, release_only]).len(), 1);
     assert!(stacks_among(&[]).is_empty());
+    // Review finding F4: an Argo CD tracking id left on objects of two Flux stacks (a migration)
+    // does not make them one stack.
+    let with_argo = |stack: &str, name: &str| {
+        let mut meta = crate::fixtures::meta(
+            &[(FLUX_KS_NAME, stack), (FLUX_KS_NAMESPACE, "flux-system")],
+            &[("argocd.argoproj.io/tracking-id", &format!("shop:/ConfigMap:m1/{name}"))],
+        );
+        meta.name = Some(name.into());
+        meta.namespace = Some("m1".into());
+        Listed::new(Arc::new(crate::fixtures::kind("", "ConfigMap", true)), meta)
+    };
+    let bridged = stacks_among(&[with_argo("a", "a1"), with_argo("b", "b1")]);
+    assert!(bridged.len() >= 2, "{bridged:?}");
 }

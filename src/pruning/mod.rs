@@ -21,6 +21,7 @@ use crate::orphans::OrphanReport;
 use crate::parents::read_suspended;
 use crate::session::Session;
 use crate::teardown::{plan, teardown_closure, Kept, Mode, PrunePlan, Snapshot};
+use crate::trackers::Preset;
 
 use refusals::{describe_cascade, refuse_unlisted};
 
@@ -240,7 +241,7 @@ async fn teardown_planning(session: &Session, request: &PlanRequest) -> Result<P
 /// Kustomization's `status.inventory` is on its listed object already. A record that exists
 /// but cannot be read bounds its members to none: what its tool would delete is unknown.
 async fn read_member_records(session: &Session, live: &mut LiveGraph, chosen: impl Iterator<Item = usize>) {
-    let trackers: Vec<(usize, crate::trackers::Preset, crate::trackers::MarkValue)> = chosen
+    let trackers: Vec<(usize, Preset, crate::trackers::MarkValue)> = chosen
         .filter(|index| !live.graph.inventories.contains_key(index))
         .filter_map(|index| {
             let object = live.objects.get(&live.graph.nodes[index].id)?;
@@ -252,7 +253,10 @@ async fn read_member_records(session: &Session, live: &mut LiveGraph, chosen: im
         let id = live.graph.nodes[index].id.clone();
         let record = match crate::inventory::uninstall_record_of(preset, &value, session).await {
             Ok(stack) => match stack.recorded {
-                Some(recorded) => recorded.members(live.objects.values()),
+                Some(recorded) => crate::graph::MemberRecord {
+                    aliases: stack.helm_release.into_iter().map(|v| (Preset::Helm, v)).collect(),
+                    ..recorded.members(live.objects.values())
+                },
                 None => {
                     tracing::warn!("no record read for {id}: the objects that carry its marks are its members");
                     continue;
@@ -263,6 +267,7 @@ async fn read_member_records(session: &Session, live: &mut LiveGraph, chosen: im
                 crate::graph::MemberRecord {
                     ids: Default::default(),
                     name: format!("the record of {id}, which could not be read"),
+                    aliases: Vec::new(),
                 }
             }
         };
