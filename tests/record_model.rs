@@ -369,3 +369,80 @@ fn the_recheck_reads_a_kpt_inventory_again() {
     assert!(exists("configmap", Some(n), "kept"), "{}", run.stderr);
     assert!(!exists("configmap", Some(n), "slow"), "{}", run.stderr);
 }
+
+/// Review finding F1: a Kustomization its user suspended deletes nothing when it is deleted
+/// (fluxcd/kustomize-controller `finalizerShouldDeleteResources`: `if obj.Spec.Suspend { return
+/// false }`): its teardown keeps its members and says why.
+#[test]
+fn a_stack_its_user_suspended_keeps_its_members() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("susp");
+    let f = &flux.0;
+    let labels = flux_labels("susp", f);
+    apply(&format!(
+        "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a, namespace: {f}, labels: {labels}}}\n",
+        kustomization("susp", f, "prune: true, suspend: true"),
+    ));
+    let run = stack(&["prune", "-n", f, "kustomization/susp", "--yes"]);
+    assert!(exists("configmap", Some(f), "a"), "{}", run.stderr);
+    assert!(run.stderr.contains("spec.suspend=true"), "{}", run.stderr);
+}
+
+/// Review finding F5: the Kustomization's `status.inventory` removed while an earlier wave waits
+/// says nothing any more of what Flux would delete (it deletes nothing without one): the re-check
+/// drops its members instead of letting the labels decide.
+#[test]
+fn a_record_gone_since_the_plan_drops_its_members() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gone-rec");
+    let f = &flux.0;
+    let labels = flux_labels("rec", f);
+    apply(&format!(
+        "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kept, namespace: {f}, labels: {labels}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: slow\n  namespace: {f}\n  labels: {labels}\n  finalizers: [stack-test.example.com/hold]\n  annotations: {{config.kubernetes.io/depends-on: /namespaces/{f}/ConfigMap/kept}}\n",
+        kustomization("rec", f, "prune: true"),
+    ));
+    let inventory = format!(
+        r#"{{"status":{{"inventory":{{"entries":[{{"id":"{f}_kept__ConfigMap","v":"v1"}},{{"id":"{f}_slow__ConfigMap","v":"v1"}}]}}}}}}"#
+    );
+    let recorded = kubectl(&[
+        "patch",
+        "kustomization",
+        "rec",
+        "-n",
+        f,
+        "--subresource",
+        "status",
+        "--type",
+        "merge",
+        "-p",
+        &inventory,
+    ]);
+    assert_eq!(recorded.code, 0, "{}", recorded.stderr);
+    let child = spawn_stack(&["prune", "-n", f, "kustomization/rec", "--yes", "--timeout", "60s"]);
+    wait_until(Duration::from_secs(30), || is_terminating("configmap", f, "slow"));
+    let removed = kubectl(&[
+        "patch",
+        "kustomization",
+        "rec",
+        "-n",
+        f,
+        "--subresource",
+        "status",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"remove","path":"/status/inventory"}]"#,
+    ]);
+    assert_eq!(removed.code, 0, "{}", removed.stderr);
+    release_finalizers("configmap/slow", f);
+    let run = finish(child);
+    assert_eq!(run.code, 5, "dropped by the re-check:\n{}", run.stderr);
+    assert!(
+        run.stderr.contains("its record is gone since the plan"),
+        "{}",
+        run.stderr
+    );
+    assert!(exists("configmap", Some(f), "kept"), "{}", run.stderr);
+}
