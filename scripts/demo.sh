@@ -33,6 +33,9 @@ quiet kubectl apply -f examples/operator/
 quiet kubectl wait --for condition=established --timeout 60s crd/databases.demo.kubectl-stack.dev
 for _ in $(seq 1 50); do kubectl get databases -A >/dev/null 2>&1 && break; sleep 0.2; done
 quiet kubectl apply -f examples/usage/ -f examples/flux/
+# What kustomize-controller would have recorded in status.inventory after applying examples/usage/.
+quiet kubectl patch kustomization usage -n flux-system --subresource status --type merge -p \
+  '{"status":{"inventory":{"entries":[{"id":"_shop__Namespace","v":"v1"},{"id":"shop_orders_demo.kubectl-stack.dev_Database","v":"v1"},{"id":"shop_shop-settings__ConfigMap","v":"v1"},{"id":"shop_storefront_apps_Deployment","v":"v1"}]}}}'
 
 show() { echo; echo "\$ $*"; "$@" 2>&1 || echo "(exit $?)"; }
 show kubectl stack list -A --tracker flux
