@@ -106,6 +106,30 @@ pub fn plan_summary(plan: &PrunePlan) -> String {
             ));
         }
     }
+    text.push_str(&pulled_in_text(plan));
+    text
+}
+
+/// What a teardown pulled in that was not named: every object that depends on a torn-down stack
+/// (Flux `dependsOn`, `depends-on`, a kapp rule, a sync wave), with what it depends on — last,
+/// right above the prompt, so that no stack is deleted without being named.
+pub fn pulled_in_text(plan: &PrunePlan) -> String {
+    let pulled: Vec<&crate::execute::Target> = plan
+        .waves
+        .iter()
+        .flatten()
+        .filter(|t| t.why.starts_with("depends on "))
+        .collect();
+    if pulled.is_empty() {
+        return String::new();
+    }
+    let mut text = format!(
+        "Pulled in: {} object(s) not named, each with what it depends on (deleted too, with its members):\n",
+        pulled.len()
+    );
+    for target in pulled {
+        text.push_str(&format!("  {} {}\n", target.id, target.why));
+    }
     text
 }
 
