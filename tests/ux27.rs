@@ -169,3 +169,153 @@ metadata: {{name: settings, namespace: {f}, labels: {labels}}}
     // Nothing between the list and the end of the summary (where the prompt goes).
     assert!(said[pulled..].lines().count() <= 3, "{said}");
 }
+
+/// Item 13: every `-o json` has one documented shape with a version: `list` kubectl's `v1`
+/// `List`, the others `apiVersion: kubectl-stack/v1` with their kind, and every `prune` JSON
+/// line the same `apiVersion`, its objects named by the same `id` in the plan and the events.
+#[test]
+fn every_json_output_has_one_versioned_shape() {
+    let _logs = start();
+    let n = Namespace::new("ux27-json");
+    let app = unique("json");
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: stale, namespace: {n}, labels: {{kapp.k14s.io/app: \"{app}\"}}, \
+         annotations: {{kapp.k14s.io/identity: \"v1;{n}//ConfigMap/stale;v1\"}}}}\n",
+        n = n.0
+    ));
+    let desired = temp_file(
+        "ux27-json.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: wanted, namespace: {}}}\n",
+            n.0
+        ),
+    );
+    let (file, tracker) = (desired.display().to_string(), format!("kapp={app}"));
+    let documents = [
+        (
+            stack(&["orphans", "-n", &n.0, "--tracker", &tracker, "-f", &file, "-o", "json"]),
+            "OrphanReport",
+        ),
+        (stack(&["graph", "-n", &n.0, "-o", "json"]), "Graph"),
+        (stack(&["stuck", "-n", &n.0, "-o", "json"]), "StuckReport"),
+    ];
+    for (run, kind) in documents {
+        let document = run.json();
+        assert_eq!(document["apiVersion"], "kubectl-stack/v1", "{document}");
+        assert_eq!(document["kind"], kind, "{document}");
+    }
+    let list = stack(&["list", "-n", &n.0, "--tracker", &tracker, "-o", "json"])
+        .expect_code(0)
+        .json();
+    assert_eq!(
+        (list["apiVersion"].as_str(), list["kind"].as_str()),
+        (Some("v1"), Some("List"))
+    );
+    let args = [
+        "prune",
+        "-n",
+        &n.0,
+        "--tracker",
+        &tracker,
+        "-f",
+        &file,
+        "--dry-run=server",
+        "-o",
+        "json",
+    ];
+    let pruned = stack(&args).expect_code(0);
+    let lines = json_lines(&pruned.stdout);
+    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap_or_default()).collect();
+    assert_eq!(types, ["plan", "event", "summary"], "{}", pruned.stdout);
+    assert!(
+        lines.iter().all(|l| l["apiVersion"] == "kubectl-stack/v1"),
+        "{}",
+        pruned.stdout
+    );
+    let planned = &plan_line(&lines)["waves"][0][0]["id"];
+    assert_eq!(planned["name"], "stale", "{}", pruned.stdout);
+    assert_eq!(&lines[1]["id"], planned, "the event names the object as the plan does");
+    assert!(lines[1].get("name").is_none(), "{}", lines[1]);
+}
+
+/// What bash completes for `line` with the script of `kubectl-stack completion bash`.
+fn bash_completes(line: &str) -> Vec<String> {
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_kubectl-stack"))
+        .parent()
+        .unwrap();
+    let script = format!(
+        "source <(kubectl-stack completion bash)\nCOMP_LINE='{line}'; COMP_POINT=${{#COMP_LINE}}; _kubectl_stack\nprintf '%s\\n' \"${{COMPREPLY[@]}}\""
+    );
+    let output = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()),
+        )
+        .env("KUBECONFIG", &cluster().admin)
+        .output()
+        .expect("bash");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// Item 14: bash completes namespaces after `-n`, presets then Kustomizations after
+/// `--tracker`, the kinds that are stacks after `prune -n NS`, the finalizers of the named
+/// objects after `--finalizer`, never file names there, and never lists `__complete`.
+#[test]
+fn bash_completes_namespaces_trackers_stack_kinds_and_finalizers() {
+    let _logs = start();
+    ensure_flux_crds();
+    let f = Namespace::new("ux27-complete");
+    apply(&format!(
+        r#"apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {{name: completeme, namespace: {f}}}
+spec: {{prune: true}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: held, namespace: {f}, finalizers: [example.com/ux27-hold]}}
+"#,
+        f = f.0
+    ));
+    let namespaces = bash_completes(&format!("kubectl-stack list -n {}", &f.0[..f.0.len() - 1]));
+    assert_eq!(namespaces, std::slice::from_ref(&f.0));
+    let presets = bash_completes("kubectl-stack orphans --tracker ");
+    assert!(
+        presets.contains(&"flux=".to_string()) && !presets.iter().any(|p| p.contains("Cargo")),
+        "{presets:?}"
+    );
+    let stacks = bash_completes("kubectl-stack orphans --tracker flux=completem");
+    assert_eq!(stacks, [format!("completeme.{}", f.0)]);
+    let kinds = bash_completes(&format!("kubectl-stack prune -n {} ", f.0));
+    assert!(kinds.contains(&"kustomization".to_string()), "{kinds:?}");
+    assert!(
+        kinds.len() <= 3 && !kinds.iter().any(|k| k.contains("tokenreview")),
+        "{kinds:?}"
+    );
+    let names = bash_completes(&format!("kubectl-stack prune -n {} kustomization/", f.0));
+    assert_eq!(names, ["kustomization/completeme"]);
+    let finalizers = bash_completes(&format!("kubectl-stack unstick -n {} configmap/held --finalizer ", f.0));
+    assert_eq!(finalizers, ["example.com/ux27-hold"]);
+    let subcommands = bash_completes("kubectl-stack ");
+    assert!(
+        subcommands.contains(&"prune".to_string()) && !subcommands.iter().any(|s| s.contains("complete")),
+        "{subcommands:?}"
+    );
+    kubectl(&[
+        "patch",
+        "configmap",
+        "held",
+        "-n",
+        &f.0,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+}

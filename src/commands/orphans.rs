@@ -139,5 +139,5 @@ fn as_json(report: &OrphanReport, show_skipped: bool) -> Value {
     if show_skipped {
         document["skipped"] = Value::Array(report.skipped().map(entry).collect());
     }
-    document
+    render::document("OrphanReport", document)
 }
