@@ -40,6 +40,7 @@ quiet kubectl patch kustomization usage -n flux-system --subresource status --ty
 show() { echo; echo "\$ $*"; "$@" 2>&1 || echo "(exit $?)"; }
 show kubectl stack list -A --tracker flux
 show kubectl stack orphans -A --tracker flux=usage.flux-system -f examples/usage-next/
+show kubectl stack orphans --tracker flux=usage.flux-system -f examples/usage-next/   # without -A
 show kubectl stack graph -n flux-system
 show kubectl stack graph -A --members --order delete
 # Namespace db-operator's deletion takes its ServiceAccount's token Secret, which no tool tracks,
