@@ -33,10 +33,14 @@ quiet kubectl apply -f examples/operator/
 quiet kubectl wait --for condition=established --timeout 60s crd/databases.demo.kubectl-stack.dev
 for _ in $(seq 1 50); do kubectl get databases -A >/dev/null 2>&1 && break; sleep 0.2; done
 quiet kubectl apply -f examples/usage/ -f examples/flux/
+# What kustomize-controller would have recorded in status.inventory after applying examples/usage/.
+quiet kubectl patch kustomization usage -n flux-system --subresource status --type merge -p \
+  '{"status":{"inventory":{"entries":[{"id":"_shop__Namespace","v":"v1"},{"id":"shop_orders_demo.kubectl-stack.dev_Database","v":"v1"},{"id":"shop_shop-settings__ConfigMap","v":"v1"},{"id":"shop_storefront_apps_Deployment","v":"v1"}]}}}'
 
 show() { echo; echo "\$ $*"; "$@" 2>&1 || echo "(exit $?)"; }
 show kubectl stack list -A --tracker flux
 show kubectl stack orphans -A --tracker flux=usage.flux-system -f examples/usage-next/
+show kubectl stack orphans --tracker flux=usage.flux-system -f examples/usage-next/   # without -A
 show kubectl stack graph -n flux-system
 show kubectl stack graph -A --members --order delete
 # Namespace db-operator's deletion takes its ServiceAccount's token Secret, which no tool tracks,

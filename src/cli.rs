@@ -16,14 +16,14 @@ pub use mapping::{list_options, selection};
 /// apart), then exit codes.
 const HELP_TEMPLATE: &str = "{about-with-newline}\n{usage-heading} {usage}\n\n{before-help}{all-args}{after-help}";
 
-const TOP_EXAMPLES: &str = "Examples:
-  # what the Flux Kustomization flux-system/apps tracks, in every namespace
-  kubectl stack list -A --tracker flux=apps.flux-system
+const TOP_EXAMPLES: &str = "Examples (the stacks of the repository's examples/, as scripts/demo.sh applies them):
+  # what the Flux Kustomization flux-system/usage tracks, in every namespace
+  kubectl stack list -A --tracker flux=usage.flux-system
   # what git no longer has, then prune it in dependency order
-  kubectl stack orphans -A --tracker flux=apps.flux-system -f ./clusters/prod/apps
-  kubectl stack prune -A --tracker flux=apps.flux-system -f ./clusters/prod/apps
+  kubectl stack orphans -A --tracker flux=usage.flux-system -f examples/usage-next/
+  kubectl stack prune -A --tracker flux=usage.flux-system -f examples/usage-next/
   # tear down a stack and what depends on it
-  kubectl stack prune -n flux-system kustomization/usage
+  kubectl stack prune -n flux-system kustomization/operator
   # why objects hang on finalizers
   kubectl stack stuck -A";
 
@@ -180,8 +180,8 @@ pub enum Command {
     /// Print a shell completion script (bash, zsh or fish) for `kubectl-stack`.
     #[command(
         help_template = HELP_TEMPLATE,
-        before_help = "Examples:\n  kubectl stack completion bash > /etc/bash_completion.d/kubectl-stack\n  \
-kubectl stack completion zsh > \"${fpath[1]}/_kubectl-stack\"",
+        before_help = "Examples:\n  # bash, in this shell\n  source <(kubectl stack completion bash)\n  \
+# zsh: then move _kubectl-stack into a directory of $fpath\n  kubectl stack completion zsh > _kubectl-stack",
         after_help = "For `kubectl stack <TAB>`, put kubectl_complete-stack (shipped beside the binary) on PATH."
     )]
     Completion {
@@ -274,14 +274,14 @@ pub struct UnstickArgs {
 }
 
 const PRUNE_EXAMPLES: &str = "Examples:
-  # tear down two Flux stacks and everything that depends on them, usage before operator
-  kubectl stack prune -n flux-system kustomization/usage kustomization/operator
-  # every Kustomization labelled team=a, with its dependents
-  kubectl stack prune -n flux-system kustomizations -l team=a
+  # tear down a Flux stack and every stack that depends on it (usage goes before operator)
+  kubectl stack prune -n flux-system kustomization/operator
+  # every Kustomization labelled team=shop, with its dependents
+  kubectl stack prune -n flux-system kustomizations -l team=shop
   # the orphans of a stack (same flags as `orphans`), asking first
-  kubectl stack prune -A --tracker flux=apps.flux-system -f ./clusters/prod/apps
+  kubectl stack prune -A --tracker flux=usage.flux-system -f examples/usage-next/
   # what the server would do, deleting nothing
-  kubectl stack prune -A --inventory flux=apps.flux-system --dry-run=server";
+  kubectl stack prune -n flux-system kustomization/operator --dry-run=server";
 
 const PRUNE_AFTER: &str = "Exit codes: 0 done (or declined at the prompt), 2 usage, 3 failed, 4 refused (no --yes without a terminal, empty desired set),
 5 incomplete (a wave timed out or a delete failed: run the same command again to continue),
@@ -405,8 +405,8 @@ const GRAPH_EXAMPLES: &str = "Examples:
   kubectl stack graph -A
   # with the objects each one tracks
   kubectl stack graph -A --members
-  # offline, in a repository's CI: fails (exit 6) on a dependency cycle
-  kubectl stack graph -f ./clusters/prod -o dot | dot -Tsvg > graph.svg
+  # offline, in a repository's CI: fails (exit 6) on a dependency cycle (pipe to dot -Tsvg)
+  kubectl stack graph -f examples/flux/ -o dot
   # the deletion waves prune would use
   kubectl stack graph -A --tracker flux --members --order delete";
 
@@ -460,14 +460,12 @@ pub enum Order {
 }
 
 const ORPHANS_EXAMPLES: &str = "Examples:
-  # objects of Flux Kustomization apps that are no longer in the repository
-  kubectl stack orphans -A --tracker flux=apps.flux-system -f ./clusters/prod/apps
-  # what the Kustomization's own inventory no longer lists
-  kubectl stack orphans -A --inventory flux=apps.flux-system
-  # Flux v1: objects of stack 'default' whose checksum is not the current one
-  kubectl stack orphans -A --tracker flux-v1=default --checksum cf23df2207d9
-  # from a kustomization, as JSON
-  kubectl kustomize ./overlays/prod | kubectl stack orphans -l app.kubernetes.io/part-of=shop -f - -o json";
+  # objects of Flux Kustomization usage that are no longer in the repository
+  kubectl stack orphans -A --tracker flux=usage.flux-system -f examples/usage-next/
+  # what the Kustomization's record (status.inventory) has that the new commit lacks, as JSON
+  kubectl stack orphans -A --inventory flux=usage.flux-system -f examples/usage-next/ -o json
+  # the manifests on stdin (e.g. kubectl kustomize DIR | ...)
+  cat examples/usage-next/* | kubectl stack orphans -A --tracker flux=usage.flux-system -f -";
 
 const ORPHANS_AFTER: &str =
     "Exit codes: 0 no orphans, 1 orphans found, 2 usage, 3 failed, 4 refused (empty desired set).";
@@ -541,10 +539,10 @@ pub struct OrphansArgs {
 const LIST_EXAMPLES: &str = "Examples:
   # everything any GitOps tool tracks in the current namespace
   kubectl stack list
-  # what the Flux Kustomization flux-system/apps applied, in every namespace
-  kubectl stack list -A --tracker flux=apps.flux-system
-  # by label
-  kubectl stack list -A -l app.kubernetes.io/part-of=shop -o wide";
+  # what the Flux Kustomization flux-system/usage applied, in every namespace
+  kubectl stack list -A --tracker flux=usage.flux-system
+  # by label, with more columns
+  kubectl stack list -n shop -l kustomize.toolkit.fluxcd.io/name=usage -o wide";
 
 /// How to choose the objects of a stack.
 #[derive(Debug, Clone, Args, Default)]

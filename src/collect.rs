@@ -269,6 +269,9 @@ pub struct Collection {
     /// Kinds that answered 404: not served (any more) at the version discovery gave. Neither
     /// listed nor failed: the caller rediscovers once (`session::relist_not_served`).
     pub not_served: Vec<Arc<KindInfo>>,
+    /// How many objects `-l` selected that were left out only because no tool tracks them
+    /// (see [`Selection::untracked_match`]).
+    pub untracked_matches: usize,
 }
 
 impl Collection {
@@ -325,8 +328,20 @@ pub async fn collect_kinds(
     options: ListOptions,
 ) -> Collection {
     let server_selector = selection.server_selector();
-    let keep = |meta: &ObjectMeta| selection.matches(meta);
-    collect_matching(client, kinds, scope, server_selector.as_deref(), &keep, options).await
+    // By UID: a kind served under two names lists its objects twice.
+    let untracked = std::sync::Mutex::new(std::collections::HashSet::new());
+    let keep = |meta: &ObjectMeta| {
+        let kept = selection.matches(meta);
+        if !kept && selection.untracked_match(meta) {
+            if let Ok(mut seen) = untracked.lock() {
+                seen.insert(meta.uid.clone().unwrap_or_default());
+            }
+        }
+        kept
+    };
+    let mut collection = collect_matching(client, kinds, scope, server_selector.as_deref(), &keep, options).await;
+    collection.untracked_matches = untracked.into_inner().map(|seen| seen.len()).unwrap_or(0);
+    collection
 }
 
 /// Lists the given kinds (metadata only, paginated, each page retried) and keeps only what

@@ -27,6 +27,19 @@ pub enum Want {
     Kinds,
     /// Names of objects of a kind (after `TYPE/`).
     Names(String),
+    /// The kinds a teardown can name (`prune TYPE`): Flux Kustomizations and HelmReleases,
+    /// kpt ResourceGroups, where the cluster serves them.
+    StackKinds,
+    /// Flux stacks as a `--tracker`/`--inventory` value: `PREFIX` (e.g. `flux=`) then
+    /// `NAME.NAMESPACE` of each object of the kind (group, kind), in every namespace.
+    FluxStacks {
+        /// What comes before each name (`flux=`, `--tracker=flux=`).
+        prefix: String,
+        /// The Flux kind: (group, kind).
+        kind: (&'static str, &'static str),
+    },
+    /// The finalizers the named objects (`TYPE/NAME`) carry.
+    Finalizers(Vec<String>),
 }
 
 /// An item of the kubeconfig.
@@ -50,6 +63,7 @@ pub fn want(words: &[String]) -> Want {
     let mut command = &root;
     let mut positionals = 0usize;
     let mut pending_value: Option<&Arg> = None;
+    let mut targets: Vec<String> = Vec::new();
     for word in typed {
         if pending_value.take().is_some() {
             continue;
@@ -64,10 +78,16 @@ pub fn want(words: &[String]) -> Want {
         }
         match command.find_subcommand(word) {
             Some(sub) if positionals == 0 && std::ptr::eq(command, &root) => command = sub,
-            _ => positionals += 1,
+            _ => {
+                positionals += 1;
+                targets.push(word.clone());
+            }
         }
     }
     if let Some(arg) = pending_value {
+        if arg.get_id() == "finalizers" {
+            return Want::Finalizers(targets);
+        }
         return values_for(arg, current);
     }
     if let Some((flag, value)) = current.split_once('=') {
@@ -77,6 +97,10 @@ pub fn want(words: &[String]) -> Want {
                 Want::Values(values) => {
                     Want::Values(values.into_iter().map(|(v, d)| (format!("{prefix}{v}"), d)).collect())
                 }
+                Want::FluxStacks { prefix: inner, kind } => Want::FluxStacks {
+                    prefix: format!("{prefix}{inner}"),
+                    kind,
+                },
                 other => other,
             };
         }
@@ -102,6 +126,7 @@ pub fn want(words: &[String]) -> Want {
         .any(|a| a.is_positional() && a.get_id() == "targets");
     match (takes_objects, current.split_once('/')) {
         (true, Some((kind, _))) => Want::Names(kind.to_string()),
+        (true, None) if command.get_name() == "prune" => Want::StackKinds,
         (true, None) => Want::Kinds,
         (false, _) => match command.get_name() {
             "completion" => Want::Values(
@@ -144,12 +169,28 @@ fn flags(command: &Command, root: &Command) -> Vec<(String, String)> {
     found
 }
 
+/// The Flux kind of a `PRESET=...` value being typed (`flux=`, `flux-helm=`).
+fn flux_preset(current: &str) -> Option<(&'static str, &'static str)> {
+    let (preset, _) = current.split_once('=')?;
+    crate::trackers::Preset::ALL
+        .into_iter()
+        .find(|p| p.name() == preset)
+        .and_then(crate::trackers::Preset::flux_kind)
+}
+
 fn values_for(arg: &Arg, current: &str) -> Want {
     match arg.get_id().as_str() {
         "context" => Want::Kubeconfig(KubeconfigItem::Context),
         "cluster" => Want::Kubeconfig(KubeconfigItem::Cluster),
         "user" => Want::Kubeconfig(KubeconfigItem::User),
         "namespace" => Want::Namespaces,
+        "tracker" | "inventory" if flux_preset(current).is_some() => Want::FluxStacks {
+            prefix: current
+                .split_once('=')
+                .map(|(p, _)| format!("{p}="))
+                .unwrap_or_default(),
+            kind: flux_preset(current).unwrap_or(("", "")),
+        },
         "tracker" | "inventory" => Want::Values(
             crate::trackers::Preset::ALL
                 .iter()
@@ -190,6 +231,18 @@ pub async fn answer(parsed: &GlobalArgs, words: &[String]) -> String {
         Want::Kubeconfig(item) => (kubeconfig_names(&global, item), NO_FILE_COMP),
         Want::Namespaces => (live_names(&global, "namespaces").await, NO_FILE_COMP),
         Want::Kinds => (live_kinds(&global).await, NO_FILE_COMP),
+        Want::StackKinds => (live_stack_kinds(&global).await, NO_FILE_COMP),
+        Want::FluxStacks { prefix, kind } => {
+            let names = live_flux_stacks(&global, kind).await;
+            (
+                names
+                    .into_iter()
+                    .map(|n| (format!("{prefix}{n}"), String::new()))
+                    .collect(),
+                NO_FILE_COMP,
+            )
+        }
+        Want::Finalizers(targets) => (live_finalizers(&global, &targets).await, NO_FILE_COMP),
         Want::Names(kind) => {
             let names = live_names(&global, &kind).await;
             (
@@ -316,6 +369,88 @@ async fn live_kinds(global: &GlobalArgs) -> Vec<(String, String)> {
     kinds
 }
 
+/// The kinds a teardown names, among those the cluster serves.
+async fn live_stack_kinds(global: &GlobalArgs) -> Vec<(String, String)> {
+    const STACKS: [(&str, &str); 3] = [
+        ("kustomize.toolkit.fluxcd.io", "Kustomization"),
+        ("helm.toolkit.fluxcd.io", "HelmRelease"),
+        ("kpt.dev", "ResourceGroup"),
+    ];
+    let Ok(connection) = crate::client::connect(&global.connect_options()).await else {
+        return Vec::new();
+    };
+    let Some(catalog) = catalog(&connection, global, false).await else {
+        return Vec::new();
+    };
+    STACKS
+        .iter()
+        .filter_map(|(group, kind)| catalog.get(group, kind))
+        .map(|k| (k.kind.to_lowercase(), k.kind_with_group()))
+        .collect()
+}
+
+/// `NAME.NAMESPACE` of every object of a Flux kind, in every namespace (one page).
+async fn live_flux_stacks(global: &GlobalArgs, (group, kind): (&str, &str)) -> Vec<String> {
+    let Ok(connection) = crate::client::connect(&global.connect_options()).await else {
+        return Vec::new();
+    };
+    let Some(catalog) = catalog(&connection, global, false).await else {
+        return Vec::new();
+    };
+    let Some(info) = catalog.get(group, kind) else {
+        return Vec::new();
+    };
+    let query = crate::collect::ListQuery {
+        first_page_only: true,
+        attempts: 1,
+        ..Default::default()
+    };
+    let mut names = Vec::new();
+    let listed = crate::collect::list_metadata_pages(&connection.client, info, &query, |items| {
+        names.extend(items.into_iter().filter_map(|o| {
+            let name = o.metadata.name?;
+            Some(format!("{name}.{}", o.metadata.namespace.unwrap_or_default()))
+        }));
+    })
+    .await;
+    names.sort();
+    if listed.is_ok() {
+        names
+    } else {
+        Vec::new()
+    }
+}
+
+/// The finalizers the named objects carry (a Namespace's `kubernetes` too).
+async fn live_finalizers(global: &GlobalArgs, targets: &[String]) -> Vec<(String, String)> {
+    let Ok(connection) = crate::client::connect(&global.connect_options()).await else {
+        return Vec::new();
+    };
+    let Some(catalog) = catalog(&connection, global, false).await else {
+        return Vec::new();
+    };
+    let mut found = std::collections::BTreeMap::new();
+    for target in targets {
+        let Some((kind, name)) = target.split_once('/') else {
+            continue;
+        };
+        let Some(info) = catalog.resolve(kind) else {
+            continue;
+        };
+        let api = crate::collect::api_for(&connection.client, info, Some(&connection.namespace));
+        let Ok(Some(object)) = api.get_metadata_opt(name).await else {
+            continue;
+        };
+        for finalizer in object.metadata.finalizers.unwrap_or_default() {
+            found.insert(finalizer, target.clone());
+        }
+        if info.group.is_empty() && info.kind == "Namespace" {
+            found.insert("kubernetes".to_string(), format!("{target} (spec.finalizers)"));
+        }
+    }
+    found.into_iter().collect()
+}
+
 async fn live_names(global: &GlobalArgs, kind_text: &str) -> Vec<(String, String)> {
     let Ok(connection) = crate::client::connect(&global.connect_options()).await else {
         return Vec::new();
@@ -357,8 +492,43 @@ async fn live_names(global: &GlobalArgs, kind_text: &str) -> Vec<(String, String
     }
 }
 
-/// The static completion script for a shell, for the `kubectl-stack` executable.
+/// The bash script: every `<TAB>` asks `kubectl-stack __complete` (what kubectl's plugin
+/// completion asks too), so that `-n` completes namespaces, `--tracker flux=` Kustomizations,
+/// `prune TYPE` the kinds that are stacks, `--finalizer` the finalizers the named objects carry;
+/// files only where a flag takes a file (directive 0). `--flag=value` and `preset=value` words
+/// are completed after their `=`, as bash splits them.
+const BASH_SCRIPT: &str = r#"# bash completion for kubectl-stack: source <(kubectl-stack completion bash)
+_kubectl_stack() {
+    local line="${COMP_LINE:0:COMP_POINT}" words out directive cur prefix value
+    read -ra words <<<"$line"
+    [[ $line == *[[:space:]] ]] && words+=("")
+    cur="${words[${#words[@]}-1]}"
+    out="$("${words[0]}" __complete "${words[@]:1}" 2>/dev/null)" || return
+    directive="${out##*:}"
+    out="${out%:*}"
+    COMPREPLY=()
+    if [[ $directive == 0 ]]; then
+        mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+        return
+    fi
+    prefix=""
+    [[ $cur == *=* && $COMP_WORDBREAKS == *=* ]] && prefix="${cur%=*}="
+    while IFS=$'	' read -r value _; do
+        [[ -n $value && $value == "$cur"* ]] && COMPREPLY+=("${value#"$prefix"}")
+    done <<<"$out"
+    if [[ ${#COMPREPLY[@]} == 1 && ${COMPREPLY[0]} == *[=/] ]]; then
+        compopt -o nospace 2>/dev/null
+    fi
+}
+complete -F _kubectl_stack kubectl-stack
+"#;
+
+/// The completion script for a shell, for the `kubectl-stack` executable: bash asks the
+/// binary at each `<TAB>` ([`BASH_SCRIPT`]); zsh and fish are clap's static scripts.
 pub fn script(shell: clap_complete::Shell) -> String {
+    if shell == clap_complete::Shell::Bash {
+        return BASH_SCRIPT.to_string();
+    }
     let mut command = Cli::command();
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut command, "kubectl-stack", &mut out);
@@ -417,7 +587,26 @@ mod tests {
         );
         assert_eq!(want(&words("list -n ")), Want::Namespaces);
         assert_eq!(want(&words("orphans -f ")), Want::Files);
-        assert_eq!(want(&words("-n web prune ")), Want::Kinds);
+        assert_eq!(want(&words("-n web prune ")), Want::StackKinds);
+        assert_eq!(want(&words("-n web stuck ")), Want::Kinds);
+        assert_eq!(
+            want(&words("list --tracker flux=us")),
+            Want::FluxStacks {
+                prefix: "flux=".into(),
+                kind: ("kustomize.toolkit.fluxcd.io", "Kustomization")
+            }
+        );
+        assert_eq!(
+            want(&words("list --tracker=flux-helm=")),
+            Want::FluxStacks {
+                prefix: "--tracker=flux-helm=".into(),
+                kind: ("helm.toolkit.fluxcd.io", "HelmRelease")
+            }
+        );
+        assert_eq!(
+            want(&words("unstick -n shop database/orders --finalizer ")),
+            Want::Finalizers(vec!["database/orders".into()])
+        );
         assert_eq!(
             want(&words("prune kustomizations/")),
             Want::Names("kustomizations".into())

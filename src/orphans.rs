@@ -8,9 +8,9 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::classify::{classify, classify_one, Classified, Desired, Verdict};
+use crate::classify::{classify, classify_one, Classified, Desired, Recorded, Verdict};
 use crate::cli::{DesiredArgs, ManifestArgs};
-use crate::collect::{collect, Collection, ListOptions, Listed};
+use crate::collect::{collect, Collection, ListOptions, ListScope, Listed};
 use crate::keep::KeepReason;
 // Until `warn_unlisted` and the session have their library homes (issue 12, helper `arch`).
 use crate::desired::{validate_identities, DesiredSet, Origin, Scopes};
@@ -33,6 +33,10 @@ pub struct OrphanReport {
     /// A digest of what the orphans were judged against (see [`DesiredDigest`]): a saved plan
     /// records it, and `--plan` refuses to run it against another desired set.
     pub desired_digest: String,
+    /// What selected the objects, for messages (e.g. `-l app=web`).
+    pub selection: String,
+    /// Where the objects were listed, for messages (e.g. `in namespace default`).
+    pub scope: String,
 }
 
 impl OrphanReport {
@@ -102,6 +106,7 @@ pub async fn find(
         recorded: stack.recorded,
         tracker: selection.tracker.clone(),
     };
+    warn_outside_scope(&session.scope, &desired, stack.target_namespace.as_deref());
     refuse_empty(&desired, desired_args.allow_empty)?;
     refuse_unresolved(&desired, desired_args.allow_unresolved)?;
     let collection = collect(
@@ -139,7 +144,76 @@ pub async fn find(
         collection,
         unchecked,
         desired_digest: digest.finish(),
+        selection: selection.describe(),
+        scope: scope_words(&session.scope),
     })
+}
+
+/// Where objects were listed, in words: `in every namespace`, or `in namespace NS (and
+/// cluster-scoped objects)`.
+pub fn scope_words(scope: &ListScope) -> String {
+    match scope {
+        ListScope::AllNamespaces => "in every namespace".to_string(),
+        ListScope::Namespace(namespace) => format!("in namespace {namespace} (and cluster-scoped objects)"),
+    }
+}
+
+/// Without `-A`, only one namespace is listed: the namespaces that the stack's record, its
+/// target namespace or the desired set name besides it are warned about, as their objects are
+/// neither listed nor judged (issue 27: "No orphans among 1 tracked objects" while the orphan
+/// sat in the namespace the record names).
+fn warn_outside_scope(scope: &ListScope, desired: &Desired, target: Option<&str>) {
+    let ListScope::Namespace(checked) = scope else {
+        return;
+    };
+    let outside = |namespaces: &mut dyn Iterator<Item = &str>| -> Vec<String> {
+        let set: std::collections::BTreeSet<&str> = namespaces.filter(|ns| *ns != checked).collect();
+        set.into_iter().map(String::from).collect()
+    };
+    let hint = |namespaces: &[String]| {
+        format!(
+            "they were not checked (only namespace {checked} was): add -A, or -n {}",
+            namespaces[0]
+        )
+    };
+    let (record, mut in_record) = match &desired.recorded {
+        Some(Recorded::Ids { ids, inventory, .. }) => (
+            inventory.clone(),
+            outside(&mut ids.iter().filter_map(|id| id.namespace.as_deref())),
+        ),
+        Some(Recorded::ApplySet {
+            namespaces, inventory, ..
+        }) => (inventory.clone(), outside(&mut namespaces.iter().map(String::as_str))),
+        None => (String::new(), Vec::new()),
+    };
+    if let Some(target) = target.filter(|t| *t != checked.as_str()) {
+        if !in_record.iter().any(|ns| ns == target) {
+            in_record.push(target.to_string());
+        }
+    }
+    if !in_record.is_empty() {
+        let whose = if record.is_empty() {
+            "the stack's targetNamespace".to_string()
+        } else {
+            format!("the record of {record}")
+        };
+        tracing::warn!(
+            "{whose} names objects in namespace(s) {}: {}",
+            in_record.join(", "),
+            hint(&in_record)
+        );
+    }
+    let in_manifests = desired.manifests.as_ref().map_or_else(Vec::new, |set| {
+        outside(&mut set.ids.iter().filter_map(|id| id.namespace.as_deref()))
+    });
+    let new: Vec<String> = in_manifests.into_iter().filter(|ns| !in_record.contains(ns)).collect();
+    if !new.is_empty() {
+        tracing::warn!(
+            "the desired set (-f/-k) names objects in namespace(s) {}: {}",
+            new.join(", "),
+            hint(&new)
+        );
+    }
 }
 
 /// The record `--inventory` names; its stack is the selection when `-l`/`--tracker` name none.

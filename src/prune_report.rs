@@ -106,6 +106,30 @@ pub fn plan_summary(plan: &PrunePlan) -> String {
             ));
         }
     }
+    text.push_str(&pulled_in_text(plan));
+    text
+}
+
+/// What a teardown pulled in that was not named: every object that depends on a torn-down stack
+/// (Flux `dependsOn`, `depends-on`, a kapp rule, a sync wave), with what it depends on — last,
+/// right above the prompt, so that no stack is deleted without being named.
+pub fn pulled_in_text(plan: &PrunePlan) -> String {
+    let pulled: Vec<&crate::execute::Target> = plan
+        .waves
+        .iter()
+        .flatten()
+        .filter(|t| t.why.starts_with("depends on "))
+        .collect();
+    if pulled.is_empty() {
+        return String::new();
+    }
+    let mut text = format!(
+        "Pulled in: {} object(s) not named, each with what it depends on (deleted too, with its members):\n",
+        pulled.len()
+    );
+    for target in pulled {
+        text.push_str(&format!("  {} {}\n", target.id, target.why));
+    }
     text
 }
 
@@ -146,11 +170,25 @@ pub fn print_plan(plan: &PrunePlan, format: Format, wide: bool) -> Result<(), Us
                 .iter()
                 .map(|k| crate::keep::kept_json(&k.id, &k.reason))
                 .collect();
-            let line = json!({"type": "plan", "waves": waves, "kept": kept, "warnings": plan.warnings,
+            let line = json!({"waves": waves, "kept": kept, "warnings": plan.warnings,
                 "cascades": plan.cascades, "parents": plan.parents});
-            render::emit(&(line.to_string() + "\n"))
+            render::emit(&render::json_line("plan", line))
         }
     }
+}
+
+/// An event as a JSON line's fields: the object as `id` (`group`, `kind`, `namespace`, `name`),
+/// as in the plan line, the blockers and the suspensions.
+fn event_json(event: &Event) -> Value {
+    let id = ObjectId::new(&event.group, &event.kind, event.namespace.as_deref(), &event.name);
+    let mut line = json!({"wave": event.wave, "change": event.change, "id": id, "uid": event.uid});
+    if let Some(error) = &event.error {
+        line["error"] = json!(error);
+    }
+    if let Some(reason) = &event.reason {
+        line["reason"] = json!(reason);
+    }
+    line
 }
 
 /// The cascade victims, under the Namespace or CRD whose deletion would take them.
@@ -254,9 +292,7 @@ impl Observer for Progress {
     fn event(&mut self, event: &Event) {
         *self.counts.entry(event.change).or_insert(0) += 1;
         if self.format == Format::Json {
-            let mut line = serde_json::to_value(event).unwrap_or_default();
-            line["type"] = json!("event");
-            let _ = render::emit(&(line.to_string() + "\n"));
+            let _ = render::emit(&render::json_line("event", event_json(event)));
         }
         let id = ObjectId::new(&event.group, &event.kind, event.namespace.as_deref(), &event.name);
         if let Some(bar) = &self.bar {
@@ -374,13 +410,13 @@ pub fn finish(progress: &Progress, ending: &Ending, format: Format) -> Result<u8
                 .iter()
                 .map(|s| json!({"id": s.id, "resume": s.resume_command()}))
                 .collect();
-            let line = json!({"type": "summary", "status": status, "deleted": deleted, "alreadyTerminating": terminating,
+            let line = json!({"status": status, "deleted": deleted, "alreadyTerminating": terminating,
                 "alreadyGone": gone, "kept": kept, "dropped": dropped, "failed": failed, "wouldDelete": would,
                 "blockers": blockers, "suspended": suspended});
-            render::emit(&(line.to_string() + "\n"))?
+            render::emit(&render::json_line("summary", line))?
         }
         Format::Table if ending.server_dry_run => render::emit(&format!(
-            "Server dry run: {would} would be deleted, {gone} already gone, {kept} kept, {dropped} dropped, {failed} failed.\n"
+            "Server dry run: {would} would be deleted, {terminating} already being deleted, {gone} already gone, {kept} kept, {dropped} dropped, {failed} failed.\n"
         ))?,
         Format::Table => render::emit(&format!(
             "Summary: {deleted} deleted, {terminating} already being deleted, {gone} already gone, {kept} kept, {dropped} dropped by the re-check, {failed} failed.\n"

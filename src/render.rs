@@ -9,6 +9,29 @@ use serde::Serialize;
 
 use crate::error::UserError;
 
+/// The `apiVersion` of every JSON/YAML document and JSON line kubectl-stack prints (`list`
+/// prints kubectl's own `v1` `List`); the shapes are documented in the README ("JSON output").
+pub const API_VERSION: &str = "kubectl-stack/v1";
+
+/// A document of `kind` (e.g. `OrphanReport`): `fields` (an object) with `apiVersion` and `kind`.
+pub fn document(kind: &str, fields: serde_json::Value) -> serde_json::Value {
+    let mut document = serde_json::json!({"apiVersion": API_VERSION, "kind": kind});
+    if let (Some(target), serde_json::Value::Object(fields)) = (document.as_object_mut(), fields) {
+        target.extend(fields);
+    }
+    document
+}
+
+/// One line of `prune -o json`: `fields` with `apiVersion` and `type` (`plan`, `event`,
+/// `diagnosis`, `summary`), then a newline.
+pub fn json_line(line_type: &str, fields: serde_json::Value) -> String {
+    let mut line = serde_json::json!({"apiVersion": API_VERSION, "type": line_type});
+    if let (Some(target), serde_json::Value::Object(fields)) = (line.as_object_mut(), fields) {
+        target.extend(fields);
+    }
+    line.to_string() + "\n"
+}
+
 /// Whether stdout was found closed (`| head -n 1`): what is left to print is dropped.
 static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 

@@ -452,7 +452,7 @@ fn an_untracked_newcomer_in_a_planned_namespace_stops_its_deletion_at_the_rechec
     let dropped = stdout
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|e| e["change"] == "dropped" && e["name"] == app.as_str())
+        .find(|e| e["change"] == "dropped" && e["id"]["name"] == app.as_str())
         .unwrap_or_else(|| panic!("the Namespace was not dropped: {stdout}"));
     let reason = dropped["reason"].as_str().unwrap();
     assert!(

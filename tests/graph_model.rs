@@ -899,7 +899,7 @@ metadata:
     let dropped = |name: &str| {
         lines
             .iter()
-            .find(|e| e["type"] == "event" && e["change"] == "dropped" && e["name"] == name)
+            .find(|e| e["type"] == "event" && e["change"] == "dropped" && e["id"]["name"] == name)
             .and_then(|e| e["reason"].as_str())
             .unwrap_or_else(|| panic!("{name} not dropped:\n{}\n{}", pruned.stdout, pruned.stderr))
             .to_string()

@@ -46,8 +46,8 @@ fn deleted_order(run: &Run) -> Vec<String> {
         .map(|e| {
             format!(
                 "{}/{}",
-                e["kind"].as_str().unwrap_or_default(),
-                e["name"].as_str().unwrap_or_default()
+                e["id"]["kind"].as_str().unwrap_or_default(),
+                e["id"]["name"].as_str().unwrap_or_default()
             )
         })
         .collect()

@@ -245,7 +245,7 @@ metadata: {{name: bystander-config, namespace: {f}, labels: {bystander}}}
     let position = |name: &str, change: &str| {
         lines
             .iter()
-            .position(|e| e["type"] == "event" && e["name"] == name && e["change"] == change)
+            .position(|e| e["type"] == "event" && e["id"]["name"] == name && e["change"] == change)
             .unwrap_or_else(|| panic!("no {change} event for {name}:\n{}", pruned.stdout))
     };
     assert!(
@@ -384,10 +384,10 @@ metadata: {{name: desired, namespace: {n}, labels: {{stack-test/run: {run}}}}}
     assert_eq!(waves.len(), 2, "{}", pruned.stdout);
     let failed: Vec<&serde_json::Value> = lines.iter().filter(|e| e["change"] == "failed").collect();
     assert_eq!(failed.len(), 1, "{}", pruned.stdout);
-    assert_eq!(failed[0]["name"], "first");
+    assert_eq!(failed[0]["id"]["name"], "first");
     assert_eq!(failed[0]["wave"], 1);
     assert!(
-        lines.iter().all(|e| e["name"] != "second"),
+        lines.iter().all(|e| e["id"]["name"] != "second"),
         "nothing of wave 2 is sent:\n{}",
         pruned.stdout
     );

@@ -229,15 +229,15 @@ fn the_seeds_story_ordered_teardown_completes_usage_before_operator() {
     let position = |pred: &dyn Fn(&serde_json::Value) -> bool| events.iter().position(pred);
     let gizmos_gone = events
         .iter()
-        .filter(|e| e["type"] == "event" && e["kind"] == "Gizmo" && e["change"] == "gone")
+        .filter(|e| e["type"] == "event" && e["id"]["kind"] == "Gizmo" && e["change"] == "gone")
         .count();
     assert_eq!(gizmos_gone, 3, "every custom resource seen gone:\n{}", pruned.stdout);
     let last_usage_gone = events
         .iter()
-        .rposition(|e| e["type"] == "event" && e["kind"] == "Gizmo" && e["change"] == "gone")
+        .rposition(|e| e["type"] == "event" && e["id"]["kind"] == "Gizmo" && e["change"] == "gone")
         .expect("custom resources seen gone");
     let first_operator_delete =
-        position(&|e| e["type"] == "event" && e["name"] == "operator" && e["kind"] == "ConfigMap")
+        position(&|e| e["type"] == "event" && e["id"]["name"] == "operator" && e["id"]["kind"] == "ConfigMap")
             .expect("operator deleted");
     assert!(
         last_usage_gone < first_operator_delete,

@@ -189,7 +189,7 @@ fn the_plan_is_rechecked_before_every_wave() {
     let reason_of = |name: &str| {
         dropped
             .iter()
-            .find(|e| e["name"] == name)
+            .find(|e| e["id"]["name"] == name)
             .and_then(|e| e["reason"].as_str())
             .unwrap_or_else(|| panic!("{name} not dropped: {}", run.stdout))
             .to_string()

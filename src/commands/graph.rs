@@ -69,7 +69,10 @@ fn render_graph(
     cycle: Option<&Cycle>,
 ) -> Result<String, UserError> {
     Ok(match (args.output, args.order, plan) {
-        (GraphOutput::Json, order, _) => render::json(&graph_output::json(graph, order.and(plan), cycle))?,
+        (GraphOutput::Json, order, _) => render::json(&render::document(
+            "Graph",
+            graph_output::json(graph, order.and(plan), cycle),
+        ))?,
         (GraphOutput::Tree, Some(_), Some(plan)) => graph_output::waves_table(graph, plan),
         (GraphOutput::Tree, _, _) => graph_output::tree(graph),
         (GraphOutput::Dot, _, _) => graph_output::dot(graph),

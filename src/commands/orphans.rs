@@ -20,7 +20,7 @@ pub async fn run(global: &GlobalArgs, args: OrphansArgs) -> anyhow::Result<u8> {
     let report = find(&session, selection, &args.desired, manifests, options).await?;
     let shown = report.orphans().count() + if args.show_skipped { report.skipped().count() } else { 0 };
     if shown == 0 && matches!(args.output, ListOutput::Table | ListOutput::Wide) {
-        crate::say!("No orphans among {} tracked objects.", report.classified.len());
+        crate::say!("{}", nothing_found("No orphans", &report, args.show_skipped));
     } else {
         render::emit(&render_report(&report, args.output, args.show_skipped)?)?;
     }
@@ -30,6 +30,28 @@ pub async fn run(global: &GlobalArgs, args: OrphansArgs) -> anyhow::Result<u8> {
     } else {
         exit::OK
     })
+}
+
+/// "No orphans" (or "Nothing to prune"), said so that it is not silent about why: the objects
+/// looked at and where, the objects `-l` matched that no tool tracks (`--untracked`), the
+/// skipped ones (`--show-skipped`).
+pub fn nothing_found(verdict: &str, report: &OrphanReport, show_skipped: bool) -> String {
+    let tracked = report.classified.len();
+    let mut text = format!("{verdict} among {tracked} tracked object(s) {}.", report.scope);
+    let untracked = report.collection.untracked_matches;
+    if untracked > 0 {
+        text.push_str(&format!(
+            "\n{untracked} object(s) matched {} but no GitOps tool tracks them: only tracked objects can be orphans (--untracked compares them too).",
+            report.selection
+        ));
+    }
+    let skipped = report.skipped().count();
+    if skipped > 0 && !show_skipped {
+        text.push_str(&format!(
+            "\n{skipped} object(s) not desired were skipped (kept by a marker, made by a controller, being deleted): --show-skipped lists them with the reason."
+        ));
+    }
+    text
 }
 
 const HEADERS: [&str; 6] = ["KIND", "NAMESPACE", "NAME", "AGE", "TRACKED-BY", "REASON"];
@@ -117,5 +139,5 @@ fn as_json(report: &OrphanReport, show_skipped: bool) -> Value {
     if show_skipped {
         document["skipped"] = Value::Array(report.skipped().map(entry).collect());
     }
-    document
+    render::document("OrphanReport", document)
 }

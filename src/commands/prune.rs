@@ -44,6 +44,7 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
     };
     let request = plan_request(&args);
     let mut desired_digest = None;
+    let mut nothing = String::from("Nothing to prune.");
     let plan = if teardown {
         refuse_split_targets(&session, &args)?;
         refuse_non_stacks(&session, &args.targets).await?;
@@ -60,6 +61,7 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
         )
         .await?;
         desired_digest = Some(report.desired_digest.clone());
+        nothing = super::orphans::nothing_found("Nothing to prune: no orphans", &report, false);
         plan_orphans(&mut session, report, &request).await?
     };
     if let Some(saved) = &saved {
@@ -75,7 +77,7 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
     refuse_parents(&plan, args.suspend_parents)?;
     let count = plan.count();
     if count == 0 {
-        crate::say!("Nothing to prune.");
+        crate::say!("{nothing}");
         return Ok(exit::OK);
     }
     if args.dry_run == DryRun::Client {

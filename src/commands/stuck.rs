@@ -38,8 +38,8 @@ pub async fn run(global: &GlobalArgs, args: StuckArgs) -> anyhow::Result<u8> {
     } else {
         let text = match args.output {
             StuckOutput::Text => render_text(&report),
-            StuckOutput::Json => render::json(&to_json(&report))?,
-            StuckOutput::Yaml => render::yaml(&to_json(&report))?,
+            StuckOutput::Json => render::json(&render::document("StuckReport", to_json(&report)))?,
+            StuckOutput::Yaml => render::yaml(&render::document("StuckReport", to_json(&report)))?,
         };
         render::emit(&text)?;
     }

@@ -103,9 +103,8 @@ async fn explain_blockers(session: &Session, blockers: &[Blocker], format: Forma
     let report = crate::stuck::explain_blockers(session, &ids).await;
     match format {
         Format::Json => {
-            let mut line = crate::stuck::chains::to_json(&report);
-            line["type"] = serde_json::json!("diagnosis");
-            crate::render::emit(&(line.to_string() + "\n"))
+            let line = crate::stuck::chains::to_json(&report);
+            crate::render::emit(&crate::render::json_line("diagnosis", line))
         }
         _ => {
             crate::say_part!("{}", crate::stuck::chains::render_text(&report));

@@ -72,6 +72,18 @@ impl Selection {
         }
     }
 
+    /// Whether `-l` selected an object that [`Self::matches`] leaves out only because no tool
+    /// tracks it (`orphans`, `prune` without `--untracked`): counted, so that "nothing found"
+    /// can say so.
+    pub fn untracked_match(&self, meta: &ObjectMeta) -> bool {
+        self.tracked_only
+            && !self.everything
+            && self.tracker.is_none()
+            && self.user_selector.is_some()
+            && (!self.only_terminating || meta.deletion_timestamp.is_some())
+            && !is_tracked(meta)
+    }
+
     /// A short description for messages, e.g. `--tracker flux=apps -l tier=web`.
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();

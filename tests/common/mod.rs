@@ -111,7 +111,7 @@ pub struct Run {
 }
 
 impl Run {
-    fn from(output: Output) -> Self {
+    pub fn from(output: Output) -> Self {
         Self {
             code: output.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -829,6 +829,8 @@ pub fn planned_wave(lines: &[serde_json::Value], kind: &str, name: &str) -> usiz
 pub fn event_at(lines: &[serde_json::Value], kind: &str, name: &str, change: &str) -> usize {
     lines
         .iter()
-        .position(|l| l["type"] == "event" && l["kind"] == kind && l["name"] == name && l["change"] == change)
+        .position(|l| {
+            l["type"] == "event" && l["id"]["kind"] == kind && l["id"]["name"] == name && l["change"] == change
+        })
         .unwrap_or_else(|| panic!("no {change} event for {kind}/{name}"))
 }
