@@ -373,7 +373,10 @@ fn the_interrupted_table_names_each_delete_that_may_still_land() {
         .spawn()
         .unwrap();
     interrupt_when(child.id(), || proxy.records().iter().any(|r| r.method() == "DELETE"));
+    let interrupted = std::time::Instant::now();
     let run = finish(child);
+    let took = interrupted.elapsed();
+    assert!(took < std::time::Duration::from_secs(10), "{took:?} after Ctrl-C");
     assert_eq!(run.code, 130, "{}\n{}", run.stdout, run.stderr);
     let rows: Vec<&str> = run
         .stderr
