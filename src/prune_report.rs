@@ -376,7 +376,7 @@ impl Progress {
         let not_sent = self.count(Change::NotSent);
         let may = self.count(Change::MayStillLand);
         let mut text = format!(
-            "Wave {wave} when interrupted: {} DELETE(s) sent, {may} of them with no answer (they may still land), {not_sent} not sent.\n",
+            "Wave {wave} when stopped: {} DELETE(s) sent, {may} of them with no answer (they may still land), {not_sent} not sent.\n",
             rows.len()
         );
         if may > 0 {
