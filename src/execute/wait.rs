@@ -129,23 +129,13 @@ pub(super) async fn wait_gone(
                 None => {
                     // Every watcher ended (they only end on errors they cannot recover from).
                     tokio::time::sleep_until(deadline).await;
-                    confirm_left(client, wave, &mut left, observer).await;
-                    if left.is_empty() {
-                        break WaitResult::Gone;
-                    }
-                    break WaitResult::TimedOut(sorted(left));
+                    break time_up(client, wave, left, observer).await;
                 }
             },
             _ = ticker.tick() => observer.waiting(wave, &sorted(left.clone())),
-            _ = tokio::time::sleep_until(deadline) => {
-                // What the watchers did not report yet is read once more: an object gone is
-                // never called a blocker (with `--timeout 0` no watcher reported anything).
-                confirm_left(client, wave, &mut left, observer).await;
-                if left.is_empty() {
-                    break WaitResult::Gone;
-                }
-                break WaitResult::TimedOut(sorted(left));
-            }
+            // What the watchers did not report yet is read once more: an object gone is never
+            // called a blocker (with `--timeout 0` no watcher reported anything).
+            _ = tokio::time::sleep_until(deadline) => break time_up(client, wave, left, observer).await,
             changed = cancel.changed() => if changed.is_err() || *cancel.borrow() { break WaitResult::Interrupted },
         }
     };
@@ -153,6 +143,21 @@ pub(super) async fn wait_gone(
         watcher.abort();
     }
     result
+}
+
+/// The wave's time is up: what is still there after a last look.
+async fn time_up(
+    client: &Client,
+    wave: usize,
+    mut left: HashMap<String, Blocker>,
+    observer: &mut dyn Observer,
+) -> WaitResult {
+    confirm_left(client, wave, &mut left, observer).await;
+    if left.is_empty() {
+        WaitResult::Gone
+    } else {
+        WaitResult::TimedOut(sorted(left))
+    }
 }
 
 /// How long the last look at a wave's remaining objects may retry a read.
