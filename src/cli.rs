@@ -81,7 +81,8 @@ pub struct GlobalArgs {
     /// Group to impersonate (repeatable).
     #[arg(help_heading = "Connection", long = "as-group", global = true, value_name = "GROUP")]
     pub as_group: Vec<String>,
-    /// How long to wait for one API request ("0" waits forever), e.g. 30s, 1m.
+    /// How long one API request may wait for its answer, e.g. 30s, 1m ("0": 70s a try, past the
+    /// API server's own 60s).
     #[arg(help_heading = "Connection", long = "request-timeout", global = true, value_name = "DURATION", value_parser = parse_duration, default_value = "0")]
     pub request_timeout: Duration,
     /// Log level: 0 warnings, 2 info, 4 debug, 6+ every request.
@@ -309,7 +310,8 @@ pub struct PruneArgs {
     /// How dependents of each deleted object are garbage-collected.
     #[arg(long, value_enum, default_value_t)]
     pub cascade: CascadeArg,
-    /// How long one wave may take to be gone.
+    /// How long one wave may take to be gone ("0": do not wait; each wave is checked once, right
+    /// after its deletes, and what is still there stops the run).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5m")]
     pub timeout: Duration,
     /// Go on although some kinds could not be listed (their objects are neither deleted nor

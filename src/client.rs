@@ -354,14 +354,63 @@ pub async fn connect(args: &ConnectOptions) -> Result<Connection, UserError> {
     let server = without_userinfo(config.cluster_url.to_string().trim_end_matches('/'));
     let namespace = config.default_namespace.clone();
     let exec_command = config.auth_info.exec.as_ref().and_then(|e| e.command.clone());
-    let client =
-        Client::try_from(config).map_err(|err| explain_client_build_error(&err, &server, exec_command.as_deref()))?;
+    crate::retry::set_attempt_bound(args.request_timeout);
+    crate::error::set_proxy(config.proxy_url.as_ref().map(|u| without_userinfo(&u.to_string())));
+    let client = match exec_command.as_deref() {
+        // Building the client runs the exec plugin, and waits for it: bounded.
+        Some(command) => build_bounded(config, exec_bound(args.request_timeout), command).await,
+        None => Client::try_from(config),
+    }
+    .map_err(|err| explain_client_build_error(&err, &server, exec_command.as_deref()))?;
     Ok(Connection {
         client,
         namespace,
         server,
         user,
     })
+}
+
+/// How long an exec credential plugin may take: `--request-timeout`, else
+/// [`DEFAULT_EXEC_BOUND`].
+pub fn exec_bound(request_timeout: std::time::Duration) -> std::time::Duration {
+    if request_timeout.is_zero() {
+        DEFAULT_EXEC_BOUND
+    } else {
+        request_timeout
+    }
+}
+
+/// How long an exec credential plugin may take without `--request-timeout`: long enough to log
+/// in through a browser, not forever.
+pub const DEFAULT_EXEC_BOUND: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Builds the client (which runs the exec plugin `command` and waits for its output) on a thread
+/// of its own, waiting at most `bound`: a plugin that never returns is named, never waited for.
+async fn build_bounded(config: Config, bound: std::time::Duration, command: &str) -> Result<Client, kube::Error> {
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    let runtime = tokio::runtime::Handle::current();
+    // A plain thread, not the runtime's: the process does not wait for it when it ends.
+    std::thread::spawn(move || {
+        let _entered = runtime.enter();
+        let _ = sender.send(Client::try_from(config));
+    });
+    match tokio::time::timeout(bound, receiver).await {
+        Ok(Ok(built)) => built,
+        _ => Err(kube::Error::Service(Box::new(ExecHung {
+            command: command.to_string(),
+            bound,
+        }))),
+    }
+}
+
+/// An exec credential plugin that did not return in time.
+#[derive(Debug, thiserror::Error)]
+#[error("exec: executable {command} did not return within {}s", .bound.as_secs())]
+pub struct ExecHung {
+    /// The plugin's command, as the kubeconfig names it.
+    pub command: String,
+    /// How long it was given.
+    pub bound: std::time::Duration,
 }
 
 fn check_names(kubeconfig: &Kubeconfig, args: &ConnectOptions) -> Result<(), UserError> {

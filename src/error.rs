@@ -137,11 +137,44 @@ pub fn explain_kube_error(err: &kube::Error, server: &str, user: &str) -> UserEr
             "the API server at {server} answered {} {}: {}",
             status.code, status.reason, status.message
         )),
+        kube::Error::HyperError(_) | kube::Error::Service(_) if crate::retry::is_connection_refused(err) => {
+            refused(server)
+        }
         kube::Error::HyperError(_) | kube::Error::Service(_) => {
             UserError::failed(format!("cannot reach the API server at {server}: {}", root_cause(err)))
                 .hint("is the cluster running and is the context right? (`kubectl config current-context`, --context, --request-timeout)")
         }
         other => UserError::failed(format!("request to {server} failed: {}", root_cause(other))),
+    }
+}
+
+/// The proxy every request goes through (kubeconfig `proxy-url`, `HTTPS_PROXY`), without
+/// credentials: a connection it refuses is its own, never the API server's.
+static PROXY: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// Records the proxy the client connects through, for error messages.
+pub fn set_proxy(proxy: Option<String>) {
+    let _ = PROXY.set(proxy.map(|p| p.trim_end_matches('/').to_string()));
+}
+
+fn proxy() -> Option<&'static str> {
+    PROXY.get().and_then(|p| p.as_deref())
+}
+
+/// A refused connection: to the proxy when there is one (it is the only address connected to),
+/// else to the API server. Not retried before the first answer (kubectl fails at once too).
+fn refused(server: &str) -> UserError {
+    match proxy() {
+        Some(proxy) => UserError::failed(format!(
+            "cannot reach the proxy at {proxy} (for the API server at {server}): connection refused"
+        ))
+        .hint("is the proxy running? check the cluster's proxy-url in the kubeconfig, or HTTPS_PROXY/HTTP_PROXY"),
+        None => UserError::failed(format!(
+            "cannot reach the API server at {server}: connection refused (nothing listens there)"
+        ))
+        .hint(
+            "is the cluster running and is the context right? (`kubectl config current-context`, --context, --server)",
+        ),
     }
 }
 
@@ -256,6 +289,13 @@ pub fn explain_client_build_error(err: &kube::Error, server: &str, exec_command:
             &ConnectionFailure::Credential(exec_failure_message(auth, exec_command)),
             server,
         ),
+        kube::Error::Service(inner) if inner.downcast_ref::<crate::client::ExecHung>().is_some() => {
+            UserError::failed(format!(
+                "cannot get credentials for the API server at {server}: {}",
+                root_cause(err)
+            ))
+            .hint("run the kubeconfig user's exec plugin by hand to see what it waits for (a login, a prompt); --request-timeout sets the wait")
+        }
         other => UserError::failed(format!("cannot build a client for {server}: {}", root_cause(other))),
     }
 }

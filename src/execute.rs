@@ -87,6 +87,11 @@ pub enum Change {
     Gone,
     /// The re-check before its wave found it changed: it was not deleted (see the reason).
     Dropped,
+    /// Its DELETE was sent and no answer came before the run was interrupted: the server may
+    /// still act on it (the object may be deleted, or not).
+    MayStillLand,
+    /// The run was interrupted before its DELETE was sent.
+    NotSent,
 }
 
 /// One event of the execution, for progress and `-o json` lines.
@@ -315,8 +320,8 @@ async fn delete_wave(
                 if target.terminating {
                     return (target, Ok(Change::AlreadyTerminating));
                 }
-                if *cancel.borrow() {
-                    return (target, Err("interrupted before its delete was sent".to_string()));
+                if *cancel.borrow() || crate::retry::cancelled() {
+                    return (target, Ok(Change::NotSent));
                 }
                 let result = delete_one(client, &target, options).await;
                 (target, result)
@@ -329,9 +334,52 @@ async fn delete_wave(
 
 /// Sends one DELETE with a UID precondition. NotFound means our object is gone (also when an
 /// earlier attempt's answer was lost); a precondition conflict means the name has another UID.
+/// A DELETE of which a try got no answer may still land: interrupted, it is reported so.
 pub async fn delete_one(client: &Client, target: &Target, options: &ExecOptions) -> Result<Change, String> {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     let api = api_for(client, &target.kind, target.id.namespace.as_deref());
-    let params = DeleteParams {
+    let params = delete_params(target, options);
+    let attempts = AtomicUsize::new(0);
+    // Tries that got an answer (or never reached the server); the others may still land.
+    let settled = AtomicUsize::new(0);
+    let sent = || {
+        attempts.fetch_add(1, Relaxed);
+        let request = api.delete(&target.id.name, &params);
+        let settled = &settled;
+        async move {
+            let result = request.await;
+            if !matches!(&result, Err(err) if crate::retry::got_no_answer(err)) {
+                settled.fetch_add(1, Relaxed);
+            }
+            result
+        }
+    };
+    let result = with_retries("delete", sent).await;
+    let lost = attempts.load(Relaxed) > settled.load(Relaxed);
+    match result {
+        Ok(_) if options.server_dry_run => Ok(Change::WouldDelete),
+        Ok(_) => Ok(Change::Deleted),
+        Err(err) => match api_status(&err) {
+            Some(status @ (404 | 409)) => {
+                let retried = attempts.load(Relaxed) > 1;
+                let found = with_retries("get", || api.get_metadata_opt(&target.id.name)).await;
+                let found = found.map(|meta| meta.map(|m| m.metadata)).map_err(|e| root_cause(&e));
+                judge_refusal(status, retried, &target.uid, found, &root_cause(&err))
+            }
+            _ if lost && crate::retry::cancelled() => Ok(Change::MayStillLand),
+            _ if lost => Err(format!(
+                "{} (a try got no answer: the server may still delete it)",
+                root_cause(&err)
+            )),
+            _ if crate::retry::cancelled() => Err(format!("{} (not retried: interrupted)", root_cause(&err))),
+            _ => Err(root_cause(&err)),
+        },
+    }
+}
+
+/// The DELETE's options: dry run, propagation, and the planned UID as a precondition.
+fn delete_params(target: &Target, options: &ExecOptions) -> DeleteParams {
+    DeleteParams {
         dry_run: options.server_dry_run,
         propagation_policy: Some(match options.cascade {
             Cascade::Background => PropagationPolicy::Background,
@@ -343,24 +391,6 @@ pub async fn delete_one(client: &Client, target: &Target, options: &ExecOptions)
             resource_version: None,
         }),
         grace_period_seconds: None,
-    };
-    let attempts = std::sync::atomic::AtomicUsize::new(0);
-    let sent = || {
-        attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        api.delete(&target.id.name, &params)
-    };
-    match with_retries("delete", sent).await {
-        Ok(_) if options.server_dry_run => Ok(Change::WouldDelete),
-        Ok(_) => Ok(Change::Deleted),
-        Err(err) => match api_status(&err) {
-            Some(status @ (404 | 409)) => {
-                let retried = attempts.load(std::sync::atomic::Ordering::Relaxed) > 1;
-                let found = with_retries("get", || api.get_metadata_opt(&target.id.name)).await;
-                let found = found.map(|meta| meta.map(|m| m.metadata)).map_err(|e| root_cause(&e));
-                judge_refusal(status, retried, &target.uid, found, &root_cause(&err))
-            }
-            _ => Err(root_cause(&err)),
-        },
     }
 }
 

@@ -81,7 +81,11 @@ pub fn plan_summary(plan: &PrunePlan) -> String {
         let holders: Vec<String> = plan
             .cascades
             .iter()
-            .map(|c| format!("{} takes {}", c.holder, c.victims.len()))
+            .map(|c| match (c.victims.len(), c.unlisted.len()) {
+                (0, _) => format!("{} takes what could not be listed", c.holder),
+                (n, 0) => format!("{} takes {n}", c.holder),
+                (n, _) => format!("{} takes {n} and what could not be listed", c.holder),
+            })
             .collect();
         text.push_str(&format!(
             "Cascade victims: {victims} object(s) the plan does not delete ({})\n",
@@ -195,11 +199,18 @@ fn event_json(event: &Event) -> Value {
 pub fn cascades_text(cascades: &[Cascade]) -> String {
     let mut text = String::new();
     for cascade in cascades {
-        text.push_str(&format!(
-            "{} would also delete {} object(s) the plan does not delete:\n",
-            cascade.holder,
-            cascade.victims.len()
-        ));
+        if cascade.victims.is_empty() {
+            text.push_str(&format!(
+                "{} would also delete what it holds of kinds that could not be listed (not known to be empty):\n",
+                cascade.holder
+            ));
+        } else {
+            text.push_str(&format!(
+                "{} would also delete {} object(s) the plan does not delete:\n",
+                cascade.holder,
+                cascade.victims.len()
+            ));
+        }
         for victim in &cascade.victims {
             text.push_str(&format!("  {} ({})\n", victim.id, victim.why));
         }
@@ -235,6 +246,8 @@ pub struct Progress {
     verbose: bool,
     counts: HashMap<Change, usize>,
     bar: Option<indicatif::ProgressBar>,
+    /// The DELETEs of the last wave that started, in the order their outcomes came.
+    deletes: Vec<(Change, ObjectId, String)>,
 }
 
 impl Progress {
@@ -245,6 +258,7 @@ impl Progress {
             verbose,
             counts: HashMap::new(),
             bar: None,
+            deletes: Vec::new(),
         }
     }
 
@@ -291,6 +305,10 @@ impl Progress {
 impl Observer for Progress {
     fn event(&mut self, event: &Event) {
         *self.counts.entry(event.change).or_insert(0) += 1;
+        if !matches!(event.change, Change::Gone | Change::Dropped) {
+            let id = ObjectId::new(&event.group, &event.kind, event.namespace.as_deref(), &event.name);
+            self.deletes.push((event.change, id, event.uid.clone()));
+        }
         if self.format == Format::Json {
             let _ = render::emit(&render::json_line("event", event_json(event)));
         }
@@ -316,6 +334,7 @@ impl Observer for Progress {
 
     fn wave_started(&mut self, wave: usize, waves: usize, objects: usize) {
         self.clear();
+        self.deletes.clear();
         self.bar = self.bar_for(wave, waves, objects);
         self.say(format!("wave {wave}/{waves}: deleting {objects} object(s)"));
     }
@@ -340,6 +359,69 @@ impl Observer for Progress {
     fn wave_done(&mut self, wave: usize, elapsed: Duration) {
         self.clear();
         crate::say!("wave {wave}: gone in {:.1}s", elapsed.as_secs_f64());
+    }
+}
+
+/// What became of a DELETE of the wave that was running when the run was interrupted.
+fn delete_state(change: Change) -> &'static str {
+    match change {
+        Change::Deleted => "sent: accepted (deleted)",
+        Change::WouldDelete => "sent: accepted (dry run)",
+        Change::MayStillLand => "sent: no answer came: may still land",
+        Change::Failed => "sent: refused or failed (see above)",
+        _ => "not sent",
+    }
+}
+
+impl Progress {
+    /// The interrupted wave's DELETEs, per object: which were sent and accepted, which were sent
+    /// and may still land (no answer came), which failed; how many were not sent.
+    fn interrupted_json(&self, wave: usize) -> Value {
+        let ids = |wanted: Change| -> Vec<Value> {
+            self.deletes
+                .iter()
+                .filter(|(change, _, _)| *change == wanted)
+                .map(|(_, id, uid)| json!({"id": id, "uid": uid}))
+                .collect()
+        };
+        json!({"wave": wave, "sent": ids(Change::Deleted), "mayStillLand": ids(Change::MayStillLand),
+            "failed": ids(Change::Failed), "notSent": ids(Change::NotSent)})
+    }
+
+    /// [`Self::interrupted_json`] as a table: one row per DELETE that was sent, then how many
+    /// were not.
+    fn interrupted_text(&self, wave: usize) -> String {
+        let rows: Vec<Vec<String>> = self
+            .deletes
+            .iter()
+            .filter(|(change, _, _)| {
+                matches!(
+                    change,
+                    Change::Deleted | Change::WouldDelete | Change::MayStillLand | Change::Failed
+                )
+            })
+            .map(|(change, id, _)| {
+                vec![
+                    id.kind_with_group(),
+                    id.namespace.clone().unwrap_or_default(),
+                    id.name.clone(),
+                    delete_state(*change).to_string(),
+                ]
+            })
+            .collect();
+        let not_sent = self.count(Change::NotSent);
+        let may = self.count(Change::MayStillLand);
+        let mut text = format!(
+            "Wave {wave} when stopped: {} DELETE(s) sent, {may} of them with no answer (they may still land), {not_sent} not sent.\n",
+            rows.len()
+        );
+        if may > 0 {
+            text.push_str("Those with no answer: the server may act on them still; run the same command again to see where they stand.\n");
+        }
+        if !rows.is_empty() {
+            text.push_str(&render::table(&["KIND", "NAMESPACE", "NAME", "DELETE"], rows));
+        }
+        text
     }
 }
 
@@ -410,9 +492,13 @@ pub fn finish(progress: &Progress, ending: &Ending, format: Format) -> Result<u8
                 .iter()
                 .map(|s| json!({"id": s.id, "resume": s.resume_command()}))
                 .collect();
-            let line = json!({"status": status, "deleted": deleted, "alreadyTerminating": terminating,
+            let mut line = json!({"status": status, "deleted": deleted, "alreadyTerminating": terminating,
                 "alreadyGone": gone, "kept": kept, "dropped": dropped, "failed": failed, "wouldDelete": would,
+                "mayStillLand": progress.count(Change::MayStillLand), "notSent": progress.count(Change::NotSent),
                 "blockers": blockers, "suspended": suspended});
+            if let Outcome::Interrupted { wave } = ending.outcome {
+                line["interrupted"] = progress.interrupted_json(*wave);
+            }
             render::emit(&render::json_line("summary", line))?
         }
         Format::Table if ending.server_dry_run => render::emit(&format!(
@@ -432,9 +518,14 @@ pub fn finish(progress: &Progress, ending: &Ending, format: Format) -> Result<u8
             report_recreating_parents(blockers, &ending.plan.parents);
         }
         // "interrupted: ..." was said when Ctrl-C came; once is enough.
-        Outcome::Interrupted { wave } => crate::say!(
-            "hint: wave {wave} did not finish and later waves were not started; run the same command again to continue"
-        ),
+        Outcome::Interrupted { wave } => {
+            if format != Format::Json {
+                crate::say_part!("{}", progress.interrupted_text(*wave));
+            }
+            crate::say!(
+                "hint: wave {wave} did not finish and later waves were not started; run the same command again to continue"
+            )
+        }
         Outcome::Completed if failed > 0 => crate::say!("error: {failed} delete(s) failed"),
         Outcome::Completed if dropped > 0 => {
             crate::say!("error: {dropped} planned object(s) changed after the plan and were not deleted (see \"dropped\" above)");

@@ -153,13 +153,131 @@ where
 /// Set once the run is interrupted (Ctrl-C, SIGTERM): no request is tried again after that.
 static CANCELLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Stops every retry now and from now on: an interrupted run sends nothing more on its own.
+/// Stops every retry now and from now on: an interrupted run sends nothing more on its own, and
+/// a request still waiting for its answer is abandoned ([`Abandoned`]).
 pub fn cancel_retries() {
     CANCELLED.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
-fn cancelled() -> bool {
+/// Whether the run was interrupted ([`cancel_retries`]).
+pub fn cancelled() -> bool {
     CANCELLED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// How long one try of a request may wait for its answer when `--request-timeout` is not given:
+/// longer than the API server's own limit for a request (its `--request-timeout`, 60 s by
+/// default), so that only a server or network that hangs is cut short.
+pub const DEFAULT_ATTEMPT_BOUND: Duration = Duration::from_secs(70);
+
+/// The `--request-timeout` [`set_attempt_bound`] set, in milliseconds; 0 while none.
+static ATTEMPT_BOUND_MILLIS: AtomicU64 = AtomicU64::new(0);
+
+/// Sets how long one try may wait for its answer (`--request-timeout`; zero: [`DEFAULT_ATTEMPT_BOUND`]).
+pub fn set_attempt_bound(request_timeout: Duration) {
+    let millis = u64::try_from(request_timeout.as_millis()).unwrap_or(u64::MAX);
+    ATTEMPT_BOUND_MILLIS.store(millis, Ordering::Relaxed);
+}
+
+/// How long one try of a request may wait for its answer.
+pub fn attempt_bound() -> Duration {
+    match ATTEMPT_BOUND_MILLIS.load(Ordering::Relaxed) {
+        0 => DEFAULT_ATTEMPT_BOUND,
+        millis => Duration::from_millis(millis),
+    }
+}
+
+/// Set once the API server (or a proxy in front of it) answered a request: from then on a
+/// refused connection is a restart to ride out, not a wrong address.
+static CONTACTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A request that was abandoned because the run was interrupted: it may have been sent, and its
+/// answer never came (a DELETE so abandoned may still land).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("abandoned when interrupted: no answer came")]
+pub struct Abandoned;
+
+/// No answer came within [`attempt_bound`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no answer within {}s (--request-timeout sets the wait)", .0.as_secs())]
+pub struct Unanswered(pub Duration);
+
+/// Whether the request may have reached the server and its answer never came: abandoned when
+/// interrupted, timed out, or its connection failed after connecting (a reset). A DELETE that
+/// ended so may still land; one whose connection was refused was never sent.
+pub fn got_no_answer(err: &kube::Error) -> bool {
+    matches!(
+        err,
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_)
+    ) && !is_connection_refused(err)
+}
+
+/// Whether the request was abandoned when the run was interrupted.
+pub fn is_abandoned(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Service(inner) if inner.downcast_ref::<Abandoned>().is_some())
+}
+
+/// Whether the connection was refused (nothing listens at the address, or at the proxy's).
+pub fn is_connection_refused(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(error) = current {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return true;
+            }
+        }
+        if error.to_string().contains("Connection refused") {
+            return true;
+        }
+        current = error.source();
+    }
+    false
+}
+
+/// One try, bounded by [`attempt_bound`] and abandoned when the run is interrupted.
+async fn one_try<T, Fut>(request: Fut) -> Result<T, kube::Error>
+where
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    let bound = attempt_bound();
+    let result = tokio::select! {
+        answered = tokio::time::timeout(bound, request) => match answered {
+            Ok(result) => result,
+            Err(_) => Err(kube::Error::Service(Box::new(Unanswered(bound)))),
+        },
+        () = until_cancelled() => Err(kube::Error::Service(Box::new(Abandoned))),
+    };
+    match &result {
+        Ok(_) | Err(kube::Error::Api(_)) => CONTACTED.store(true, Ordering::Relaxed),
+        Err(_) => {}
+    }
+    result
+}
+
+/// Sends one request (no retry), bounded as every try is: for requests that must not be
+/// repeated blindly (a finalizer PATCH).
+pub async fn bounded<T, Fut>(request: Fut) -> Result<T, kube::Error>
+where
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    one_try(request).await
+}
+
+/// Resolves once the run is interrupted.
+async fn until_cancelled() {
+    const SLICE: Duration = Duration::from_millis(50);
+    while !cancelled() {
+        tokio::time::sleep(SLICE).await;
+    }
+}
+
+/// Whether a transient failure is a refused connection before the server ever answered: the
+/// address is wrong or nothing runs there, and kubectl fails at once too.
+fn refused_at_first_contact(err: &kube::Error) -> bool {
+    refused_before_any_answer(CONTACTED.load(Ordering::Relaxed), err)
+}
+
+fn refused_before_any_answer(contacted: bool, err: &kube::Error) -> bool {
+    !contacted && is_connection_refused(err)
 }
 
 /// Sleeps for `delay`, waking early when the retries are cancelled; whether they were.
@@ -184,9 +302,10 @@ where
     let started = Instant::now();
     let mut attempt = 1;
     loop {
-        match operation().await {
+        match one_try(operation()).await {
             Ok(value) => return Ok(value),
-            Err(err) if is_transient(&err) => {
+            Err(err) if is_abandoned(&err) => return Err(err),
+            Err(err) if is_transient(&err) && !refused_at_first_contact(&err) => {
                 let left = budget.saturating_sub(started.elapsed());
                 if left.is_zero() || attempt >= attempts {
                     tracing::info!("{what}: transient failure ({err}); giving up after {attempt} tries");
@@ -337,6 +456,45 @@ mod tests {
         .await;
         assert_eq!(result.unwrap(), 1);
         assert_eq!(started.elapsed(), Duration::from_secs(3));
+    }
+
+    fn refused() -> kube::Error {
+        let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        kube::Error::Service(Box::new(io))
+    }
+
+    #[test]
+    fn a_refused_connection_is_final_only_before_the_server_ever_answered() {
+        assert!(refused_before_any_answer(false, &refused()));
+        assert!(
+            !refused_before_any_answer(true, &refused()),
+            "mid-run: a restart, retried"
+        );
+        assert!(!refused_before_any_answer(false, &api_error(503)));
+        assert!(is_transient(&refused()));
+        assert!(!got_no_answer(&refused()), "a refused DELETE was never sent");
+        assert!(got_no_answer(&kube::Error::Service(Box::new(Abandoned))));
+        assert!(!got_no_answer(&api_error(503)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_never_answered_is_cut_at_the_bound() {
+        let started = Instant::now();
+        let calls = AtomicU32::new(0);
+        let never = with_budget("test", Duration::from_secs(20), || {
+            calls.fetch_add(1, Ordering::SeqCst);
+            std::future::pending::<Result<(), kube::Error>>()
+        });
+        let result = tokio::time::timeout(Duration::from_secs(3600), never)
+            .await
+            .expect("a request that is never answered must not hang");
+        let err = result.unwrap_err();
+        assert!(
+            err.to_string().contains("no answer within 70s") || format!("{err:?}").contains("Unanswered"),
+            "{err:?}"
+        );
+        assert_eq!(started.elapsed(), DEFAULT_ATTEMPT_BOUND, "one try, cut at the bound");
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test(start_paused = true)]

@@ -196,3 +196,392 @@ fn unstick_reports_a_patch_whose_answer_was_lost_as_it_landed() {
         r#"{"metadata":{"finalizers":null}}"#,
     ]);
 }
+
+/// Runs `command` (output captured), killing it and failing if it has not ended within `limit`;
+/// returns what it printed and how long it took.
+fn bounded(mut command: std::process::Command, limit: std::time::Duration, what: &str) -> (Run, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (out, err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let read = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    use std::io::Read;
+    let (out, err) = (read(Box::new(out)), read(Box::new(err)));
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{what}: still running after {limit:?}\n{}\n{}",
+                out.join().unwrap(),
+                err.join().unwrap()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let run = Run {
+        code: status.code().unwrap_or(-1),
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    };
+    (run, started.elapsed())
+}
+
+/// `n` ConfigMaps `c0..` labelled `stack-test/run=RUN` (one wave of untracked orphans), and a
+/// desired set that holds none of them.
+fn flat_orphans(n_objects: usize, ns: &str, run: &str) -> std::path::PathBuf {
+    let mut yaml = String::new();
+    for i in 0..n_objects {
+        yaml.push_str(&format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{i}, namespace: {ns}, labels: {{stack-test/run: {run}}}}}\n"
+        ));
+    }
+    apply(&yaml);
+    temp_file(
+        "desired.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desired}\n",
+    )
+}
+
+/// Sends SIGINT to `pid` once `ready` holds (checked every 50 ms, at most 30 s); when it was sent.
+fn interrupt_when(pid: u32, mut ready: impl FnMut() -> bool) -> f64 {
+    wait_until(std::time::Duration::from_secs(30), &mut ready);
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let signalled = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(signalled.success());
+    at
+}
+
+/// Item 2: DELETEs that reach the server and are never answered (a hung connection). Ctrl-C ends
+/// the run at once, and the report says per object which DELETEs were sent and may still land
+/// (the server did act on them) and which were not sent.
+#[test]
+fn interrupted_deletes_with_no_answer_are_reported_as_may_still_land() {
+    let _logs = start();
+    let ns = Namespace::new("hung-del");
+    let n = &ns.0;
+    let run_label = unique("hd");
+    let desired = flat_orphans(6, n, &run_label);
+    let proxy = Proxy::start(&["--hang-deletes"]);
+    let selector = format!("stack-test/run={run_label}");
+    let mut command = stack_command(&proxy.kubeconfig);
+    command.args(["prune", "-n", n, "-l", &selector, "--untracked", "-f"]);
+    command.args([
+        desired.to_str().unwrap(),
+        "--yes",
+        "-o",
+        "json",
+        "--delete-concurrency",
+        "2",
+    ]);
+    let started = std::time::Instant::now();
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let hung = || proxy.records().iter().filter(|r| r.method() == "DELETE").count();
+    interrupt_when(child.id(), || hung() >= 2);
+    let interrupted = std::time::Instant::now();
+    let deadline = interrupted + std::time::Duration::from_secs(15);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("still running 15 s after Ctrl-C: a DELETE with no answer hangs the run");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let exited_after = interrupted.elapsed();
+    let run = finish(child);
+    eprintln!(
+        "figures: hung DELETEs: exit {} {:.1}s after Ctrl-C ({:.1}s in all)",
+        run.code,
+        exited_after.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(run.code, 130, "{}\n{}", run.stdout, run.stderr);
+    let lines = json_lines(&run.stdout);
+    let summary = lines.last().unwrap();
+    assert_eq!(summary["status"], "interrupted", "{}", run.stdout);
+    let report = &summary["interrupted"];
+    let names = |key: &str| -> Vec<String> {
+        let mut names: Vec<String> = report[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("no {key}: {report}"))
+            .iter()
+            .map(|e| e["id"]["name"].as_str().unwrap_or_default().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    let sent_to_server: Vec<String> = proxy
+        .records()
+        .iter()
+        .filter(|r| r.method() == "DELETE")
+        .map(|r| r.path().rsplit('/').next().unwrap().to_string())
+        .collect();
+    let may = names("mayStillLand");
+    assert_eq!(may.len(), sent_to_server.len(), "{report}\n{sent_to_server:?}");
+    assert_eq!(names("notSent").len(), 6 - sent_to_server.len(), "{report}");
+    assert!(names("sent").is_empty(), "{report}");
+    for name in &sent_to_server {
+        assert!(may.contains(name), "{name}: {report}");
+        // The server did act: "may still land" was the truth.
+        assert!(!exists("configmap", Some(n), name), "{name} was deleted by the server");
+    }
+    assert!(summary["mayStillLand"].as_u64() == Some(may.len() as u64), "{summary}");
+}
+
+/// Item 2, the table: the same run without `-o json` prints one row per DELETE sent, saying it
+/// may still land, and how many were not sent.
+#[test]
+fn the_interrupted_table_names_each_delete_that_may_still_land() {
+    let _logs = start();
+    let ns = Namespace::new("hung-tab");
+    let n = &ns.0;
+    let run_label = unique("ht");
+    let desired = flat_orphans(4, n, &run_label);
+    let proxy = Proxy::start(&["--hang-deletes"]);
+    let selector = format!("stack-test/run={run_label}");
+    let mut command = stack_command(&proxy.kubeconfig);
+    command.args(["prune", "-n", n, "-l", &selector, "--untracked", "-f"]);
+    command.args([desired.to_str().unwrap(), "--yes", "--delete-concurrency", "1"]);
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    interrupt_when(child.id(), || proxy.records().iter().any(|r| r.method() == "DELETE"));
+    let interrupted = std::time::Instant::now();
+    let run = finish(child);
+    let took = interrupted.elapsed();
+    assert!(took < std::time::Duration::from_secs(10), "{took:?} after Ctrl-C");
+    assert_eq!(run.code, 130, "{}\n{}", run.stdout, run.stderr);
+    let rows: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("may still land") && l.starts_with("ConfigMap"))
+        .collect();
+    assert_eq!(rows.len(), 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("1 DELETE(s) sent, 1 of them with no answer (they may still land), 3 not sent"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// Item 2, the issue's scenario: every DELETE answered 503. After Ctrl-C nothing is retried and
+/// the run ends at once (it was: 359 more DELETEs over 255 s, exit about 5 min later).
+#[test]
+fn after_ctrl_c_a_delete_answered_503_is_not_retried() {
+    let _logs = start();
+    let ns = Namespace::new("int-503");
+    let n = &ns.0;
+    let run_label = unique("i5");
+    let desired = flat_orphans(40, n, &run_label);
+    let proxy = Proxy::start(&["--refuse-delete", "*=503"]);
+    let selector = format!("stack-test/run={run_label}");
+    let mut command = stack_command(&proxy.kubeconfig);
+    command.args(["prune", "-n", n, "-l", &selector, "--untracked", "-f"]);
+    command.args([desired.to_str().unwrap(), "--yes", "-o", "json", "--timeout", "5m"]);
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deletes = || proxy.records().iter().filter(|r| r.method() == "DELETE").count();
+    let at = interrupt_when(child.id(), || deletes() >= 80);
+    let interrupted = std::time::Instant::now();
+    let run = finish(child);
+    let seconds = interrupted.elapsed().as_secs_f64();
+    let after = proxy
+        .records()
+        .iter()
+        .filter(|r| r.method() == "DELETE" && r.start() > at)
+        .count();
+    eprintln!(
+        "figures: every DELETE 503: {after} DELETE(s) after Ctrl-C, exit {} {seconds:.1}s after it",
+        run.code
+    );
+    assert_eq!(run.code, 130, "{}", run.stderr);
+    assert!(seconds < 5.0, "{seconds}s to exit after Ctrl-C");
+    // Only a DELETE already on its way when the signal came may arrive after it.
+    assert!(after <= 32, "{after} DELETEs after Ctrl-C");
+    let summary = json_lines(&run.stdout).last().cloned().unwrap();
+    assert_eq!(summary["deleted"], 0, "{summary}");
+    assert_eq!(
+        kubectl(&["get", "configmaps", "-n", n, "-l", &selector, "-o", "name"])
+            .stdout
+            .lines()
+            .count(),
+        40
+    );
+}
+
+/// A kubeconfig for the test cluster whose user gets its token from the exec plugin `script`.
+fn kubeconfig_with_exec(script: &str) -> std::path::PathBuf {
+    let plugin = temp_file("plugin.sh", script);
+    let admin = std::fs::read_to_string(&cluster().admin).unwrap();
+    let user_line = admin
+        .lines()
+        .find(|l| l.trim_start().starts_with("user: {token:"))
+        .unwrap();
+    let exec = format!(
+        "  user: {{exec: {{apiVersion: client.authentication.k8s.io/v1beta1, command: sh, args: [{}], interactiveMode: Never}}}}",
+        plugin.display()
+    );
+    temp_file("exec.kubeconfig", &admin.replace(user_line, &exec))
+}
+
+/// Item 6: an exec credential plugin that never returns: the tool stops waiting at
+/// `--request-timeout` and says which plugin and what to do.
+#[test]
+fn an_exec_plugin_that_never_returns_is_bounded() {
+    let kubeconfig = kubeconfig_with_exec("sleep 120\n");
+    let mut command = stack_command(&kubeconfig);
+    command.args(["list", "-n", "default", "--request-timeout", "2s"]);
+    let (run, took) = bounded(command, std::time::Duration::from_secs(30), "a hung exec plugin");
+    eprintln!(
+        "figures: hung exec plugin: exit {} after {:.1}s",
+        run.code,
+        took.as_secs_f64()
+    );
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(run.stderr.contains("did not return within 2s"), "{}", run.stderr);
+    assert!(run.stderr.contains("exec plugin by hand"), "{}", run.stderr);
+    assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+}
+
+/// A local port nothing listens on.
+fn dead_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// Item 7: a refused port fails at once, as kubectl does (it took 45 s of retries).
+#[test]
+fn a_refused_port_fails_at_once() {
+    let port = dead_port();
+    let server = format!("https://127.0.0.1:{port}");
+    let mut command = stack_command(std::path::Path::new("/nonexistent"));
+    command.env_remove("KUBECONFIG");
+    command.args([
+        "list",
+        "--server",
+        &server,
+        "--token",
+        "x",
+        "--insecure-skip-tls-verify",
+    ]);
+    let (run, took) = bounded(command, std::time::Duration::from_secs(60), "a refused port");
+    eprintln!(
+        "figures: refused port: exit {} after {:.1}s",
+        run.code,
+        took.as_secs_f64()
+    );
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(run.stderr.contains("connection refused"), "{}", run.stderr);
+    assert!(run.stderr.contains(&server), "{}", run.stderr);
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+}
+
+/// Item 7: a dead `proxy-url` is named as the proxy that refuses, never as the API server.
+#[test]
+fn a_dead_proxy_is_named_as_the_proxy() {
+    let proxy = format!("http://127.0.0.1:{}", dead_port());
+    let admin = std::fs::read_to_string(&cluster().admin).unwrap();
+    let server_line = admin.lines().find(|l| l.trim_start().starts_with("server:")).unwrap();
+    let with_proxy = admin.replace(server_line, &format!("{server_line}\n    proxy-url: {proxy}"));
+    let kubeconfig = temp_file("proxied.kubeconfig", &with_proxy);
+    let mut command = stack_command(&kubeconfig);
+    command.args(["list", "-n", "default"]);
+    let (run, took) = bounded(command, std::time::Duration::from_secs(60), "a dead proxy");
+    eprintln!(
+        "figures: dead proxy-url: exit {} after {:.1}s",
+        run.code,
+        took.as_secs_f64()
+    );
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!("cannot reach the proxy at {proxy}")),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("cannot reach the API server"), "{}", run.stderr);
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+}
+
+/// Item 7: `--timeout 0` does not wait: each wave is checked once right after its deletes. What is
+/// gone is never listed as a blocker; an object held by a finalizer stops the run (exit 5) before
+/// the next wave.
+#[test]
+fn timeout_zero_lists_only_what_is_still_there() {
+    let _logs = start();
+    let ns = Namespace::new("t0");
+    let n = &ns.0;
+    let run_label = unique("t0");
+    let mut yaml = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: base, namespace: {n}, labels: {{stack-test/run: {run_label}}}}}\n"
+    );
+    for i in 0..4 {
+        let held = if i == 3 { ", finalizers: [example.com/hold]" } else { "" };
+        yaml.push_str(&format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{i}, namespace: {n}, labels: {{stack-test/run: {run_label}}}, annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/base}}{held}}}\n"
+        ));
+    }
+    apply(&yaml);
+    let desired = temp_file(
+        "desired.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desired}\n",
+    );
+    let selector = format!("stack-test/run={run_label}");
+    let run = stack(&[
+        "prune",
+        "-n",
+        n,
+        "-l",
+        &selector,
+        "--untracked",
+        "-f",
+        desired.to_str().unwrap(),
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "0",
+    ]);
+    release_finalizers("configmap/c3", n);
+    assert_eq!(run.code, 5, "{}\n{}", run.stdout, run.stderr);
+    let summary = json_lines(&run.stdout).last().cloned().unwrap();
+    let blockers: Vec<&str> = summary["blockers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(blockers, ["c3"], "{summary}");
+    assert!(exists("configmap", Some(n), "base"), "the next wave must not start");
+}

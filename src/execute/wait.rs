@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use kube::api::{ListParams, WatchEvent, WatchParams};
 use kube::core::ObjectMeta;
 use kube::Client;
@@ -129,11 +129,13 @@ pub(super) async fn wait_gone(
                 None => {
                     // Every watcher ended (they only end on errors they cannot recover from).
                     tokio::time::sleep_until(deadline).await;
-                    break WaitResult::TimedOut(sorted(left));
+                    break time_up(client, wave, left, observer).await;
                 }
             },
             _ = ticker.tick() => observer.waiting(wave, &sorted(left.clone())),
-            _ = tokio::time::sleep_until(deadline) => break WaitResult::TimedOut(sorted(left)),
+            // What the watchers did not report yet is read once more: an object gone is never
+            // called a blocker (with `--timeout 0` no watcher reported anything).
+            _ = tokio::time::sleep_until(deadline) => break time_up(client, wave, left, observer).await,
             changed = cancel.changed() => if changed.is_err() || *cancel.borrow() { break WaitResult::Interrupted },
         }
     };
@@ -141,6 +143,55 @@ pub(super) async fn wait_gone(
         watcher.abort();
     }
     result
+}
+
+/// The wave's time is up: what is still there after a last look.
+async fn time_up(
+    client: &Client,
+    wave: usize,
+    mut left: HashMap<String, Blocker>,
+    observer: &mut dyn Observer,
+) -> WaitResult {
+    confirm_left(client, wave, &mut left, observer).await;
+    if left.is_empty() {
+        WaitResult::Gone
+    } else {
+        WaitResult::TimedOut(sorted(left))
+    }
+}
+
+/// How long the last look at a wave's remaining objects may retry a read.
+const CONFIRM_BUDGET: Duration = Duration::from_secs(10);
+
+/// Reads each object still `left` once more when the wave's time is up: the gone ones leave
+/// (reported gone), the others get their finalizers and deletion time as they are now. An object
+/// that cannot be read stays a blocker.
+async fn confirm_left(client: &Client, wave: usize, left: &mut HashMap<String, Blocker>, observer: &mut dyn Observer) {
+    let reads = futures::stream::iter(left.values().map(|b| b.target.clone()))
+        .map(|target| async move {
+            let api = api_for(client, &target.kind, target.id.namespace.as_deref());
+            let read = crate::retry::with_budget("get", CONFIRM_BUDGET, || api.get_metadata_opt(&target.id.name)).await;
+            (target, read)
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<_>>()
+        .await;
+    for (target, read) in reads {
+        match read {
+            Ok(Some(object)) if object.metadata.uid.as_deref() == Some(target.uid.as_str()) => {
+                if let Some(blocker) = left.get_mut(&target.uid) {
+                    blocker.finalizers = object.metadata.finalizers.clone().unwrap_or_default();
+                    blocker.deletion_timestamp = object.metadata.deletion_timestamp.clone();
+                }
+            }
+            Ok(_) => {
+                if let Some(blocker) = left.remove(&target.uid) {
+                    observer.event(&Event::new(wave, Change::Gone, &blocker.target, None));
+                }
+            }
+            Err(err) => tracing::debug!("cannot read {} again: {err}", target.id),
+        }
+    }
 }
 
 fn sorted(left: HashMap<String, Blocker>) -> Vec<Blocker> {

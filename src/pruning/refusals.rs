@@ -27,16 +27,20 @@ pub fn describe_cascade(cascade: &Cascade) -> String {
     if cascade.victims.len() > 3 {
         names.push("...".to_string());
     }
+    let unlisted = format!(
+        "whatever it holds of {}, which could not be listed (not known to be empty)",
+        cascade.unlisted.join(", ")
+    );
+    if cascade.victims.is_empty() {
+        return unlisted;
+    }
     let mut text = format!(
         "{} object(s) the plan does not delete ({})",
         cascade.victims.len(),
         names.join(", ")
     );
     if !cascade.unlisted.is_empty() {
-        text.push_str(&format!(
-            " and whatever it holds of {}, which could not be listed",
-            cascade.unlisted.join(", ")
-        ));
+        text.push_str(&format!(" and {unlisted}"));
     }
     text
 }
@@ -162,6 +166,27 @@ mod tests {
     }
 
     #[test]
+    fn a_cascade_of_kinds_that_could_not_be_listed_is_never_called_empty() {
+        let plan = with_cascade(vec![], vec!["Gizmo.example.com".into()]);
+        let refused = refuse_cascades(&plan, false).unwrap_err();
+        assert!(!refused.message.contains("0 object"), "{}", refused.message);
+        assert!(
+            refused.message.contains("Gizmo.example.com, which could not be listed"),
+            "{}",
+            refused.message
+        );
+        let text = crate::prune_report::cascades_text(&plan.cascades);
+        assert!(!text.contains("0 object"), "{text}");
+        assert!(text.contains("could not be listed"), "{text}");
+        let summary = crate::prune_report::plan_summary(&plan);
+        assert!(!summary.contains("takes 0"), "{summary}");
+        let both = with_cascade(vec![secret("s")], vec!["Gizmo.example.com".into()]);
+        let refused = refuse_cascades(&both, false).unwrap_err();
+        assert!(refused.message.contains("1 object(s)"), "{}", refused.message);
+        assert!(refused.message.contains("could not be listed"), "{}", refused.message);
+    }
+
+    #[test]
     fn unlisted_kinds_refuse_unless_accepted() {
         assert!(refuse_unlisted(&[], false).is_ok());
         let unlisted = ["Gizmo.example.com".to_string()];
@@ -183,7 +208,7 @@ mod tests {
         let plan = with_cascade(victims, vec!["Gizmo.example.com".into()]);
         assert_eq!(
             describe_cascade(&plan.cascades[0]),
-            "4 object(s) the plan does not delete (Secret/shop/a, Secret/shop/b, Secret/shop/c, ...) and whatever it holds of Gizmo.example.com, which could not be listed"
+            "4 object(s) the plan does not delete (Secret/shop/a, Secret/shop/b, Secret/shop/c, ...) and whatever it holds of Gizmo.example.com, which could not be listed (not known to be empty)"
         );
     }
 

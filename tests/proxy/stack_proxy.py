@@ -10,8 +10,11 @@ the client's kubeconfig CA still holds); it forwards to the API server over TLS.
   learns that its DELETE succeeded);
 * lose the answer of the first DELETE of every object (``--lose-first-delete-answer``), or of
   the first PATCH (``--lose-first-patch-answer``): the server acts, the client gets a reset;
-* refuse every DELETE of an object named NAME with CODE (``--refuse-delete NAME=CODE``), without
-  forwarding it, as an admission webhook that denies it with that code does;
+* refuse every DELETE of an object named NAME with CODE (``--refuse-delete NAME=CODE``; ``*=CODE``
+  refuses every DELETE), without forwarding it, as an admission webhook that denies it with that
+  code does (``*=503``: an API server whose storage is down);
+* forward every DELETE and never answer it (``--hang-deletes``): the server acts, the client
+  waits for an answer that never comes (a hung connection);
 * remove a group version while a client discovers it (``--remove-on-discovery GV=PATH``): the
   first ``GET /apis/GV`` is held while the proxy deletes PATH upstream (a CRD) and waits until the
   server no longer serves GV (404, and gone from ``/apis``); then it is forwarded (and answered 404),
@@ -156,7 +159,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             fault = ("after", "reset")
         if state.args.lose_first_patch_answer and self.command == "PATCH" and state.first_delete("PATCH " + url.path):
             fault = ("after", "reset")
-        refusal = self.state.refusals.get(url.path.rsplit("/", 1)[-1]) if self.command == "DELETE" else None
+        refusal = None
+        if self.command == "DELETE":
+            refusal = self.state.refusals.get(url.path.rsplit("/", 1)[-1]) or self.state.refusals.get("*")
+        if self.command == "DELETE" and state.args.hang_deletes:
+            self.hang(body, record)
+            return
         if refusal:
             record["refused"] = refusal
             self.refuse(refusal, record)
@@ -251,6 +259,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
             status["details"] = {"retryAfterSeconds": 1}
             headers.append(("Retry-After", "1"))
         self.reply(code, headers, json.dumps(status).encode(), None)
+
+    def hang(self, body, record):
+        """Forwards the request, logs what the server answered, and never answers the client."""
+        try:
+            response = self.request_upstream(self.command, self.path, body, self.upstream_headers())
+            response.read()
+            record["upstream"] = response.status
+            record["answered"] = time.time()
+        except (http.client.HTTPException, OSError) as err:
+            record["upstream"] = "unreachable: %s" % err
+        record["client"] = "hung"
+        record["end"] = time.time()
+        self.state.write(record)
+        time.sleep(3600)
+        self.close_connection = True
 
     def refuse(self, code, record):
         """Answers as an admission webhook that denies the request with `code`."""
@@ -462,6 +485,7 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lose-first-delete-answer", action="store_true")
     parser.add_argument("--lose-first-patch-answer", action="store_true")
+    parser.add_argument("--hang-deletes", action="store_true")
     parser.add_argument("--aggregated", choices=["v2", "v2beta1"])
     parser.add_argument("--remove-on-discovery", action="append", metavar="GROUP/VERSION=PATH")
     parser.add_argument("--refuse-delete", action="append", metavar="NAME=CODE")
