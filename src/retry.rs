@@ -169,6 +169,10 @@ pub fn cancelled() -> bool {
 /// default), so that only a server or network that hangs is cut short.
 pub const DEFAULT_ATTEMPT_BOUND: Duration = Duration::from_secs(70);
 
+/// How much longer than [`attempt_bound`] a try waits, so that the client's own timeouts, set to
+/// the same `--request-timeout`, answer first with the more precise error.
+const CLIENT_FIRST: Duration = Duration::from_millis(500);
+
 /// The `--request-timeout` [`set_attempt_bound`] set, in milliseconds; 0 while none.
 static ATTEMPT_BOUND_MILLIS: AtomicU64 = AtomicU64::new(0);
 
@@ -239,8 +243,10 @@ where
     Fut: Future<Output = Result<T, kube::Error>>,
 {
     let bound = attempt_bound();
+    // The client's own timeouts (`--request-timeout` bounds its connect and read too) answer
+    // first and say more (a TLS handshake that hangs); this bound catches what they do not.
     let result = tokio::select! {
-        answered = tokio::time::timeout(bound, request) => match answered {
+        answered = tokio::time::timeout(bound + CLIENT_FIRST, request) => match answered {
             Ok(result) => result,
             Err(_) => Err(kube::Error::Service(Box::new(Unanswered(bound)))),
         },
@@ -493,7 +499,7 @@ mod tests {
             err.to_string().contains("no answer within 70s") || format!("{err:?}").contains("Unanswered"),
             "{err:?}"
         );
-        assert_eq!(started.elapsed(), DEFAULT_ATTEMPT_BOUND, "one try, cut at the bound");
+        assert_eq!(started.elapsed(), DEFAULT_ATTEMPT_BOUND + CLIENT_FIRST, "one try, cut at the bound");
         assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 
