@@ -496,7 +496,8 @@ fn check_victims(world: &World, planned: &PrunePlan, dead: &BTreeMap<usize, Deat
     Ok(())
 }
 
-/// Invariant 3: every edge among what is deleted orders the waves (a dependent goes first).
+/// Invariant 3: every edge among what is deleted orders the waves (a dependent goes in an
+/// earlier wave).
 fn check_waves(planned: &PrunePlan, graph: &Graph) -> Result<(), String> {
     let wave_of: HashMap<&ObjectId, usize> = planned
         .waves
@@ -507,7 +508,9 @@ fn check_waves(planned: &PrunePlan, graph: &Graph) -> Result<(), String> {
     for edge in graph.all_edges() {
         let (from, to) = (&graph.nodes[edge.from].id, &graph.nodes[edge.to].id);
         if let (Some(a), Some(b)) = (wave_of.get(from), wave_of.get(to)) {
-            if a > b {
+            // Strictly: one wave is deleted at once, so a dependent in the wave of what it needs
+            // may be gone after it.
+            if a >= b {
                 return Err(format!("{from} (wave {a}) needs {to} (wave {b}), {:?}", edge.kind));
             }
         }
@@ -749,6 +752,28 @@ fn world_stats() {
             .count();
         if objects > 0 {
             *counts.entry(format!("{tool}: plans objects")).or_default() += 1;
+        }
+        let ids = planned_ids(&planned);
+        if ids.iter().any(|id| id.kind == "Gizmo") && ids.iter().any(|id| id.kind == "Deployment") {
+            if std::env::var("WORLD_DEBUG").is_ok() {
+                let (_, graph, _) = first_run(&world).expect("planned");
+                let edges: Vec<String> = graph
+                    .all_edges()
+                    .map(|e| format!("{} -> {} {:?}", graph.nodes[e.from].id, graph.nodes[e.to].id, e.kind))
+                    .collect();
+                let waves: Vec<Vec<String>> = planned
+                    .waves
+                    .iter()
+                    .map(|w| w.iter().map(|t| t.id.to_string()).collect())
+                    .collect();
+                eprintln!("{waves:?}\n{edges:#?}");
+            }
+            *counts
+                .entry(format!("{tool}: plans a custom resource and its operator"))
+                .or_default() += 1;
+        }
+        if ids.iter().any(|id| id.kind == "Deployment") {
+            *counts.entry(format!("{tool}: plans the operator")).or_default() += 1;
         }
         if !planned.kept.is_empty() {
             *counts.entry(format!("{tool}: keeps some")).or_default() += 1;

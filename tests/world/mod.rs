@@ -265,7 +265,8 @@ fn object(shape: Shape) -> impl Strategy<Value = Object> {
                 let recorded = if in_record { own } else { 0 } | (stray & 0xf0) >> 4 & (stray & 0x0f);
                 Object {
                     shape,
-                    present,
+                    // Only the operator and the Namespace may be missing.
+                    present: present || matches!(shape, Shape::ConfigMap | Shape::Gizmo { .. }),
                     in_team,
                     marks,
                     recorded,
@@ -298,9 +299,10 @@ pub fn world() -> impl Strategy<Value = World> {
         0..STACKS,
         prop::bool::weighted(0.2),
         prop_oneof![3 => Just(Entry::Teardown), 1 => Just(Entry::Orphans)],
+        prop::bool::weighted(0.3),
     )
         .prop_map(
-            |(mut stacks, mut objects, (crd, operator, namespace), named, name_copy, entry)| {
+            |(mut stacks, mut objects, (crd, operator, namespace), named, name_copy, entry, focus)| {
                 for (index, stack) in stacks.iter_mut().enumerate() {
                     stack.depends_on.retain(|d| *d < index);
                     stack.depends_on.dedup();
@@ -316,12 +318,26 @@ pub fn world() -> impl Strategy<Value = World> {
                     object.owners.dedup();
                     object.depends_on = object.depends_on.filter(|target| *target < index);
                 }
+                let mut crd = crd;
+                if crd.controller {
+                    // Mostly the operator's stack ships its CRD (what infers the finalizer edge).
+                    crd.marks = operator.marks.clone();
+                    crd.recorded = operator.recorded;
+                }
                 for mut special in [crd, operator, namespace] {
                     special.in_team = false;
                     special.marks.truncate(1); // one stack's CRD, operator, Namespace
                     special.owners.clear();
                     special.depends_on = None;
                     objects.push(special);
+                }
+                if focus {
+                    // Most of the world is the named stack's: whole teardowns, with the order
+                    // among what they delete (custom resources before their operator) at stake.
+                    for object in objects.iter_mut().filter(|o| !o.marks.is_empty()) {
+                        object.marks = vec![named];
+                        object.recorded |= 1 << named;
+                    }
                 }
                 let name_copy = name_copy && stacks[named].tool == Tool::ApplySet && stacks[named].copy;
                 World {
