@@ -199,9 +199,9 @@ pub fn dead(world: &World, planned: &HashSet<ObjectId>) -> BTreeMap<usize, Death
         let id = world.id(index);
         let death = if planned.contains(&id) {
             Some(Death::Planned)
-        } else if namespace_goes && id.namespace.as_deref() == Some(TEAM) {
-            Some(Death::Cascade)
-        } else if crd_goes && matches!(world.objects[index].shape, Shape::Gizmo { .. }) {
+        } else if namespace_goes && id.namespace.as_deref() == Some(TEAM)
+            || crd_goes && matches!(world.objects[index].shape, Shape::Gizmo { .. })
+        {
             Some(Death::Cascade)
         } else {
             None
