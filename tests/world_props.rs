@@ -29,12 +29,13 @@ use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use kubectl_stack::cascade::{cascade_of, is_holder, Planned};
-use kubectl_stack::classify::{classify, Desired, Recorded, SkipReason, Verdict};
+use kubectl_stack::classify::{classify, Desired, Recorded, Verdict};
 use kubectl_stack::collect::{Collection, Listed};
 use kubectl_stack::desired::{DesiredSet, Origin};
 use kubectl_stack::discovery::{Catalog, DiscoverySource, KindInfo};
 use kubectl_stack::graph::{build, BuildOptions, Graph, MemberRecord, NodeInput};
 use kubectl_stack::identity::ObjectId;
+use kubectl_stack::keep::KeepReason;
 use kubectl_stack::teardown::{members_of_gone, plan, teardown_closure, tracker_key, Kept, Mode, PrunePlan, Snapshot};
 use kubectl_stack::trackers::{is_tracked, MarkValue, Preset, Tracker};
 
@@ -262,25 +263,33 @@ fn read_member_records(world: &World, graph: &mut Graph, objects: &HashMap<Objec
         let Some((preset, _)) = tracker_key(object) else {
             continue;
         };
-        if !matches!(preset, Preset::Kpt | Preset::FluxHelm | Preset::ApplySet) {
+        if !kubectl_stack::recheck::keeps_record_beside(preset) {
             continue;
         }
         let Some(stack) = (0..world.stacks.len()).find(|s| world.tracker_id(*s) == object.id()) else {
             continue;
         };
+        // A HelmRelease's record names its Helm release (`uninstall_record_of`'s `helm_release`).
+        let aliases = match world.stacks[stack].tool {
+            Tool::FluxHelm => vec![(
+                Preset::Helm,
+                MarkValue {
+                    name: stack_name(stack),
+                    namespace: Some(APP.to_string()),
+                },
+            )],
+            _ => Vec::new(),
+        };
         let record = match record_of(world, stack, true) {
             Ok(Some(recorded)) => MemberRecord {
-                ids: objects
-                    .values()
-                    .filter(|o| recorded.holds(o) && recorded.still_marked(o))
-                    .map(Listed::id)
-                    .collect(),
-                name: recorded.name().to_string(),
+                aliases,
+                ..recorded.members(objects.values())
             },
             Ok(None) => continue,
             Err(()) => MemberRecord {
                 ids: HashSet::new(),
                 name: "a record that cannot be read".into(),
+                aliases: Vec::new(),
             },
         };
         graph.inventories.insert(index, record);
@@ -351,6 +360,7 @@ fn plan_with_cascades(world: &World, cluster: &Cluster, start: &Start) -> Option
                 failures: Vec::new(),
                 listed_kinds: 1,
                 not_served: Vec::new(),
+                untracked_matches: 0,
             };
             let cascade = cascade_of(holder, &collection, &done);
             victims.extend(cascade.victims.iter().map(|v| v.id.clone()));
@@ -420,10 +430,7 @@ fn orphans_start(world: &World, cluster: &Cluster) -> Option<Start> {
             Verdict::Orphan(reason) => {
                 start.chosen.insert(id, reason.to_string());
             }
-            Verdict::Skipped(SkipReason::Keep { marker }) => start.kept.push(Kept {
-                id,
-                reason: format!("keep marker {marker}"),
-            }),
+            Verdict::Skipped(reason @ KeepReason::Keep { .. }) => start.kept.push(Kept { id, reason }),
             _ => {}
         }
     }
