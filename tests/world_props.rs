@@ -2,7 +2,8 @@
 //! reference oracles written apart from the production code (`world/oracle.rs`).
 //!
 //! Entry points: the teardown of a stack of every tracker (Flux Kustomization, Flux HelmRelease,
-//! kpt inventory, ApplySet parent — or a copy of a parent, which names no stack) and an orphan
+//! kpt inventory, ApplySet parent, Argo CD Application — or a copy of an ApplySet parent, which
+//! names no stack) and an orphan
 //! prune of a stack (`--tracker PRESET=VALUE` with its record and a new desired set), each
 //! planned with [`plan`] over the graph production builds, and a rerun on the world the first
 //! plan leaves. The glue production runs against a cluster is emulated here, narrowly:
@@ -32,9 +33,8 @@
 //!   that dies with a planned owner (the garbage collector) is lost.
 //!
 //! Not emulated: the re-check before each wave, `--keep-cascading`, orphans under `-l` alone
-//! (`orphans::classify_by_recorded_stack` reads records through the API), Argo CD Applications
-//! and kapp or Flux v1 stacks as torn-down stacks (their marks are generated as other tools'
-//! marks), Helm revision choice (the record of a HelmRelease here is what its latest and its last
+//! (`orphans::classify_by_recorded_stack` reads records through the API), kapp and Flux v1 stacks
+//! (their marks are generated as other tools' marks, and every tool's keep markers), Helm revision choice (the record of a HelmRelease here is what its latest and its last
 //! deployed revision both hold).
 
 mod world;
@@ -82,6 +82,7 @@ fn catalog() -> Catalog {
             kind("apps", "Deployment", true),
             kind(CRD, "CustomResourceDefinition", false),
             kind(OPS, "Gizmo", true),
+            kind(world::ARGO, "Application", true),
         ],
         vec![],
         DiscoverySource::PerGroup,
@@ -226,6 +227,8 @@ fn record_of(world: &World, stack: usize, uninstall: bool) -> Result<Option<Reco
             inventory: format!("inventory {}", world::inventory_id(stack)),
             owner: Some(tracker),
         })),
+        // Argo CD keeps no record kubectl-stack reads: its marks decide.
+        Tool::ArgoCd => Ok(None),
         Tool::ApplySet => {
             let kinds = world::APPLYSET_KINDS
                 .iter()
@@ -255,6 +258,7 @@ fn tracker_of(world: &World, stack: usize) -> Tracker {
         Tool::FluxHelm => (Preset::FluxHelm, stack_name(stack), Some(APP)),
         Tool::Kpt => (Preset::Kpt, world::inventory_id(stack), None),
         Tool::ApplySet => (Preset::ApplySet, world.applyset_id(stack), None),
+        Tool::ArgoCd => (Preset::ArgoCd, stack_name(stack), None),
     };
     Tracker {
         preset,

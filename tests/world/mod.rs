@@ -32,6 +32,8 @@ pub const APP: &str = "app";
 /// The Namespace a stack may track: deleting it takes everything in it.
 pub const TEAM: &str = "team";
 pub const CRD: &str = "apiextensions.k8s.io";
+pub const ARGO: &str = "argoproj.io";
+pub const ARGO_NS: &str = "argocd";
 pub const STACKS: usize = 4;
 pub const OBJECTS: usize = 10;
 
@@ -46,6 +48,10 @@ pub enum Tool {
     Kpt,
     /// A kubectl ApplySet parent Secret in `app`.
     ApplySet,
+    /// An Argo CD Application in its control-plane namespace `argocd` (tracking ids name it by
+    /// name alone: argo-cd `util/argo/argo.go` `AppInstanceName`). An object's "record" bit here
+    /// says whether its tracking id names the object itself (else it is a copy naming another).
+    ArgoCd,
 }
 
 /// One generated stack.
@@ -177,7 +183,8 @@ fn stack() -> impl Strategy<Value = Stack> {
             Just(Tool::Flux),
             Just(Tool::FluxHelm),
             Just(Tool::Kpt),
-            Just(Tool::ApplySet)
+            Just(Tool::ApplySet),
+            Just(Tool::ArgoCd)
         ],
         any::<bool>(),
         prop_oneof![
@@ -389,6 +396,7 @@ impl World {
             Tool::Kpt if self.stacks[index].has_record => ObjectId::new("kpt.dev", "ResourceGroup", Some(APP), &name),
             Tool::Kpt => ObjectId::new("", "ConfigMap", Some(APP), &name),
             Tool::ApplySet => ObjectId::new("", "Secret", Some(APP), &name),
+            Tool::ArgoCd => ObjectId::new(ARGO, "Application", Some(ARGO_NS), &name),
         }
     }
 
@@ -427,6 +435,23 @@ impl World {
                 }
                 Tool::ApplySet => {
                     labels.insert("applyset.kubernetes.io/part-of".into(), self.applyset_id(stack));
+                }
+                // argo-cd `util/argo/resource_tracking.go`: `<app>:<group>/<Kind>:<namespace>/<name>`.
+                Tool::ArgoCd => {
+                    let named = if self.recorded(stack, index) {
+                        id.name.clone()
+                    } else {
+                        "copied-from".into()
+                    };
+                    annotations.insert(
+                        "argocd.argoproj.io/tracking-id".into(),
+                        format!(
+                            "{name}:{}/{}:{}/{named}",
+                            id.group,
+                            id.kind,
+                            id.namespace.as_deref().unwrap_or("")
+                        ),
+                    );
                 }
             }
         }
@@ -557,6 +582,10 @@ impl World {
                         record.iter().map(|id| (World::flux_entry(id), String::new())).collect();
                     object["data"] = json!(data);
                 }
+            }
+            Tool::ArgoCd => {
+                object["metadata"]["finalizers"] = json!(["resources-finalizer.argocd.argoproj.io"]);
+                object["spec"] = json!({"project": "default", "destination": {"server": "https://kubernetes.default.svc"}, "source": {"repoURL": "https://example.com/repo.git", "path": "."}});
             }
             Tool::ApplySet => {
                 object["type"] = json!("Opaque");
@@ -720,7 +749,7 @@ pub fn api_version(group: &str, kind: &str) -> String {
         ("", _) => "v1".into(),
         (FLUX, _) => format!("{FLUX}/v1"),
         (FLUX_HR, _) => format!("{FLUX_HR}/v2"),
-        ("kpt.dev", _) => "kpt.dev/v1alpha1".into(),
+        ("kpt.dev", _) | (ARGO, _) => format!("{group}/v1alpha1"),
         (group, _) => format!("{group}/v1"),
     }
 }

@@ -34,6 +34,9 @@ pub fn marking(world: &World, index: usize) -> Marking {
             }
             Tool::Kpt => annotation("config.k8s.io/owning-inventory") == Some(&inventory_id(stack)),
             Tool::ApplySet => label("applyset.kubernetes.io/part-of") == Some(&world.applyset_id(stack)),
+            Tool::ArgoCd => annotation("argocd.argoproj.io/tracking-id")
+                .and_then(|id| id.split_once(':'))
+                .is_some_and(|(app, _)| app == name),
         };
         if marks {
             stacks.push(stack);
@@ -53,7 +56,8 @@ pub fn marking(world: &World, index: usize) -> Marking {
     });
     let other = helm_other
         || kpt_other
-        || annotation("argocd.argoproj.io/tracking-id").is_some()
+        || annotation("argocd.argoproj.io/tracking-id")
+            .is_some_and(|_| !stacks.iter().any(|s| world.stacks[*s].tool == Tool::ArgoCd))
         || label("kapp.k14s.io/app").is_some()
         || label("flux.weave.works/stack").is_some();
     Marking { stacks, other }
@@ -120,7 +124,16 @@ pub fn tool_deletes(world: &World, stack: usize, index: usize) -> bool {
         Tool::FluxHelm => helm_uninstall_deletes(world, stack, index),
         Tool::Kpt => kpt_deletes(world, stack, index),
         Tool::ApplySet => applyset_holds(world, stack, &world.id(index)),
+        Tool::ArgoCd => argocd_deletes(world, stack, index),
     }
+}
+
+/// Argo CD deleting an Application with `resources-finalizer.argocd.argoproj.io` (argo-cd
+/// `controller/appcontroller.go` `finalizeApplicationDeletion`) and pruning (gitops-engine
+/// `pkg/sync`): the resources it manages, those whose tracking id names the object itself
+/// (`controller/state.go` `isSelfReferencedObj`: a copied annotation is not its resource).
+fn argocd_deletes(world: &World, stack: usize, index: usize) -> bool {
+    world.recorded(stack, index)
 }
 
 /// The stacks a teardown of the named one takes: it and what depends on it (`spec.dependsOn`),
@@ -175,6 +188,7 @@ pub fn orphan_allows(world: &World, index: usize, strict: bool) -> bool {
         Tool::FluxHelm => spec.revisions.contains(&"deployed") && world.recorded(stack, index),
         Tool::Kpt => world.recorded(stack, index),
         Tool::ApplySet => applyset_holds(world, stack, &world.id(index)),
+        Tool::ArgoCd => argocd_deletes(world, stack, index),
     };
     // `strict: false` leaves out the other marks (finding F1, reported to the lead: under a
     // named `--tracker` with its record, `classify` calls an object another tool marks an
