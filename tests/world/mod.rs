@@ -1,0 +1,766 @@
+//! Generated worlds for the property tests of issue 29: stacks of several trackers, the objects
+//! they mark and record, and everything around them (copies of marks, second tools' marks, keep
+//! markers of every tool, owners, custom resources with their operator's finalizer, a Namespace
+//! a stack tracks). A world renders as the manifests that make it ([`World::yaml`]), so that a
+//! failing case can be replayed against a test cluster.
+//!
+//! Every format is the producer's own (see `../shared/trackers.md`): Flux
+//! `status.inventory.entries[].id` (`<ns>_<name>_<group>_<Kind>`, fluxcd/pkg `ssa` `ObjMetadata`),
+//! Helm release Secrets (helm/helm `pkg/storage/driver/secrets.go`: `sh.helm.release.v1.<name>.v<rev>`,
+//! labels `owner=helm,name,status,version`, `data.release` = base64(gzip(JSON))), cli-utils/kpt
+//! inventories (kubernetes-sigs/cli-utils `pkg/inventory/inventory-cm.go`: ConfigMap data keys are
+//! `ObjMetadata` strings; kpt `ResourceGroup.spec.resources[]`), kubectl ApplySet parents
+//! (kubernetes/kubectl `pkg/cmd/apply/applyset.go`: label `applyset.kubernetes.io/id` =
+//! `applyset-` + base64url(sha256(`name.namespace.Kind.group`)) + `-v1`, annotations
+//! `contains-group-kinds` and `additional-namespaces`).
+
+pub mod oracle;
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+use kubectl_stack::identity::ObjectId;
+use kubectl_stack::trackers::applyset_id;
+
+pub const FLUX: &str = "kustomize.toolkit.fluxcd.io";
+pub const FLUX_HR: &str = "helm.toolkit.fluxcd.io";
+pub const FLUX_NS: &str = "flux-system";
+pub const OPS: &str = "ops.example.com";
+pub const APP: &str = "app";
+/// The Namespace a stack may track: deleting it takes everything in it.
+pub const TEAM: &str = "team";
+pub const CRD: &str = "apiextensions.k8s.io";
+pub const ARGO: &str = "argoproj.io";
+pub const ARGO_NS: &str = "argocd";
+pub const STACKS: usize = 4;
+pub const OBJECTS: usize = 10;
+
+/// The tool of a stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    /// A Flux Kustomization in `flux-system`.
+    Flux,
+    /// A Flux HelmRelease in `app`, installing Helm release `<name>` in `app`.
+    FluxHelm,
+    /// A cli-utils/kpt inventory object in `app` (ConfigMap or ResourceGroup).
+    Kpt,
+    /// A kubectl ApplySet parent Secret in `app`.
+    ApplySet,
+    /// An Argo CD Application in its control-plane namespace `argocd` (tracking ids name it by
+    /// name alone: argo-cd `util/argo/argo.go` `AppInstanceName`). An object's "record" bit here
+    /// says whether its tracking id names the object itself (else it is a copy naming another).
+    ArgoCd,
+}
+
+/// One generated stack.
+#[derive(Debug, Clone)]
+pub struct Stack {
+    pub tool: Tool,
+    /// Flux: `spec.prune`.
+    pub prune: bool,
+    /// Flux: `spec.deletionPolicy` (`None`: `MirrorPrune`, the default).
+    pub policy: Option<&'static str>,
+    /// Flux: a `status.inventory`; kpt: a ResourceGroup (else a ConfigMap inventory).
+    pub has_record: bool,
+    /// Flux HelmRelease: the statuses of its release's revisions, oldest first (none: no release Secret).
+    pub revisions: Vec<&'static str>,
+    /// ApplySet: `contains-group-kinds` (bits over [`APPLYSET_KINDS`]) and whether
+    /// `additional-namespaces` names `team` and `ops`.
+    pub kinds: u8,
+    pub extra_namespaces: bool,
+    /// ApplySet: a copy of the parent (same labels and annotations, another name) exists.
+    pub copy: bool,
+    /// Lower stacks of the same Flux kind it depends on (`spec.dependsOn`).
+    pub depends_on: Vec<usize>,
+}
+
+/// The kinds an ApplySet parent may list, as `contains-group-kinds` writes them.
+pub const APPLYSET_KINDS: [(&str, &str); 5] = [
+    ("", "ConfigMap"),
+    (OPS, "Gizmo"),
+    ("apps", "Deployment"),
+    (CRD, "CustomResourceDefinition"),
+    ("", "Namespace"),
+];
+
+/// A mark of a tool none of the world's stacks is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Foreign {
+    /// A plain Helm release `other` (annotations `meta.helm.sh/release-name/-namespace`).
+    Helm,
+    /// Argo CD annotation tracking of Application `other`, naming the object itself.
+    ArgoCd,
+    /// kapp app label with the identity annotation naming the object itself.
+    Kapp,
+    /// Flux v1 stack label.
+    FluxV1,
+    /// A kpt `owning-inventory` of an inventory not in the world.
+    Kpt,
+}
+
+/// Keep markers of every tool (label or annotation, key, value), from `../shared/trackers.md`.
+pub const KEEP_MARKERS: [(bool, &str, &str); 10] = [
+    (true, "kustomize.toolkit.fluxcd.io/prune", "disabled"),
+    (false, "kustomize.toolkit.fluxcd.io/prune", "disabled"),
+    (false, "kustomize.toolkit.fluxcd.io/reconcile", "disabled"),
+    (false, "helm.sh/resource-policy", "keep"),
+    (false, "cli-utils.sigs.k8s.io/on-remove", "keep"),
+    (false, "client.lifecycle.config.k8s.io/deletion", "detach"),
+    (false, "kapp.k14s.io/delete-strategy", "orphan"),
+    (false, "argocd.argoproj.io/sync-options", "Prune=false"),
+    (false, "flux.weave.works/ignore", "true"),
+    (false, "fluxcd.io/ignore", "sync_only"),
+];
+
+/// What an object is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    ConfigMap,
+    /// A custom resource of the operator's CRD, with its finalizer: `ops.example.com/cleanup`, or
+    /// without a path (`gizmos.ops.example.com`, as Rook's `cephcluster.ceph.rook.io`).
+    Gizmo {
+        slashless: bool,
+    },
+    /// The operator's CRD `gizmos.ops.example.com`.
+    Crd,
+    /// The operator's Deployment `ops/operator`.
+    Operator,
+    /// Namespace `team`.
+    Namespace,
+}
+
+/// One generated object.
+#[derive(Debug, Clone)]
+pub struct Object {
+    pub shape: Shape,
+    /// Whether it exists (the operator and the Namespace may not).
+    pub present: bool,
+    /// It lives in `team` (else `app`); regular objects only.
+    pub in_team: bool,
+    /// Stacks whose mark it carries.
+    pub marks: Vec<usize>,
+    /// Stacks whose record lists it (bit per stack; for a HelmRelease, its latest revision).
+    pub recorded: u8,
+    /// A second tool's mark.
+    pub foreign: Option<Foreign>,
+    /// A keep marker (index into [`KEEP_MARKERS`]).
+    pub keep: Option<usize>,
+    /// `config.kubernetes.io/depends-on` another regular object (lower index).
+    pub depends_on: Option<usize>,
+    /// Owners (lower regular indices); the first is the controller when `controller`.
+    pub owners: Vec<usize>,
+    pub controller: bool,
+    /// In the new desired set of its stacks (the orphans entry point).
+    pub desired: bool,
+}
+
+/// Which entry point runs on the world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// `prune TYPE/NAME`: tear the stack down.
+    Teardown,
+    /// `prune --tracker PRESET=VALUE` with the stack's record and a new desired set.
+    Orphans,
+}
+
+/// A generated world and what runs on it.
+#[derive(Debug, Clone)]
+pub struct World {
+    pub stacks: Vec<Stack>,
+    pub objects: Vec<Object>,
+    /// The stack named.
+    pub named: usize,
+    /// Name the ApplySet parent's copy instead (when the named stack has one).
+    pub name_copy: bool,
+    pub entry: Entry,
+}
+
+fn stack() -> impl Strategy<Value = Stack> {
+    (
+        prop_oneof![
+            Just(Tool::Flux),
+            Just(Tool::FluxHelm),
+            Just(Tool::Kpt),
+            Just(Tool::ApplySet),
+            Just(Tool::ArgoCd)
+        ],
+        any::<bool>(),
+        prop_oneof![
+            3 => Just(None),
+            1 => Just(Some("Orphan")),
+            1 => Just(Some("Delete")),
+            1 => Just(Some("MirrorPrune")),
+            1 => Just(Some("WaitForTermination")),
+        ],
+        prop::bool::weighted(0.8),
+        prop::collection::vec(
+            prop_oneof![
+                3 => Just("deployed"),
+                1 => Just("superseded"),
+                1 => Just("failed"),
+                1 => Just("pending-upgrade")
+            ],
+            0..3,
+        ),
+        any::<u8>(),
+        any::<bool>(),
+        prop::bool::weighted(0.3),
+        prop::collection::vec(0..STACKS, 0..2),
+    )
+        .prop_map(
+            |(tool, prune, policy, has_record, revisions, kinds, extra_namespaces, copy, depends_on)| Stack {
+                tool,
+                prune: prune || policy.is_none() && has_record,
+                policy,
+                has_record,
+                revisions,
+                kinds: kinds | 1,
+                extra_namespaces,
+                copy,
+                depends_on,
+            },
+        )
+}
+
+fn object(shape: Shape) -> impl Strategy<Value = Object> {
+    (
+        (
+            prop::bool::weighted(if matches!(shape, Shape::ConfigMap | Shape::Gizmo { .. }) {
+                1.0
+            } else {
+                0.7
+            }),
+            prop::bool::weighted(0.3),
+            prop::collection::vec(0..STACKS, 0..3),
+            prop::bool::weighted(0.8),
+            any::<u8>(),
+            prop::option::weighted(
+                0.15,
+                prop_oneof![
+                    Just(Foreign::Helm),
+                    Just(Foreign::ArgoCd),
+                    Just(Foreign::Kapp),
+                    Just(Foreign::FluxV1),
+                    Just(Foreign::Kpt)
+                ],
+            ),
+        ),
+        (
+            prop::option::weighted(0.15, 0..KEEP_MARKERS.len()),
+            prop::option::weighted(0.25, 0..OBJECTS),
+            prop::collection::vec(0..OBJECTS, 0..3),
+            any::<bool>(),
+            prop::bool::weighted(0.6),
+        ),
+    )
+        .prop_map(
+            move |(
+                (present, in_team, mut marks, in_record, stray, foreign),
+                (keep, depends_on, owners, controller, desired),
+            )| {
+                marks.sort();
+                marks.dedup();
+                // What a torn-down Namespace holds is often nobody's (a cascade victim).
+                if in_team && stray & 0x80 != 0 {
+                    marks.clear();
+                }
+                let own: u8 = marks.iter().fold(0, |bits, s| bits | 1 << s);
+                // Mostly its stacks' records list it; sometimes another record lists it too
+                // (it lost the mark: a record the tool no longer acts on).
+                let recorded = if in_record { own } else { 0 } | (stray & 0xf0) >> 4 & (stray & 0x0f);
+                Object {
+                    shape,
+                    // Only the operator and the Namespace may be missing.
+                    present: present || matches!(shape, Shape::ConfigMap | Shape::Gizmo { .. }),
+                    in_team,
+                    marks,
+                    recorded,
+                    foreign,
+                    keep,
+                    depends_on,
+                    owners,
+                    controller,
+                    desired,
+                }
+            },
+        )
+}
+
+/// The world generator.
+pub fn world() -> impl Strategy<Value = World> {
+    let regular = prop::collection::vec(
+        prop_oneof![
+            3 => Just(Shape::ConfigMap),
+            1 => Just(Shape::Gizmo { slashless: false }),
+            1 => Just(Shape::Gizmo { slashless: true }),
+        ]
+        .prop_flat_map(object),
+        OBJECTS,
+    );
+    (
+        prop::collection::vec(stack(), STACKS),
+        regular,
+        (object(Shape::Crd), object(Shape::Operator), object(Shape::Namespace)),
+        0..STACKS,
+        prop::bool::weighted(0.2),
+        prop_oneof![3 => Just(Entry::Teardown), 1 => Just(Entry::Orphans)],
+        prop::bool::weighted(0.3),
+    )
+        .prop_map(
+            |(mut stacks, mut objects, (crd, operator, namespace), named, name_copy, entry, focus)| {
+                for (index, stack) in stacks.iter_mut().enumerate() {
+                    stack.depends_on.retain(|d| *d < index);
+                    stack.depends_on.dedup();
+                }
+                let tools: Vec<Tool> = stacks.iter().map(|s| s.tool).collect();
+                for stack in stacks.iter_mut() {
+                    stack
+                        .depends_on
+                        .retain(|d| tools[*d] == stack.tool && matches!(stack.tool, Tool::Flux | Tool::FluxHelm));
+                }
+                for (index, object) in objects.iter_mut().enumerate() {
+                    object.owners.retain(|o| *o < index);
+                    object.owners.dedup();
+                    object.depends_on = object.depends_on.filter(|target| *target < index);
+                }
+                let mut crd = crd;
+                if crd.controller {
+                    // Mostly the operator's stack ships its CRD (what infers the finalizer edge).
+                    crd.marks = operator.marks.clone();
+                    crd.recorded = operator.recorded;
+                }
+                for mut special in [crd, operator, namespace] {
+                    special.in_team = false;
+                    special.marks.truncate(1); // one stack's CRD, operator, Namespace
+                    special.owners.clear();
+                    special.depends_on = None;
+                    objects.push(special);
+                }
+                if focus {
+                    // Most of the world is the named stack's: whole teardowns, with the order
+                    // among what they delete (custom resources before their operator) at stake.
+                    for object in objects.iter_mut().filter(|o| !o.marks.is_empty()) {
+                        object.marks = vec![named];
+                        object.recorded |= 1 << named;
+                    }
+                }
+                let name_copy = name_copy && stacks[named].tool == Tool::ApplySet && stacks[named].copy;
+                World {
+                    stacks,
+                    objects,
+                    named,
+                    name_copy,
+                    entry,
+                }
+            },
+        )
+}
+
+pub fn stack_name(index: usize) -> String {
+    format!("s{index}")
+}
+
+/// The kpt inventory id of stack `index`.
+pub fn inventory_id(index: usize) -> String {
+    format!("inv-s{index}")
+}
+
+impl World {
+    /// The identity of object `index`.
+    pub fn id(&self, index: usize) -> ObjectId {
+        let object = &self.objects[index];
+        let namespace = if object.in_team { TEAM } else { APP };
+        let name = format!("o{index}");
+        match object.shape {
+            Shape::ConfigMap => ObjectId::new("", "ConfigMap", Some(namespace), &name),
+            Shape::Gizmo { .. } => ObjectId::new(OPS, "Gizmo", Some(namespace), &name),
+            Shape::Crd => ObjectId::new(CRD, "CustomResourceDefinition", None, &format!("gizmos.{OPS}")),
+            Shape::Operator => ObjectId::new("apps", "Deployment", Some("ops"), "operator"),
+            Shape::Namespace => ObjectId::new("", "Namespace", None, TEAM),
+        }
+    }
+
+    /// The indices of the objects that exist.
+    pub fn present(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.objects.len()).filter(|i| self.objects[*i].present)
+    }
+
+    /// The identity of stack `index`'s tracking object.
+    pub fn tracker_id(&self, index: usize) -> ObjectId {
+        let name = stack_name(index);
+        match self.stacks[index].tool {
+            Tool::Flux => ObjectId::new(FLUX, "Kustomization", Some(FLUX_NS), &name),
+            Tool::FluxHelm => ObjectId::new(FLUX_HR, "HelmRelease", Some(APP), &name),
+            Tool::Kpt if self.stacks[index].has_record => ObjectId::new("kpt.dev", "ResourceGroup", Some(APP), &name),
+            Tool::Kpt => ObjectId::new("", "ConfigMap", Some(APP), &name),
+            Tool::ApplySet => ObjectId::new("", "Secret", Some(APP), &name),
+            Tool::ArgoCd => ObjectId::new(ARGO, "Application", Some(ARGO_NS), &name),
+        }
+    }
+
+    /// The ApplySet id of stack `index` (its parent's own).
+    pub fn applyset_id(&self, index: usize) -> String {
+        applyset_id(&stack_name(index), APP, "Secret", "")
+    }
+
+    /// Whether stack `stack`'s record lists object `index` (not for ApplySet: see `applyset_holds`).
+    pub fn recorded(&self, stack: usize, index: usize) -> bool {
+        self.objects[index].recorded & 1 << stack != 0
+    }
+
+    /// The object's labels and annotations.
+    pub fn marks_of(&self, index: usize) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+        let object = &self.objects[index];
+        let id = self.id(index);
+        let mut labels = BTreeMap::new();
+        let mut annotations = BTreeMap::new();
+        for &stack in &object.marks {
+            let name = stack_name(stack);
+            match self.stacks[stack].tool {
+                Tool::Flux => {
+                    labels.insert(format!("{FLUX}/name"), name);
+                    labels.insert(format!("{FLUX}/namespace"), FLUX_NS.into());
+                }
+                Tool::FluxHelm => {
+                    labels.insert(format!("{FLUX_HR}/name"), name.clone());
+                    labels.insert(format!("{FLUX_HR}/namespace"), APP.into());
+                    annotations.insert("meta.helm.sh/release-name".into(), name);
+                    annotations.insert("meta.helm.sh/release-namespace".into(), APP.into());
+                    labels.insert("app.kubernetes.io/managed-by".into(), "Helm".into());
+                }
+                Tool::Kpt => {
+                    annotations.insert("config.k8s.io/owning-inventory".into(), inventory_id(stack));
+                }
+                Tool::ApplySet => {
+                    labels.insert("applyset.kubernetes.io/part-of".into(), self.applyset_id(stack));
+                }
+                // argo-cd `util/argo/resource_tracking.go`: `<app>:<group>/<Kind>:<namespace>/<name>`.
+                Tool::ArgoCd => {
+                    let named = if self.recorded(stack, index) {
+                        id.name.clone()
+                    } else {
+                        "copied-from".into()
+                    };
+                    annotations.insert(
+                        "argocd.argoproj.io/tracking-id".into(),
+                        format!(
+                            "{name}:{}/{}:{}/{named}",
+                            id.group,
+                            id.kind,
+                            id.namespace.as_deref().unwrap_or("")
+                        ),
+                    );
+                }
+            }
+        }
+        let namespace = id.namespace.clone().unwrap_or_default();
+        match object.foreign {
+            Some(Foreign::Helm) => {
+                annotations.insert("meta.helm.sh/release-name".into(), "other".into());
+                annotations.insert("meta.helm.sh/release-namespace".into(), APP.into());
+            }
+            Some(Foreign::ArgoCd) => {
+                annotations.insert(
+                    "argocd.argoproj.io/tracking-id".into(),
+                    format!("other:{}/{}:{namespace}/{}", id.group, id.kind, id.name),
+                );
+            }
+            Some(Foreign::Kapp) => {
+                labels.insert("kapp.k14s.io/app".into(), "1700000000".into());
+                annotations.insert(
+                    "kapp.k14s.io/identity".into(),
+                    format!("v1;{namespace}/{}/{}/{};v1", id.group, id.kind, id.name),
+                );
+            }
+            Some(Foreign::FluxV1) => {
+                labels.insert("flux.weave.works/stack".into(), "other".into());
+            }
+            Some(Foreign::Kpt) => {
+                annotations.insert("config.k8s.io/owning-inventory".into(), "inv-other".into());
+            }
+            None => {}
+        }
+        if let Some(keep) = object.keep {
+            let (label, key, value) = KEEP_MARKERS[keep];
+            let map = if label { &mut labels } else { &mut annotations };
+            map.insert(key.into(), value.into());
+        }
+        if let Some(target) = object.depends_on {
+            let target = self.id(target);
+            annotations.insert(
+                "config.kubernetes.io/depends-on".into(),
+                format!(
+                    "{}/namespaces/{}/{}/{}",
+                    target.group,
+                    target.namespace.unwrap_or_default(),
+                    target.kind,
+                    target.name
+                ),
+            );
+        }
+        (labels, annotations)
+    }
+
+    /// The finalizers of object `index`.
+    pub fn finalizers(&self, index: usize) -> Vec<String> {
+        match self.objects[index].shape {
+            Shape::Gizmo { slashless: false } => vec![format!("{OPS}/cleanup")],
+            Shape::Gizmo { slashless: true } => vec![format!("gizmos.{OPS}")],
+            _ => Vec::new(),
+        }
+    }
+
+    /// `uid-<namespace>-<name>` of an object.
+    pub fn uid(id: &ObjectId) -> String {
+        format!("uid-{}-{}-{}", id.kind, id.namespace.as_deref().unwrap_or("-"), id.name)
+    }
+
+    /// The Flux inventory entry id of an object (`<ns>_<name>_<group>_<Kind>`).
+    pub fn flux_entry(id: &ObjectId) -> String {
+        format!(
+            "{}_{}_{}_{}",
+            id.namespace.as_deref().unwrap_or(""),
+            id.name,
+            id.group,
+            id.kind
+        )
+    }
+
+    /// The objects stack `stack`'s record lists (for a HelmRelease: its latest revision).
+    pub fn record(&self, stack: usize) -> Vec<ObjectId> {
+        self.present()
+            .filter(|&i| self.recorded(stack, i))
+            .map(|i| self.id(i))
+            .collect()
+    }
+
+    /// The whole object of stack `index`'s tracking object (and of its ApplySet copy).
+    pub fn tracker_body(&self, index: usize) -> Value {
+        let stack = &self.stacks[index];
+        let id = self.tracker_id(index);
+        let mut object = json!({
+            "apiVersion": api_version(&id.group, &id.kind),
+            "kind": id.kind,
+            "metadata": {"name": id.name, "namespace": id.namespace, "uid": World::uid(&id)},
+        });
+        let depends: Vec<Value> = stack
+            .depends_on
+            .iter()
+            .map(|d| json!({"name": stack_name(*d)}))
+            .collect();
+        match stack.tool {
+            Tool::Flux => {
+                object["spec"] = json!({"prune": stack.prune, "interval": "10m", "sourceRef": {"kind": "GitRepository", "name": "repo"}, "dependsOn": depends});
+                if let Some(policy) = stack.policy {
+                    object["spec"]["deletionPolicy"] = json!(policy);
+                }
+                if stack.has_record {
+                    let entries: Vec<Value> = self
+                        .record(index)
+                        .iter()
+                        .map(|id| json!({"id": World::flux_entry(id), "v": "v1"}))
+                        .collect();
+                    object["status"] = json!({"inventory": {"entries": entries}});
+                }
+            }
+            Tool::FluxHelm => {
+                object["spec"] = json!({"interval": "10m", "chart": {"spec": {"chart": "c"}}, "dependsOn": depends});
+            }
+            Tool::Kpt => {
+                object["metadata"]["labels"] = json!({"cli-utils.sigs.k8s.io/inventory-id": inventory_id(index)});
+                let record = self.record(index);
+                if stack.has_record {
+                    let resources: Vec<Value> = record
+                        .iter()
+                        .map(|id| json!({"group": id.group, "kind": id.kind, "namespace": id.namespace.clone().unwrap_or_default(), "name": id.name}))
+                        .collect();
+                    object["spec"] = json!({"resources": resources});
+                } else {
+                    let data: BTreeMap<String, String> =
+                        record.iter().map(|id| (World::flux_entry(id), String::new())).collect();
+                    object["data"] = json!(data);
+                }
+            }
+            Tool::ArgoCd => {
+                object["metadata"]["finalizers"] = json!(["resources-finalizer.argocd.argoproj.io"]);
+                object["spec"] = json!({"project": "default", "destination": {"server": "https://kubernetes.default.svc"}, "source": {"repoURL": "https://example.com/repo.git", "path": "."}});
+            }
+            Tool::ApplySet => {
+                object["type"] = json!("Opaque");
+                object["metadata"]["labels"] = json!({"applyset.kubernetes.io/id": self.applyset_id(index)});
+                object["metadata"]["annotations"] = json!({
+                    "applyset.kubernetes.io/tooling": "kubectl/v1.32",
+                    "applyset.kubernetes.io/contains-group-kinds": self.applyset_kinds(index).join(","),
+                    "applyset.kubernetes.io/additional-namespaces": self.applyset_extra(index).join(","),
+                });
+            }
+        }
+        object
+    }
+
+    /// `contains-group-kinds` of an ApplySet stack (`Kind.group`, `Kind` for the core group).
+    pub fn applyset_kinds(&self, index: usize) -> Vec<String> {
+        APPLYSET_KINDS
+            .iter()
+            .enumerate()
+            .filter(|(bit, _)| self.stacks[index].kinds & 1 << bit != 0)
+            .map(|(_, (group, kind))| {
+                if group.is_empty() {
+                    kind.to_string()
+                } else {
+                    format!("{kind}.{group}")
+                }
+            })
+            .collect()
+    }
+
+    /// `additional-namespaces` of an ApplySet stack.
+    pub fn applyset_extra(&self, index: usize) -> Vec<String> {
+        if self.stacks[index].extra_namespaces {
+            vec![TEAM.into(), "ops".into()]
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The Helm release Secrets of a HelmRelease stack, as helm stores them. Every revision
+    /// records what the latest one does (older revisions differ only in status here).
+    pub fn release_secrets(&self, index: usize) -> Vec<Value> {
+        let name = stack_name(index);
+        let manifest: String = self
+            .record(index)
+            .iter()
+            .map(|id| {
+                format!(
+                    "---\napiVersion: {}\nkind: {}\nmetadata:\n  name: {}\n{}",
+                    api_version(&id.group, &id.kind),
+                    id.kind,
+                    id.name,
+                    id.namespace
+                        .as_ref()
+                        .map(|ns| format!("  namespace: {ns}\n"))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        let revisions = &self.stacks[index].revisions;
+        revisions
+            .iter()
+            .enumerate()
+            .map(|(at, status)| {
+                let version = at + 1;
+                let body = json!({"name": name, "namespace": APP, "version": version, "info": {"status": status}, "manifest": manifest});
+                json!({
+                    "apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+                    "metadata": {
+                        "name": format!("sh.helm.release.v1.{name}.v{version}"), "namespace": APP,
+                        "labels": {"owner": "helm", "name": name, "status": status, "version": version.to_string()},
+                    },
+                    "data": {"release": helm_release_data(&body)},
+                })
+            })
+            .collect()
+    }
+
+    /// The manifest of object `index`.
+    pub fn object_body(&self, index: usize) -> Value {
+        let id = self.id(index);
+        let (labels, annotations) = self.marks_of(index);
+        let owners: Vec<Value> = self.objects[index]
+            .owners
+            .iter()
+            .enumerate()
+            .map(|(position, owner)| {
+                let owner_id = self.id(*owner);
+                json!({
+                    "apiVersion": api_version(&owner_id.group, &owner_id.kind),
+                    "kind": owner_id.kind, "name": owner_id.name, "uid": World::uid(&owner_id),
+                    "controller": position == 0 && self.objects[index].controller,
+                })
+            })
+            .collect();
+        json!({
+            "apiVersion": api_version(&id.group, &id.kind),
+            "kind": id.kind,
+            "metadata": {
+                "name": id.name, "namespace": id.namespace, "uid": World::uid(&id),
+                "labels": labels, "annotations": annotations,
+                "ownerReferences": owners, "finalizers": self.finalizers(index),
+            },
+        })
+    }
+
+    /// The world as the manifests that make it, then what runs on it, as YAML: a failing case
+    /// prints it so that it can be replayed (`kubectl apply -f`, then the `run` line).
+    pub fn yaml(&self) -> String {
+        let mut documents: Vec<Value> = Vec::new();
+        for index in 0..self.stacks.len() {
+            documents.push(self.tracker_body(index));
+            if self.stacks[index].tool == Tool::ApplySet && self.stacks[index].copy {
+                let mut copy = self.tracker_body(index);
+                copy["metadata"]["name"] = json!(format!("{}-copy", stack_name(index)));
+                copy["metadata"]["uid"] = json!(format!("uid-copy-{index}"));
+                documents.push(copy);
+            }
+            if self.stacks[index].tool == Tool::FluxHelm {
+                documents.extend(self.release_secrets(index));
+            }
+        }
+        documents.extend(self.present().map(|i| self.object_body(i)));
+        let named = self.tracker_id(self.named);
+        let run = match self.entry {
+            Entry::Teardown => format!(
+                "kubectl stack prune {}/{} -n {}",
+                named.kind,
+                named.name,
+                named.namespace.unwrap_or_default()
+            ),
+            Entry::Orphans => {
+                let desired: Vec<String> = self
+                    .present()
+                    .filter(|&i| self.objects[i].desired)
+                    .map(|i| self.id(i).to_string())
+                    .collect();
+                format!(
+                    "kubectl stack prune --tracker for {named}, desired: {}",
+                    desired.join(", ")
+                )
+            }
+        };
+        let copy = if self.name_copy {
+            " (its ApplySet parent's copy)"
+        } else {
+            ""
+        };
+        let mut text = format!("# run: {run}{copy}\n");
+        for document in documents {
+            text.push_str("---\n");
+            text.push_str(&serde_saphyr::to_string(&document).unwrap_or_else(|e| format!("# {e}\n")));
+        }
+        text
+    }
+}
+
+/// `apiVersion` of a kind here.
+pub fn api_version(group: &str, kind: &str) -> String {
+    match (group, kind) {
+        ("", _) => "v1".into(),
+        (FLUX, _) => format!("{FLUX}/v1"),
+        (FLUX_HR, _) => format!("{FLUX_HR}/v2"),
+        ("kpt.dev", _) | (ARGO, _) => format!("{group}/v1alpha1"),
+        (group, _) => format!("{group}/v1"),
+    }
+}
+
+/// Helm's encoding of a release (helm/helm `pkg/storage/driver/util.go` `encodeRelease`:
+/// gzip, then base64; the API's base64 of `data` on top), as `tests/common` writes it.
+pub fn helm_release_data(release: &Value) -> String {
+    use base64::Engine;
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(release.to_string().as_bytes()).expect("gzip in memory");
+    let engine = base64::engine::general_purpose::STANDARD;
+    engine.encode(engine.encode(gz.finish().expect("gzip in memory")))
+}
