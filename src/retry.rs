@@ -499,7 +499,11 @@ mod tests {
             err.to_string().contains("no answer within 70s") || format!("{err:?}").contains("Unanswered"),
             "{err:?}"
         );
-        assert_eq!(started.elapsed(), DEFAULT_ATTEMPT_BOUND + CLIENT_FIRST, "one try, cut at the bound");
+        assert_eq!(
+            started.elapsed(),
+            DEFAULT_ATTEMPT_BOUND + CLIENT_FIRST,
+            "one try, cut at the bound"
+        );
         assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 
