@@ -43,6 +43,7 @@ impl LiveGraph {
         session: &Session,
         victims: Vec<Listed>,
     ) -> Result<Option<HashMap<usize, usize>>, UserError> {
+        let victim_ids: Vec<ObjectId> = victims.iter().map(Listed::id).collect();
         let mut fresh: HashMap<ObjectId, Listed> = HashMap::new();
         for victim in victims {
             if !self.objects.contains_key(&victim.id()) {
@@ -50,7 +51,17 @@ impl LiveGraph {
             }
         }
         if fresh.is_empty() {
-            return Ok(None);
+            // A node already (an untracked object listed as a stayer): now known to die.
+            let marked: Vec<usize> = victim_ids
+                .iter()
+                .filter_map(|id| self.graph.find(id))
+                .filter(|index| !self.graph.victims.contains(index))
+                .collect();
+            if marked.is_empty() {
+                return Ok(None);
+            }
+            self.graph.victims.extend(marked);
+            return Ok(Some((0..self.graph.nodes.len()).map(|i| (i, i)).collect()));
         }
         let mut inputs: Vec<NodeInput> = fresh.values().map(input_from_listed).collect();
         inputs.sort_by(|a, b| a.id.cmp(&b.id));
@@ -78,7 +89,7 @@ impl LiveGraph {
             .victims
             .iter()
             .filter_map(|index| moved.get(index).copied())
-            .chain(fresh.keys().filter_map(|id| graph.find(id)))
+            .chain(victim_ids.iter().filter_map(|id| graph.find(id)))
             .collect();
         self.objects.extend(fresh);
         self.graph = graph;
@@ -236,6 +247,47 @@ async fn list_stayers(session: &Session, gaps: &mut Vec<String>) -> Vec<Listed> 
     found
 }
 
+/// The custom resources of the CRDs among `objects` that carry a finalizer and are not listed
+/// yet: untracked ones (made by hand or by a controller) need the operator their finalizer names
+/// for as long as they stay, so they are stayers too (what stays keeps what it needs). A kind
+/// that cannot be listed is a gap the caller reports.
+async fn finalized_custom_resources(
+    session: &Session,
+    objects: &HashMap<ObjectId, Listed>,
+    gaps: &mut Vec<String>,
+) -> Vec<Listed> {
+    let crds: HashSet<&str> = objects
+        .keys()
+        .filter(|id| id.group == "apiextensions.k8s.io" && id.kind == "CustomResourceDefinition")
+        .map(|id| id.name.as_str())
+        .collect();
+    let mut found = Vec::new();
+    for info in session
+        .catalog
+        .kinds()
+        .iter()
+        .filter(|k| crds.contains(k.crd_name().as_str()))
+    {
+        match list_objects(&session.connection.client, info, None, None).await {
+            Ok(listed) => found.extend(
+                listed
+                    .into_iter()
+                    .map(|o| Listed::new(info.clone(), o.metadata))
+                    .filter(|o| !o.finalizers().is_empty() && !objects.contains_key(&o.id())),
+            ),
+            Err(err) => {
+                tracing::warn!(
+                    "cannot list {}: the operator one of them needs may be deleted ({})",
+                    info.kind_with_group(),
+                    crate::error::root_cause(&err)
+                );
+                gaps.push(info.kind_with_group());
+            }
+        }
+    }
+    found
+}
+
 /// [`graph_of`] with every option.
 pub async fn graph_of_with(
     session: &Session,
@@ -250,6 +302,7 @@ pub async fn graph_of_with(
         stayers,
     } = *options;
     let mut unlisted_stayers = Vec::new();
+    let stayers_wanted = stayers;
     let stayers = if stayers && infer {
         list_stayers(session, &mut unlisted_stayers).await
     } else {
@@ -283,7 +336,15 @@ pub async fn graph_of_with(
         objects.retain(|id, _| kept.contains(id));
     }
     inputs.extend(others);
-    for object in stayers {
+    let finalized = if stayers_wanted && infer {
+        finalized_custom_resources(session, &objects, &mut unlisted_stayers).await
+    } else {
+        Vec::new()
+    };
+    // A finalized custom resource dies if its CRD or Namespace is deleted (a cascade victim, named
+    // and guarded as any other); while they stay, it keeps what it needs.
+    let would_die: Vec<ObjectId> = finalized.iter().map(Listed::id).collect();
+    for object in stayers.into_iter().chain(finalized) {
         if let std::collections::hash_map::Entry::Vacant(slot) = objects.entry(object.id()) {
             inputs.push(input_from_listed(&object));
             slot.insert(object);
@@ -316,6 +377,8 @@ pub async fn graph_of_with(
     let mut graph = build(&inputs, &options);
     let existing = existing_references(session, &graph).await;
     graph.mark_referenced(|id| existing.contains(id));
+    let potential_victims: Vec<usize> = would_die.iter().filter_map(|id| graph.find(id)).collect();
+    graph.victims.extend(potential_victims);
     Ok(LiveGraph {
         graph,
         objects,

@@ -489,6 +489,68 @@ metadata: {{name: o, namespace: {other_ns}, labels: {other7}, finalizers: [{fina
     assert!(!exists("kustomization", Some(&f), "op7"), "{}", pruned.stderr);
 }
 
+/// Review finding F5 (issue 25; property-test finding F2): stack `op5` keeps its CRD (keep
+/// marker) and holds the operator; an untracked custom resource, made by hand, carries the
+/// operator's finalizer. It stays, so it keeps the operator (what stays keeps what it needs):
+/// deleting it later must not hang for good.
+#[test]
+fn an_untracked_custom_resource_that_stays_keeps_its_operator() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm5");
+    let f = flux.0.clone();
+    let app_ns = Namespace::new("gm5-app");
+    let run = unique("gm5");
+    let group = own_group(&run);
+    let resource = format!("gizmos.{group}");
+    let op_ns = format!("{run}-op");
+    let finalizer = format!("{group}/cleanup");
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &app_ns.0);
+    leftovers.object("namespace", &op_ns);
+    leftovers.object("crd", &resource);
+    let op5 = flux_labels("op5", &f);
+    let kept_crd = crd(&group, "Gizmo", "gizmos", &op5).replace(
+        "metadata: {",
+        "metadata: {annotations: {kustomize.toolkit.fluxcd.io/prune: disabled}, ",
+    );
+    apply(&format!(
+        "{}{}{}",
+        kustomization("op5", &f, ""),
+        kept_crd,
+        operator(&op_ns, "controller", &op5),
+    ));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    apply(&format!(
+        "apiVersion: {group}/v1\nkind: Gizmo\nmetadata: {{name: handmade, namespace: {}, finalizers: [{finalizer}]}}\n",
+        app_ns.0
+    ));
+    let pruned = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/op5",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    assert_eq!(pruned.code, 0, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
+    let lines = json_lines(&pruned.stdout);
+    assert_eq!(
+        kept_reason(&lines, "Deployment", "controller"),
+        Some(format!(
+            "needed by Gizmo.{group}/{}/handmade, which is not pruned (inferred: finalizer)",
+            app_ns.0
+        )),
+        "{}",
+        pruned.stdout
+    );
+    assert!(exists("deployment", Some(&op_ns), "controller"), "{}", pruned.stdout);
+    assert!(exists("crd", None, &resource));
+}
+
 /// Case 3: stack `op3` holds a CRD and its operator; an untracked custom resource with the
 /// operator's finalizer lives elsewhere. With `--allow-cascade` it dies with its CRD, so the CRD
 /// (and through it the custom resource) must be gone before the operator is deleted: one wave for
