@@ -289,13 +289,19 @@ mod tests {
     #[test]
     fn endless_and_oversized_plan_files_are_refused_without_reading_them() {
         let started = std::time::Instant::now();
-        let endless = read(Path::new("/dev/zero")).err().map(|e| e.message).unwrap_or_default();
+        let endless = read(Path::new("/dev/zero"))
+            .err()
+            .map(|e| e.message)
+            .unwrap_or_default();
         assert!(endless.contains("is not JSON"), "{endless}");
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
         let dir = std::env::temp_dir().join(format!("plan-bound-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let sparse = dir.join("huge.json");
-        std::fs::File::create(&sparse).unwrap().set_len(MAX_PLAN_BYTES + 1).unwrap();
+        std::fs::File::create(&sparse)
+            .unwrap()
+            .set_len(MAX_PLAN_BYTES + 1)
+            .unwrap();
         let huge = read(&sparse).err().map(|e| e.message).unwrap_or_default();
         assert!(huge.contains("larger than 256 MiB"), "{huge}");
         std::fs::remove_dir_all(&dir).unwrap();

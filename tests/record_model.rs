@@ -321,29 +321,8 @@ fn the_recheck_reads_a_kpt_inventory_again() {
             &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kept, namespace: {n}}}\n"),
         ),
     ]);
-    let dir_text = dir.to_str().unwrap();
     let id = unique("kpt-id");
-    assert_eq!(kpt(&["pkg", "init", dir_text]).code, 0);
-    let init = kpt(&[
-        "live",
-        "init",
-        dir_text,
-        "--namespace",
-        n,
-        "--inventory-id",
-        &id,
-        "--name",
-        "inventory",
-    ]);
-    assert_eq!(init.code, 0, "{}", init.stderr);
-    let applied = kpt(&[
-        "live",
-        "apply",
-        dir_text,
-        "--install-resource-group=false",
-        "--reconcile-timeout=1m",
-    ]);
-    assert_eq!(applied.code, 0, "{}\n{}", applied.stdout, applied.stderr);
+    kpt_live_apply(&dir, n, &id, true);
 
     let child = spawn_stack(&["prune", "-n", n, "resourcegroup/inventory", "--yes", "--timeout", "60s"]);
     wait_until(Duration::from_secs(30), || is_terminating("configmap", n, "slow"));

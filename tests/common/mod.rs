@@ -359,6 +359,28 @@ pub fn kpt(args: &[&str]) -> Run {
     run(command, None)
 }
 
+/// A real `kpt live apply` of the package in `dir`: `kpt pkg init`, `kpt live init` with the
+/// inventory `id` (named `inventory` when `named`, else kpt's own name) in `namespace`, then
+/// `kpt live apply`; every step must succeed.
+pub fn kpt_live_apply(dir: &std::path::Path, namespace: &str, id: &str, named: bool) {
+    let dir = dir.to_str().unwrap();
+    assert_eq!(kpt(&["pkg", "init", dir]).code, 0);
+    let mut init = vec!["live", "init", dir, "--namespace", namespace, "--inventory-id", id];
+    if named {
+        init.extend(["--name", "inventory"]);
+    }
+    let initialised = kpt(&init);
+    assert_eq!(initialised.code, 0, "{}", initialised.stderr);
+    let applied = kpt(&[
+        "live",
+        "apply",
+        dir,
+        "--install-resource-group=false",
+        "--reconcile-timeout=1m",
+    ]);
+    assert_eq!(applied.code, 0, "{}\n{}", applied.stdout, applied.stderr);
+}
+
 /// Marks every field under `properties` as nullable, recursively.
 fn make_nullable(schema: &mut serde_json::Value) {
     if let Some(properties) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) {
