@@ -25,40 +25,7 @@ pub enum Format {
     Json,
 }
 
-/// Plans longer than this many rows show the first [`ROWS_PER_WAVE`] rows of each wave (the
-/// full table with `-o wide`, and always in `--plan-out`).
-pub const SCREENFUL: usize = 40;
-/// The rows of each wave shown when a plan is longer than [`SCREENFUL`].
-pub const ROWS_PER_WAVE: usize = 5;
-
-/// The rows of the plan table; past a screenful (unless `wide`), the first rows of each wave and
-/// a row that says how many more there are.
-pub fn plan_rows(plan: &PrunePlan, wide: bool) -> Vec<Vec<String>> {
-    let shorten = !wide && plan.count() > SCREENFUL;
-    let mut rows = Vec::new();
-    for (wave, targets) in plan.waves.iter().enumerate() {
-        let shown = if shorten { ROWS_PER_WAVE } else { targets.len() };
-        for t in targets.iter().take(shown) {
-            rows.push(vec![
-                (wave + 1).to_string(),
-                t.id.kind_with_group(),
-                t.id.namespace.clone().unwrap_or_default(),
-                t.id.name.clone(),
-                t.why.clone(),
-            ]);
-        }
-        if targets.len() > shown {
-            rows.push(vec![
-                (wave + 1).to_string(),
-                format!("... {} more", targets.len() - shown),
-                String::new(),
-                String::new(),
-                "all rows: -o wide, or --plan-out FILE".to_string(),
-            ]);
-        }
-    }
-    rows
-}
+pub use crate::plan_table::{View, ROWS_PER_WAVE};
 
 /// The summary printed right above the prompt: per wave, the counts by kind; the cascade
 /// victims; the parents; what is kept and why.
@@ -68,10 +35,11 @@ pub fn plan_summary(plan: &PrunePlan) -> String {
         plan.count(),
         plan.waves.len()
     );
+    let names = crate::plan_table::ShortNames::new(plan.waves.iter().flatten());
     for (wave, targets) in plan.waves.iter().enumerate() {
         let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
         for target in targets {
-            *by_kind.entry(target.id.kind_with_group()).or_insert(0) += 1;
+            *by_kind.entry(names.kind(&target.id)).or_insert(0) += 1;
         }
         let counts: Vec<String> = by_kind.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
         text.push_str(&format!("  wave {}: {}\n", wave + 1, counts.join(", ")));
@@ -138,13 +106,13 @@ pub fn pulled_in_text(plan: &PrunePlan) -> String {
 }
 
 /// Prints the plan: the waves, the cascade victims and the parents (stdout), what is kept, the
-/// warnings and the summary (stderr, right above the prompt). `wide` shows every row.
-pub fn print_plan(plan: &PrunePlan, format: Format, wide: bool) -> Result<(), UserError> {
+/// warnings and the summary (stderr, right above the prompt). The table fits the terminal
+/// (`-o wide`: more columns, in full; `--all-rows`: every row).
+pub fn print_plan(plan: &PrunePlan, format: Format, view: View) -> Result<(), UserError> {
     match format {
         Format::Table => {
-            let rows = plan_rows(plan, wide);
-            if !rows.is_empty() {
-                render::emit(&render::table(&["WAVE", "KIND", "NAMESPACE", "NAME", "WHY"], rows))?;
+            if plan.count() > 0 {
+                render::emit(&crate::plan_table::plan_table(plan, view, render::terminal_width()))?;
             }
             render::emit(&cascades_text(&plan.cascades))?;
             render::emit(&parents_text(&plan.parents))?;
@@ -656,7 +624,7 @@ mod tests {
     }
 
     #[test]
-    fn a_long_plan_shows_the_first_rows_of_each_wave_and_a_summary() {
+    fn a_long_plan_ends_with_a_summary() {
         let first: Vec<Target> = (0..1_200).map(|i| target("ConfigMap", &format!("c{i}"))).collect();
         let mut second = vec![target("Secret", "s")];
         second.push(target("ConfigMap", "last"));
@@ -670,19 +638,10 @@ mod tests {
             }],
             ..Default::default()
         };
-        let rows = plan_rows(&plan, false);
-        assert_eq!(rows.len(), ROWS_PER_WAVE + 1 + 2);
-        assert_eq!(rows[ROWS_PER_WAVE][1], "... 1195 more");
-        assert_eq!(plan_rows(&plan, true).len(), 1_202);
         assert_eq!(
             plan_summary(&plan),
             "Plan: 1202 object(s) to delete in 2 wave(s)\n  wave 1: 1200 ConfigMap\n  wave 2: 1 ConfigMap, 1 Secret\n\
 Kept: 1 object(s)\n  ConfigMap/shop/keep (keep marker helm.sh/resource-policy=keep)\n"
         );
-        let short = PrunePlan {
-            waves: vec![vec![target("ConfigMap", "a")]],
-            ..Default::default()
-        };
-        assert_eq!(plan_rows(&short, false).len(), 1);
     }
 }

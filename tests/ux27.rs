@@ -319,3 +319,129 @@ metadata: {{name: held, namespace: {f}, finalizers: [example.com/ux27-hold]}}
         r#"{"metadata":{"finalizers":null}}"#,
     ]);
 }
+
+/// The plan table's rows as a terminal shows them: the lines from the header to the summary.
+fn plan_lines(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .skip_while(|l| !l.starts_with("WAVE"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("Plan: "))
+        .map(|l| l.trim_end().to_string())
+        .collect()
+}
+
+/// Item 11: in an 80-column terminal no row of a teardown's plan wraps: kubectl's short forms
+/// (`Kustomization`, `member of kustomization/usage`) and the widest columns cut to fit. `-o wide`
+/// is more columns (the kind's group, the UID); `--all-rows` every row.
+#[test]
+fn a_plan_fits_an_80_column_terminal() {
+    let _logs = start();
+    ensure_flux_crds();
+    let f = Namespace::new("fit-f");
+    let shop = Namespace::new("fit-s");
+    // Every column in full is 99 columns wide.
+    let long = "storefront-settings-v2";
+    apply(&format!(
+        r#"apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {{name: operator, namespace: {f}}}
+spec: {{prune: true}}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {{name: usage, namespace: {f}}}
+spec: {{prune: true, dependsOn: [{{name: operator}}]}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: settings, namespace: {shop}, labels: {usage}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: {long}, namespace: {shop}, labels: {usage}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: operator-settings, namespace: {f}, labels: {operator}}}
+"#,
+        f = f.0,
+        shop = shop.0,
+        usage = flux_labels("usage", &f.0),
+        operator = flux_labels("operator", &f.0),
+    ));
+    let command = format!(
+        "env KUBECONFIG={} NO_COLOR=1 {} prune -n {} kustomization/operator --dry-run=client",
+        cluster().admin.display(),
+        env!("CARGO_BIN_EXE_kubectl-stack"),
+        f.0
+    );
+    let tmux = Tmux::new();
+    let dir = std::env::temp_dir().join(unique("fit"));
+    std::fs::create_dir_all(&dir).unwrap();
+    tmux.start_sized("fit", &command, &dir.join("fit"), 80);
+    let code = exit_code_in(&dir.join("fit"), std::time::Duration::from_secs(60));
+    let screen = tmux.screen("fit");
+    assert_eq!(code, 0, "{screen}");
+    let rows = plan_lines(&screen);
+    // One line per planned object: the two Kustomizations and their three ConfigMaps.
+    assert_eq!(rows.len(), 5, "a row wrapped:\n{screen}");
+    for row in &rows {
+        assert!(
+            row.starts_with(|c: char| c.is_ascii_digit()),
+            "a row wrapped: {row:?}\n{screen}"
+        );
+        assert!(row.chars().count() <= 80, "{row:?}");
+    }
+    let settings = rows
+        .iter()
+        .find(|r| r.contains(" settings "))
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert!(
+        settings.contains("ConfigMap") && settings.contains("member of k"),
+        "{screen}"
+    );
+    let usage = rows
+        .iter()
+        .find(|r| r.contains(" usage "))
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert!(
+        usage.contains("Kustomization ") && !usage.contains(".fluxcd.io"),
+        "{screen}"
+    );
+    assert!(usage.contains("depends on "), "{screen}");
+    // The long name stays whole: the reason gives way first.
+    assert!(rows.iter().any(|r| r.contains(&format!(" {long} "))), "{screen}");
+    assert!(screen.contains("Plan: 5 object(s) to delete in"), "{screen}");
+
+    // A pipe gets every column in full; -o wide more columns.
+    let args = ["prune", "-n", &f.0, "kustomization/operator", "--dry-run=client"];
+    let piped = stack(&args).expect_code(0);
+    assert!(
+        piped
+            .stdout
+            .contains(&format!("{long}   member of kustomization/usage\n")),
+        "{}",
+        piped.stdout
+    );
+    assert!(
+        piped.stdout.contains("depends on kustomization/operator (dependsOn)\n"),
+        "{}",
+        piped.stdout
+    );
+    let wide = stack(&[&args[..], &["-o", "wide"]].concat()).expect_code(0);
+    let header = wide.stdout.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("UID") && header.contains("FINALIZERS") && header.contains("TRACKED-BY"),
+        "{}",
+        wide.stdout
+    );
+    assert!(
+        wide.stdout.contains(&format!(
+            "depends on Kustomization.kustomize.toolkit.fluxcd.io/{}/operator",
+            f.0
+        )),
+        "{}",
+        wide.stdout
+    );
+}
