@@ -446,7 +446,7 @@ pub fn finish(progress: &Progress, ending: &Ending, format: Format) -> Result<u8
         Outcome::Interrupted { .. } => ("interrupted", exit::INTERRUPTED),
     };
     let blockers = match ending.outcome {
-        Outcome::TimedOut { blockers, .. } => blockers.as_slice(),
+        Outcome::TimedOut { blockers, .. } | Outcome::Interrupted { blockers, .. } => blockers.as_slice(),
         _ => &[],
     };
     match format {
@@ -464,7 +464,7 @@ pub fn finish(progress: &Progress, ending: &Ending, format: Format) -> Result<u8
                 "alreadyGone": gone, "kept": kept, "dropped": dropped, "failed": failed, "wouldDelete": would,
                 "mayStillLand": progress.count(Change::MayStillLand), "notSent": progress.count(Change::NotSent),
                 "blockers": blockers, "suspended": suspended});
-            if let Outcome::Interrupted { wave } = ending.outcome {
+            if let Outcome::Interrupted { wave, .. } = ending.outcome {
                 line["interrupted"] = progress.interrupted_json(*wave);
             }
             render::emit(&render::json_line("summary", line))?
@@ -476,23 +476,44 @@ pub fn finish(progress: &Progress, ending: &Ending, format: Format) -> Result<u8
             "Summary: {deleted} deleted, {terminating} already being deleted, {gone} already gone, {kept} kept, {dropped} dropped by the re-check, {failed} failed.\n"
         ))?,
     }
+    report_ending(progress, ending, format, failed, dropped);
+    report_suspended(&ending.suspended);
+    Ok(code)
+}
+
+/// What is said on stderr after the summary of a run that did not complete: why, what blocks,
+/// what to do next.
+fn report_ending(progress: &Progress, ending: &Ending, format: Format, failed: usize, dropped: usize) {
     match ending.outcome {
         Outcome::DeleteFailed { wave } => {
             crate::say!("error: {failed} delete(s) failed in wave {wave}; later waves were not started (nothing they depend on was deleted)");
             crate::say!("hint: fix the cause above, then run the same command again to continue");
         }
         Outcome::TimedOut { wave, blockers } => {
-            report_blockers(*wave, blockers, ending.wave_timeout);
+            crate::say!(
+                "error: wave {wave} was not gone within {}s; later waves were not started (nothing these objects depend on was deleted)",
+                ending.wave_timeout.as_secs()
+            );
+            report_blockers(blockers);
             report_recreating_parents(blockers, &ending.plan.parents);
         }
         // "interrupted: ..." was said when Ctrl-C came; once is enough.
-        Outcome::Interrupted { wave } => {
+        Outcome::Interrupted { wave, blockers } => {
             if format != Format::Json {
                 crate::say_part!("{}", progress.interrupted_text(*wave));
             }
-            crate::say!(
-                "hint: wave {wave} did not finish and later waves were not started; run the same command again to continue"
-            )
+            if blockers.is_empty() {
+                crate::say!(
+                    "hint: wave {wave} did not finish and later waves were not started; run the same command again to continue"
+                );
+            } else {
+                crate::say!(
+                    "wave {wave} was still waiting for {} object(s); later waves were not started (nothing these objects depend on was deleted):",
+                    blockers.len()
+                );
+                report_blockers(blockers);
+                report_recreating_parents(blockers, &ending.plan.parents);
+            }
         }
         Outcome::Completed if failed > 0 => crate::say!("error: {failed} delete(s) failed"),
         Outcome::Completed if dropped > 0 => {
@@ -501,8 +522,6 @@ pub fn finish(progress: &Progress, ending: &Ending, format: Format) -> Result<u8
         }
         Outcome::Completed => {}
     }
-    report_suspended(&ending.suspended);
-    Ok(code)
 }
 
 /// Lists the objects this run suspended that are still suspended, with the command to resume each.
@@ -519,11 +538,9 @@ pub fn report_suspended(suspended: &[&Suspended]) {
     }
 }
 
-fn report_blockers(wave: usize, blockers: &[Blocker], timeout: Duration) {
-    crate::say!(
-        "error: wave {wave} was not gone within {}s; later waves were not started (nothing these objects depend on was deleted)",
-        timeout.as_secs()
-    );
+/// The objects a wave still waits for, as a table, with the commands that inspect them and the
+/// hint to run the same command again.
+fn report_blockers(blockers: &[Blocker]) {
     let rows: Vec<Vec<String>> = blockers
         .iter()
         .map(|b| {

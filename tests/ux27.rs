@@ -445,3 +445,73 @@ metadata: {{name: operator-settings, namespace: {f}, labels: {operator}}}
         wide.stdout
     );
 }
+
+/// Item 12: Ctrl-C in a terminal while a wave waits for an object held by a finalizer: the
+/// "interrupted" line once, then, as after a timeout, the blockers, the command that inspects
+/// them and the hint to run the same command again; the next wave never starts.
+#[test]
+fn ctrl_c_in_a_terminal_names_the_blockers_once() {
+    let _logs = start();
+    let ns = Namespace::new("ux27-int");
+    let n = &ns.0;
+    let run = unique("int");
+    apply(&format!(
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: held
+  namespace: {n}
+  labels: {{stack-test/run: {run}}}
+  finalizers: [stack-test.example.com/hold]
+  annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/after}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: after, namespace: {n}, labels: {{stack-test/run: {run}}}}}
+"#
+    ));
+    let desired = temp_file(
+        "ux27-int.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desired}\n",
+    );
+    let command = format!(
+        "env KUBECONFIG={} NO_COLOR=1 {} prune -n {n} -l stack-test/run={run} --untracked -f {} --yes --timeout 120s",
+        cluster().admin.display(),
+        env!("CARGO_BIN_EXE_kubectl-stack"),
+        desired.display()
+    );
+    let tmux = Tmux::new();
+    let dir = std::env::temp_dir().join(unique("int"));
+    std::fs::create_dir_all(&dir).unwrap();
+    tmux.start("int", &command, &dir.join("int"));
+    let long = std::time::Duration::from_secs(60);
+    wait_until(long, || tmux.screen("int").contains("waiting for"));
+    tmux.keys("int", &["C-c"]);
+    let code = exit_code_in(&dir.join("int"), long);
+    let screen = tmux.screen("int");
+    release_finalizers("configmap/held", n);
+    assert_eq!(code, 130, "{screen}");
+    let said = screen.matches("interrupted: no new deletes will be started").count();
+    assert_eq!(said, 1, "said once:\n{screen}");
+    assert!(
+        screen.contains("wave 1 was still waiting for 1 object(s); later waves were not started"),
+        "{screen}"
+    );
+    let blockers = screen.split("was still waiting for").nth(1).unwrap_or_default();
+    let row = blockers
+        .lines()
+        .find(|l| l.starts_with("ConfigMap") && l.contains(" held "))
+        .unwrap_or_else(|| panic!("no blockers table:\n{screen}"));
+    assert!(row.contains("stack-test.example.com/hold"), "{screen}");
+    assert!(
+        screen.contains(&format!(
+            "hint: inspect them with: kubectl stack stuck -n {n} configmaps/held"
+        )),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("run the same prune command again to continue"),
+        "{screen}"
+    );
+    assert!(exists("configmap", Some(n), "after"), "the next wave must not start");
+}
