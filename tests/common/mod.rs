@@ -680,8 +680,14 @@ impl Tmux {
 
     /// Starts `command` in a new session; its exit code is written to `exit_file`.
     pub fn start(&self, session: &str, command: &str, exit_file: &std::path::Path) {
+        self.start_sized(session, command, exit_file, 200);
+    }
+
+    /// [`Self::start`] in a terminal of `columns` columns (and 50 lines).
+    pub fn start_sized(&self, session: &str, command: &str, exit_file: &std::path::Path, columns: u16) {
         let script = format!("{command}; echo $? > {}; sleep 600", exit_file.display());
-        let started = self.run(&["new-session", "-d", "-s", session, "-x", "200", "-y", "50", &script]);
+        let columns = columns.to_string();
+        let started = self.run(&["new-session", "-d", "-s", session, "-x", &columns, "-y", "50", &script]);
         assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
     }
 
