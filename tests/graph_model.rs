@@ -14,6 +14,8 @@
 //! Every group, Namespace and cluster-scoped object here has a name of its own run.
 
 mod common;
+#[path = "proxy/mod.rs"]
+mod proxy;
 
 use std::time::Duration;
 
@@ -525,6 +527,31 @@ fn an_untracked_custom_resource_that_stays_keeps_its_operator() {
         "apiVersion: {group}/v1\nkind: Gizmo\nmetadata: {{name: handmade, namespace: {}, finalizers: [{finalizer}]}}\n",
         app_ns.0
     ));
+    // The planning graph lists the custom resources of the stack's CRDs everywhere; a LIST
+    // answered 404 (as when the CRD changes or goes after discovery; CI caught one when another
+    // test deleted its CRD) is settled as on every path: discovery runs afresh and the kind is
+    // listed again, never a refusal for an "unlisted" kind, never taken as empty.
+    let path = format!("/apis/{group}/v1/gizmos");
+    let proxy = proxy::Proxy::start(&["--not-found-at", &format!("{path}=1")]);
+    let planned = stack_as(
+        &proxy.kubeconfig,
+        &["prune", "-n", &f, "kustomization/op5", "--dry-run", "-o", "json"],
+    );
+    assert_eq!(
+        planned.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        planned.stdout, planned.stderr
+    );
+    assert!(
+        proxy.records().iter().any(|r| r.fault() == Some("not-found")),
+        "the proxy answered the LIST 404"
+    );
+    assert!(
+        kept_reason(&json_lines(&planned.stdout), "Deployment", "controller")
+            .is_some_and(|why| why.contains("handmade")),
+        "listed again, the custom resource keeps its operator\n{}",
+        planned.stdout
+    );
     let pruned = stack(&[
         "prune",
         "-n",
@@ -928,7 +955,7 @@ metadata:
         exists("deployment", Some(&alive_ns), "controller")
     });
 
-    let child = spawn_stack(&[
+    let mut child = spawn_stack(&[
         "prune",
         "-n",
         &f,
@@ -939,7 +966,9 @@ metadata:
         "--timeout",
         "60s",
     ]);
-    wait_until(Duration::from_secs(30), || is_terminating("configmap", &op_ns, "first"));
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", &op_ns, "first")
+    });
     let kept = kubectl(&[
         "annotate",
         &resource,

@@ -5,11 +5,10 @@ use serde_json::{json, Value};
 use crate::cli::{list_options, selection};
 use crate::cli::{GlobalArgs, ListArgs, ListOutput};
 use crate::collect::{collect, Listed};
-use crate::discovery::DiskCache;
 use crate::error::{exit, UserError};
 use crate::listing::{gaps, incomplete, status, tracked_by, warn_unlisted};
 use crate::render;
-use crate::session::{cache_root, relist_not_served, resolve_selection, Session};
+use crate::session::{relist_not_served, resolve_selection, Session};
 
 /// Runs `list`.
 pub async fn run(global: &GlobalArgs, args: ListArgs) -> anyhow::Result<u8> {
@@ -24,16 +23,7 @@ pub async fn run(global: &GlobalArgs, args: ListArgs) -> anyhow::Result<u8> {
         list_options(&args.tuning),
     )
     .await;
-    let cache =
-        cache_root(global.cache_dir.as_deref()).map(|root| DiskCache::for_server(&root, &session.connection.server));
-    relist_not_served(
-        &mut session,
-        &mut collection,
-        cache.as_ref(),
-        &selection,
-        list_options(&args.tuning),
-    )
-    .await;
+    relist_not_served(&mut session, &mut collection, &selection, list_options(&args.tuning)).await;
     warn_unlisted(&collection, &session)?;
     if collection.objects.is_empty() && matches!(args.output, ListOutput::Table | ListOutput::Wide) {
         crate::say!("No tracked objects found ({}).", selection.describe());

@@ -514,6 +514,27 @@ pub fn finish(child: std::process::Child) -> Run {
     Run::from(child.wait_with_output().expect("wait for kubectl-stack"))
 }
 
+/// Polls `check` while a command started by [`spawn_stack`] runs: panics with what the command
+/// printed if it ends before `check` holds (a refusal, not a slow cluster), or after `timeout`.
+pub fn wait_while_running(child: &mut std::process::Child, timeout: Duration, mut check: impl FnMut() -> bool) {
+    use std::io::Read;
+    let start = Instant::now();
+    while !check() {
+        if let Ok(Some(status)) = child.try_wait() {
+            let (mut out, mut err) = (String::new(), String::new());
+            if let Some(mut stdout) = child.stdout.take() {
+                let _ = stdout.read_to_string(&mut out);
+            }
+            if let Some(mut stderr) = child.stderr.take() {
+                let _ = stderr.read_to_string(&mut err);
+            }
+            panic!("kubectl-stack ended ({status}) before the condition held\nstdout:\n{out}\nstderr:\n{err}");
+        }
+        assert!(start.elapsed() < timeout, "condition not met within {timeout:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Whether the object is being deleted (has a deletionTimestamp).
 pub fn is_terminating(kind: &str, namespace: &str, name: &str) -> bool {
     !kubectl(&[
