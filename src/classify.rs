@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::collect::Listed;
 use crate::desired::DesiredSet;
 use crate::identity::ObjectId;
-use crate::keep::{self, outside_record, Context, KeepReason, Question};
+use crate::keep::{self, outside_record, ComparedStack, Context, KeepReason, Question};
 use crate::trackers::Tracker;
 
 /// What a tool recorded as applied last: only objects in it can be pruned by that tool.
@@ -104,6 +104,8 @@ pub struct Desired {
     pub recorded: Option<Recorded>,
     /// The tracker the user named, whose tool's rules apply besides the marking tools'.
     pub tracker: Option<Tracker>,
+    /// The stack the desired set describes, when a tracker named one (see [`ComparedStack`]).
+    pub stack: Option<ComparedStack>,
 }
 
 /// Why an object is an orphan.
@@ -196,6 +198,7 @@ impl Desired {
                 tracker: self.tracker.as_ref(),
                 recorded: self.recorded.as_ref(),
                 compared: self.manifests.is_some(),
+                stack: self.stack.as_ref(),
             },
             trackers: None,
         }

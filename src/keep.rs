@@ -19,10 +19,10 @@ use serde::Serialize;
 
 use crate::classify::Recorded;
 use crate::collect::Listed;
-use crate::graph::{full_marks, MemberRecord};
+use crate::graph::{full_mark, full_marks, MemberRecord};
 use crate::identity::ObjectId;
 use crate::policy::{owned_by, tool_keeps};
-use crate::trackers::{keep_marker, MarkValue, Preset, Tracker};
+use crate::trackers::{keep_marker, Mark, MarkValue, Preset, Tracker};
 
 /// Why an object is not deleted (or, in an orphan search, not called an orphan).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -72,7 +72,7 @@ pub enum KeepReason {
     },
     /// No tool tracks it: it only depends on what is torn down.
     Untracked,
-    /// Another stack, not torn down, tracks it too.
+    /// Another stack or tool, whose members this run does not delete, tracks it too.
     TrackedElsewhere {
         /// The other stack's mark.
         mark: String,
@@ -127,7 +127,7 @@ impl fmt::Display for KeepReason {
                 f,
                 "no tool tracks it: it only depends on what is torn down, and is not a teardown's to delete"
             ),
-            KeepReason::TrackedElsewhere { mark } => write!(f, "also tracked by {mark}, which is not torn down"),
+            KeepReason::TrackedElsewhere { mark } => write!(f, "also tracked by {mark}, which this run does not prune"),
             KeepReason::Needed { by, edge } => write!(f, "needed by {by}, which is not pruned ({edge})"),
             KeepReason::Holds { held } => write!(f, "holds {held}, which is not pruned"),
             KeepReason::ContentUnlistable => {
@@ -200,6 +200,90 @@ pub struct Claim<'a> {
     pub unreadable: Option<&'a str>,
 }
 
+/// The stacks a run deletes the members of (a teardown's stacks, or the one stack an orphan
+/// prune compares), by the mark their members carry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TornDown {
+    keys: HashSet<(Preset, MarkValue)>,
+}
+
+impl TornDown {
+    /// The stacks of these tracking objects (see [`crate::graph::owner_mark`]).
+    pub fn new(keys: impl IntoIterator<Item = (Preset, MarkValue)>) -> Self {
+        Self {
+            keys: keys.into_iter().collect(),
+        }
+    }
+
+    /// Whether no stack is torn down (an orphan prune).
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Whether a stack of this tool and name (in any namespace) is torn down.
+    pub fn names(&self, preset: Preset, name: &str) -> bool {
+        self.keys.iter().any(|(p, value)| *p == preset && value.name == name)
+    }
+
+    /// Whether the stack this mark names is torn down. A mark that records no namespace (kpt,
+    /// ApplySet, Argo CD) names its stack by name alone.
+    pub fn covers(&self, mark: &Mark) -> bool {
+        let mark = full_mark(mark.clone());
+        // kustomize-controller and helm-controller delete only what carries both of their owner
+        // labels (fluxcd/pkg `ssa/manager_delete.go`: `Inclusions` as a label selector): a Flux
+        // mark without its namespace label is never theirs to delete.
+        let needs_namespace = matches!(mark.preset, Preset::Flux | Preset::FluxHelm);
+        self.keys.iter().any(|(preset, value)| {
+            *preset == mark.preset
+                && value.name == mark.value.name
+                && (mark.value.namespace.is_none() && !needs_namespace || value.namespace == mark.value.namespace)
+        })
+    }
+}
+
+/// A run deletes an object only when every stack that tracks it is one it deletes the members
+/// of: a teardown's stacks, an orphan prune's stack (whose desired set says nothing of another
+/// stack's or tool's wishes). The
+/// Helm release a torn-down Flux HelmRelease installs counts as that HelmRelease's when its
+/// record names it (the release helm-controller names: fluxcd/helm-controller `api/v2`
+/// `HelmRelease.GetReleaseName` and `GetStorageNamespace`, see
+/// [`crate::graph::MemberRecord::aliases`]); a release only alike in name is another stack.
+pub fn tracked_elsewhere(meta: &ObjectMeta, torn_down: &TornDown) -> Option<KeepReason> {
+    full_marks(meta)
+        .iter()
+        .find(|mark| !torn_down.covers(mark))
+        .map(|mark| KeepReason::TrackedElsewhere { mark: mark.to_string() })
+}
+
+/// The one stack an orphan prune compares with its desired set: the tracker the user named, and
+/// the marks its tool writes under another tool's name (a Flux HelmRelease's Helm release, as its
+/// record names it: see [`MemberRecord::aliases`]).
+#[derive(Debug, Clone)]
+pub struct ComparedStack {
+    /// The tracker named (`--tracker PRESET=VALUE`, its namespace defaulted).
+    pub tracker: Tracker,
+    /// Marks of other tools that are this stack's own.
+    pub aliases: Vec<Mark>,
+}
+
+impl ComparedStack {
+    /// The marks on `meta` that name another stack or tool: an object carries one mark per tool,
+    /// so the named tool's mark is the stack's own when the tracker matches the object.
+    pub fn others(&self, meta: &ObjectMeta) -> Vec<Mark> {
+        let matched = self.tracker.matches(meta);
+        crate::trackers::marks(meta)
+            .into_iter()
+            .filter(|mark| !(matched && mark.preset == self.tracker.preset))
+            .filter(|mark| {
+                !self
+                    .aliases
+                    .iter()
+                    .any(|alias| alias.preset == mark.preset && mark.value.satisfies(&alias.value))
+            })
+            .collect()
+    }
+}
+
 /// What is being asked.
 #[derive(Debug, Clone)]
 pub enum Question<'a> {
@@ -211,6 +295,9 @@ pub enum Question<'a> {
         recorded: Option<&'a Recorded>,
         /// Whether a new desired set was given (a record alone compares with nothing).
         compared: bool,
+        /// The stack the desired set describes, when one was named: what another stack or tool
+        /// also marks is not its alone to prune.
+        stack: Option<&'a ComparedStack>,
     },
     /// Does a member of the stacks torn down go with them? `claims`: those stacks that mark it.
     Teardown {
@@ -233,7 +320,7 @@ pub struct Context<'a> {
 pub type Rule = fn(&Listed, &Context) -> Option<KeepReason>;
 
 /// The chain, in order: the first rule that answers gives the reason.
-pub const CHAIN: [(&str, Rule); 9] = [
+pub const CHAIN: [(&str, Rule); 10] = [
     ("record", outside_record),
     ("terminating", terminating),
     ("owner", owned),
@@ -241,6 +328,7 @@ pub const CHAIN: [(&str, Rule); 9] = [
     ("ambiguous mark", ambiguous),
     ("untracked", untracked),
     ("tool's rules", tool_rules),
+    ("other stacks", marked_elsewhere),
     ("stack's policy", left_by_stack),
     ("record readable", unreadable_record),
 ];
@@ -363,6 +451,26 @@ pub fn untracked(object: &Listed, context: &Context) -> Option<KeepReason> {
     let teardown = matches!(context.question, Question::Teardown { .. });
     let untracked = !crate::trackers::is_tracked(&object.meta) && crate::teardown::tracker_key(object).is_none();
     (teardown && untracked).then_some(KeepReason::Untracked)
+}
+
+/// Rule: an orphan prune of one stack leaves what another stack or tool marks too (see
+/// [`ComparedStack::others`]): that one's desired set was not given, so whether its tool would prune
+/// the object is unknown. A teardown asks the same question over the plan as a whole, as the
+/// stacks it keeps change what is torn down ([`crate::teardown`]).
+pub fn marked_elsewhere(object: &Listed, context: &Context) -> Option<KeepReason> {
+    match &context.question {
+        Question::Orphan {
+            stack: Some(stack),
+            compared: true,
+            ..
+        } => stack
+            .others(&object.meta)
+            .first()
+            .map(|mark| KeepReason::TrackedElsewhere {
+                mark: full_mark(mark.clone()).to_string(),
+            }),
+        _ => None,
+    }
 }
 
 /// Rule: the tracking tools' own rules (Argo CD `Prune=false`, Helm hooks, kapp, Flux v1 gc

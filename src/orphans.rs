@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::classify::{classify, classify_one, Classified, Desired, Recorded, Verdict};
 use crate::cli::{DesiredArgs, ManifestArgs};
 use crate::collect::{collect, Collection, ListOptions, ListScope, Listed};
-use crate::keep::KeepReason;
+use crate::keep::{ComparedStack, KeepReason};
 // Until `warn_unlisted` and the session have their library homes (issue 12, helper `arch`).
 use crate::desired::{validate_identities, DesiredSet, Origin, Scopes};
 use crate::error::{is_not_found, UserError};
@@ -20,7 +20,7 @@ use crate::listing::warn_unlisted;
 use crate::manifest::{load_kustomize, load_paths, Manifest, Reading};
 use crate::policy::is_claim_of;
 use crate::session::{resolve_selection, Session};
-use crate::trackers::{marks, Mark, MarkValue, Preset, Selection};
+use crate::trackers::{marks, Mark, MarkValue, Preset, Selection, Tracker};
 
 /// What `orphans` found: every tracked object with its verdict, and what could not be checked.
 pub struct OrphanReport {
@@ -103,6 +103,7 @@ pub async fn find(
     }
     let desired = Desired {
         manifests: resolved,
+        stack: compared_stack(selection.tracker.as_ref(), &stack),
         recorded: stack.recorded,
         tracker: selection.tracker.clone(),
     };
@@ -545,10 +546,28 @@ async fn stack_judgement(
         Some(recorded) => tracing::info!("the objects {stack_name} marks are compared with {}", recorded.name()),
         None => tracing::warn!("no record read for {stack_name}: the objects it marks are compared by their labels"),
     }
+    let tracker = Tracker {
+        preset: *preset,
+        value: Some(value.clone()),
+    };
     Ok(Desired {
         manifests: Some(resolve_manifests(manifests, session, &stack)),
+        stack: compared_stack(Some(&tracker), &stack),
         recorded: stack.recorded,
         tracker: base.tracker.clone(),
+    })
+}
+
+/// The stack a desired set describes, as the keep chain asks of it: the tracker, and the Helm
+/// release a Flux HelmRelease's record names (its marks are the HelmRelease's own).
+fn compared_stack(tracker: Option<&Tracker>, stack: &StackRecord) -> Option<ComparedStack> {
+    let aliases = stack.helm_release.iter().map(|release| Mark {
+        preset: Preset::Helm,
+        value: release.clone(),
+    });
+    tracker.map(|tracker| ComparedStack {
+        tracker: tracker.clone(),
+        aliases: aliases.collect(),
     })
 }
 

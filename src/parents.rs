@@ -20,8 +20,8 @@ use crate::collect::{api_for, Listed};
 use crate::discovery::KindInfo;
 use crate::graph::full_marks;
 use crate::identity::ObjectId;
+use crate::keep::TornDown;
 use crate::retry::with_retries;
-use crate::safeguards::TornDown;
 use crate::teardown::tracker_key;
 use crate::trackers::{Mark, Preset, FLUX_KINDS};
 

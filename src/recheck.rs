@@ -25,7 +25,7 @@ use crate::execute::{CheckedWave, Target, WaveGuard};
 use crate::graph::MemberRecord;
 use crate::identity::ObjectId;
 use crate::keep::{self, Claim, Context, KeepReason, Question, Trackers};
-use crate::safeguards::{tracked_elsewhere, TornDown};
+use crate::keep::{tracked_elsewhere, TornDown};
 use crate::session::Session;
 use crate::suspend::Suspensions;
 use crate::teardown::{tracker_key, PrunePlan};
@@ -288,10 +288,12 @@ impl Recheck {
         let object = now.filter(|o| o.uid() == target.uid)?;
         let records = self.records_now(target, object, stacks_now);
         let question = match self.torn_down.is_empty() {
+            // A mark added since the plan (another stack's) drops it below.
             true => Question::Orphan {
                 tracker: None,
                 recorded: None,
                 compared: true,
+                stack: None,
             },
             false => Question::Teardown {
                 claims: claims_now(&records),

@@ -6,62 +6,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use kube::core::ObjectMeta;
 
-use crate::graph::{full_mark, full_marks, Edge, EdgeKind, Graph};
+use crate::graph::{Edge, EdgeKind, Graph};
 use crate::identity::ObjectId;
 use crate::keep::KeepReason;
-use crate::trackers::{Mark, MarkValue, Preset};
-
-/// The stacks a teardown tears down, by the mark their members carry.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TornDown {
-    keys: HashSet<(Preset, MarkValue)>,
-}
-
-impl TornDown {
-    /// The stacks of these tracking objects (see [`crate::graph::owner_mark`]).
-    pub fn new(keys: impl IntoIterator<Item = (Preset, MarkValue)>) -> Self {
-        Self {
-            keys: keys.into_iter().collect(),
-        }
-    }
-
-    /// Whether no stack is torn down (an orphan prune).
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
-
-    /// Whether a stack of this tool and name (in any namespace) is torn down.
-    pub fn names(&self, preset: Preset, name: &str) -> bool {
-        self.keys.iter().any(|(p, value)| *p == preset && value.name == name)
-    }
-
-    /// Whether the stack this mark names is torn down. A mark that records no namespace (kpt,
-    /// ApplySet, Argo CD) names its stack by name alone.
-    pub fn covers(&self, mark: &Mark) -> bool {
-        let mark = full_mark(mark.clone());
-        // kustomize-controller and helm-controller delete only what carries both of their owner
-        // labels (fluxcd/pkg `ssa/manager_delete.go`: `Inclusions` as a label selector): a Flux
-        // mark without its namespace label is never theirs to delete.
-        let needs_namespace = matches!(mark.preset, Preset::Flux | Preset::FluxHelm);
-        self.keys.iter().any(|(preset, value)| {
-            *preset == mark.preset
-                && value.name == mark.value.name
-                && (mark.value.namespace.is_none() && !needs_namespace || value.namespace == mark.value.namespace)
-        })
-    }
-}
-
-/// Rule: a teardown deletes an object only when every stack that tracks it is torn down. The
-/// Helm release a torn-down Flux HelmRelease installs counts as that HelmRelease's when its
-/// record names it (the release helm-controller names: fluxcd/helm-controller `api/v2`
-/// `HelmRelease.GetReleaseName` and `GetStorageNamespace`, see
-/// [`crate::graph::MemberRecord::aliases`]); a release only alike in name is another stack.
-pub fn tracked_elsewhere(meta: &ObjectMeta, torn_down: &TornDown) -> Option<KeepReason> {
-    full_marks(meta)
-        .iter()
-        .find(|mark| !torn_down.covers(mark))
-        .map(|mark| KeepReason::TrackedElsewhere { mark: mark.to_string() })
-}
 
 /// Whether an object dies with the plan, as the garbage collector decides: it has owners and
 /// **every** one of them is deleted by the plan or dies with it in turn (by UID, through the
@@ -190,90 +137,9 @@ pub fn token_of_default_account(id: &ObjectId, meta: &ObjectMeta, default_accoun
 mod tests {
     use super::*;
     use crate::graph::{build, BuildOptions, NodeInput};
-    use crate::trackers::{FLUX_HR_NAME, FLUX_HR_NAMESPACE, FLUX_KS_NAME, FLUX_KS_NAMESPACE, HELM_RELEASE_NAME};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     use crate::fixtures::meta;
-
-    fn key(preset: Preset, name: &str, namespace: Option<&str>) -> (Preset, MarkValue) {
-        (
-            preset,
-            MarkValue {
-                name: name.into(),
-                namespace: namespace.map(str::to_string),
-            },
-        )
-    }
-
-    #[test]
-    fn an_object_another_live_stack_tracks_is_kept() {
-        let torn_down = TornDown::new([key(Preset::Flux, "a", Some("flux-system"))]);
-        let only_a = meta(&[(FLUX_KS_NAME, "a"), (FLUX_KS_NAMESPACE, "flux-system")], &[]);
-        assert_eq!(tracked_elsewhere(&only_a, &torn_down), None);
-        let also_h = meta(
-            &[
-                (FLUX_KS_NAME, "a"),
-                (FLUX_KS_NAMESPACE, "flux-system"),
-                (FLUX_HR_NAME, "h"),
-                (FLUX_HR_NAMESPACE, "web"),
-            ],
-            &[],
-        );
-        let why = tracked_elsewhere(&also_h, &torn_down).unwrap().to_string();
-        assert!(why.contains("flux-helm:web/h"), "{why}");
-        let also_kpt = meta(
-            &[(FLUX_KS_NAME, "a"), (FLUX_KS_NAMESPACE, "flux-system")],
-            &[("config.k8s.io/owning-inventory", "inv-1")],
-        );
-        assert!(tracked_elsewhere(&also_kpt, &torn_down)
-            .unwrap()
-            .to_string()
-            .contains("kpt:inv-1"));
-        // Same name, other namespace: another stack.
-        let other_ns = meta(&[(FLUX_KS_NAME, "a"), (FLUX_KS_NAMESPACE, "team-b")], &[]);
-        assert!(tracked_elsewhere(&other_ns, &torn_down).is_some());
-    }
-
-    #[test]
-    fn the_helm_release_of_a_torn_down_helmrelease_is_covered_when_its_record_names_it() {
-        let member = |release: &str| {
-            meta(
-                &[(FLUX_HR_NAME, "h"), (FLUX_HR_NAMESPACE, "web")],
-                &[(HELM_RELEASE_NAME, release), ("meta.helm.sh/release-namespace", "web")],
-            )
-        };
-        // helm-controller named the release `web-h` (targetNamespace `web`): the record says so.
-        let torn_down = TornDown::new([
-            key(Preset::FluxHelm, "h", Some("web")),
-            key(Preset::Helm, "web-h", Some("web")),
-        ]);
-        assert_eq!(tracked_elsewhere(&member("web-h"), &torn_down), None);
-        // Review finding F3: another live release whose name merely ends in `-h` is another stack.
-        let other = tracked_elsewhere(&member("team-h"), &torn_down).map(|r| r.to_string());
-        assert!(other.is_some_and(|why| why.contains("helm:web/team-h")));
-        // No record read: the release is not known to be the HelmRelease's.
-        let unrecorded = TornDown::new([key(Preset::FluxHelm, "h", Some("web"))]);
-        assert!(tracked_elsewhere(&member("h"), &unrecorded).is_some());
-    }
-
-    #[test]
-    fn an_argo_cd_application_is_torn_down_by_its_full_identity() {
-        let tracked = |instance: &str| {
-            meta(
-                &[],
-                &[(
-                    "argocd.argoproj.io/tracking-id",
-                    &format!("{instance}:/ConfigMap:web/x"),
-                )],
-            )
-        };
-        let torn_down = TornDown::new([key(Preset::ArgoCd, "shop", Some("team-a"))]);
-        assert_eq!(tracked_elsewhere(&tracked("team-a_shop"), &torn_down), None);
-        let other = tracked_elsewhere(&tracked("team-b_shop"), &torn_down)
-            .unwrap()
-            .to_string();
-        assert!(other.contains("argocd:team-b/shop"), "{other}");
-    }
 
     #[test]
     fn children_die_with_a_planned_owner_through_the_owner_chain() {

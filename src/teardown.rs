@@ -16,9 +16,10 @@ use crate::graph::{owner_mark, Graph, NodeInput, NodeStatus};
 use crate::graph_output::cycle_path;
 use crate::identity::ObjectId;
 use crate::keep::{self, Claim, KeepReason, Question, Trackers};
+use crate::keep::{tracked_elsewhere, TornDown};
 use crate::parents::find_parents;
 use crate::plan::plan_deletion;
-use crate::safeguards::{dies_with_plan, needed_by_staying, tracked_elsewhere, TornDown};
+use crate::safeguards::{dies_with_plan, needed_by_staying};
 use crate::trackers::{MarkValue, Preset};
 
 pub use closure::{members_of_gone, teardown_closure};
@@ -125,10 +126,12 @@ pub fn plan(
                 true => Question::Teardown {
                     claims: claims(graph, index, &chosen_nodes),
                 },
+                // The orphans were judged (with their stack) when they were classified.
                 false => Question::Orphan {
                     tracker: None,
                     recorded: None,
                     compared: true,
+                    stack: None,
                 },
             },
             trackers: Some(&trackers),

@@ -192,8 +192,8 @@ impl MarkValue {
         }
     }
 
-    /// Whether this mark satisfies what the user asked for (a missing namespace matches any).
-    fn satisfies(&self, wanted: &MarkValue) -> bool {
+    /// Whether this recorded value is the stack `wanted` names (any namespace when it gives none).
+    pub fn satisfies(&self, wanted: &MarkValue) -> bool {
         self.name == wanted.name && (wanted.namespace.is_none() || self.namespace == wanted.namespace)
     }
 }

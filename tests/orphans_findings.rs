@@ -259,6 +259,9 @@ fn a_tracker_value_without_namespace_is_the_current_namespace() {
         "{}",
         helm.stderr
     );
+    // The Kustomization in the current namespace is the one meant: only its object is judged.
+    // Helm's annotations mark it too, so it is no orphan of the Kustomization alone (issue 24,
+    // finding F1: whether Helm would prune it is not known from this desired set).
     let found = stack(&[
         "orphans",
         "-n",
@@ -268,12 +271,15 @@ fn a_tracker_value_without_namespace_is_the_current_namespace() {
         "-f",
         repo.to_str().unwrap(),
         "-o",
-        "name",
+        "json",
+        "--show-skipped",
     ])
-    .expect_code(1);
+    .expect_code(0);
     assert_eq!(
-        found.stdout,
-        format!("clusterrole.rbac.authorization.k8s.io/{release}-{a}\n")
+        skipped(&found),
+        [(format!("{release}-{a}"), "trackedElsewhere".to_string())],
+        "{}",
+        found.stdout
     );
     // No managed-by label on these objects, yet Helm's annotations say what they are.
     let listed = stack(&["list", "--tracker", &format!("helm={release}.{b}"), "-o", "name"]).expect_code(0);

@@ -431,3 +431,69 @@ fn a_record_gone_since_the_plan_drops_its_members() {
     );
     assert!(exists("configmap", Some(f), "kept"), "{}", run.stderr);
 }
+
+/// Property finding F1 (issue 24), on a real producer: `kpt live apply` records `shared` and
+/// `solo`; `shared` also carries the marks of a Flux stack (`other`). An orphan prune of the kpt
+/// inventory with a desired set that lacks both deletes `solo` only: whether Flux would prune
+/// `shared` is unknown (its desired set was not given), so the keep chain's "other stacks" rule
+/// keeps it and names the other mark.
+#[test]
+fn an_orphan_prune_of_one_stack_leaves_what_another_stack_marks_too() {
+    let _logs = start();
+    ensure_resource_group();
+    ensure_flux_crds();
+    let ns = Namespace::new("kpt-shared");
+    let n = &ns.0;
+    let cm = |name: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {n}}}\n");
+    let dir = write_files(&[("shared.yaml", &cm("shared")), ("solo.yaml", &cm("solo"))]);
+    let id = unique("kpt-id");
+    kpt_live_apply(&dir, n, &id, true);
+    apply(&kustomization("other", n, ""));
+    let labelled = kubectl(&[
+        "label",
+        "configmap",
+        "shared",
+        "-n",
+        n,
+        "kustomize.toolkit.fluxcd.io/name=other",
+        &format!("kustomize.toolkit.fluxcd.io/namespace={n}"),
+    ]);
+    assert_eq!(labelled.code, 0, "{}", labelled.stderr);
+    let desired = write_files(&[("new.yaml", &cm("new"))]);
+    let desired = desired.to_str().unwrap();
+    let tracker = format!("kpt={id}");
+    let report = stack(&[
+        "orphans",
+        "-n",
+        n,
+        "--tracker",
+        &tracker,
+        "-f",
+        desired,
+        "-o",
+        "json",
+        "--show-skipped",
+    ])
+    .expect_code(1); // orphans found
+    let document: serde_json::Value = serde_json::from_str(&report.stdout).expect("orphans -o json");
+    let names = |key: &str| -> Vec<String> {
+        document[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| e["name"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(names("orphans"), ["solo"], "{}", report.stdout);
+    let skipped = document["skipped"].as_array().cloned().unwrap_or_default();
+    assert!(
+        skipped.iter().any(|e| e["name"] == "shared"
+            && e["reason"] == "trackedElsewhere"
+            && e["mark"] == format!("flux:{n}/other")),
+        "{}",
+        report.stdout
+    );
+    stack(&["prune", "-n", n, "--tracker", &tracker, "-f", desired, "--yes"]).expect_code(0);
+    assert!(!exists("configmap", Some(n), "solo"));
+    assert!(exists("configmap", Some(n), "shared"));
+}

@@ -23,10 +23,10 @@
 //!
 //! A failing case prints the shrunk world as YAML, to replay against a test cluster.
 //!
-//! Findings on main, left out of the default run and checked with `WORLD_STRICT=F1,F2,F3`:
-//! - F1: an orphan prune under `--tracker PRESET=VALUE` with that stack's record deletes an object
-//!   another stack or tool marks too (`classify` asks the other marks' tools only their
-//!   object-only rules, never whether they would prune it);
+//! Findings on main, left out of the default run and checked with `WORLD_STRICT=F2,F3`:
+//! - F1 (fixed, always checked): an orphan prune under `--tracker PRESET=VALUE` with that stack's
+//!   record deleted an object another stack or tool marks too; the keep chain's "other stacks"
+//!   rule (`keep::marked_elsewhere`) keeps it now;
 //! - F2: a teardown's graph holds tracked objects and stayers only: an untracked object loses what
 //!   it depends on (`config.kubernetes.io/depends-on`) or the operator its finalizer names;
 //! - F3: what stays keeps its needs from the plan only when they are planned themselves: a need
@@ -50,9 +50,9 @@ use kubectl_stack::desired::{DesiredSet, Origin};
 use kubectl_stack::discovery::{Catalog, DiscoverySource, KindInfo};
 use kubectl_stack::graph::{build, BuildOptions, Graph, MemberRecord, NodeInput};
 use kubectl_stack::identity::ObjectId;
-use kubectl_stack::keep::KeepReason;
+use kubectl_stack::keep::{ComparedStack, KeepReason};
 use kubectl_stack::teardown::{members_of_gone, plan, teardown_closure, tracker_key, Kept, Mode, PrunePlan, Snapshot};
-use kubectl_stack::trackers::{is_tracked, MarkValue, Preset, Tracker};
+use kubectl_stack::trackers::{is_tracked, Mark, MarkValue, Preset, Tracker};
 
 use world::oracle::{self, Death};
 use world::{stack_name, Entry, Tool, World, APP, CRD, FLUX, FLUX_HR, FLUX_NS, OPS};
@@ -425,10 +425,26 @@ fn orphans_start(world: &World, cluster: &Cluster) -> Option<Start> {
         .present()
         .filter(|&i| world.objects[i].desired)
         .map(|i| world.id(i));
+    // The stack compared, as `orphans::compared_stack` makes it: the tracker, and a HelmRelease's
+    // Helm release as its record names it.
+    let aliases = match world.stacks[world.named].tool {
+        Tool::FluxHelm => vec![Mark {
+            preset: Preset::Helm,
+            value: MarkValue {
+                name: stack_name(world.named),
+                namespace: Some(APP.to_string()),
+            },
+        }],
+        _ => Vec::new(),
+    };
     let desired = Desired {
         manifests: Some(DesiredSet::from_ids(desired_ids, Origin::Manifests)),
         recorded,
         tracker: Some(tracker.clone()),
+        stack: Some(ComparedStack {
+            tracker: tracker.clone(),
+            aliases,
+        }),
     };
     let mut selected: Vec<Listed> = cluster
         .all
@@ -486,7 +502,8 @@ fn check_allowed(world: &World, planned: &HashSet<ObjectId>) -> Result<(), Strin
         if let Some(index) = world.present().find(|&i| world.id(i) == *id) {
             let allowed = match world.entry {
                 Entry::Teardown => oracle::teardown_allows(world, &torn, index),
-                Entry::Orphans => oracle::orphan_allows(world, index, strict("F1")),
+                // F1 is fixed (keep chain, rule "other stacks"): always checked.
+                Entry::Orphans => oracle::orphan_allows(world, index, true),
             };
             if !allowed {
                 return Err(format!(

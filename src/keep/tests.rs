@@ -33,6 +33,7 @@ fn orphan_question() -> Context<'static> {
             tracker: None,
             recorded: None,
             compared: true,
+            stack: None,
         },
         trackers: None,
     }
@@ -119,6 +120,7 @@ fn an_orphan_search_with_a_record_keeps_what_it_does_not_hold_or_that_lost_its_m
             tracker: None,
             recorded: Some(&recorded),
             compared,
+            stack: None,
         },
         trackers: None,
     };
@@ -297,4 +299,161 @@ fn the_chain_asks_the_record_first_and_the_json_names_the_rule() {
         reason(&flux_marked("a"), &teardown(vec![claim(&stack, Some(&holds))])),
         None
     );
+}
+
+// The stacks a run deletes the members of (moved from the safeguards with `TornDown`).
+
+use crate::trackers::{FLUX_HR_NAME, FLUX_HR_NAMESPACE, FLUX_KS_NAME, FLUX_KS_NAMESPACE, HELM_RELEASE_NAME};
+
+fn key(preset: Preset, name: &str, namespace: Option<&str>) -> (Preset, MarkValue) {
+    (
+        preset,
+        MarkValue {
+            name: name.into(),
+            namespace: namespace.map(str::to_string),
+        },
+    )
+}
+
+#[test]
+fn an_object_another_live_stack_tracks_is_kept() {
+    let torn_down = TornDown::new([key(Preset::Flux, "a", Some("flux-system"))]);
+    let only_a = meta(&[(FLUX_KS_NAME, "a"), (FLUX_KS_NAMESPACE, "flux-system")], &[]);
+    assert_eq!(tracked_elsewhere(&only_a, &torn_down), None);
+    let also_h = meta(
+        &[
+            (FLUX_KS_NAME, "a"),
+            (FLUX_KS_NAMESPACE, "flux-system"),
+            (FLUX_HR_NAME, "h"),
+            (FLUX_HR_NAMESPACE, "web"),
+        ],
+        &[],
+    );
+    let why = tracked_elsewhere(&also_h, &torn_down).unwrap().to_string();
+    assert!(why.contains("flux-helm:web/h"), "{why}");
+    let also_kpt = meta(
+        &[(FLUX_KS_NAME, "a"), (FLUX_KS_NAMESPACE, "flux-system")],
+        &[("config.k8s.io/owning-inventory", "inv-1")],
+    );
+    assert!(tracked_elsewhere(&also_kpt, &torn_down)
+        .unwrap()
+        .to_string()
+        .contains("kpt:inv-1"));
+    // Same name, other namespace: another stack.
+    let other_ns = meta(&[(FLUX_KS_NAME, "a"), (FLUX_KS_NAMESPACE, "team-b")], &[]);
+    assert!(tracked_elsewhere(&other_ns, &torn_down).is_some());
+}
+
+#[test]
+fn the_helm_release_of_a_torn_down_helmrelease_is_covered_when_its_record_names_it() {
+    let member = |release: &str| {
+        meta(
+            &[(FLUX_HR_NAME, "h"), (FLUX_HR_NAMESPACE, "web")],
+            &[(HELM_RELEASE_NAME, release), ("meta.helm.sh/release-namespace", "web")],
+        )
+    };
+    // helm-controller named the release `web-h` (targetNamespace `web`): the record says so.
+    let torn_down = TornDown::new([
+        key(Preset::FluxHelm, "h", Some("web")),
+        key(Preset::Helm, "web-h", Some("web")),
+    ]);
+    assert_eq!(tracked_elsewhere(&member("web-h"), &torn_down), None);
+    // Review finding F3: another live release whose name merely ends in `-h` is another stack.
+    let other = tracked_elsewhere(&member("team-h"), &torn_down).map(|r| r.to_string());
+    assert!(other.is_some_and(|why| why.contains("helm:web/team-h")));
+    // No record read: the release is not known to be the HelmRelease's.
+    let unrecorded = TornDown::new([key(Preset::FluxHelm, "h", Some("web"))]);
+    assert!(tracked_elsewhere(&member("h"), &unrecorded).is_some());
+}
+
+#[test]
+fn an_argo_cd_application_is_torn_down_by_its_full_identity() {
+    let tracked = |instance: &str| {
+        meta(
+            &[],
+            &[(
+                "argocd.argoproj.io/tracking-id",
+                &format!("{instance}:/ConfigMap:web/x"),
+            )],
+        )
+    };
+    let torn_down = TornDown::new([key(Preset::ArgoCd, "shop", Some("team-a"))]);
+    assert_eq!(tracked_elsewhere(&tracked("team-a_shop"), &torn_down), None);
+    let other = tracked_elsewhere(&tracked("team-b_shop"), &torn_down)
+        .unwrap()
+        .to_string();
+    assert!(other.contains("argocd:team-b/shop"), "{other}");
+}
+
+/// Property finding F1 (issue 24): an orphan prune of one named stack leaves what another stack
+/// or tool marks too; the marks its tool writes under another name (a HelmRelease's Helm
+/// release, named by its record) are its own.
+#[test]
+fn an_orphan_prune_of_one_stack_keeps_what_another_stack_or_tool_marks_too() {
+    let named = |text: &str, aliases: Vec<Mark>| ComparedStack {
+        tracker: Tracker::parse(text).expect("tracker"),
+        aliases,
+    };
+    let ask = |object: &Listed, stack: &ComparedStack| {
+        let context = Context {
+            question: Question::Orphan {
+                tracker: Some(&stack.tracker),
+                recorded: None,
+                compared: true,
+                stack: Some(stack),
+            },
+            trackers: None,
+        };
+        marked_elsewhere(object, &context)
+    };
+    let flux = named("flux=apps.flux-system", Vec::new());
+    assert_eq!(ask(&flux_marked("only-flux"), &flux), None);
+    let also_kpt = config_map(
+        "also-kpt",
+        meta(
+            &[(FLUX_NAME, "apps"), (FLUX_NAMESPACE, "flux-system")],
+            &[("config.k8s.io/owning-inventory", "inv-1")],
+        ),
+    );
+    assert_eq!(
+        ask(&also_kpt, &flux),
+        Some(KeepReason::TrackedElsewhere {
+            mark: "kpt:inv-1".to_string()
+        })
+    );
+    // Named from the other side, the same object is the Flux stack's too.
+    let kpt = named("kpt=inv-1", Vec::new());
+    assert!(ask(&also_kpt, &kpt).is_some_and(|r| r.to_string().contains("flux:flux-system/apps")));
+    // The whole chain answers the same, and only with a desired set to compare.
+    let context = Context {
+        question: Question::Orphan {
+            tracker: Some(&flux.tracker),
+            recorded: None,
+            compared: true,
+            stack: Some(&flux),
+        },
+        trackers: None,
+    };
+    assert_eq!(
+        reason(&also_kpt, &context).map(|r| r.rule()),
+        Some("trackedElsewhere".into())
+    );
+    // A HelmRelease's members carry its Helm release's annotations: its own when its record names
+    // the release, another stack's when not.
+    let release_member = config_map(
+        "chart-cm",
+        meta(
+            &[(FLUX_HR_NAME, "h"), (FLUX_HR_NAMESPACE, "web")],
+            &[(HELM_RELEASE_NAME, "web-h"), ("meta.helm.sh/release-namespace", "web")],
+        ),
+    );
+    let release = Mark {
+        preset: Preset::Helm,
+        value: MarkValue {
+            name: "web-h".into(),
+            namespace: Some("web".into()),
+        },
+    };
+    assert_eq!(ask(&release_member, &named("flux-helm=h.web", vec![release])), None);
+    assert!(ask(&release_member, &named("flux-helm=h.web", Vec::new())).is_some());
 }

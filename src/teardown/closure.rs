@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use super::Snapshot;
 use crate::graph::{EdgeKind, Graph, NodeStatus};
-use crate::safeguards::TornDown;
+use crate::keep::TornDown;
 use crate::trackers::{marks, MarkValue, Preset};
 
 /// The named nodes, their members, and everything that depends on any of them through an

@@ -7,8 +7,9 @@ use super::{tracker_key, Kept, Snapshot};
 use crate::discovery::Catalog;
 use crate::graph::full_marks;
 use crate::identity::ObjectId;
+use crate::keep::TornDown;
 use crate::keep::{ambiguous_mark, KeepReason, Trackers};
-use crate::safeguards::{holds_staying, TornDown};
+use crate::safeguards::holds_staying;
 use crate::trackers::Preset;
 
 /// The Namespaces and CRDs among the targets that hold an object that stays: a node of the graph

@@ -190,9 +190,8 @@ pub fn orphan_allows(world: &World, index: usize, strict: bool) -> bool {
         Tool::ApplySet => applyset_holds(world, stack, &world.id(index)),
         Tool::ArgoCd => argocd_deletes(world, stack, index),
     };
-    // `strict: false` leaves out the other marks (finding F1, reported to the lead: under a
-    // named `--tracker` with its record, `classify` calls an object another tool marks an
-    // orphan when the named tool's record says so).
+    // `strict: false` leaves out the other marks (finding F1, fixed: the caller always asks
+    // with `strict: true`).
     !keep_marked(world, index)
         && (!strict || !marking.other && marking.stacks == [stack])
         && marking.stacks.contains(&stack)
