@@ -519,6 +519,11 @@ pub struct DesiredArgs {
     /// objects can be orphans).
     #[arg(long)]
     pub untracked: bool,
+    /// The desired set is what the stack's tool built (`flux build kustomization NAME --path
+    /// DIR`): its names are the tool's own, so a Kustomization that renames what it builds
+    /// (spec.namePrefix, nameSuffix, patches, components, postBuild) can be compared with it.
+    #[arg(long = "as-built")]
+    pub as_built: bool,
 }
 
 /// `kubectl stack orphans`.

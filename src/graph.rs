@@ -23,7 +23,9 @@ use crate::identity::ObjectId;
 pub use build::{build, merge_duplicates};
 pub use declared::{malformed_annotations, parse_depends_on, KappRule};
 pub(crate) use memberships::object_meta;
-pub use memberships::{flux_inventory_of, full_mark, full_marks, orphans_members, owner_mark, tracked_by_any};
+pub use memberships::{
+    flux_acts_elsewhere, flux_inventory_of, full_mark, full_marks, orphans_members, owner_mark, tracked_by_any,
+};
 pub use victims::VictimOrder;
 
 /// kpt / cli-utils explicit dependency annotation.

@@ -101,6 +101,9 @@ pub struct Inventory {
     /// The namespace the tool gives a namespaced object written without one: a Helm release's
     /// namespace (Helm builds the manifests with it as the default namespace).
     pub default_namespace: Option<String>,
+    /// Why the names the tool applies are not those of a desired set read from files (see
+    /// [`StackRecord::renamed_by`]).
+    pub renamed_by: Option<String>,
 }
 
 /// What the stack a `--tracker` names records: its tool's record, when it keeps one, and the
@@ -116,6 +119,9 @@ pub struct StackRecord {
     /// A Flux HelmRelease's Helm release (its name and storage namespace, as helm-controller
     /// names it): its marks are the HelmRelease's own.
     pub helm_release: Option<MarkValue>,
+    /// Why the names its tool applies are not those of a desired set read from files (a Flux
+    /// Kustomization that builds with `spec.namePrefix`, ...: see [`refuse_renamed`]).
+    pub renamed_by: Option<String>,
 }
 
 impl StackRecord {
@@ -138,6 +144,7 @@ impl From<Inventory> for StackRecord {
             target_namespace: inventory.target_namespace,
             default_namespace: inventory.default_namespace,
             helm_release: None,
+            renamed_by: inventory.renamed_by,
         }
     }
 }
@@ -155,10 +162,13 @@ pub async fn load(reference: &InventoryRef, session: &Session) -> Result<Invento
                 UserError::failed(format!("Kustomization {namespace}/{name} not found"))
                     .hint("check the name and namespace (`kubectl get kustomizations -A`)")
             })?;
-            stack.inventory.ok_or_else(|| {
+            let renamed_by = flux_comparison(&stack, name, &namespace)?;
+            let mut inventory = stack.inventory.ok_or_else(|| {
                 UserError::failed(format!("Kustomization {namespace}/{name} has no status.inventory"))
                     .hint("Flux records an inventory once a reconciliation succeeded; compare with -f/-k and --tracker instead")
-            })
+            })?;
+            inventory.renamed_by = renamed_by;
+            Ok(inventory)
         }
         InventoryRef::Kpt { id } => load_kpt(session, id).await,
         InventoryRef::Helm { name, namespace } => {
@@ -254,22 +264,14 @@ async fn record_as(
         .unwrap_or_else(|| session.connection.namespace.clone());
     let found = match preset {
         Preset::Flux => {
-            let stack = read_flux(session, &value.name, &namespace).await?;
-            if stack.as_ref().is_some_and(|stack| stack.prune_disabled) {
-                return Err(prunes_nothing(&format!(
-                    "Kustomization {namespace}/{} has spec.prune: false: Flux deletes nothing it applied",
-                    value.name
-                )));
-            }
-            if let Some(stack) = stack.as_ref().filter(|stack| !stack.renames.is_empty()) {
-                return Err(UserError::refused(format!(
-                    "Kustomization {namespace}/{} builds with spec.{}, which -f/-k do not reproduce: the names it applies are not those of the desired set given, and comparing them would call what Flux keeps an orphan",
-                    value.name,
-                    stack.renames.join(", spec.")
-                ))
-                .hint("compare with what Flux built: `flux build kustomization NAME --path DIR > built.yaml`, then -f built.yaml (with --inventory flux=NAME.NAMESPACE)"));
-            }
-            return Ok(stack.map(FluxStack::into_record).unwrap_or_default());
+            let Some(stack) = read_flux(session, &value.name, &namespace).await? else {
+                return Ok(StackRecord::default());
+            };
+            let renamed_by = flux_comparison(&stack, &value.name, &namespace)?;
+            return Ok(StackRecord {
+                renamed_by,
+                ..stack.into_record()
+            });
         }
         Preset::FluxHelm => return flux_helm_record(session, &value.name, &namespace, helm_revision).await,
         Preset::Helm => load_helm(session, &value.name, &namespace, helm_revision).await,
@@ -301,7 +303,42 @@ async fn record_as(
 
 /// A stack whose tool prunes nothing: none of its objects is an orphan (refused when named,
 /// never an orphan under `-l`).
-fn prunes_nothing(why: &str) -> UserError {
+/// What a Kustomization's spec says of comparing its record with a desired set, the same for
+/// `--tracker flux=` and `--inventory flux=`: with `spec.prune: false` Flux deletes nothing it
+/// applied (refused); a spec that renames what it builds (see [`FluxStack::renames`]) is named,
+/// for [`refuse_renamed`].
+fn flux_comparison(stack: &FluxStack, name: &str, namespace: &str) -> Result<Option<String>, UserError> {
+    if let Some(why) = &stack.acts_elsewhere {
+        return Err(prunes_nothing(why));
+    }
+    if stack.prune_disabled {
+        return Err(prunes_nothing(&format!(
+            "Kustomization {namespace}/{name} has spec.prune: false: Flux deletes nothing it applied"
+        )));
+    }
+    Ok((!stack.renames.is_empty()).then(|| {
+        format!(
+            "Kustomization {namespace}/{name} builds with spec.{}",
+            stack.renames.join(", spec.")
+        )
+    }))
+}
+
+/// A desired set read from files (`-f`/`-k`) is compared with the record of a stack whose tool
+/// renames what it builds only when the user says the files are that tool's own build
+/// (`--as-built`): otherwise the names differ, and everything the tool keeps would be called an
+/// orphan.
+pub fn refuse_renamed(stack: &StackRecord, compared: bool, as_built: bool) -> Result<(), UserError> {
+    match &stack.renamed_by {
+        Some(why) if compared && !as_built => Err(UserError::refused(format!(
+            "{why}, which -f/-k do not reproduce: the names it applies are not those of the desired set given, and comparing them would call what Flux keeps an orphan"
+        ))
+        .hint("compare with what Flux built: `flux build kustomization NAME --path DIR > built.yaml`, then -f built.yaml --as-built")),
+        _ => Ok(()),
+    }
+}
+
+pub(crate) fn prunes_nothing(why: &str) -> UserError {
     UserError::refused(format!("{why}, so nothing of it is an orphan"))
         .hint("prune it with its own tool's rules in mind, or name another stack")
 }
@@ -352,7 +389,7 @@ mod tests {
             recorded: None,
             target_namespace: target.map(str::to_string),
             default_namespace: default.map(str::to_string),
-            helm_release: None,
+            ..StackRecord::default()
         };
         assert_eq!(
             stack(Some("t"), Some("d")).namespace_rule("n"),

@@ -90,6 +90,7 @@ pub async fn find(
     if stack.recorded.is_none() && manifests.is_some() {
         stack = tracker_record(&selection, session).await?;
     }
+    inventory::refuse_renamed(&stack, manifests.is_some(), desired_args.as_built)?;
     resolve_selection(&mut selection, session)?;
     let resolved = manifests.as_deref().map(|manifests| {
         let set = resolve_manifests(manifests, session, &stack);
@@ -135,7 +136,12 @@ pub async fn find(
     let mut digest = DesiredDigest::of(&desired);
     let mut classified = match manifests.as_deref() {
         Some(manifests) if judged_by_labels(&desired) => {
-            classify_by_recorded_stack(&collection.objects, &desired, manifests, session, &mut digest).await
+            let judged = Judged {
+                base: &desired,
+                manifests,
+                as_built: desired_args.as_built,
+            };
+            classify_by_recorded_stack(&collection.objects, &judged, session, &mut digest).await
         }
         _ => classify(&collection.objects, &desired),
     };
@@ -481,20 +487,28 @@ type StackJudgement = Result<Desired, String>;
 /// its labels to decide (as `--tracker` does); one whose record cannot be read makes its
 /// objects unknown, never orphans. An object marked by several such stacks is an orphan only
 /// when each of them would prune it. Objects no such stack marks are judged by `base`.
+/// What each stack's objects are judged against under `-l` alone: the desired set given, and
+/// whether it is the tools' own build (`--as-built`).
+struct Judged<'a> {
+    base: &'a Desired,
+    manifests: &'a [Manifest],
+    as_built: bool,
+}
+
 async fn classify_by_recorded_stack(
     objects: &[Listed],
-    base: &Desired,
-    manifests: &[Manifest],
+    judged: &Judged<'_>,
     session: &Session,
     digest: &mut DesiredDigest,
 ) -> Vec<Classified> {
+    let base = judged.base;
     let mut stacks: HashMap<(Preset, MarkValue), StackJudgement> = HashMap::new();
     let mut classified = Vec::with_capacity(objects.len());
     for object in objects {
         let mut verdicts = Vec::new();
         for key in recorded_stacks_of(object) {
             if !stacks.contains_key(&key) {
-                let judgement = stack_judgement(&key.0, &key.1, base, manifests, session).await;
+                let judgement = stack_judgement(&key.0, &key.1, judged, session).await;
                 if let Ok(desired) = &judgement {
                     digest.add(desired);
                 }
@@ -523,19 +537,15 @@ fn mildest(verdicts: Vec<Classified>) -> Option<Classified> {
 
 /// What the objects of one stack are judged against: its record, with the manifests resolved
 /// in the namespaces its tool gives them.
-async fn stack_judgement(
-    preset: &Preset,
-    value: &MarkValue,
-    base: &Desired,
-    manifests: &[Manifest],
-    session: &Session,
-) -> StackJudgement {
+async fn stack_judgement(preset: &Preset, value: &MarkValue, judged: &Judged<'_>, session: &Session) -> StackJudgement {
     let stack_name = crate::trackers::Mark {
         preset: *preset,
         value: value.clone(),
     }
     .to_string();
-    let stack = match inventory::record_of(*preset, value, session).await {
+    let record = inventory::record_of(*preset, value, session).await;
+    let checked = record.and_then(|stack| inventory::refuse_renamed(&stack, true, judged.as_built).map(|()| stack));
+    let stack = match checked {
         Ok(stack) => stack,
         Err(err) => {
             tracing::warn!("{}: its objects are not called orphans", err.message);
@@ -551,10 +561,10 @@ async fn stack_judgement(
         value: Some(value.clone()),
     };
     Ok(Desired {
-        manifests: Some(resolve_manifests(manifests, session, &stack)),
+        manifests: Some(resolve_manifests(judged.manifests, session, &stack)),
         stack: compared_stack(Some(&tracker), &stack),
         recorded: stack.recorded,
-        tracker: base.tracker.clone(),
+        tracker: judged.base.tracker.clone(),
     })
 }
 

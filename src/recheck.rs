@@ -105,6 +105,9 @@ impl Recheck {
             )
         })?;
         self.catalog = Arc::new(refreshed(&self.catalog, fresh));
+        // One catalog: what the re-check lists through its session (new dependents) sees the
+        // kinds served now.
+        self.session.catalog = self.catalog.clone();
         Ok(())
     }
 
@@ -603,13 +606,8 @@ async fn read_stack(session: &Session, kind: &KindInfo, id: &ObjectId) -> StackN
         ..Default::default()
     };
     let leaves_members = crate::graph::orphans_members(&input);
-    if let Some(ids) = crate::graph::flux_inventory_of(&input) {
-        let name = format!("the status.inventory of {id}");
-        let record = Some(RecordNow::Ids(MemberRecord {
-            ids,
-            name,
-            aliases: Vec::new(),
-        }));
+    if let Some(record) = crate::graph::flux_inventory_of(&input) {
+        let record = Some(RecordNow::Ids(record));
         return StackNow::Read { leaves_members, record };
     }
     let Some((preset, value)) = crate::graph::owner_mark(&input).filter(|(preset, _)| keeps_record_beside(*preset))

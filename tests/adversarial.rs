@@ -67,6 +67,7 @@ metadata:
         "h",
         &format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: own, namespace: {n}}}\n"),
     );
+    set_helm_release_status("h", n, "h", n);
     let run = stack(&["prune", "-n", n, "helmrelease/h", "--yes"]).expect_code(0);
     assert!(!exists("configmap", Some(n), "own"), "{}", run.stderr);
     assert!(exists("configmap", Some(n), "adopted"), "{}", run.stderr);

@@ -222,6 +222,17 @@ fn a_helmrelease_teardown_is_bounded_by_its_release() {
         "web",
         &format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a, namespace: {n}}}\n"),
     );
+    // Review finding (this round) F2: helm-controller uninstalls what the HelmRelease's status
+    // records; one it never installed (no status.storageNamespace) uninstalls nothing
+    // (fluxcd/helm-controller `reconcileReleaseDeletion`), so its teardown deletes no member.
+    let planned = stack(&["prune", "-n", n, "helmrelease/web", "--dry-run"]).expect_code(0);
+    assert!(
+        planned.stderr.contains("records no status.storageNamespace"),
+        "{}",
+        planned.stderr
+    );
+    assert!(!planned.stdout.contains("ConfigMap"), "{}", planned.stdout);
+    set_helm_release_status("web", n, "web", n);
     let run = stack(&["prune", "-n", n, "helmrelease/web", "--yes"]).expect_code(0);
     assert!(!exists("configmap", Some(n), "a"), "{}", run.stderr);
     assert!(exists("configmap", Some(n), "a-copy"), "{}", run.stderr);
@@ -292,11 +303,39 @@ fn a_kustomization_that_renames_what_it_builds_is_not_compared_with_raw_files() 
         &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: web, namespace: {a}}}\n"),
     );
     let tracker = format!("flux=apps.{f}");
-    for command in [&["orphans"][..], &["prune", "--yes"][..]] {
-        let run = stack(&[command, &["-A", "--tracker", &tracker, "-f", repo.to_str().unwrap()]].concat());
-        assert_eq!(run.code, 4, "{command:?}: {}", run.stderr);
-        assert!(run.stderr.contains("spec.namePrefix"), "{command:?}: {}", run.stderr);
+    let repo = repo.to_str().unwrap();
+    // Every way to name the stack meets the same rule: --tracker, --inventory (the same record,
+    // read by the same function), and -l alone (each stack judged by its record).
+    let named: [&[&str]; 3] = [
+        &["--tracker", &tracker],
+        &["--inventory", &tracker],
+        &["-l", "kustomize.toolkit.fluxcd.io/name=apps"],
+    ];
+    for how in named {
+        for command in [&["orphans"][..], &["prune", "--yes"][..]] {
+            let run = stack(&[command, &["-A", "-f", repo], how].concat());
+            if how[0] == "-l" {
+                // The stack is judged unknown: its objects are never orphans.
+                assert_eq!(run.code, 0, "{command:?} {how:?}: {}", run.stderr);
+            } else {
+                assert_eq!(run.code, 4, "{command:?} {how:?}: {}", run.stderr);
+            }
+            assert!(
+                run.stderr.contains("spec.namePrefix"),
+                "{command:?} {how:?}: {}",
+                run.stderr
+            );
+            assert!(exists("configmap", Some(a), "prod-web"), "{command:?} {how:?}");
+        }
     }
+    // What Flux built (`flux build kustomization`), said so with --as-built: compared by name.
+    let built = temp_file(
+        "built.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: prod-web, namespace: {a}}}\n"),
+    );
+    let built = built.to_str().unwrap();
+    stack(&["orphans", "-A", "--inventory", &tracker, "-f", built, "--as-built"]).expect_code(0);
+    stack(&["orphans", "-A", "--inventory", &tracker, "-f", repo, "--as-built"]).expect_code(1);
     assert!(exists("configmap", Some(a), "prod-web"));
 }
 
@@ -496,4 +535,110 @@ fn an_orphan_prune_of_one_stack_leaves_what_another_stack_marks_too() {
     stack(&["prune", "-n", n, "--tracker", &tracker, "-f", desired, "--yes"]).expect_code(0);
     assert!(!exists("configmap", Some(n), "solo"));
     assert!(exists("configmap", Some(n), "shared"));
+}
+
+/// Review findings (this round) F1 and F4: a Kustomization that applies to another cluster
+/// (`spec.kubeConfig`: kustomize-controller `finalize` deletes there) or that its user
+/// suspended (not reconciled: nothing is pruned) prunes nothing here, on either path: its
+/// teardown keeps the local objects that carry its marks, and an orphan prune of it is
+/// refused (exit 4), however it is named.
+#[test]
+fn a_stack_that_prunes_elsewhere_or_not_at_all_prunes_nothing_here() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("elsewhere");
+    let n = &ns.0;
+    let member = |name: &str, stack: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {n}, labels: {}}}\n---\n",
+            flux_labels(stack, n)
+        )
+    };
+    apply(&format!(
+        "{}{}{}{}",
+        kustomization(
+            "remote",
+            n,
+            "prune: true, kubeConfig: {secretRef: {name: prod-kubeconfig}}"
+        ),
+        kustomization("paused", n, "prune: true, suspend: true"),
+        member("remote-cm", "remote"),
+        member("paused-cm", "paused"),
+    ));
+    set_flux_inventory("remote", n, &[format!("{n}_remote-cm__ConfigMap")]);
+    set_flux_inventory("paused", n, &[format!("{n}_paused-cm__ConfigMap")]);
+    let desired = temp_file(
+        "other.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: other, namespace: {n}}}\n"),
+    );
+    let desired = desired.to_str().unwrap();
+    for (stack_name, why) in [("remote", "spec.kubeConfig"), ("paused", "spec.suspend=true")] {
+        let tracker = format!("flux={stack_name}.{n}");
+        for how in [["--tracker", &tracker], ["--inventory", &tracker]] {
+            let run = stack(&[&["prune", "-n", n, "-f", desired, "--yes"][..], &how[..]].concat());
+            assert_eq!(run.code, 4, "{how:?}: {}", run.stderr);
+            assert!(run.stderr.contains(why), "{how:?}: {}", run.stderr);
+        }
+    }
+    let torn = stack(&["prune", "-n", n, "kustomization/remote", "--yes"]).expect_code(0);
+    assert!(torn.stderr.contains("applies to another cluster"), "{}", torn.stderr);
+    assert!(exists("configmap", Some(n), "remote-cm"), "{}", torn.stderr);
+    assert!(exists("configmap", Some(n), "paused-cm"));
+}
+
+/// Review findings (this round) F3 and F5: a record with an entry its tool cannot read is a
+/// record that holds nothing, on every path. kustomize-controller's `inventory.List` fails on a
+/// malformed `status.inventory` entry (fluxcd/kustomize-controller#901), so its `finalize`
+/// deletes nothing; cli-utils' `ConfigMap.Load` fails on a key that does not parse, so neither
+/// `kpt live apply` nor `destroy` acts on any of it. Teardowns keep every member; an orphan prune
+/// of the kpt inventory is refused (exit 4).
+#[test]
+fn a_record_its_tool_cannot_read_holds_nothing() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("unreadable");
+    let n = &ns.0;
+    let labelled = |name: &str, labels: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {n}, labels: {labels}}}\n---\n")
+    };
+    let id = unique("kpt-id");
+    let annotated = |name: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {n}, annotations: {{config.k8s.io/owning-inventory: {id}}}}}\n---\n")
+    };
+    apply(&format!(
+        "{}{}{}{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: inv, namespace: {n}, labels: {{cli-utils.sigs.k8s.io/inventory-id: {id}}}}}\ndata: {{\"{n}_kpt-a__ConfigMap\": \"\", garbage: \"\"}}\n",
+        kustomization("bad", n, "prune: true"),
+        labelled("flux-a", &flux_labels("bad", n)),
+        labelled("flux-b", &flux_labels("bad", n)),
+        annotated("kpt-a"),
+    ));
+    set_flux_inventory("bad", n, &[format!("{n}_flux-a__ConfigMap"), "garbage".to_string()]);
+    let torn = stack(&["prune", "-n", n, "kustomization/bad", "--yes"]).expect_code(0);
+    assert!(torn.stderr.contains("unreadable"), "{}", torn.stderr);
+    let torn = stack(&["prune", "-n", n, "configmap/inv", "--yes"]).expect_code(0);
+    assert!(torn.stderr.contains("garbage"), "{}", torn.stderr);
+    for name in ["flux-a", "flux-b", "kpt-a"] {
+        assert!(exists("configmap", Some(n), name), "{name}");
+    }
+    let desired = temp_file(
+        "other.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: other, namespace: {n}}}\n"),
+    );
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: inv, namespace: {n}, labels: {{cli-utils.sigs.k8s.io/inventory-id: {id}}}}}\ndata: {{\"{n}_kpt-a__ConfigMap\": \"\", garbage: \"\"}}\n"
+    ));
+    let tracker = format!("kpt={id}");
+    let run = stack(&[
+        "prune",
+        "-n",
+        n,
+        "--tracker",
+        &tracker,
+        "-f",
+        desired.to_str().unwrap(),
+        "--yes",
+    ]);
+    assert_eq!(run.code, 4, "{}", run.stderr);
+    assert!(run.stderr.contains("garbage"), "{}", run.stderr);
+    assert!(exists("configmap", Some(n), "kpt-a"));
 }

@@ -50,19 +50,7 @@ pub fn build(inputs: &[NodeInput], options: &BuildOptions) -> Graph {
         graph.inventories = inputs
             .iter()
             .enumerate()
-            .filter_map(|(index, input)| {
-                flux_inventory_of(input).map(|ids| {
-                    let name = format!("the status.inventory of {}", input.id);
-                    (
-                        index,
-                        super::MemberRecord {
-                            ids,
-                            name,
-                            aliases: Vec::new(),
-                        },
-                    )
-                })
-            })
+            .filter_map(|(index, input)| flux_inventory_of(input).map(|record| (index, record)))
             .collect();
     }
     graph.edges.sort_by_key(|e| (e.from, e.to, e.kind));

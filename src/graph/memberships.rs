@@ -111,26 +111,26 @@ fn applyset_parent_id(input: &NodeInput) -> Option<MarkValue> {
 /// history, and `helm.sh/resource-policy: keep` is a keep marker on the object itself.
 pub fn orphans_members(input: &NodeInput) -> Option<String> {
     let kind = (input.id.group.as_str(), input.id.kind.as_str());
-    let flux_kind = matches!(
-        kind,
-        ("kustomize.toolkit.fluxcd.io", "Kustomization") | ("helm.toolkit.fluxcd.io", "HelmRelease")
-    );
-    if !flux_kind {
-        return None;
+    let body = input.body.as_ref()?;
+    let spec = body.get("spec")?;
+    let lifted = input.annotations.contains_key(crate::suspend::SUSPENDED_BY);
+    if let Some(why) = flux_acts_elsewhere(&input.id, body, lifted) {
+        return Some(format!("Flux would orphan it: {why}"));
     }
-    let spec = input.body.as_ref()?.get("spec")?;
-    // A stack its user suspended deletes nothing when it is deleted (fluxcd/kustomize-controller
-    // `finalizerShouldDeleteResources`: `if obj.Spec.Suspend { return false }`; fluxcd/helm-controller
-    // `reconcileDelete`: "skipping Helm uninstall for suspended resource"). A suspension this tool
-    // set (its annotation, see `crate::suspend`) is lifted before the stack goes.
-    let suspended = spec.get("suspend").and_then(Value::as_bool) == Some(true);
-    if suspended && !input.annotations.contains_key(crate::suspend::SUSPENDED_BY) {
-        return Some(format!(
-            "Flux would orphan it: {} is suspended (spec.suspend=true), and Flux deletes nothing of a suspended stack",
-            input.id
-        ));
+    if kind == ("helm.toolkit.fluxcd.io", "HelmRelease") {
+        // helm-controller uninstalls the release its status records, in the storage namespace
+        // its status records; with none it skips the uninstall (fluxcd/helm-controller
+        // `internal/controller/helmrelease_controller.go` `reconcileReleaseDeletion`: "skipping
+        // Helm release uninstallation: no storage namespace configured").
+        let storage = body.pointer("/status/storageNamespace").and_then(Value::as_str);
+        return storage.is_none_or(str::is_empty).then(|| {
+            format!(
+                "Flux would orphan it: {} records no status.storageNamespace (helm-controller never installed it), and helm-controller then skips the uninstall",
+                input.id
+            )
+        });
     }
-    if kind.1 == "HelmRelease" {
+    if kind != ("kustomize.toolkit.fluxcd.io", "Kustomization") {
         return None;
     }
     let policy = spec
@@ -152,19 +152,67 @@ pub fn orphans_members(input: &NodeInput) -> Option<String> {
     }
 }
 
+/// Why a Flux Kustomization or HelmRelease (`body`, the whole object) prunes nothing in this
+/// cluster, on apply or on deletion: a stack its user suspended is not reconciled and deletes
+/// nothing when it is deleted (fluxcd/kustomize-controller `finalizerShouldDeleteResources`: `if
+/// obj.Spec.Suspend { return false }`; fluxcd/helm-controller `reconcileDelete`: "skipping Helm
+/// uninstall for suspended resource"), unless this tool suspended it (`lifted`: the suspension
+/// is lifted before the stack goes, see `crate::suspend`); a stack with `spec.kubeConfig` applies
+/// and deletes in the cluster that kubeconfig names (kustomize-controller `finalize` and
+/// helm-controller `buildRESTClientGetter` build their clients from it): objects here that carry
+/// its marks are look-alikes, not its members. `None` for any other object.
+pub fn flux_acts_elsewhere(id: &ObjectId, body: &Value, lifted: bool) -> Option<String> {
+    let flux_kind = matches!(
+        (id.group.as_str(), id.kind.as_str()),
+        ("kustomize.toolkit.fluxcd.io", "Kustomization") | ("helm.toolkit.fluxcd.io", "HelmRelease")
+    );
+    let spec = body.get("spec").filter(|_| flux_kind)?;
+    if spec.get("suspend").and_then(Value::as_bool) == Some(true) && !lifted {
+        return Some(format!(
+            "{id} is suspended (spec.suspend=true), and Flux prunes nothing of a suspended stack"
+        ));
+    }
+    spec.get("kubeConfig").filter(|config| !config.is_null()).map(|_| {
+        format!(
+            "{id} applies to another cluster (spec.kubeConfig): objects here that carry its marks are not its members"
+        )
+    })
+}
+
 /// A Flux Kustomization's `status.inventory`: on deletion, kustomize-controller's `finalize`
 /// deletes only these (`inventory.List(obj.Status.Inventory)`, fluxcd/kustomize-controller
 /// `internal/controller/kustomization_controller.go`). `None` for anything else, or when the
-/// inventory is missing or has an entry that cannot be read (the labels then decide, as before).
-pub fn flux_inventory_of(input: &NodeInput) -> Option<HashSet<ObjectId>> {
+/// inventory is missing (the labels then decide: see the README's known gaps). An inventory
+/// with an entry that cannot be read is a record that holds nothing: kustomize-controller's
+/// `inventory.List` fails on it (cli-utils `ParseObjMetadata`, e.g. an RBAC name with `_`:
+/// fluxcd/kustomize-controller#901), so its `finalize` deletes nothing.
+pub fn flux_inventory_of(input: &NodeInput) -> Option<super::MemberRecord> {
     if (input.id.group.as_str(), input.id.kind.as_str()) != ("kustomize.toolkit.fluxcd.io", "Kustomization") {
         return None;
     }
     let entries = input.body.as_ref()?.pointer("/status/inventory/entries")?.as_array()?;
-    entries
+    let read: Result<HashSet<ObjectId>, String> = entries
         .iter()
-        .map(|entry| ObjectId::from_flux_inventory_id(entry.get("id")?.as_str()?))
-        .collect()
+        .map(|entry| {
+            let id = entry.get("id").and_then(Value::as_str).unwrap_or_default();
+            ObjectId::from_flux_inventory_id(id).ok_or_else(|| id.to_string())
+        })
+        .collect();
+    let name = format!("the status.inventory of {}", input.id);
+    Some(match read {
+        Ok(ids) => super::MemberRecord {
+            ids,
+            name,
+            aliases: Vec::new(),
+        },
+        Err(entry) => super::MemberRecord {
+            ids: HashSet::new(),
+            name: format!(
+                "{name} (unreadable: entry {entry:?} is not <namespace>_<name>_<group>_<Kind>, and kustomize-controller then deletes nothing)"
+            ),
+            aliases: Vec::new(),
+        },
+    })
 }
 
 /// Keeps the candidates that are tracking objects themselves or tracked by one of `owners` or of
@@ -222,6 +270,50 @@ mod tests {
     use super::*;
     use crate::graph::test_inputs::{ks, node};
     use crate::graph::{build, BuildOptions};
+
+    #[test]
+    fn a_flux_stack_that_is_suspended_or_remote_or_never_installed_leaves_its_members() {
+        let stack = |kind: &str, body: serde_json::Value| {
+            let group = if kind == "HelmRelease" {
+                "helm.toolkit.fluxcd.io"
+            } else {
+                "kustomize.toolkit.fluxcd.io"
+            };
+            let mut input = node(group, kind, Some("flux"), "s");
+            input.body = Some(body);
+            input
+        };
+        let why = |input: &NodeInput| orphans_members(input).unwrap_or_default();
+        let installed = serde_json::json!({"storageNamespace": "web", "history": [{"name": "s"}]});
+        assert_eq!(
+            orphans_members(&stack("Kustomization", serde_json::json!({"spec": {"prune": true}}))),
+            None
+        );
+        assert_eq!(
+            orphans_members(&stack(
+                "HelmRelease",
+                serde_json::json!({"spec": {}, "status": installed})
+            )),
+            None
+        );
+        let remote = serde_json::json!({"spec": {"prune": true, "kubeConfig": {"secretRef": {"name": "k"}}}});
+        assert!(why(&stack("Kustomization", remote)).contains("spec.kubeConfig"));
+        let remote = serde_json::json!({"spec": {"kubeConfig": {"secretRef": {"name": "k"}}}, "status": installed});
+        assert!(why(&stack("HelmRelease", remote)).contains("spec.kubeConfig"));
+        let paused = serde_json::json!({"spec": {"prune": true, "suspend": true}});
+        assert!(why(&stack("Kustomization", paused.clone())).contains("suspended"));
+        // A suspension this tool set is lifted before the stack goes.
+        let mut lifted = stack("Kustomization", paused);
+        lifted
+            .annotations
+            .insert(crate::suspend::SUSPENDED_BY.into(), "kubectl-stack".into());
+        assert_eq!(orphans_members(&lifted), None);
+        assert!(why(&stack("HelmRelease", serde_json::json!({"spec": {}}))).contains("status.storageNamespace"));
+        // Not a Flux stack: no policy.
+        let mut other = node("", "ConfigMap", Some("web"), "c");
+        other.body = Some(serde_json::json!({"spec": {"suspend": true}}));
+        assert_eq!(orphans_members(&other), None);
+    }
 
     #[test]
     fn argo_cd_applications_of_one_name_in_two_namespaces_keep_their_own_members() {

@@ -130,5 +130,6 @@ fn applyset_inventory(object: &DynamicObject, kind: &KindInfo) -> Inventory {
         tracker,
         target_namespace: None,
         default_namespace: None,
+        renamed_by: None,
     }
 }

@@ -23,6 +23,9 @@ pub struct FluxStack {
     /// The fields of its spec that change the names of what it builds and that `-f`/`-k` do not
     /// reproduce (see [`renaming_fields`]).
     pub renames: Vec<&'static str>,
+    /// Why it prunes nothing in this cluster (suspended, `spec.kubeConfig`: see
+    /// [`crate::graph::flux_acts_elsewhere`]).
+    pub acts_elsewhere: Option<String>,
 }
 
 /// The spec fields of a Kustomization that kustomize-controller adds to the build and that can
@@ -58,6 +61,7 @@ impl FluxStack {
             target_namespace: self.target_namespace,
             default_namespace: None,
             helm_release: None,
+            renamed_by: None,
         }
     }
 }
@@ -85,7 +89,9 @@ pub async fn read_flux(session: &Session, name: &str, namespace: &str) -> Result
     };
     let target_namespace = target_namespace_of(&object);
     let prune_disabled = object.data.pointer("/spec/prune").and_then(Value::as_bool) == Some(false);
+    let id = ObjectId::new(group, FLUX_KUSTOMIZATION.1, Some(namespace), name);
     Ok(Some(FluxStack {
+        acts_elsewhere: crate::graph::flux_acts_elsewhere(&id, &object.data, false),
         inventory: flux_inventory(&object, name, namespace, target_namespace.clone())?,
         target_namespace,
         prune_disabled,
@@ -147,6 +153,7 @@ fn flux_inventory(
         tracker,
         target_namespace,
         default_namespace: None,
+        renamed_by: None,
     }))
 }
 

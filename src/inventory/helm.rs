@@ -46,7 +46,22 @@ pub(super) async fn flux_helm_record(
             )))
         }
     };
-    let (release, storage) = helm_release_of(name, namespace, &object.data)?;
+    let id = crate::identity::ObjectId::new(FLUX_HR_GROUP, "HelmRelease", Some(namespace), name);
+    let (release, storage) = match revision {
+        // An upgrade (what an orphan prune compares with) prunes nothing here when the stack is
+        // suspended or applies to another cluster.
+        HelmRevision::LastDeployed => {
+            if let Some(why) = crate::graph::flux_acts_elsewhere(&id, &object.data, false) {
+                return Err(super::prunes_nothing(&why));
+            }
+            helm_release_of(name, namespace, &object.data)?
+        }
+        // An uninstall takes the release its status records (see `uninstalled_release_of`).
+        HelmRevision::Latest => match uninstalled_release_of(&object.data) {
+            Some(found) => found,
+            None => helm_release_of(name, namespace, &object.data)?,
+        },
+    };
     match load_helm(session, &release, &storage, revision).await {
         Ok(found) => {
             let mut record: StackRecord = found.into();
@@ -88,6 +103,22 @@ pub(super) fn helm_release_of(name: &str, namespace: &str, object: &Value) -> Re
     Ok((release, storage))
 }
 
+/// The release helm-controller uninstalls when a HelmRelease is deleted: the latest of its
+/// `status.history`, in `status.storageNamespace` (fluxcd/helm-controller
+/// `internal/reconcile/uninstall.go`: `Status.History.Latest()`; `reconcileReleaseDeletion`
+/// uses the storage namespace of the status, and skips the uninstall without one: see
+/// [`crate::graph::orphans_members`]). `None` when the status records neither.
+fn uninstalled_release_of(object: &Value) -> Option<(String, String)> {
+    let text = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
+    Some((text("/status/history/0/name")?, text("/status/storageNamespace")?))
+}
+
 /// The status label of a release Secret.
 fn release_status(secret: &DynamicObject) -> Option<&str> {
     secret.metadata.labels.as_ref()?.get("status").map(String::as_str)
@@ -110,6 +141,7 @@ fn already_uninstalled(release: &str, namespace: &str, version: u64) -> Inventor
         },
         target_namespace: None,
         default_namespace: Some(namespace.to_string()),
+        renamed_by: None,
     }
 }
 
@@ -233,6 +265,7 @@ pub(super) async fn load_helm(
         },
         target_namespace: None,
         default_namespace: Some(release_namespace),
+        renamed_by: None,
     })
 }
 

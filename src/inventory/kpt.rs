@@ -32,7 +32,19 @@ pub(super) async fn load_kpt(session: &Session, id: &str) -> Result<Inventory, U
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
-        ids.extend(data.keys().filter_map(|key| ObjectId::from_flux_inventory_id(key)));
+        // cli-utils reads every key or none: one that does not parse fails the whole inventory
+        // (kubernetes-sigs/cli-utils `pkg/inventory/inventory.go` `ConfigMap.Load`:
+        // `ParseObjMetadata`), and neither apply nor destroy acts on any of it.
+        for key in data.keys() {
+            let parsed = ObjectId::from_flux_inventory_id(key).ok_or_else(|| {
+                UserError::refused(format!(
+                    "inventory ConfigMap {} holds key {key:?}, which is not <namespace>_<name>_<group>_<Kind>: cli-utils cannot read this inventory and acts on none of it",
+                    where_(&object)
+                ))
+                .hint("fix the inventory with its tool (`kpt live apply`) before pruning its stack")
+            })?;
+            ids.push(parsed);
+        }
     }
     if let Some(groups) = session.catalog.get("kpt.dev", "ResourceGroup") {
         for object in list_labelled(session, groups, &selector).await? {
@@ -81,5 +93,6 @@ pub(super) async fn load_kpt(session: &Session, id: &str) -> Result<Inventory, U
         tracker,
         target_namespace: None,
         default_namespace: None,
+        renamed_by: None,
     })
 }

@@ -642,6 +642,29 @@ pub fn set_flux_inventory(name: &str, namespace: &str, ids: &[String]) {
     assert_eq!(patched.code, 0, "{}", patched.stderr);
 }
 
+/// Writes a HelmRelease's status as helm-controller does once it installed `release` in
+/// `storage` (fluxcd/helm-controller `api/v2` `HelmReleaseStatus`: `storageNamespace`, and
+/// `history` newest first): what it uninstalls when the HelmRelease is deleted.
+pub fn set_helm_release_status(name: &str, namespace: &str, release: &str, storage: &str) {
+    let status = format!(
+        r#"{{"status":{{"storageNamespace":"{storage}","history":[{{"name":"{release}","namespace":"{storage}","version":1,"status":"deployed","chartName":"app","chartVersion":"1.0.0","configDigest":"sha256:0","digest":"sha256:0","firstDeployed":"2026-01-01T00:00:00Z","lastDeployed":"2026-01-01T00:00:00Z"}}]}}}}"#
+    );
+    let patched = kubectl(&[
+        "patch",
+        "helmrelease",
+        name,
+        "-n",
+        namespace,
+        "--subresource",
+        "status",
+        "--type",
+        "merge",
+        "-p",
+        &status,
+    ]);
+    assert_eq!(patched.code, 0, "{}", patched.stderr);
+}
+
 /// The `data.release` of a Helm release Secret: base64 of gzip of the release JSON (helm/helm
 /// `pkg/storage/driver/util.go` `encodeRelease`); the API's own base64 comes on top.
 pub fn helm_release_data(release: &serde_json::Value) -> String {
