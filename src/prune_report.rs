@@ -606,8 +606,13 @@ pub fn stuck_commands(blockers: &[Blocker]) -> Vec<String> {
 
 /// Says where a plan was saved (`--plan-out`), how to run it, and what running it will need.
 pub fn report_saved(path: &std::path::Path, plan: &PrunePlan) {
+    // An orphan plan is run against the desired set it was made from: the same flags again.
+    let same_desired_set = match plan.torn_down.is_empty() {
+        true => " with the same selection and desired set as now (-l/--tracker, -f/-k/--inventory)",
+        false => "",
+    };
     crate::say!(
-        "Plan saved to {}: {} object(s) in {} wave(s); nothing was deleted. Run it with: kubectl stack prune --plan {}",
+        "Plan saved to {}: {} object(s) in {} wave(s); nothing was deleted. Run it with: kubectl stack prune --plan {}{same_desired_set}",
         path.display(),
         plan.count(),
         plan.waves.len(),
