@@ -207,6 +207,14 @@ fn record_of(world: &World, stack: usize, uninstall: bool) -> Result<Option<Reco
     let spec = &world.stacks[stack];
     let tracker = tracker_of(world, stack);
     let ids = || world.record(stack).into_iter().collect();
+    // As `inventory::record_of` reads a Flux stack for an orphan prune: one that is suspended or
+    // applies to another cluster prunes nothing here (refused). A teardown asks the stack's
+    // policy instead (`graph::orphans_members`).
+    let acts_elsewhere =
+        kubectl_stack::graph::flux_acts_elsewhere(&world.tracker_id(stack), &world.tracker_body(stack), false);
+    if !uninstall && acts_elsewhere.is_some() {
+        return Err(());
+    }
     match spec.tool {
         Tool::Flux if !spec.prune => Err(()),
         Tool::Flux if !spec.has_record => Ok(None),

@@ -74,6 +74,20 @@ pub struct Stack {
     pub copy: bool,
     /// Lower stacks of the same Flux kind it depends on (`spec.dependsOn`).
     pub depends_on: Vec<usize>,
+    /// Flux (Kustomization or HelmRelease): prunes nothing here, as `spec.suspend: true` (its
+    /// user suspended it) or `spec.kubeConfig` (it applies to another cluster) say.
+    pub elsewhere: Elsewhere,
+}
+
+/// Why a Flux stack prunes nothing in this cluster (review findings of issue 24's last round).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Elsewhere {
+    /// It prunes here.
+    No,
+    /// `spec.suspend: true`, set by its user.
+    Suspended,
+    /// `spec.kubeConfig`: its objects live in another cluster.
+    Remote,
 }
 
 /// The kinds an ApplySet parent may list, as `contains-group-kinds` writes them.
@@ -208,18 +222,26 @@ fn stack() -> impl Strategy<Value = Stack> {
         any::<bool>(),
         prop::bool::weighted(0.3),
         prop::collection::vec(0..STACKS, 0..2),
+        prop_oneof![
+            8 => Just(Elsewhere::No),
+            1 => Just(Elsewhere::Suspended),
+            1 => Just(Elsewhere::Remote),
+        ],
     )
         .prop_map(
-            |(tool, prune, policy, has_record, revisions, kinds, extra_namespaces, copy, depends_on)| Stack {
-                tool,
-                prune: prune || policy.is_none() && has_record,
-                policy,
-                has_record,
-                revisions,
-                kinds: kinds | 1,
-                extra_namespaces,
-                copy,
-                depends_on,
+            |(tool, prune, policy, has_record, revisions, kinds, extra_namespaces, copy, depends_on, elsewhere)| {
+                Stack {
+                    tool,
+                    prune: prune || policy.is_none() && has_record,
+                    policy,
+                    has_record,
+                    revisions,
+                    kinds: kinds | 1,
+                    extra_namespaces,
+                    copy,
+                    depends_on,
+                    elsewhere,
+                }
             },
         )
 }
@@ -567,6 +589,11 @@ impl World {
             }
             Tool::FluxHelm => {
                 object["spec"] = json!({"interval": "10m", "chart": {"spec": {"chart": "c"}}, "dependsOn": depends});
+                // helm-controller records what it installed (`status.history`, newest first, in
+                // `status.storageNamespace`): what it uninstalls when the HelmRelease goes.
+                if !stack.revisions.is_empty() {
+                    object["status"] = json!({"storageNamespace": APP, "history": [{"name": stack_name(index)}]});
+                }
             }
             Tool::Kpt => {
                 object["metadata"]["labels"] = json!({"cli-utils.sigs.k8s.io/inventory-id": inventory_id(index)});
@@ -595,6 +622,13 @@ impl World {
                     "applyset.kubernetes.io/contains-group-kinds": self.applyset_kinds(index).join(","),
                     "applyset.kubernetes.io/additional-namespaces": self.applyset_extra(index).join(","),
                 });
+            }
+        }
+        if matches!(stack.tool, Tool::Flux | Tool::FluxHelm) {
+            match stack.elsewhere {
+                Elsewhere::No => {}
+                Elsewhere::Suspended => object["spec"]["suspend"] = json!(true),
+                Elsewhere::Remote => object["spec"]["kubeConfig"] = json!({"secretRef": {"name": "prod-kubeconfig"}}),
             }
         }
         object

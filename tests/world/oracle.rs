@@ -6,7 +6,9 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use super::{inventory_id, stack_name, Shape, Tool, World, APP, APPLYSET_KINDS, FLUX, FLUX_HR, FLUX_NS, TEAM};
+use super::{
+    inventory_id, stack_name, Elsewhere, Shape, Tool, World, APP, APPLYSET_KINDS, FLUX, FLUX_HR, FLUX_NS, TEAM,
+};
 use kubectl_stack::identity::ObjectId;
 
 /// Who marks an object, read from its rendered metadata: the world's stacks, and whether a tool
@@ -82,15 +84,18 @@ fn flux_deletes(world: &World, stack: usize, index: usize) -> bool {
         "Delete" | "WaitForTermination" => true,
         _ => false,
     };
-    deletes && (!spec.has_record || world.recorded(stack, index))
+    deletes && spec.elsewhere == Elsewhere::No && (!spec.has_record || world.recorded(stack, index))
 }
 
 /// `helm uninstall` (what helm-controller runs when a HelmRelease is deleted; helm/helm
 /// `pkg/action/uninstall.go` `Run`: the *latest* revision, whatever its status, and
 /// `pkg/action/resource_policy.go` for `helm.sh/resource-policy: keep`): what that revision's
 /// manifest lists. No release Secret: nothing.
+/// A suspended HelmRelease, or one that installs into another cluster (`spec.kubeConfig`),
+/// uninstalls nothing here (fluxcd/helm-controller `reconcileDelete`, `buildRESTClientGetter`).
 fn helm_uninstall_deletes(world: &World, stack: usize, index: usize) -> bool {
-    !world.stacks[stack].revisions.is_empty() && world.recorded(stack, index)
+    let spec = &world.stacks[stack];
+    !spec.revisions.is_empty() && spec.elsewhere == Elsewhere::No && world.recorded(stack, index)
 }
 
 /// cli-utils/kpt destroy (kubernetes-sigs/cli-utils `pkg/apply/destroyer.go`, `pkg/apply/prune`
@@ -184,8 +189,13 @@ pub fn orphan_allows(world: &World, index: usize, strict: bool) -> bool {
     let prunes = match spec.tool {
         // Flux prunes only with `spec.prune` (kustomize-controller `prune`); without a
         // `status.inventory`, kubectl-stack falls back to the labels (README, Known gaps).
-        Tool::Flux => spec.prune && (!spec.has_record || world.recorded(stack, index)),
-        Tool::FluxHelm => spec.revisions.contains(&"deployed") && world.recorded(stack, index),
+        // A suspended stack is not reconciled; one with `spec.kubeConfig` prunes elsewhere.
+        Tool::Flux => {
+            spec.prune && spec.elsewhere == Elsewhere::No && (!spec.has_record || world.recorded(stack, index))
+        }
+        Tool::FluxHelm => {
+            spec.revisions.contains(&"deployed") && spec.elsewhere == Elsewhere::No && world.recorded(stack, index)
+        }
         Tool::Kpt => world.recorded(stack, index),
         Tool::ApplySet => applyset_holds(world, stack, &world.id(index)),
         Tool::ArgoCd => argocd_deletes(world, stack, index),
