@@ -21,7 +21,7 @@ use crate::identity::ObjectId;
 use crate::retry::with_retries;
 
 mod wait;
-use wait::{wait_children, wait_gone, WaitResult};
+use wait::{wait_children, wait_gone, WaitResult, WaveWatch};
 
 /// One object to delete.
 #[derive(Debug, Clone)]
@@ -255,6 +255,14 @@ pub async fn execute(
         let mut pending = Vec::new();
         let mut deleted = Vec::new();
         let mut failed = false;
+        // The watch starts before the deletes: every deletion they cause is one of its events.
+        let watch = match options.server_dry_run {
+            true => None,
+            false => Some(WaveWatch::start(client, wave, false).await),
+        };
+        if let Some(watch) = &watch {
+            watch.deletes_start();
+        }
         let results = delete_wave(client, wave, options, cancel.clone()).await;
         for (target, result) in results {
             let change = match &result {
@@ -276,14 +284,23 @@ pub async fn execute(
         if *cancel.borrow() {
             return Outcome::Interrupted { wave: number };
         }
-        if options.server_dry_run {
-            // A real run would stop here: the dry run must not show what comes after.
+        let Some(watch) = watch else {
+            // A server dry run: a real run would stop here: the dry run must not show what comes after.
             if failed {
                 return Outcome::DeleteFailed { wave: number };
             }
             continue;
-        }
-        let waited = wait_gone(client, number, pending, options.wave_timeout, cancel.clone(), observer).await;
+        };
+        let waited = wait_gone(
+            client,
+            number,
+            watch,
+            pending,
+            options.wave_timeout,
+            cancel.clone(),
+            observer,
+        )
+        .await;
         let waited = match waited {
             WaitResult::Gone if options.cascade != Cascade::Orphan && number < waves.len() => {
                 // What the wave's controllers made goes with them: the next wave waits for it
