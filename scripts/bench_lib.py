@@ -166,9 +166,22 @@ def describe(result):
 
 
 def table(results, readme=None, marker=None):
-    """RESULTS: one JSON object a line: {work, stack, before?, baseline?, baseline_name?, note?}."""
+    """RESULTS: one JSON object a line: {work, stack, before?, baseline?, baseline_name?, note?}.
+    Prints the table (with a "before" column when a row has one); README gets it without that
+    column (the binary measured beside its baselines)."""
     rows = [json.loads(line) for line in open(results) if line.strip()]
-    with_before = any("before" in r for r in rows)
+    print(render(rows, any("before" in r for r in rows)), end="")
+    if readme:
+        source = open(readme).read()
+        begin, end = f"<!-- {marker} -->\n", f"<!-- /{marker} -->"
+        if begin in source and end in source:
+            head_part, rest = source.split(begin, 1)
+            _, tail = rest.split(end, 1)
+            with open(readme, "w") as f:
+                f.write(head_part + begin + render(rows, False) + end + tail)
+
+
+def render(rows, with_before):
     head = ["work", "kubectl-stack"] + (["before (baseline binary)"] if with_before else []) + ["baseline", "ratio"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
@@ -179,16 +192,7 @@ def table(results, readme=None, marker=None):
         cells.append(f"{r.get('baseline_name', '')} {cell(base)}".strip() if base else "—")
         cells.append(ratio(r.get("stack"), base))
         out.append("| " + " | ".join(cells) + " |")
-    text = "\n".join(out) + "\n"
-    print(text, end="")
-    if readme:
-        source = open(readme).read()
-        begin, end = f"<!-- {marker} -->\n", f"<!-- /{marker} -->"
-        if begin in source and end in source:
-            head_part, rest = source.split(begin, 1)
-            _, tail = rest.split(end, 1)
-            with open(readme, "w") as f:
-                f.write(head_part + begin + text + end + tail)
+    return "\n".join(out) + "\n"
 
 
 def cell(value):
