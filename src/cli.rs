@@ -324,6 +324,9 @@ pub struct PruneArgs {
     /// Output: a table and a summary, or JSON lines (the plan, one line per event, the summary).
     #[arg(short = 'o', long = "output", value_enum, default_value_t = PruneOutput::Table)]
     pub output: PruneOutput,
+    /// Show every row of the plan table (past 40 rows it shows the first 5 of each wave).
+    #[arg(long = "all-rows")]
+    pub all_rows: bool,
     /// Order by declared and implicit edges only: infer none from finalizers, webhooks,
     /// APIServices or volumes.
     #[arg(long = "no-infer")]
@@ -398,7 +401,8 @@ pub enum PruneOutput {
     Table,
     /// JSON lines: the plan, each event, the summary.
     Json,
-    /// Like table, with every row of the plan however long it is.
+    /// Like table, with more columns (each kind's group, UID, finalizers, tracked by) and the
+    /// reasons in full.
     Wide,
 }
 

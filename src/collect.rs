@@ -213,6 +213,16 @@ pub enum ListFailure {
     Error(Option<u16>, String),
 }
 
+impl std::fmt::Display for ListFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Forbidden => write!(f, "forbidden"),
+            Self::Error(Some(status), message) => write!(f, "{status} {message}"),
+            Self::Error(None, message) => write!(f, "{message}"),
+        }
+    }
+}
+
 /// A kind that could not be listed.
 #[derive(Debug, Clone)]
 pub struct KindFailure {

@@ -213,7 +213,20 @@ pub enum Outcome {
     Interrupted {
         /// The 1-based wave that was running.
         wave: usize,
+        /// What the wave was waiting for, still there when it was interrupted (as last seen;
+        /// none when it was interrupted before its deletes were all answered).
+        blockers: Vec<Blocker>,
     },
+}
+
+impl Outcome {
+    /// Interrupted in `wave` before it waited for anything.
+    fn interrupted(wave: usize) -> Self {
+        Self::Interrupted {
+            wave,
+            blockers: Vec::new(),
+        }
+    }
 }
 
 /// Receives events and progress as they happen.
@@ -240,7 +253,7 @@ pub async fn execute(
     for (index, planned) in waves.iter().enumerate() {
         let number = index + 1;
         if *cancel.borrow() {
-            return Outcome::Interrupted { wave: number };
+            return Outcome::interrupted(number);
         }
         let checked = guard.before_wave(number, planned.clone()).await;
         for (target, reason) in &checked.dropped {
@@ -248,7 +261,7 @@ pub async fn execute(
         }
         let wave = &checked.targets;
         if *cancel.borrow() {
-            return Outcome::Interrupted { wave: number };
+            return Outcome::interrupted(number);
         }
         observer.wave_started(number, waves.len(), wave.len());
         let started = Instant::now();
@@ -260,7 +273,7 @@ pub async fn execute(
             failed,
         } = tally(number, results, observer);
         if *cancel.borrow() {
-            return Outcome::Interrupted { wave: number };
+            return Outcome::interrupted(number);
         }
         let Some(watch) = watch else {
             // A server dry run: a real run would stop here: the dry run must not show what comes after.
@@ -292,7 +305,7 @@ pub async fn execute(
         match waited {
             WaitResult::Gone => {}
             WaitResult::TimedOut(blockers) => return Outcome::TimedOut { wave: number, blockers },
-            WaitResult::Interrupted => return Outcome::Interrupted { wave: number },
+            WaitResult::Interrupted(blockers) => return Outcome::Interrupted { wave: number, blockers },
         }
         if failed {
             return Outcome::DeleteFailed { wave: number };

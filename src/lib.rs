@@ -63,6 +63,7 @@ pub mod orphans;
 pub mod parents;
 pub mod plan;
 pub mod plan_file;
+pub mod plan_table;
 pub mod policy;
 pub mod proxy;
 pub mod prune_report;

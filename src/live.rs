@@ -6,7 +6,8 @@ use std::collections::{HashMap, HashSet};
 
 use futures::{stream, StreamExt};
 
-use crate::collect::{api_for, collect, list_objects, ListOptions, Listed};
+use crate::collect::{api_for, collect, collect_kinds, collect_where, list_objects, ListOptions, ListScope, Listed};
+use crate::discovery::KindInfo;
 use crate::error::{is_forbidden, is_not_found, UserError};
 use crate::graph::{build, tracked_by_any, BuildOptions, Graph, NodeInput};
 use crate::identity::ObjectId;
@@ -14,6 +15,8 @@ use crate::listing::{gaps as list_gaps, warn_unlisted};
 use crate::retry::with_retries;
 use crate::session::Session;
 use crate::trackers::{Selection, FLUX_KINDS};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use std::sync::Arc;
 
 /// A live graph and the listed objects behind its selected nodes.
 pub struct LiveGraph {
@@ -43,6 +46,7 @@ impl LiveGraph {
         session: &Session,
         victims: Vec<Listed>,
     ) -> Result<Option<HashMap<usize, usize>>, UserError> {
+        let victim_ids: Vec<ObjectId> = victims.iter().map(Listed::id).collect();
         let mut fresh: HashMap<ObjectId, Listed> = HashMap::new();
         for victim in victims {
             if !self.objects.contains_key(&victim.id()) {
@@ -50,7 +54,17 @@ impl LiveGraph {
             }
         }
         if fresh.is_empty() {
-            return Ok(None);
+            // A node already (an untracked object listed as a stayer): now known to die.
+            let marked: Vec<usize> = victim_ids
+                .iter()
+                .filter_map(|id| self.graph.find(id))
+                .filter(|index| !self.graph.victims.contains(index))
+                .collect();
+            if marked.is_empty() {
+                return Ok(None);
+            }
+            self.graph.victims.extend(marked);
+            return Ok(Some((0..self.graph.nodes.len()).map(|i| (i, i)).collect()));
         }
         let mut inputs: Vec<NodeInput> = fresh.values().map(input_from_listed).collect();
         inputs.sort_by(|a, b| a.id.cmp(&b.id));
@@ -78,7 +92,7 @@ impl LiveGraph {
             .victims
             .iter()
             .filter_map(|index| moved.get(index).copied())
-            .chain(fresh.keys().filter_map(|id| graph.find(id)))
+            .chain(victim_ids.iter().filter_map(|id| graph.find(id)))
             .collect();
         self.objects.extend(fresh);
         self.graph = graph;
@@ -137,14 +151,13 @@ async fn live_graph_inner(
     if explicit || members {
         let mut selection = selection.unwrap_or_default();
         selection.tracking_objects = members;
-        let collection = collect(
-            &session.connection.client,
-            &session.catalog,
-            &session.scope,
-            &selection,
-            options,
-        )
-        .await;
+        let client = &session.connection.client;
+        let mut collection = collect(client, &session.catalog, &session.scope, &selection, options).await;
+        let relist = |again: Vec<Arc<KindInfo>>| {
+            let selection = &selection;
+            async move { collect_kinds(client, &again, &session.scope, selection, options).await }
+        };
+        session.settle_not_served(&mut collection, relist).await;
         warn_unlisted(&collection, session)?;
         gaps = list_gaps(&collection, session);
         unlisted = collection.failures.iter().map(|f| f.kind.kind_with_group()).collect();
@@ -216,24 +229,83 @@ const STAYER_KINDS: [(&str, &str); 3] = [
 /// Lists every object of [`STAYER_KINDS`] (metadata; inference reads their specs). A kind that
 /// cannot be listed is a gap the caller reports: what it needs is then unknown.
 async fn list_stayers(session: &Session, gaps: &mut Vec<String>) -> Vec<Listed> {
-    let mut found = Vec::new();
-    for (group, kind) in STAYER_KINDS {
-        let Some(info) = session.catalog.get(group, kind) else {
-            continue;
-        };
-        match list_objects(&session.connection.client, info, None, None).await {
-            Ok(objects) => found.extend(objects.into_iter().map(|o| Listed::new(info.clone(), o.metadata))),
-            Err(err) => {
-                tracing::warn!(
-                    "cannot list {}: a backend one of them needs may be deleted ({})",
-                    info.kind_with_group(),
-                    crate::error::root_cause(&err)
-                );
-                gaps.push(info.kind_with_group());
-            }
-        }
+    let kinds: Vec<Arc<KindInfo>> = STAYER_KINDS
+        .iter()
+        .filter_map(|(group, kind)| session.catalog.get(group, kind).cloned())
+        .collect();
+    list_everywhere(
+        session,
+        kinds,
+        |_| true,
+        gaps,
+        "a backend one of them needs may be deleted",
+    )
+    .await
+}
+
+/// The custom resources of the CRDs among `objects` that carry a finalizer and are not listed
+/// yet: untracked ones (made by hand or by a controller) need the operator their finalizer names
+/// for as long as they stay, so they are stayers too (what stays keeps what it needs). A kind
+/// that cannot be listed is a gap the caller reports.
+async fn finalized_custom_resources(
+    session: &Session,
+    objects: &HashMap<ObjectId, Listed>,
+    gaps: &mut Vec<String>,
+) -> Vec<Listed> {
+    let crds: HashSet<&str> = objects
+        .keys()
+        .filter(|id| id.group == "apiextensions.k8s.io" && id.kind == "CustomResourceDefinition")
+        .map(|id| id.name.as_str())
+        .collect();
+    let kinds: Vec<Arc<KindInfo>> = session
+        .catalog
+        .kinds()
+        .iter()
+        .filter(|k| crds.contains(k.crd_name().as_str()))
+        .cloned()
+        .collect();
+    let finalized = |meta: &ObjectMeta| meta.finalizers.as_ref().is_some_and(|f| !f.is_empty());
+    let found = list_everywhere(
+        session,
+        kinds,
+        finalized,
+        gaps,
+        "the operator one of them needs may be deleted",
+    )
+    .await;
+    found.into_iter().filter(|o| !objects.contains_key(&o.id())).collect()
+}
+
+/// Every object of `kinds`, in every namespace, that `keep` accepts. A kind that answers 404 is
+/// settled as on every other path ([`Session::settle_not_served`]: a CRD deleted meanwhile has no
+/// objects); a kind that cannot be listed is pushed to `gaps`, with a warning that says `risk`.
+async fn list_everywhere<F>(
+    session: &Session,
+    kinds: Vec<Arc<KindInfo>>,
+    keep: F,
+    gaps: &mut Vec<String>,
+    risk: &str,
+) -> Vec<Listed>
+where
+    F: Fn(&ObjectMeta) -> bool + Sync,
+{
+    let client = &session.connection.client;
+    let options = ListOptions::default();
+    let mut collection = collect_where(client, &kinds, &ListScope::AllNamespaces, &keep, options).await;
+    let relist = |again: Vec<Arc<KindInfo>>| {
+        let keep = &keep;
+        async move { collect_where(client, &again, &ListScope::AllNamespaces, keep, options).await }
+    };
+    session.settle_not_served(&mut collection, relist).await;
+    for failure in &collection.failures {
+        tracing::warn!(
+            "cannot list {}: {risk} ({})",
+            failure.kind.kind_with_group(),
+            failure.failure
+        );
+        gaps.push(failure.kind.kind_with_group());
     }
-    found
+    collection.objects
 }
 
 /// [`graph_of`] with every option.
@@ -250,6 +322,7 @@ pub async fn graph_of_with(
         stayers,
     } = *options;
     let mut unlisted_stayers = Vec::new();
+    let stayers_wanted = stayers;
     let stayers = if stayers && infer {
         list_stayers(session, &mut unlisted_stayers).await
     } else {
@@ -283,7 +356,15 @@ pub async fn graph_of_with(
         objects.retain(|id, _| kept.contains(id));
     }
     inputs.extend(others);
-    for object in stayers {
+    let finalized = if stayers_wanted && infer {
+        finalized_custom_resources(session, &objects, &mut unlisted_stayers).await
+    } else {
+        Vec::new()
+    };
+    // A finalized custom resource dies if its CRD or Namespace is deleted (a cascade victim, named
+    // and guarded as any other); while they stay, it keeps what it needs.
+    let would_die: Vec<ObjectId> = finalized.iter().map(Listed::id).collect();
+    for object in stayers.into_iter().chain(finalized) {
         if let std::collections::hash_map::Entry::Vacant(slot) = objects.entry(object.id()) {
             inputs.push(input_from_listed(&object));
             slot.insert(object);
@@ -316,6 +397,8 @@ pub async fn graph_of_with(
     let mut graph = build(&inputs, &options);
     let existing = existing_references(session, &graph).await;
     graph.mark_referenced(|id| existing.contains(id));
+    let potential_victims: Vec<usize> = would_die.iter().filter_map(|id| graph.find(id)).collect();
+    graph.victims.extend(potential_victims);
     Ok(LiveGraph {
         graph,
         objects,

@@ -184,25 +184,28 @@ pub fn parse(document: &Value) -> Result<Saved, String> {
 /// The largest plan file read: a plan of 100,000 objects is about 30 MiB.
 const MAX_PLAN_BYTES: u64 = 256 << 20;
 
-/// Reads a saved plan from a file.
+/// Reads a saved plan from a file. The file is parsed as it is read (a device that streams
+/// bytes forever, `/dev/zero`, is refused at its first byte, never read into memory whole), and
+/// never past [`MAX_PLAN_BYTES`].
 pub fn read(path: &Path) -> Result<Saved, UserError> {
     use std::io::Read;
     let cannot = |err: std::io::Error| UserError::failed(format!("cannot read the plan {}: {err}", path.display()));
-    let mut content = String::new();
-    std::fs::File::open(path)
-        .map_err(cannot)?
-        .take(MAX_PLAN_BYTES + 1)
-        .read_to_string(&mut content)
-        .map_err(cannot)?;
-    if content.len() as u64 > MAX_PLAN_BYTES {
-        return Err(UserError::usage(format!(
+    let too_large = || {
+        UserError::usage(format!(
             "{} is larger than {} MiB: not a plan kubectl-stack wrote",
             path.display(),
             MAX_PLAN_BYTES >> 20
-        )));
+        ))
+    };
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    if file.metadata().map_err(cannot)?.len() > MAX_PLAN_BYTES {
+        return Err(too_large());
     }
-    let document: Value = serde_json::from_str(&content)
-        .map_err(|err| UserError::usage(format!("{} is not JSON: {err}", path.display())))?;
+    let mut bounded = std::io::BufReader::new(file).take(MAX_PLAN_BYTES + 1);
+    let document: Value = serde_json::from_reader(&mut bounded).map_err(|err| match bounded.limit() {
+        0 => too_large(),
+        _ => UserError::usage(format!("{} is not JSON: {err}", path.display())),
+    })?;
     parse(&document).map_err(|why| UserError::usage(format!("{}: {why}", path.display())))
 }
 
@@ -280,6 +283,29 @@ mod tests {
     use crate::discovery::KindInfo;
     use crate::execute::Target;
     use std::sync::Arc;
+
+    /// Issue 26 item 6: a device that streams bytes forever is refused at its first byte, and a
+    /// file over the bound is refused by its size, before anything is read.
+    #[test]
+    fn endless_and_oversized_plan_files_are_refused_without_reading_them() {
+        let started = std::time::Instant::now();
+        let endless = read(Path::new("/dev/zero"))
+            .err()
+            .map(|e| e.message)
+            .unwrap_or_default();
+        assert!(endless.contains("is not JSON"), "{endless}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        let dir = std::env::temp_dir().join(format!("plan-bound-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sparse = dir.join("huge.json");
+        std::fs::File::create(&sparse)
+            .unwrap()
+            .set_len(MAX_PLAN_BYTES + 1)
+            .unwrap();
+        let huge = read(&sparse).err().map(|e| e.message).unwrap_or_default();
+        assert!(huge.contains("larger than 256 MiB"), "{huge}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     fn target(name: &str, uid: &str) -> Target {
         Target {

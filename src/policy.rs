@@ -143,12 +143,10 @@ pub fn helm_keeps(object: &Listed) -> Option<String> {
 /// with the owner, and Flux v1, Argo CD and kapp all leave owned objects alone. Returns the
 /// owner, `Kind/name` (the controller owner first).
 pub fn owned_by(object: &Listed) -> Option<String> {
-    let owners = object.meta.owner_references.as_ref()?;
-    owners
-        .iter()
-        .find(|o| o.controller == Some(true))
-        .or_else(|| owners.first())
-        .map(|o| format!("{}/{}", o.kind, o.name))
+    crate::keep::controller_of(&object.meta).or_else(|| {
+        let first = object.meta.owner_references.as_ref()?.first()?;
+        Some(format!("{}/{}", first.kind, first.name))
+    })
 }
 
 /// Whether a PersistentVolumeClaim named `claim` was made from a claim template of StatefulSet

@@ -25,40 +25,7 @@ pub enum Format {
     Json,
 }
 
-/// Plans longer than this many rows show the first [`ROWS_PER_WAVE`] rows of each wave (the
-/// full table with `-o wide`, and always in `--plan-out`).
-pub const SCREENFUL: usize = 40;
-/// The rows of each wave shown when a plan is longer than [`SCREENFUL`].
-pub const ROWS_PER_WAVE: usize = 5;
-
-/// The rows of the plan table; past a screenful (unless `wide`), the first rows of each wave and
-/// a row that says how many more there are.
-pub fn plan_rows(plan: &PrunePlan, wide: bool) -> Vec<Vec<String>> {
-    let shorten = !wide && plan.count() > SCREENFUL;
-    let mut rows = Vec::new();
-    for (wave, targets) in plan.waves.iter().enumerate() {
-        let shown = if shorten { ROWS_PER_WAVE } else { targets.len() };
-        for t in targets.iter().take(shown) {
-            rows.push(vec![
-                (wave + 1).to_string(),
-                t.id.kind_with_group(),
-                t.id.namespace.clone().unwrap_or_default(),
-                t.id.name.clone(),
-                t.why.clone(),
-            ]);
-        }
-        if targets.len() > shown {
-            rows.push(vec![
-                (wave + 1).to_string(),
-                format!("... {} more", targets.len() - shown),
-                String::new(),
-                String::new(),
-                "all rows: -o wide, or --plan-out FILE".to_string(),
-            ]);
-        }
-    }
-    rows
-}
+pub use crate::plan_table::{View, ROWS_PER_WAVE};
 
 /// The summary printed right above the prompt: per wave, the counts by kind; the cascade
 /// victims; the parents; what is kept and why.
@@ -68,10 +35,11 @@ pub fn plan_summary(plan: &PrunePlan) -> String {
         plan.count(),
         plan.waves.len()
     );
+    let names = crate::plan_table::ShortNames::new(plan.waves.iter().flatten());
     for (wave, targets) in plan.waves.iter().enumerate() {
         let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
         for target in targets {
-            *by_kind.entry(target.id.kind_with_group()).or_insert(0) += 1;
+            *by_kind.entry(names.kind(&target.id)).or_insert(0) += 1;
         }
         let counts: Vec<String> = by_kind.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
         text.push_str(&format!("  wave {}: {}\n", wave + 1, counts.join(", ")));
@@ -138,13 +106,13 @@ pub fn pulled_in_text(plan: &PrunePlan) -> String {
 }
 
 /// Prints the plan: the waves, the cascade victims and the parents (stdout), what is kept, the
-/// warnings and the summary (stderr, right above the prompt). `wide` shows every row.
-pub fn print_plan(plan: &PrunePlan, format: Format, wide: bool) -> Result<(), UserError> {
+/// warnings and the summary (stderr, right above the prompt). The table fits the terminal
+/// (`-o wide`: more columns, in full; `--all-rows`: every row).
+pub fn print_plan(plan: &PrunePlan, format: Format, view: View) -> Result<(), UserError> {
     match format {
         Format::Table => {
-            let rows = plan_rows(plan, wide);
-            if !rows.is_empty() {
-                render::emit(&render::table(&["WAVE", "KIND", "NAMESPACE", "NAME", "WHY"], rows))?;
+            if plan.count() > 0 {
+                render::emit(&crate::plan_table::plan_table(plan, view, render::terminal_width()))?;
             }
             render::emit(&cascades_text(&plan.cascades))?;
             render::emit(&parents_text(&plan.parents))?;
@@ -478,7 +446,7 @@ pub fn finish(progress: &Progress, ending: &Ending, format: Format) -> Result<u8
         Outcome::Interrupted { .. } => ("interrupted", exit::INTERRUPTED),
     };
     let blockers = match ending.outcome {
-        Outcome::TimedOut { blockers, .. } => blockers.as_slice(),
+        Outcome::TimedOut { blockers, .. } | Outcome::Interrupted { blockers, .. } => blockers.as_slice(),
         _ => &[],
     };
     match format {
@@ -496,7 +464,7 @@ pub fn finish(progress: &Progress, ending: &Ending, format: Format) -> Result<u8
                 "alreadyGone": gone, "kept": kept, "dropped": dropped, "failed": failed, "wouldDelete": would,
                 "mayStillLand": progress.count(Change::MayStillLand), "notSent": progress.count(Change::NotSent),
                 "blockers": blockers, "suspended": suspended});
-            if let Outcome::Interrupted { wave } = ending.outcome {
+            if let Outcome::Interrupted { wave, .. } = ending.outcome {
                 line["interrupted"] = progress.interrupted_json(*wave);
             }
             render::emit(&render::json_line("summary", line))?
@@ -508,23 +476,44 @@ pub fn finish(progress: &Progress, ending: &Ending, format: Format) -> Result<u8
             "Summary: {deleted} deleted, {terminating} already being deleted, {gone} already gone, {kept} kept, {dropped} dropped by the re-check, {failed} failed.\n"
         ))?,
     }
+    report_ending(progress, ending, format, failed, dropped);
+    report_suspended(&ending.suspended);
+    Ok(code)
+}
+
+/// What is said on stderr after the summary of a run that did not complete: why, what blocks,
+/// what to do next.
+fn report_ending(progress: &Progress, ending: &Ending, format: Format, failed: usize, dropped: usize) {
     match ending.outcome {
         Outcome::DeleteFailed { wave } => {
             crate::say!("error: {failed} delete(s) failed in wave {wave}; later waves were not started (nothing they depend on was deleted)");
             crate::say!("hint: fix the cause above, then run the same command again to continue");
         }
         Outcome::TimedOut { wave, blockers } => {
-            report_blockers(*wave, blockers, ending.wave_timeout);
+            crate::say!(
+                "error: wave {wave} was not gone within {}s; later waves were not started (nothing these objects depend on was deleted)",
+                ending.wave_timeout.as_secs()
+            );
+            report_blockers(blockers);
             report_recreating_parents(blockers, &ending.plan.parents);
         }
         // "interrupted: ..." was said when Ctrl-C came; once is enough.
-        Outcome::Interrupted { wave } => {
+        Outcome::Interrupted { wave, blockers } => {
             if format != Format::Json {
                 crate::say_part!("{}", progress.interrupted_text(*wave));
             }
-            crate::say!(
-                "hint: wave {wave} did not finish and later waves were not started; run the same command again to continue"
-            )
+            if blockers.is_empty() {
+                crate::say!(
+                    "hint: wave {wave} did not finish and later waves were not started; run the same command again to continue"
+                );
+            } else {
+                crate::say!(
+                    "wave {wave} was still waiting for {} object(s); later waves were not started (nothing these objects depend on was deleted):",
+                    blockers.len()
+                );
+                report_blockers(blockers);
+                report_recreating_parents(blockers, &ending.plan.parents);
+            }
         }
         Outcome::Completed if failed > 0 => crate::say!("error: {failed} delete(s) failed"),
         Outcome::Completed if dropped > 0 => {
@@ -533,8 +522,6 @@ pub fn finish(progress: &Progress, ending: &Ending, format: Format) -> Result<u8
         }
         Outcome::Completed => {}
     }
-    report_suspended(&ending.suspended);
-    Ok(code)
 }
 
 /// Lists the objects this run suspended that are still suspended, with the command to resume each.
@@ -551,11 +538,9 @@ pub fn report_suspended(suspended: &[&Suspended]) {
     }
 }
 
-fn report_blockers(wave: usize, blockers: &[Blocker], timeout: Duration) {
-    crate::say!(
-        "error: wave {wave} was not gone within {}s; later waves were not started (nothing these objects depend on was deleted)",
-        timeout.as_secs()
-    );
+/// The objects a wave still waits for, as a table, with the commands that inspect them and the
+/// hint to run the same command again.
+fn report_blockers(blockers: &[Blocker]) {
     let rows: Vec<Vec<String>> = blockers
         .iter()
         .map(|b| {
@@ -656,7 +641,7 @@ mod tests {
     }
 
     #[test]
-    fn a_long_plan_shows_the_first_rows_of_each_wave_and_a_summary() {
+    fn a_long_plan_ends_with_a_summary() {
         let first: Vec<Target> = (0..1_200).map(|i| target("ConfigMap", &format!("c{i}"))).collect();
         let mut second = vec![target("Secret", "s")];
         second.push(target("ConfigMap", "last"));
@@ -670,19 +655,10 @@ mod tests {
             }],
             ..Default::default()
         };
-        let rows = plan_rows(&plan, false);
-        assert_eq!(rows.len(), ROWS_PER_WAVE + 1 + 2);
-        assert_eq!(rows[ROWS_PER_WAVE][1], "... 1195 more");
-        assert_eq!(plan_rows(&plan, true).len(), 1_202);
         assert_eq!(
             plan_summary(&plan),
             "Plan: 1202 object(s) to delete in 2 wave(s)\n  wave 1: 1200 ConfigMap\n  wave 2: 1 ConfigMap, 1 Secret\n\
 Kept: 1 object(s)\n  ConfigMap/shop/keep (keep marker helm.sh/resource-policy=keep)\n"
         );
-        let short = PrunePlan {
-            waves: vec![vec![target("ConfigMap", "a")]],
-            ..Default::default()
-        };
-        assert_eq!(plan_rows(&short, false).len(), 1);
     }
 }

@@ -181,7 +181,7 @@ impl Recheck {
         }
         let apps = argo_apps(present.iter().map(|o| &o.meta));
         let started = std::time::Instant::now();
-        let declaring = relist(&self.client, &self.catalog, &self.scope, self.options, &apps).await;
+        let declaring = relist(&self.session, &self.scope, self.options, &apps).await;
         tracing::debug!(
             "re-check: {} object(s) that declare dependencies listed again in {:?}",
             declaring.objects.len(),
@@ -271,7 +271,7 @@ impl Recheck {
             };
             let listed = collect_kinds(&self.client, &[kind], &scope, &Selection::everything(), self.options).await;
             let result = match listed.failures.first() {
-                Some(failure) => Err(format!("{:?}", failure.failure)),
+                Some(failure) => Err(failure.failure.to_string()),
                 None => Ok(listed.objects.into_iter().map(|o| (o.name().to_string(), o)).collect()),
             };
             found.insert(key, result);

@@ -81,6 +81,70 @@ pub fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
     text
 }
 
+/// The columns between two columns of a [`table`].
+const GAP: usize = 3;
+
+/// A [`table`] whose lines fit in `width` columns (none when it is `None`, e.g. not a
+/// terminal): when it is wider, the `shrink` columns give way in their order, each down to its
+/// minimum (never below its header), and their cells are cut with `…`. What still does not fit
+/// is printed whole.
+pub fn table_fitted(
+    headers: &[&str],
+    mut rows: Vec<Vec<String>>,
+    width: Option<usize>,
+    shrink: &[(usize, usize)],
+) -> String {
+    if let Some(width) = width {
+        let widths = fitted_widths(headers, &rows, width, shrink);
+        for row in &mut rows {
+            for (cell, &room) in row.iter_mut().zip(&widths) {
+                cut(cell, room);
+            }
+        }
+    }
+    table(headers, rows)
+}
+
+/// The widths of the columns of a table fitted in `width` columns.
+fn fitted_widths(headers: &[&str], rows: &[Vec<String>], width: usize, shrink: &[(usize, usize)]) -> Vec<usize> {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (column, cell) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(column) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    for &(column, minimum) in shrink {
+        let total = widths.iter().sum::<usize>() + GAP * widths.len().saturating_sub(1);
+        let Some(excess) = total.checked_sub(width).filter(|e| *e > 0) else {
+            break;
+        };
+        let floor = minimum.max(headers.get(column).map_or(0, |h| h.chars().count()));
+        if let Some(w) = widths.get_mut(column) {
+            *w -= excess.min(w.saturating_sub(floor));
+        }
+    }
+    widths
+}
+
+/// Cuts `cell` to `room` characters, its end replaced by `…`.
+fn cut(cell: &mut String, room: usize) {
+    if cell.chars().count() > room {
+        let kept: String = cell.chars().take(room.saturating_sub(1)).collect();
+        *cell = kept + "…";
+    }
+}
+
+/// The width of the terminal stdout is, when it is one.
+pub fn terminal_width() -> Option<usize> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    Table::new().width().map(usize::from).filter(|w| *w > 0)
+}
+
 /// JSON, pretty-printed, with a final newline.
 pub fn json<T: Serialize>(value: &T) -> Result<String, UserError> {
     serde_json::to_string_pretty(value)
@@ -182,5 +246,24 @@ mod tests {
         assert_eq!(lines[0], "KIND              NAME");
         assert_eq!(lines[1], "ConfigMap         a");
         assert_eq!(lines[2], "Deployment.apps   bb");
+    }
+
+    #[test]
+    fn a_fitted_table_cuts_the_columns_that_give_way_first() {
+        let rows = vec![vec![
+            "web".to_string(),
+            "a reason far too long to fit in the width".to_string(),
+        ]];
+        let text = table_fitted(&["NAME", "WHY"], rows.clone(), Some(30), &[(1, 10), (0, 3)]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[1], "web    a reason far too long …");
+        assert_eq!(lines[1].chars().count(), 30);
+        // Down to its minimum, then the next column gives way (never below its header).
+        let text = table_fitted(&["NAME", "WHY"], rows.clone(), Some(12), &[(1, 5), (0, 3)]);
+        assert_eq!(text.lines().nth(1), Some("web    a re…"));
+        assert_eq!(
+            table_fitted(&["NAME", "WHY"], rows.clone(), None, &[(1, 5)]),
+            table(&["NAME", "WHY"], rows)
+        );
     }
 }

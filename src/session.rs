@@ -34,6 +34,8 @@ pub struct Session {
     pub catalog: Arc<Catalog>,
     /// Where to list.
     pub scope: ListScope,
+    /// Where discovery is cached on disk (kubectl's cache, or `--cache-dir`), if anywhere.
+    pub cache: Option<DiskCache>,
 }
 
 impl Session {
@@ -70,6 +72,7 @@ impl Session {
             connection,
             catalog: Arc::new(catalog),
             scope,
+            cache,
         })
     }
 }
@@ -136,66 +139,85 @@ pub fn resolve_typed(session: &Session, typed: &str) -> Result<(Arc<KindInfo>, O
 
 /// Kinds that answered 404 to a LIST although the catalog (perhaps from kubectl's disk cache)
 /// says they are served make discovery run afresh, once (rewriting the cache), and the session's
-/// catalog is replaced: a kind still served is listed again at what the server serves now (a CRD
-/// whose version changed); one no longer served has no objects (its CRD deleted); one that
-/// answers 404 again, though fresh discovery serves it, is a listing failure, never taken as a
-/// kind without objects.
+/// catalog is replaced. What a 404 means is decided by [`Session::settle_not_served`].
 pub async fn relist_not_served(
     session: &mut Session,
     collection: &mut Collection,
-    cache: Option<&DiskCache>,
     selection: &Selection,
     options: ListOptions,
 ) {
-    if collection.not_served.is_empty() {
-        return;
-    }
-    let names: Vec<String> = collection.not_served.iter().map(|k| k.kind_with_group()).collect();
-    tracing::info!(
-        "{} answered 404 though discovery serves it: discovering afresh",
-        names.join(", ")
-    );
     let client = session.connection.client.clone();
-    let fresh = match discover_cached(&client, cache, CacheUse::Refresh).await {
-        Ok(fresh) => fresh,
-        Err(err) => {
-            let message = format!(
-                "answered 404, and discovery could not be repeated: {}",
-                root_cause(&err)
-            );
-            for kind in std::mem::take(&mut collection.not_served) {
+    let scope = session.scope.clone();
+    let relist =
+        |kinds: Vec<Arc<KindInfo>>| async move { collect_kinds(&client, &kinds, &scope, selection, options).await };
+    if let Some(fresh) = session.settle_not_served(collection, relist).await {
+        session.catalog = Arc::new(fresh);
+    }
+}
+
+impl Session {
+    /// Decides, for every path that lists, what a 404 to a LIST means (the kinds in
+    /// [`Collection::not_served`]): discovery runs afresh, once; a kind still served is listed
+    /// again by `relist` at what the server serves now (a CRD whose version changed); one no
+    /// longer served has no objects (its CRD deleted: another stack's teardown, a test); one that
+    /// answers 404 again, though fresh discovery serves it, is a listing failure, never taken as
+    /// a kind without objects. Returns the fresh catalog when discovery ran.
+    pub async fn settle_not_served<F, Fut>(&self, collection: &mut Collection, relist: F) -> Option<Catalog>
+    where
+        F: FnOnce(Vec<Arc<KindInfo>>) -> Fut,
+        Fut: std::future::Future<Output = Collection>,
+    {
+        if collection.not_served.is_empty() {
+            return None;
+        }
+        let names: Vec<String> = collection.not_served.iter().map(|k| k.kind_with_group()).collect();
+        tracing::info!(
+            "{} answered 404 though discovery serves it: discovering afresh",
+            names.join(", ")
+        );
+        let fresh = match discover_cached(&self.connection.client, self.cache.as_ref(), CacheUse::Refresh).await {
+            Ok(fresh) => fresh,
+            Err(err) => {
+                let message = format!(
+                    "answered 404, and discovery could not be repeated: {}",
+                    root_cause(&err)
+                );
+                for kind in std::mem::take(&mut collection.not_served) {
+                    collection.failures.push(KindFailure {
+                        kind,
+                        failure: ListFailure::Error(Some(404), message.clone()),
+                    });
+                }
+                return None;
+            }
+        };
+        let (served, gone): (Vec<Arc<KindInfo>>, Vec<Arc<KindInfo>>) = std::mem::take(&mut collection.not_served)
+            .into_iter()
+            .partition(|k| fresh.get(&k.group, &k.kind).is_some_and(|f| f.can("list")));
+        for kind in &gone {
+            tracing::debug!("{} is no longer served: no objects", kind.kind_with_group());
+        }
+        collection.not_served = gone;
+        let again: Vec<Arc<KindInfo>> = served
+            .iter()
+            .filter_map(|k| fresh.get(&k.group, &k.kind).cloned())
+            .collect();
+        if !again.is_empty() {
+            let relisted = relist(again).await;
+            collection.objects.extend(relisted.objects);
+            sort_objects(&mut collection.objects);
+            collection.listed_kinds += relisted.listed_kinds;
+            collection.failures.extend(relisted.failures);
+            for kind in relisted.not_served {
                 collection.failures.push(KindFailure {
                     kind,
-                    failure: ListFailure::Error(Some(404), message.clone()),
+                    failure: ListFailure::Error(
+                        Some(404),
+                        "answered 404 to a list although discovery serves it".to_string(),
+                    ),
                 });
             }
-            return;
         }
-    };
-    let (served, gone): (Vec<Arc<KindInfo>>, Vec<Arc<KindInfo>>) = std::mem::take(&mut collection.not_served)
-        .into_iter()
-        .partition(|k| fresh.get(&k.group, &k.kind).is_some_and(|f| f.can("list")));
-    for kind in &gone {
-        tracing::debug!("{} is no longer served: no objects", kind.kind_with_group());
+        Some(fresh)
     }
-    collection.not_served = gone;
-    let again: Vec<Arc<KindInfo>> = served
-        .iter()
-        .filter_map(|k| fresh.get(&k.group, &k.kind).cloned())
-        .collect();
-    let relisted = collect_kinds(&client, &again, &session.scope, selection, options).await;
-    collection.objects.extend(relisted.objects);
-    sort_objects(&mut collection.objects);
-    collection.listed_kinds += relisted.listed_kinds;
-    collection.failures.extend(relisted.failures);
-    for kind in relisted.not_served {
-        collection.failures.push(KindFailure {
-            kind,
-            failure: ListFailure::Error(
-                Some(404),
-                "answered 404 to a list although discovery serves it".to_string(),
-            ),
-        });
-    }
-    session.catalog = Arc::new(fresh);
 }

@@ -143,8 +143,10 @@ metadata: {{name: base, namespace: {n}, labels: {la}}}
         a = ks("a", &n),
         la = flux_labels("a", &n),
     ));
-    let child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
-    wait_until(Duration::from_secs(30), || is_terminating("configmap", &n, "held"));
+    let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", &n, "held")
+    });
     let unlabelled = kubectl(&[
         "label",
         "configmap",

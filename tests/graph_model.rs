@@ -14,6 +14,8 @@
 //! Every group, Namespace and cluster-scoped object here has a name of its own run.
 
 mod common;
+#[path = "proxy/mod.rs"]
+mod proxy;
 
 use std::time::Duration;
 
@@ -489,6 +491,93 @@ metadata: {{name: o, namespace: {other_ns}, labels: {other7}, finalizers: [{fina
     assert!(!exists("kustomization", Some(&f), "op7"), "{}", pruned.stderr);
 }
 
+/// Review finding F5 (issue 25; property-test finding F2): stack `op5` keeps its CRD (keep
+/// marker) and holds the operator; an untracked custom resource, made by hand, carries the
+/// operator's finalizer. It stays, so it keeps the operator (what stays keeps what it needs):
+/// deleting it later must not hang for good.
+#[test]
+fn an_untracked_custom_resource_that_stays_keeps_its_operator() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm5");
+    let f = flux.0.clone();
+    let app_ns = Namespace::new("gm5-app");
+    let run = unique("gm5");
+    let group = own_group(&run);
+    let resource = format!("gizmos.{group}");
+    let op_ns = format!("{run}-op");
+    let finalizer = format!("{group}/cleanup");
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &app_ns.0);
+    leftovers.object("namespace", &op_ns);
+    leftovers.object("crd", &resource);
+    let op5 = flux_labels("op5", &f);
+    let kept_crd = crd(&group, "Gizmo", "gizmos", &op5).replace(
+        "metadata: {",
+        "metadata: {annotations: {kustomize.toolkit.fluxcd.io/prune: disabled}, ",
+    );
+    apply(&format!(
+        "{}{}{}",
+        kustomization("op5", &f, ""),
+        kept_crd,
+        operator(&op_ns, "controller", &op5),
+    ));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    apply(&format!(
+        "apiVersion: {group}/v1\nkind: Gizmo\nmetadata: {{name: handmade, namespace: {}, finalizers: [{finalizer}]}}\n",
+        app_ns.0
+    ));
+    // The planning graph lists the custom resources of the stack's CRDs everywhere; a LIST
+    // answered 404 (as when the CRD changes or goes after discovery; CI caught one when another
+    // test deleted its CRD) is settled as on every path: discovery runs afresh and the kind is
+    // listed again, never a refusal for an "unlisted" kind, never taken as empty.
+    let path = format!("/apis/{group}/v1/gizmos");
+    let proxy = proxy::Proxy::start(&["--not-found-at", &format!("{path}=1")]);
+    let planned = stack_as(
+        &proxy.kubeconfig,
+        &["prune", "-n", &f, "kustomization/op5", "--dry-run", "-o", "json"],
+    );
+    assert_eq!(
+        planned.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        planned.stdout, planned.stderr
+    );
+    assert!(
+        proxy.records().iter().any(|r| r.fault() == Some("not-found")),
+        "the proxy answered the LIST 404"
+    );
+    assert!(
+        kept_reason(&json_lines(&planned.stdout), "Deployment", "controller")
+            .is_some_and(|why| why.contains("handmade")),
+        "listed again, the custom resource keeps its operator\n{}",
+        planned.stdout
+    );
+    let pruned = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/op5",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    assert_eq!(pruned.code, 0, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
+    let lines = json_lines(&pruned.stdout);
+    assert_eq!(
+        kept_reason(&lines, "Deployment", "controller"),
+        Some(format!(
+            "needed by Gizmo.{group}/{}/handmade, which is not pruned (inferred: finalizer)",
+            app_ns.0
+        )),
+        "{}",
+        pruned.stdout
+    );
+    assert!(exists("deployment", Some(&op_ns), "controller"), "{}", pruned.stdout);
+    assert!(exists("crd", None, &resource));
+}
+
 /// Case 3: stack `op3` holds a CRD and its operator; an untracked custom resource with the
 /// operator's finalizer lives elsewhere. With `--allow-cascade` it dies with its CRD, so the CRD
 /// (and through it the custom resource) must be gone before the operator is deleted: one wave for
@@ -866,7 +955,7 @@ metadata:
         exists("deployment", Some(&alive_ns), "controller")
     });
 
-    let child = spawn_stack(&[
+    let mut child = spawn_stack(&[
         "prune",
         "-n",
         &f,
@@ -877,7 +966,9 @@ metadata:
         "--timeout",
         "60s",
     ]);
-    wait_until(Duration::from_secs(30), || is_terminating("configmap", &op_ns, "first"));
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", &op_ns, "first")
+    });
     let kept = kubectl(&[
         "annotate",
         &resource,

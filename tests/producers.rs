@@ -62,27 +62,7 @@ fn kpt_live_apply_is_read_pruned_and_torn_down_in_order() {
     let dir = package(n);
     let dir_text = dir.to_str().unwrap();
     let id = unique("kpt-id");
-    assert_eq!(kpt(&["pkg", "init", dir_text]).code, 0);
-    let init = kpt(&[
-        "live",
-        "init",
-        dir_text,
-        "--namespace",
-        n,
-        "--inventory-id",
-        &id,
-        "--name",
-        "inventory",
-    ]);
-    assert_eq!(init.code, 0, "{}", init.stderr);
-    let applied = kpt(&[
-        "live",
-        "apply",
-        dir_text,
-        "--install-resource-group=false",
-        "--reconcile-timeout=1m",
-    ]);
-    assert_eq!(applied.code, 0, "{}\n{}", applied.stdout, applied.stderr);
+    kpt_live_apply(&dir, n, &id, true);
 
     let tracker = format!("kpt={id}");
     let listed = stack(&["list", "-n", n, "--tracker", &tracker, "-o", "name"]).expect_code(0);
@@ -132,17 +112,7 @@ fn kpt_live_destroy_leaves_nothing_for_list() {
     let dir = package(n);
     let dir_text = dir.to_str().unwrap();
     let id = unique("kpt-id");
-    assert_eq!(kpt(&["pkg", "init", dir_text]).code, 0);
-    let init = kpt(&["live", "init", dir_text, "--namespace", n, "--inventory-id", &id]);
-    assert_eq!(init.code, 0, "{}", init.stderr);
-    let applied = kpt(&[
-        "live",
-        "apply",
-        dir_text,
-        "--install-resource-group=false",
-        "--reconcile-timeout=1m",
-    ]);
-    assert_eq!(applied.code, 0, "{}\n{}", applied.stdout, applied.stderr);
+    kpt_live_apply(&dir, n, &id, false);
     let tracker = format!("kpt={id}");
     let listed = stack(&["list", "-n", n, "--tracker", &tracker, "-o", "name"]).expect_code(0);
     assert_eq!(listed.stdout.lines().count(), 3, "{}", listed.stdout);

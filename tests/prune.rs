@@ -591,7 +591,13 @@ fn ctrl_c_starts_no_new_deletes_and_exits_130() {
         ["interrupted: no new deletes will be started and nothing is retried (again to exit at once)"],
         "said once: {stderr}"
     );
-    assert!(stderr.contains("run the same command again to continue"), "{stderr}");
+    // As after a timeout: what the wave waited for, how to inspect it, and to run it again.
+    assert!(
+        stderr.contains("wave 1 was still waiting for 1 object(s)")
+            && stderr.contains(&format!("kubectl stack stuck -n {n} configmaps/first"))
+            && stderr.contains("run the same prune command again to continue"),
+        "{stderr}"
+    );
     assert!(exists("configmap", Some(&n), "second"), "the next wave must not start");
     release_finalizers("configmap/first", &n);
 }

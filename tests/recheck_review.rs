@@ -46,8 +46,10 @@ metadata: {{name: base, namespace: {n}, labels: {la}}}
 
 /// Starts the teardown of stack `a`, waits until wave 1 is held, runs `meanwhile`, lets wave 1 go.
 fn teardown_a_while(n: &str, meanwhile: impl FnOnce()) -> Run {
-    let child = spawn_stack(&["prune", "-n", n, "kustomization/a", "--yes", "--timeout", "60s"]);
-    wait_until(Duration::from_secs(30), || is_terminating("configmap", n, "holder"));
+    let mut child = spawn_stack(&["prune", "-n", n, "kustomization/a", "--yes", "--timeout", "60s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", n, "holder")
+    });
     meanwhile();
     release_finalizers("configmap/holder", n);
     finish(child)
@@ -222,8 +224,10 @@ metadata: {{name: base, namespace: {n}, labels: {la}}}
         "--timeout",
         "60s",
     ];
-    let child = spawn_stack(&args);
-    wait_until(Duration::from_secs(30), || is_terminating("configmap", &n, "holder"));
+    let mut child = spawn_stack(&args);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", &n, "holder")
+    });
     let relabel = kubectl(&[
         "label",
         "configmap",

@@ -176,8 +176,10 @@ fn the_recheck_reads_the_stacks_policy_again() {
         "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kept, namespace: {f}, labels: {labels}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: slow\n  namespace: {f}\n  labels: {labels}\n  finalizers: [stack-test.example.com/hold]\n  annotations: {{config.kubernetes.io/depends-on: /namespaces/{f}/ConfigMap/kept}}\n",
         kustomization("pol", f, "prune: true"),
     ));
-    let child = spawn_stack(&["prune", "-n", f, "kustomization/pol", "--yes", "--timeout", "60s"]);
-    wait_until(Duration::from_secs(30), || is_terminating("configmap", f, "slow"));
+    let mut child = spawn_stack(&["prune", "-n", f, "kustomization/pol", "--yes", "--timeout", "60s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", f, "slow")
+    });
     let patched = kubectl(&[
         "patch",
         "kustomization",
@@ -321,32 +323,13 @@ fn the_recheck_reads_a_kpt_inventory_again() {
             &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kept, namespace: {n}}}\n"),
         ),
     ]);
-    let dir_text = dir.to_str().unwrap();
     let id = unique("kpt-id");
-    assert_eq!(kpt(&["pkg", "init", dir_text]).code, 0);
-    let init = kpt(&[
-        "live",
-        "init",
-        dir_text,
-        "--namespace",
-        n,
-        "--inventory-id",
-        &id,
-        "--name",
-        "inventory",
-    ]);
-    assert_eq!(init.code, 0, "{}", init.stderr);
-    let applied = kpt(&[
-        "live",
-        "apply",
-        dir_text,
-        "--install-resource-group=false",
-        "--reconcile-timeout=1m",
-    ]);
-    assert_eq!(applied.code, 0, "{}\n{}", applied.stdout, applied.stderr);
+    kpt_live_apply(&dir, n, &id, true);
 
-    let child = spawn_stack(&["prune", "-n", n, "resourcegroup/inventory", "--yes", "--timeout", "60s"]);
-    wait_until(Duration::from_secs(30), || is_terminating("configmap", n, "slow"));
+    let mut child = spawn_stack(&["prune", "-n", n, "resourcegroup/inventory", "--yes", "--timeout", "60s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", n, "slow")
+    });
     let only_slow =
         format!(r#"{{"spec":{{"resources":[{{"group":"","kind":"ConfigMap","name":"slow","namespace":"{n}"}}]}}}}"#);
     let patched = kubectl(&[
@@ -420,8 +403,10 @@ fn a_record_gone_since_the_plan_drops_its_members() {
         &inventory,
     ]);
     assert_eq!(recorded.code, 0, "{}", recorded.stderr);
-    let child = spawn_stack(&["prune", "-n", f, "kustomization/rec", "--yes", "--timeout", "60s"]);
-    wait_until(Duration::from_secs(30), || is_terminating("configmap", f, "slow"));
+    let mut child = spawn_stack(&["prune", "-n", f, "kustomization/rec", "--yes", "--timeout", "60s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", f, "slow")
+    });
     let removed = kubectl(&[
         "patch",
         "kustomization",

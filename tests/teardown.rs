@@ -140,7 +140,7 @@ fn the_plan_is_rechecked_before_every_wave() {
     let app = unique("rechk-app");
     seed_held_stack(&f, &app);
 
-    let child = spawn_stack(&[
+    let mut child = spawn_stack(&[
         "prune",
         "-n",
         &f,
@@ -151,7 +151,9 @@ fn the_plan_is_rechecked_before_every_wave() {
         "-o",
         "json",
     ]);
-    wait_until(Duration::from_secs(30), || is_terminating("configmap", &app, "holder"));
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", &app, "holder")
+    });
     // While wave 1 waits: a keep marker is added, a label moves to another stack, and another
     // stack's object appears in the Namespace the plan deletes.
     let keep = kubectl(&[
@@ -408,8 +410,10 @@ fn suspensions_are_lifted_before_the_delete_or_reported_with_the_resume_command(
         r#"{"spec":{"suspend":false}}"#,
     ]);
     release_finalizers("configmap/slow", &f);
-    let child = spawn_stack(&["prune", "-n", &f, "kustomization/s", "--yes", "--timeout", "60s"]);
-    wait_until(Duration::from_secs(30), || is_terminating("kustomization", &f, "s"));
+    let mut child = spawn_stack(&["prune", "-n", &f, "kustomization/s", "--yes", "--timeout", "60s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("kustomization", &f, "s")
+    });
     assert_eq!(suspend("s"), "false", "the suspension is lifted before the delete");
     release_finalizers("kustomization/s", &f);
     finish(child).expect_code(0);

@@ -49,8 +49,10 @@ metadata: {{name: root, namespace: {n}, labels: {la}}}
         a = ks("a", &n),
         b = ks("b", &n),
     ));
-    let child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
-    wait_until(Duration::from_secs(30), || is_terminating("configmap", &n, "holder"));
+    let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", &n, "holder")
+    });
     apply(&format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: newcomer\n  namespace: {n}\n  labels: {}\n  annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/base}}\n",
         flux_labels("b", &n)
@@ -96,8 +98,10 @@ metadata:
         a = ks("a", &n),
         la = flux_labels("a", &n),
     ));
-    let child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
-    wait_until(Duration::from_secs(30), || is_terminating("configmap", &n, "holder"));
+    let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", &n, "holder")
+    });
     apply(&format!(
         "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: late, namespace: {n}}}\nspec: {{dependsOn: [{{name: a}}]}}\n"
     ));

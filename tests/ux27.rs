@@ -319,3 +319,199 @@ metadata: {{name: held, namespace: {f}, finalizers: [example.com/ux27-hold]}}
         r#"{"metadata":{"finalizers":null}}"#,
     ]);
 }
+
+/// The plan table's rows as a terminal shows them: the lines from the header to the summary.
+fn plan_lines(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .skip_while(|l| !l.starts_with("WAVE"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("Plan: "))
+        .map(|l| l.trim_end().to_string())
+        .collect()
+}
+
+/// Item 11: in an 80-column terminal no row of a teardown's plan wraps: kubectl's short forms
+/// (`Kustomization`, `member of kustomization/usage`) and the widest columns cut to fit. `-o wide`
+/// is more columns (the kind's group, the UID); `--all-rows` every row.
+#[test]
+fn a_plan_fits_an_80_column_terminal() {
+    let _logs = start();
+    ensure_flux_crds();
+    let f = Namespace::new("fit-f");
+    let shop = Namespace::new("fit-s");
+    // Every column in full is 99 columns wide.
+    let long = "storefront-settings-v2";
+    apply(&format!(
+        r#"apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {{name: operator, namespace: {f}}}
+spec: {{prune: true}}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {{name: usage, namespace: {f}}}
+spec: {{prune: true, dependsOn: [{{name: operator}}]}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: settings, namespace: {shop}, labels: {usage}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: {long}, namespace: {shop}, labels: {usage}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: operator-settings, namespace: {f}, labels: {operator}}}
+"#,
+        f = f.0,
+        shop = shop.0,
+        usage = flux_labels("usage", &f.0),
+        operator = flux_labels("operator", &f.0),
+    ));
+    let command = format!(
+        "env KUBECONFIG={} NO_COLOR=1 {} prune -n {} kustomization/operator --dry-run=client",
+        cluster().admin.display(),
+        env!("CARGO_BIN_EXE_kubectl-stack"),
+        f.0
+    );
+    let tmux = Tmux::new();
+    let dir = std::env::temp_dir().join(unique("fit"));
+    std::fs::create_dir_all(&dir).unwrap();
+    tmux.start_sized("fit", &command, &dir.join("fit"), 80);
+    let code = exit_code_in(&dir.join("fit"), std::time::Duration::from_secs(60));
+    let screen = tmux.screen("fit");
+    assert_eq!(code, 0, "{screen}");
+    let rows = plan_lines(&screen);
+    // One line per planned object: the two Kustomizations and their three ConfigMaps.
+    assert_eq!(rows.len(), 5, "a row wrapped:\n{screen}");
+    for row in &rows {
+        assert!(
+            row.starts_with(|c: char| c.is_ascii_digit()),
+            "a row wrapped: {row:?}\n{screen}"
+        );
+        assert!(row.chars().count() <= 80, "{row:?}");
+    }
+    let settings = rows
+        .iter()
+        .find(|r| r.contains(" settings "))
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert!(
+        settings.contains("ConfigMap") && settings.contains("member of k"),
+        "{screen}"
+    );
+    let usage = rows
+        .iter()
+        .find(|r| r.contains(" usage "))
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert!(
+        usage.contains("Kustomization ") && !usage.contains(".fluxcd.io"),
+        "{screen}"
+    );
+    assert!(usage.contains("depends on "), "{screen}");
+    // The long name stays whole: the reason gives way first.
+    assert!(rows.iter().any(|r| r.contains(&format!(" {long} "))), "{screen}");
+    assert!(screen.contains("Plan: 5 object(s) to delete in"), "{screen}");
+
+    // A pipe gets every column in full; -o wide more columns.
+    let args = ["prune", "-n", &f.0, "kustomization/operator", "--dry-run=client"];
+    let piped = stack(&args).expect_code(0);
+    assert!(
+        piped
+            .stdout
+            .contains(&format!("{long}   member of kustomization/usage\n")),
+        "{}",
+        piped.stdout
+    );
+    assert!(
+        piped.stdout.contains("depends on kustomization/operator (dependsOn)\n"),
+        "{}",
+        piped.stdout
+    );
+    let wide = stack(&[&args[..], &["-o", "wide"]].concat()).expect_code(0);
+    let header = wide.stdout.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("UID") && header.contains("FINALIZERS") && header.contains("TRACKED-BY"),
+        "{}",
+        wide.stdout
+    );
+    assert!(
+        wide.stdout.contains(&format!(
+            "depends on Kustomization.kustomize.toolkit.fluxcd.io/{}/operator",
+            f.0
+        )),
+        "{}",
+        wide.stdout
+    );
+}
+
+/// Item 12: Ctrl-C in a terminal while a wave waits for an object held by a finalizer: the
+/// "interrupted" line once, then, as after a timeout, the blockers, the command that inspects
+/// them and the hint to run the same command again; the next wave never starts.
+#[test]
+fn ctrl_c_in_a_terminal_names_the_blockers_once() {
+    let _logs = start();
+    let ns = Namespace::new("ux27-int");
+    let n = &ns.0;
+    let run = unique("int");
+    apply(&format!(
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: held
+  namespace: {n}
+  labels: {{stack-test/run: {run}}}
+  finalizers: [stack-test.example.com/hold]
+  annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/after}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: after, namespace: {n}, labels: {{stack-test/run: {run}}}}}
+"#
+    ));
+    let desired = temp_file(
+        "ux27-int.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desired}\n",
+    );
+    let command = format!(
+        "env KUBECONFIG={} NO_COLOR=1 {} prune -n {n} -l stack-test/run={run} --untracked -f {} --yes --timeout 120s",
+        cluster().admin.display(),
+        env!("CARGO_BIN_EXE_kubectl-stack"),
+        desired.display()
+    );
+    let tmux = Tmux::new();
+    let dir = std::env::temp_dir().join(unique("int"));
+    std::fs::create_dir_all(&dir).unwrap();
+    tmux.start("int", &command, &dir.join("int"));
+    let long = std::time::Duration::from_secs(60);
+    wait_until(long, || tmux.screen("int").contains("waiting for"));
+    tmux.keys("int", &["C-c"]);
+    let code = exit_code_in(&dir.join("int"), long);
+    let screen = tmux.screen("int");
+    release_finalizers("configmap/held", n);
+    assert_eq!(code, 130, "{screen}");
+    let said = screen.matches("interrupted: no new deletes will be started").count();
+    assert_eq!(said, 1, "said once:\n{screen}");
+    assert!(
+        screen.contains("wave 1 was still waiting for 1 object(s); later waves were not started"),
+        "{screen}"
+    );
+    let blockers = screen.split("was still waiting for").nth(1).unwrap_or_default();
+    let row = blockers
+        .lines()
+        .find(|l| l.starts_with("ConfigMap") && l.contains(" held "))
+        .unwrap_or_else(|| panic!("no blockers table:\n{screen}"));
+    assert!(row.contains("stack-test.example.com/hold"), "{screen}");
+    assert!(
+        screen.contains(&format!(
+            "hint: inspect them with: kubectl stack stuck -n {n} configmaps/held"
+        )),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("run the same prune command again to continue"),
+        "{screen}"
+    );
+    assert!(exists("configmap", Some(n), "after"), "the next wave must not start");
+}

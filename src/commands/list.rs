@@ -5,11 +5,10 @@ use serde_json::{json, Value};
 use crate::cli::{list_options, selection};
 use crate::cli::{GlobalArgs, ListArgs, ListOutput};
 use crate::collect::{collect, ListOptions, Listed, Trim};
-use crate::discovery::DiskCache;
 use crate::error::{exit, UserError};
 use crate::listing::{gaps, incomplete, status, tracked_by, warn_unlisted};
 use crate::render;
-use crate::session::{cache_root, relist_not_served, resolve_selection, Session};
+use crate::session::{relist_not_served, resolve_selection, Session};
 
 /// Runs `list`.
 pub async fn run(global: &GlobalArgs, args: ListArgs) -> anyhow::Result<u8> {
@@ -28,9 +27,7 @@ pub async fn run(global: &GlobalArgs, args: ListArgs) -> anyhow::Result<u8> {
         options,
     )
     .await;
-    let cache =
-        cache_root(global.cache_dir.as_deref()).map(|root| DiskCache::for_server(&root, &session.connection.server));
-    relist_not_served(&mut session, &mut collection, cache.as_ref(), &selection, options).await;
+    relist_not_served(&mut session, &mut collection, &selection, options).await;
     warn_unlisted(&collection, &session)?;
     if collection.objects.is_empty() && matches!(args.output, ListOutput::Table | ListOutput::Wide) {
         crate::say!("No tracked objects found ({}).", selection.describe());

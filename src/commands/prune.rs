@@ -10,7 +10,7 @@ use crate::error::{exit, UserError};
 use crate::execute::ExecOptions;
 use crate::orphans::{find, read_manifests};
 use crate::plan_file::{self, Place, Request};
-use crate::prune_report::{print_plan, report_saved, Format};
+use crate::prune_report::{print_plan, report_saved, Format, View};
 use crate::pruning::refusals::{refuse_cascades, refuse_changed, refuse_parents};
 use crate::pruning::run::{run_waves, suspend_for, RunOptions};
 use crate::pruning::{plan_orphans, plan_teardown, PlanRequest};
@@ -68,7 +68,11 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
         plan_file::refuse_other_desired(saved, desired_digest.as_deref())?;
         refuse_changed(saved, &plan, &session.connection.server)?;
     }
-    print_plan(&plan, format, args.output == PruneOutput::Wide)?;
+    let view = View {
+        wide: args.output == PruneOutput::Wide,
+        all_rows: args.all_rows,
+    };
+    print_plan(&plan, format, view)?;
     if let Some(path) = &args.plan_out {
         save_plan(path, &plan, global, &session, &args, desired_digest)?;
         return Ok(exit::OK);

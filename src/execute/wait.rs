@@ -25,8 +25,8 @@ pub(super) enum WaitResult {
     Gone,
     /// The timeout passed; these were still there.
     TimedOut(Vec<Blocker>),
-    /// Ctrl-C.
-    Interrupted,
+    /// Ctrl-C; these were still there (as last seen).
+    Interrupted(Vec<Blocker>),
 }
 
 /// What a watcher reports about one planned UID.
@@ -217,7 +217,9 @@ pub(super) async fn wait_gone(
             // What the watchers did not report yet is read once more: an object gone is never
             // called a blocker (with `--timeout 0` no watcher reported anything).
             _ = tokio::time::sleep_until(deadline) => break time_up(client, wave, left, observer).await,
-            changed = cancel.changed() => if changed.is_err() || *cancel.borrow() { break WaitResult::Interrupted },
+            changed = cancel.changed() => if changed.is_err() || *cancel.borrow() {
+                break WaitResult::Interrupted(sorted(std::mem::take(&mut left)));
+            },
         }
     };
     drop(watch);

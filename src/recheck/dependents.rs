@@ -14,13 +14,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use kube::core::ObjectMeta;
-use kube::Client;
 
 use crate::collect::{collect_where, list_objects, ListFailure, ListOptions, ListScope, Listed};
-use crate::discovery::Catalog;
 use crate::error::is_forbidden;
 use crate::graph::{build, BuildOptions, NodeInput, NodeStatus, KPT_DEPENDS_ON};
 use crate::safeguards::{dies_with_plan, needed_by_staying};
+use crate::session::Session;
 use crate::trackers::{marks, Preset, Selection, FLUX_KINDS};
 
 /// What was listed again: the objects that declare dependencies, and the Flux objects with their
@@ -62,25 +61,26 @@ pub fn declares(meta: &ObjectMeta, apps: &HashSet<String>) -> bool {
 
 /// Lists again, in `scope`, the tracked and tracking objects that declare a dependency (see
 /// [`declares`]) and the Flux Kustomizations and HelmReleases with their `spec.dependsOn`.
-pub async fn relist(
-    client: &Client,
-    catalog: &Catalog,
-    scope: &ListScope,
-    options: ListOptions,
-    apps: &HashSet<String>,
-) -> Declaring {
+pub async fn relist(session: &Session, scope: &ListScope, options: ListOptions, apps: &HashSet<String>) -> Declaring {
     // As the teardown's plan sees them: tracked objects and tracking objects.
     let selection = Selection {
         tracking_objects: true,
         ..Default::default()
     };
-    let kinds: Vec<Arc<crate::discovery::KindInfo>> = catalog
+    let kinds: Vec<Arc<crate::discovery::KindInfo>> = session
+        .catalog
         .listable()
         .filter(|k| !FLUX_KINDS.contains(&(k.group.as_str(), k.kind.as_str())))
         .cloned()
         .collect();
     let keep = move |meta: &ObjectMeta| selection.matches(meta) && declares(meta, apps);
-    let listed = collect_where(client, &kinds, scope, keep, options).await;
+    let client = &session.connection.client;
+    let mut listed = collect_where(client, &kinds, scope, &keep, options).await;
+    let relist = |again: Vec<Arc<crate::discovery::KindInfo>>| {
+        let keep = &keep;
+        async move { collect_where(client, &again, scope, keep, options).await }
+    };
+    session.settle_not_served(&mut listed, relist).await;
     let mut found = Declaring {
         objects: listed.objects.into_iter().map(|o| (o, Vec::new())).collect(),
         failed: listed
@@ -95,7 +95,9 @@ pub async fn relist(
         ListScope::AllNamespaces => None,
     };
     for (group, kind) in FLUX_KINDS {
-        let Some(info) = catalog.get(group, kind) else { continue };
+        let Some(info) = session.catalog.get(group, kind) else {
+            continue;
+        };
         match list_objects(client, info, namespace, None).await {
             Ok(objects) => found.objects.extend(objects.into_iter().map(|o| {
                 let listed = Listed::new(info.clone(), o.metadata);

@@ -359,6 +359,28 @@ pub fn kpt(args: &[&str]) -> Run {
     run(command, None)
 }
 
+/// A real `kpt live apply` of the package in `dir`: `kpt pkg init`, `kpt live init` with the
+/// inventory `id` (named `inventory` when `named`, else kpt's own name) in `namespace`, then
+/// `kpt live apply`; every step must succeed.
+pub fn kpt_live_apply(dir: &std::path::Path, namespace: &str, id: &str, named: bool) {
+    let dir = dir.to_str().unwrap();
+    assert_eq!(kpt(&["pkg", "init", dir]).code, 0);
+    let mut init = vec!["live", "init", dir, "--namespace", namespace, "--inventory-id", id];
+    if named {
+        init.extend(["--name", "inventory"]);
+    }
+    let initialised = kpt(&init);
+    assert_eq!(initialised.code, 0, "{}", initialised.stderr);
+    let applied = kpt(&[
+        "live",
+        "apply",
+        dir,
+        "--install-resource-group=false",
+        "--reconcile-timeout=1m",
+    ]);
+    assert_eq!(applied.code, 0, "{}\n{}", applied.stdout, applied.stderr);
+}
+
 /// Marks every field under `properties` as nullable, recursively.
 fn make_nullable(schema: &mut serde_json::Value) {
     if let Some(properties) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) {
@@ -490,6 +512,27 @@ pub fn spawn_stack(args: &[&str]) -> std::process::Child {
 /// Waits for a command started by [`spawn_stack`] and returns what it printed.
 pub fn finish(child: std::process::Child) -> Run {
     Run::from(child.wait_with_output().expect("wait for kubectl-stack"))
+}
+
+/// Polls `check` while a command started by [`spawn_stack`] runs: panics with what the command
+/// printed if it ends before `check` holds (a refusal, not a slow cluster), or after `timeout`.
+pub fn wait_while_running(child: &mut std::process::Child, timeout: Duration, mut check: impl FnMut() -> bool) {
+    use std::io::Read;
+    let start = Instant::now();
+    while !check() {
+        if let Ok(Some(status)) = child.try_wait() {
+            let (mut out, mut err) = (String::new(), String::new());
+            if let Some(mut stdout) = child.stdout.take() {
+                let _ = stdout.read_to_string(&mut out);
+            }
+            if let Some(mut stderr) = child.stderr.take() {
+                let _ = stderr.read_to_string(&mut err);
+            }
+            panic!("kubectl-stack ended ({status}) before the condition held\nstdout:\n{out}\nstderr:\n{err}");
+        }
+        assert!(start.elapsed() < timeout, "condition not met within {timeout:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// Whether the object is being deleted (has a deletionTimestamp).
@@ -658,8 +701,14 @@ impl Tmux {
 
     /// Starts `command` in a new session; its exit code is written to `exit_file`.
     pub fn start(&self, session: &str, command: &str, exit_file: &std::path::Path) {
+        self.start_sized(session, command, exit_file, 200);
+    }
+
+    /// [`Self::start`] in a terminal of `columns` columns (and 50 lines).
+    pub fn start_sized(&self, session: &str, command: &str, exit_file: &std::path::Path, columns: u16) {
         let script = format!("{command}; echo $? > {}; sleep 600", exit_file.display());
-        let started = self.run(&["new-session", "-d", "-s", session, "-x", "200", "-y", "50", &script]);
+        let columns = columns.to_string();
+        let started = self.run(&["new-session", "-d", "-s", session, "-x", &columns, "-y", "50", &script]);
         assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
     }
 
