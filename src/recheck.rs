@@ -105,6 +105,9 @@ impl Recheck {
             )
         })?;
         self.catalog = Arc::new(refreshed(&self.catalog, fresh));
+        // What lists through the session (the dependents, the stacks' records) lists what the
+        // server serves now too.
+        self.session.catalog = self.catalog.clone();
         Ok(())
     }
 
