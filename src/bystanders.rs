@@ -5,14 +5,18 @@
 //! cannot be listed for another reason than 403 is reported, for the caller to refuse unless
 //! accepted (`--skip-unlisted`).
 
-use crate::collect::{collect, Collection, ListFailure, ListOptions, ListScope, Listed};
+use std::collections::HashSet;
+
+use kube::core::ObjectMeta;
+
+use crate::collect::{collect_where, Collection, ListFailure, ListOptions, ListScope, Listed};
 use crate::session::Session;
 use crate::trackers::Selection;
 
 /// The objects that could depend on the planned ones, and the scope they were listed in (the
 /// re-check before each wave lists the same scope again).
 pub struct Bystanders {
-    /// Every object listed.
+    /// Every tracked object listed, but those the caller had listed already.
     pub objects: Vec<Listed>,
     /// Where they were listed.
     pub scope: ListScope,
@@ -22,10 +26,12 @@ pub struct Bystanders {
 }
 
 /// Lists the bystanders of an orphan prune (see the module documentation).
-pub async fn list(session: &Session) -> Bystanders {
+/// Objects whose UID is in `known` (already listed by the caller) are left out as pages arrive:
+/// the snapshot never holds two copies of them.
+pub async fn list(session: &Session, known: &HashSet<String>) -> Bystanders {
     let everywhere = ListScope::AllNamespaces;
     let mut scope = everywhere.clone();
-    let mut listed = list_in(session, &everywhere).await;
+    let mut listed = list_in(session, &everywhere, known).await;
     if session.scope != everywhere && listed.forbidden().next().is_some() {
         let narrow = session.scope.clone();
         tracing::warn!(
@@ -37,7 +43,7 @@ pub async fn list(session: &Session) -> Bystanders {
                 .join(", "),
             describe(&narrow)
         );
-        listed = list_in(session, &narrow).await;
+        listed = list_in(session, &narrow, known).await;
         scope = narrow;
     }
     let mut unlisted = Vec::new();
@@ -57,16 +63,12 @@ pub async fn list(session: &Session) -> Bystanders {
     }
 }
 
-async fn list_in(session: &Session, scope: &ListScope) -> Collection {
+async fn list_in(session: &Session, scope: &ListScope, known: &HashSet<String>) -> Collection {
     let client = &session.connection.client;
-    collect(
-        client,
-        &session.catalog,
-        scope,
-        &Selection::default(),
-        ListOptions::default(),
-    )
-    .await
+    let kinds: Vec<_> = session.catalog.listable().cloned().collect();
+    let tracked = Selection::default();
+    let keep = |meta: &ObjectMeta| tracked.matches(meta) && !meta.uid.as_ref().is_some_and(|uid| known.contains(uid));
+    collect_where(client, &kinds, scope, keep, ListOptions::default()).await
 }
 
 fn describe(scope: &ListScope) -> String {

@@ -153,6 +153,12 @@ impl Listed {
         Self { kind, meta }
     }
 
+    /// [`Listed::new`], holding only what `trim` keeps.
+    pub fn trimmed(kind: Arc<KindInfo>, mut meta: ObjectMeta, trim: Trim) -> Self {
+        trim.apply(&mut meta);
+        Self::new(kind, meta)
+    }
+
     /// (group, kind, namespace, name).
     pub fn id(&self) -> ObjectId {
         ObjectId::new(
@@ -256,6 +262,8 @@ pub struct ListOptions {
     pub concurrency: usize,
     /// Page size.
     pub page_size: u32,
+    /// What of each kept object's metadata is held.
+    pub trim: Trim,
 }
 
 impl Default for ListOptions {
@@ -263,8 +271,52 @@ impl Default for ListOptions {
         Self {
             concurrency: 16,
             page_size: 500,
+            trim: Trim::Keep,
         }
     }
+}
+
+/// What of each listed object's metadata a command holds: only what its output or decisions
+/// read, so that a list of many objects holds little of each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Trim {
+    /// Everything [`Listed::new`] keeps.
+    #[default]
+    Keep,
+    /// Identity and UID only (`list -o name`).
+    Identity,
+    /// Identity, UID, times, finalizers, labels and the trackers' annotations (`list`'s table).
+    Marks,
+}
+
+impl Trim {
+    /// Drops from `meta` what this trim does not hold.
+    pub fn apply(self, meta: &mut ObjectMeta) {
+        if self == Trim::Keep {
+            return;
+        }
+        meta.resource_version = None;
+        meta.self_link = None;
+        meta.generate_name = None;
+        meta.generation = None;
+        meta.owner_references = None;
+        if let Some(annotations) = meta.annotations.as_mut() {
+            annotations.retain(|key, _| is_mark_annotation(key));
+        }
+        if self == Trim::Identity {
+            meta.labels = None;
+            meta.annotations = None;
+            meta.finalizers = None;
+            meta.creation_timestamp = None;
+            meta.deletion_timestamp = None;
+            meta.deletion_grace_period_seconds = None;
+        }
+    }
+}
+
+/// Whether an annotation is a tracker's mark or option (see [`SAFE_SECRET_ANNOTATIONS`]).
+fn is_mark_annotation(key: &str) -> bool {
+    SAFE_SECRET_ANNOTATIONS.iter().any(|prefix| key.starts_with(prefix)) && !key.starts_with(KAPP_ORIGINAL_PREFIX)
 }
 
 /// What a collection found.
@@ -400,7 +452,7 @@ where
                         items
                             .into_iter()
                             .filter(|item| keep(&item.metadata))
-                            .map(|item| Listed::new(kind.clone(), item.metadata)),
+                            .map(|item| Listed::trimmed(kind.clone(), item.metadata, options.trim)),
                     );
                 })
                 .await;

@@ -21,7 +21,7 @@ use crate::identity::ObjectId;
 use crate::retry::with_retries;
 
 mod wait;
-use wait::{wait_children, wait_gone, WaitResult};
+use wait::{wait_children, wait_gone, WaitResult, WaveWatch};
 
 /// One object to delete.
 #[derive(Debug, Clone)]
@@ -265,38 +265,33 @@ pub async fn execute(
         }
         observer.wave_started(number, waves.len(), wave.len());
         let started = Instant::now();
-        let mut pending = Vec::new();
-        let mut deleted = Vec::new();
-        let mut failed = false;
+        let watch = watch_before_deletes(client, wave, options).await;
         let results = delete_wave(client, wave, options, cancel.clone()).await;
-        for (target, result) in results {
-            let change = match &result {
-                Ok(change) => *change,
-                Err(_) => Change::Failed,
-            };
-            failed |= change == Change::Failed;
-            if matches!(change, Change::Deleted | Change::AlreadyTerminating) {
-                pending.push(target.clone());
-            }
-            if matches!(
-                change,
-                Change::Deleted | Change::AlreadyTerminating | Change::AlreadyGone | Change::Replaced
-            ) {
-                deleted.push(target.clone());
-            }
-            observer.event(&Event::new(number, change, &target, result.err()));
-        }
+        let Tally {
+            pending,
+            deleted,
+            failed,
+        } = tally(number, results, observer);
         if *cancel.borrow() {
             return Outcome::interrupted(number);
         }
-        if options.server_dry_run {
-            // A real run would stop here: the dry run must not show what comes after.
+        let Some(watch) = watch else {
+            // A server dry run: a real run would stop here: the dry run must not show what comes after.
             if failed {
                 return Outcome::DeleteFailed { wave: number };
             }
             continue;
-        }
-        let waited = wait_gone(client, number, pending, options.wave_timeout, cancel.clone(), observer).await;
+        };
+        let waited = wait_gone(
+            client,
+            number,
+            watch,
+            pending,
+            options.wave_timeout,
+            cancel.clone(),
+            observer,
+        )
+        .await;
         let waited = match waited {
             WaitResult::Gone if options.cascade != Cascade::Orphan && number < waves.len() => {
                 // What the wave's controllers made goes with them: the next wave waits for it
@@ -318,6 +313,54 @@ pub async fn execute(
         observer.wave_done(number, started.elapsed());
     }
     Outcome::Completed
+}
+
+/// The wave's watch, started before its deletes so that every deletion they cause is one of
+/// its events; none for a server dry run, which waits for nothing.
+async fn watch_before_deletes(client: &Client, wave: &[Target], options: &ExecOptions) -> Option<WaveWatch> {
+    if options.server_dry_run {
+        return None;
+    }
+    let watch = WaveWatch::start(client, wave, false).await;
+    watch.deletes_start();
+    Some(watch)
+}
+
+/// What a wave's deletes did.
+struct Tally {
+    /// Deleted or being deleted: the wave waits for them.
+    pending: Vec<Target>,
+    /// Deleted, being deleted, gone or replaced: their controllers' children go with them.
+    deleted: Vec<Target>,
+    /// Some delete failed.
+    failed: bool,
+}
+
+/// Reports each delete's result and sorts the targets by it.
+fn tally(wave: usize, results: Vec<(Target, Result<Change, String>)>, observer: &mut dyn Observer) -> Tally {
+    let mut tally = Tally {
+        pending: Vec::new(),
+        deleted: Vec::new(),
+        failed: false,
+    };
+    for (target, result) in results {
+        let change = match &result {
+            Ok(change) => *change,
+            Err(_) => Change::Failed,
+        };
+        tally.failed |= change == Change::Failed;
+        if matches!(change, Change::Deleted | Change::AlreadyTerminating) {
+            tally.pending.push(target.clone());
+        }
+        if matches!(
+            change,
+            Change::Deleted | Change::AlreadyTerminating | Change::AlreadyGone | Change::Replaced
+        ) {
+            tally.deleted.push(target.clone());
+        }
+        observer.event(&Event::new(wave, change, &target, result.err()));
+    }
+    tally
 }
 
 async fn delete_wave(

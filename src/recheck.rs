@@ -30,7 +30,7 @@ use crate::session::Session;
 use crate::suspend::Suspensions;
 use crate::teardown::{tracker_key, PrunePlan};
 use crate::trackers::{Preset, Selection};
-use dependents::{argo_apps, needed_now, relist, Standing};
+use dependents::{argo_apps, needed_now, relist, Declaring, Relisted, Standing, WaveKey};
 
 /// The re-check of one run (see the module documentation).
 pub struct Recheck {
@@ -96,22 +96,61 @@ impl Recheck {
         }
     }
 
-    /// Discovers the served kinds again (see [`refreshed`]).
-    async fn refresh_catalog(&mut self) -> Result<(), String> {
-        let fresh = crate::discovery::discover(&self.client).await.map_err(|e| {
+    /// Takes the kinds discovered again as the catalog (see [`refreshed`]).
+    fn adopt(&mut self, fresh: Result<Catalog, kube::Error>) -> Result<(), String> {
+        let fresh = fresh.map_err(|e| {
             format!(
                 "the kinds the server serves could not be read again ({})",
                 crate::error::root_cause(&e)
             )
         })?;
         self.catalog = Arc::new(refreshed(&self.catalog, fresh));
-        // One catalog: what the re-check lists through its session (new dependents) sees the
-        // kinds served now.
+        // What lists through the session (the dependents, the stacks' records) lists what the
+        // server serves now too.
         self.session.catalog = self.catalog.clone();
         Ok(())
     }
 
+    /// Discovers the served kinds again and reads the wave, what may depend on it and its stacks
+    /// again with them. The reads start with the discovery, from the kinds served before it, and
+    /// are kept when discovery finds the same kinds; otherwise (a kind installed, changed or
+    /// removed since) they are made again with what the server serves now.
+    async fn read_again(&mut self, candidates: &[Target]) -> ReadAgain {
+        let started = std::time::Instant::now();
+        let client = self.client.clone();
+        let before = self.catalog.clone();
+        let (fresh, mut listed, mut stacks) = futures::join!(
+            timed("discovery", crate::discovery::discover(&client)),
+            self.list_again(candidates),
+            timed("the stacks' records", self.reread_stacks(candidates))
+        );
+        // Nothing is judged when the kinds could not be discovered again.
+        if let Err(why) = self.adopt(fresh) {
+            return ReadAgain {
+                undiscovered: Some(why),
+                ..ReadAgain::default()
+            };
+        }
+        let same = before.kinds().iter().collect::<HashSet<_>>() == self.catalog.kinds().iter().collect::<HashSet<_>>();
+        if !same {
+            tracing::debug!("re-check: the served kinds changed: the wave and its dependents are read again");
+            (listed, stacks) = futures::join!(self.list_again(candidates), self.reread_stacks(candidates));
+        }
+        tracing::debug!(
+            "re-check: kinds discovered and the wave read again in {:?}",
+            started.elapsed()
+        );
+        let (current, declaring) = listed;
+        ReadAgain {
+            undiscovered: None,
+            current,
+            declaring,
+            stacks,
+        }
+    }
+
     async fn check(&mut self, targets: Vec<Target>) -> CheckedWave {
+        let started = std::time::Instant::now();
         let mut checked = CheckedWave::default();
         let mut candidates = Vec::new();
         for target in targets {
@@ -122,9 +161,12 @@ impl Recheck {
         }
         // A kind installed since the plan (a CRD) can hold a new dependent or a newcomer in a
         // planned Namespace: what is listed again is what the server serves now.
-        let undiscovered = self.refresh_catalog().await.err();
-        let current = self.reread(&candidates).await;
-        let stacks_now = self.reread_stacks(&candidates).await;
+        let ReadAgain {
+            undiscovered,
+            current,
+            declaring,
+            stacks: stacks_now,
+        } = self.read_again(&candidates).await;
         let mut passed = Vec::new();
         for target in candidates {
             if let Some(why) = &undiscovered {
@@ -161,7 +203,7 @@ impl Recheck {
                 }
             }
         }
-        self.judge_dependents(passed, &mut checked).await;
+        self.judge_dependents(passed, declaring, &mut checked).await;
         self.lift_suspensions(&mut checked).await;
         for (target, _) in &checked.dropped {
             self.dropped.insert(target.uid.clone());
@@ -170,26 +212,26 @@ impl Recheck {
             self.keep_suspended.extend(trackers);
         }
         self.done.extend(checked.targets.iter().map(|t| t.uid.clone()));
+        tracing::debug!("re-check: wave judged in {:?}", started.elapsed());
         checked
     }
 
     /// Drops the wave's objects (still there, as planned) that an object the plan does not
     /// delete started to depend on since the plan, as the planner's needed-by-staying rule would
     /// have kept them (see [`dependents`]); the others go on to their deletes.
-    async fn judge_dependents(&self, passed: Vec<(Target, Option<Listed>)>, checked: &mut CheckedWave) {
+    async fn judge_dependents(
+        &self,
+        passed: Vec<(Target, Option<Listed>)>,
+        declaring: Declaring,
+        checked: &mut CheckedWave,
+    ) {
         let present: Vec<Listed> = passed.iter().filter_map(|(_, object)| object.clone()).collect();
         if present.is_empty() {
             checked.targets.extend(passed.into_iter().map(|(target, _)| target));
             return;
         }
         let apps = argo_apps(present.iter().map(|o| &o.meta));
-        let started = std::time::Instant::now();
-        let declaring = relist(&self.session, &self.scope, self.options, &apps).await;
-        tracing::debug!(
-            "re-check: {} object(s) that declare dependencies listed again in {:?}",
-            declaring.objects.len(),
-            started.elapsed()
-        );
+        let declaring = declaring.for_apps(&apps);
         if !declaring.failed.is_empty() {
             let why = format!(
                 "what depends on it could not be re-checked ({} could not be listed)",
@@ -252,20 +294,45 @@ impl Recheck {
         found
     }
 
-    /// The wave's objects as they are now, by (group, kind, namespace) and name.
-    async fn reread(
-        &self,
-        targets: &[Target],
-    ) -> HashMap<(String, String, Option<String>), Result<HashMap<String, Listed>, String>> {
-        let mut groups: BTreeMap<(String, String, Option<String>), Arc<KindInfo>> = BTreeMap::new();
-        for target in targets {
-            let key = (
-                target.kind.group.clone(),
-                target.kind.kind.clone(),
-                target.id.namespace.clone(),
-            );
-            groups.entry(key).or_insert_with(|| target.kind.clone());
+    /// The wave's objects as they are now, by (group, kind, namespace) and name, and the objects
+    /// that may declare a dependency on them (see [`dependents`]), each kind listed once: a kind
+    /// of the wave is listed in the re-check's scope for both, unless that scope does not cover
+    /// its namespace (or it is a Flux kind, listed whole for its `spec.dependsOn`).
+    async fn list_again(&self, targets: &[Target]) -> (Reread, Declaring) {
+        if targets.is_empty() {
+            return (Reread::new(), Declaring::default());
         }
+        let started = std::time::Instant::now();
+        let groups = wave_groups(targets);
+        let covered: HashSet<WaveKey> = groups.keys().filter(|key| self.shares_listing(key)).cloned().collect();
+        let Relisted { mut wave, declaring } = relist(&self.session, &self.scope, self.options, &covered).await;
+        let apart: BTreeMap<WaveKey, Arc<KindInfo>> =
+            groups.into_iter().filter(|(key, _)| !wave.contains_key(key)).collect();
+        wave.extend(self.reread(apart).await);
+        tracing::debug!(
+            "re-check: the wave and {} object(s) that may declare dependencies listed again in {:?}",
+            declaring.objects.len(),
+            started.elapsed()
+        );
+        (wave, declaring)
+    }
+
+    /// Whether a (group, kind, namespace) of the wave is read from the dependents' listing: a
+    /// kind listed there, in a namespace its scope covers.
+    fn shares_listing(&self, key: &WaveKey) -> bool {
+        let listed = self
+            .catalog
+            .listable()
+            .any(|k| k.group == key.0 && k.kind == key.1 && !dependents::is_flux(k));
+        let covered = match (&self.scope, &key.2) {
+            (ListScope::AllNamespaces, _) | (_, None) => true,
+            (ListScope::Namespace(scope), Some(namespace)) => scope == namespace,
+        };
+        listed && covered
+    }
+
+    /// The objects of `groups`, each (group, kind, namespace) listed whole, by name.
+    async fn reread(&self, groups: BTreeMap<WaveKey, Arc<KindInfo>>) -> Reread {
         let mut found = HashMap::new();
         for (key, kind) in groups {
             let scope = match &key.2 {
@@ -435,6 +502,41 @@ impl Recheck {
     }
 }
 
+/// Awaits `future`, logging how long it took.
+async fn timed<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+    let started = std::time::Instant::now();
+    let result = future.await;
+    tracing::debug!("re-check: {what} read again in {:?}", started.elapsed());
+    result
+}
+
+/// What the re-check read again before judging a wave (see [`Recheck::read_again`]).
+#[derive(Default)]
+struct ReadAgain {
+    /// Why the served kinds could not be discovered again (nothing else is read then).
+    undiscovered: Option<String>,
+    current: Reread,
+    declaring: Declaring,
+    stacks: HashMap<ObjectId, StackNow>,
+}
+
+/// The wave's kinds as the re-check listed them, whole, by (group, kind, namespace) and name.
+pub type Reread = HashMap<WaveKey, Result<HashMap<String, Listed>, String>>;
+
+/// The wave's (group, kind, namespace)s, each with the kind its targets were planned with.
+fn wave_groups(targets: &[Target]) -> BTreeMap<WaveKey, Arc<KindInfo>> {
+    let mut groups = BTreeMap::new();
+    for target in targets {
+        let key = (
+            target.kind.group.clone(),
+            target.kind.kind.clone(),
+            target.id.namespace.clone(),
+        );
+        groups.entry(key).or_insert_with(|| target.kind.clone());
+    }
+    groups
+}
+
 /// The catalog to re-check with: the kinds served now; a kind of a group version that could not be
 /// discovered again stays from the earlier catalog, so that it is still listed (and a failed list
 /// drops what it could hold) rather than silently skipped.
@@ -593,7 +695,12 @@ fn changed(reason: &KeepReason) -> String {
 /// with ([`crate::inventory::uninstall_record_of`]).
 async fn read_stack(session: &Session, kind: &KindInfo, id: &ObjectId) -> StackNow {
     let api = crate::collect::api_for(&session.connection.client, kind, id.namespace.as_deref());
-    let object = match crate::retry::with_retries("re-read a stack", || api.get_opt(&id.name)).await {
+    let object = match timed(
+        "a stack",
+        crate::retry::with_retries("re-read a stack", || api.get_opt(&id.name)),
+    )
+    .await
+    {
         Ok(None) => return StackNow::Gone,
         Ok(Some(object)) => object,
         Err(err) => return StackNow::Unreadable(crate::error::root_cause(&err)),
@@ -617,7 +724,12 @@ async fn read_stack(session: &Session, kind: &KindInfo, id: &ObjectId) -> StackN
             record: None,
         };
     };
-    match crate::inventory::uninstall_record_of(preset, &value, session).await {
+    match timed(
+        "a record",
+        crate::inventory::uninstall_record_of(preset, &value, session),
+    )
+    .await
+    {
         Ok(stack) => StackNow::Read {
             leaves_members,
             record: stack.recorded.map(RecordNow::Beside),

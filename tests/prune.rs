@@ -418,6 +418,35 @@ fn a_timed_out_wave_stops_the_next_and_a_rerun_continues() {
     assert!(exists("configmap", Some(n), "desired"));
 }
 
+/// The wave's watch sees a held object go as soon as its finalizer is released: the wave ends
+/// then, not at its timeout (60 s) when a last read would also find it gone.
+#[test]
+fn a_wave_ends_when_its_watch_sees_the_last_object_go() {
+    let _logs = start();
+    let ns = Namespace::new("watchgone");
+    let n = &ns.0;
+    let run = unique("wg");
+    seed_chain(n, &run, "");
+    let selector = format!("stack-test/run={run}");
+    let desired = temp_file(
+        "desired.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desired}\n",
+    );
+    let child = spawn_prune_held_by_first(n, &selector, &desired, &[]);
+    let released = Instant::now();
+    release_finalizers("configmap/first", n);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        released.elapsed() < Duration::from_secs(30),
+        "took {:?} after the release: {stderr}",
+        released.elapsed()
+    );
+    assert!(!exists("configmap", Some(n), "second"), "{stderr}");
+    assert!(exists("configmap", Some(n), "desired"));
+}
+
 #[test]
 fn an_object_recreated_between_plan_and_delete_survives() {
     let _logs = start();

@@ -53,6 +53,7 @@ pub fn list_options(tuning: &ListTuning) -> ListOptions {
     ListOptions {
         concurrency: usize::from(tuning.concurrency),
         page_size: tuning.chunk_size,
+        ..ListOptions::default()
     }
 }
 

@@ -4,7 +4,7 @@ use serde_json::{json, Value};
 
 use crate::cli::{list_options, selection};
 use crate::cli::{GlobalArgs, ListArgs, ListOutput};
-use crate::collect::{collect, Listed};
+use crate::collect::{collect, ListOptions, Listed, Trim};
 use crate::error::{exit, UserError};
 use crate::listing::{gaps, incomplete, status, tracked_by, warn_unlisted};
 use crate::render;
@@ -15,15 +15,19 @@ pub async fn run(global: &GlobalArgs, args: ListArgs) -> anyhow::Result<u8> {
     let mut selection = selection(&args.selection)?;
     let mut session = Session::open(global).await?;
     resolve_selection(&mut selection, &session)?;
+    let options = ListOptions {
+        trim: trim_for(args.output),
+        ..list_options(&args.tuning)
+    };
     let mut collection = collect(
         &session.connection.client,
         &session.catalog,
         &session.scope,
         &selection,
-        list_options(&args.tuning),
+        options,
     )
     .await;
-    relist_not_served(&mut session, &mut collection, &selection, list_options(&args.tuning)).await;
+    relist_not_served(&mut session, &mut collection, &selection, options).await;
     warn_unlisted(&collection, &session)?;
     if collection.objects.is_empty() && matches!(args.output, ListOutput::Table | ListOutput::Wide) {
         crate::say!("No tracked objects found ({}).", selection.describe());
@@ -32,6 +36,15 @@ pub async fn run(global: &GlobalArgs, args: ListArgs) -> anyhow::Result<u8> {
     }
     incomplete(&gaps(&collection, &session))?;
     Ok(exit::OK)
+}
+
+/// What of each object an output prints: the rest is dropped as pages arrive.
+fn trim_for(output: ListOutput) -> Trim {
+    match output {
+        ListOutput::Name => Trim::Identity,
+        ListOutput::Table => Trim::Marks,
+        ListOutput::Wide | ListOutput::Json | ListOutput::Yaml => Trim::Keep,
+    }
 }
 
 /// Renders listed objects in the chosen format.

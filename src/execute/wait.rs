@@ -1,7 +1,12 @@
-//! Waiting for a wave to be gone: one metadata watch per (kind, namespace), reporting progress
-//! until every planned UID is gone, the wave times out or the run is interrupted.
+//! Waiting for a wave to be gone: one metadata watch per (kind, namespace), started before the
+//! wave's deletes from a resourceVersion read before them, so that every deletion they cause is an
+//! event of the watch: the wave is gone when the watch has seen each planned UID deleted, with no
+//! read of each object and no polling interval in the critical path. Progress is reported until
+//! every planned UID is gone, the wave times out or the run is interrupted.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
@@ -49,8 +54,10 @@ pub(super) async fn wait_children(
         "wave {wave}: waiting for {} object(s) their controllers made",
         children.len()
     );
+    // Their controllers' garbage collector deletes them at any time: each is read once.
+    let watch = WaveWatch::start(client, &children, true).await;
     let mut quiet = Unreported(observer);
-    wait_gone(client, wave, children, timeout, cancel, &mut quiet).await
+    wait_gone(client, wave, watch, children, timeout, cancel, &mut quiet).await
 }
 
 /// An observer that passes on progress but not the children's own events (they are not in the
@@ -70,9 +77,96 @@ impl Observer for Unreported<'_> {
     }
 }
 
+/// The watches of one wave, started before its deletes.
+pub(super) struct WaveWatch {
+    sightings: mpsc::Receiver<Sighting>,
+    watchers: Vec<tokio::task::JoinHandle<()>>,
+    /// Set when the deletes may have started: a watch (re)started after that reads each object
+    /// once, as it cannot know from its resourceVersion alone what went before.
+    deletes_started: Arc<AtomicBool>,
+}
+
+impl WaveWatch {
+    /// Starts one watch per (kind, namespace) of `targets`. Each reads its resourceVersion before
+    /// this returns, so a deletion that a later DELETE causes is an event of the watch; only the
+    /// objects already terminating (no DELETE is sent for them) are read once.
+    pub(super) async fn start(client: &Client, targets: &[Target], deletes_started: bool) -> Self {
+        let (sender, sightings) = mpsc::channel(1024);
+        let mut groups: HashMap<(&str, &str, Option<&str>), Vec<Target>> = HashMap::new();
+        for t in targets {
+            groups
+                .entry((&t.kind.group, &t.kind.kind, t.id.namespace.as_deref()))
+                .or_default()
+                .push(t.clone());
+        }
+        let started = deletes_started;
+        let deletes_started = Arc::new(AtomicBool::new(started));
+        let versions = futures::stream::iter(groups.into_values())
+            .map(|targets| async move {
+                // After the deletes, a version alone would not show what went before it.
+                let version = if started {
+                    None
+                } else {
+                    first_version(client, &targets).await
+                };
+                (targets, version)
+            })
+            .buffer_unordered(16)
+            .collect::<Vec<_>>()
+            .await;
+        let watchers = versions
+            .into_iter()
+            .map(|(targets, version)| {
+                let group = Group {
+                    client: client.clone(),
+                    targets,
+                    sightings: sender.clone(),
+                    deletes_started: deletes_started.clone(),
+                };
+                tokio::spawn(group.watch(version))
+            })
+            .collect();
+        Self {
+            sightings,
+            watchers,
+            deletes_started,
+        }
+    }
+
+    /// The deletes start now: a watch that starts again from here reads its objects first.
+    pub(super) fn deletes_start(&self) {
+        self.deletes_started.store(true, SeqCst);
+    }
+}
+
+impl Drop for WaveWatch {
+    fn drop(&mut self) {
+        for watcher in &self.watchers {
+            watcher.abort();
+        }
+    }
+}
+
+/// The resourceVersion a group's watch starts from, read once before the deletes (a failure is
+/// left to the watch itself, which then reads its objects first).
+async fn first_version(client: &Client, targets: &[Target]) -> Option<String> {
+    let first = targets.first()?;
+    let api = api_for(client, &first.kind, first.id.namespace.as_deref());
+    match api.list_metadata(&ListParams::default().limit(1)).await {
+        Ok(list) => list.metadata.resource_version,
+        Err(err) => {
+            tracing::debug!("cannot list {} to watch it: {err}", first.kind.kind_with_group());
+            None
+        }
+    }
+}
+
+/// Waits until the watch has seen every `pending` object gone, the timeout passes (a last read
+/// of what is left decides the blockers) or the run is interrupted.
 pub(super) async fn wait_gone(
     client: &Client,
     wave: usize,
+    mut watch: WaveWatch,
     pending: Vec<Target>,
     timeout: Duration,
     mut cancel: watch::Receiver<bool>,
@@ -92,20 +186,7 @@ pub(super) async fn wait_gone(
     if left.is_empty() {
         return WaitResult::Gone;
     }
-    let (sender, mut sightings) = mpsc::channel(1024);
-    let mut groups: HashMap<(String, String, Option<String>), Vec<Target>> = HashMap::new();
-    for blocker in left.values() {
-        let t = &blocker.target;
-        groups
-            .entry((t.kind.group.clone(), t.kind.kind.clone(), t.id.namespace.clone()))
-            .or_default()
-            .push(t.clone());
-    }
-    let watchers: Vec<_> = groups
-        .into_values()
-        .map(|targets| tokio::spawn(watch_group(client.clone(), targets, sender.clone())))
-        .collect();
-    drop(sender);
+    let sightings = &mut watch.sightings;
     let deadline = tokio::time::Instant::now() + timeout;
     let mut ticker = tokio::time::interval(PROGRESS_EVERY);
     ticker.tick().await;
@@ -141,9 +222,7 @@ pub(super) async fn wait_gone(
             },
         }
     };
-    for watcher in watchers {
-        watcher.abort();
-    }
+    drop(watch);
     result
 }
 
@@ -204,71 +283,116 @@ fn sorted(left: HashMap<String, Blocker>) -> Vec<Blocker> {
 
 const WATCH_SECONDS: u32 = 290;
 
-/// Watches one (kind, namespace) until the task is aborted: a list for a resourceVersion, a GET
-/// of every target (so nothing deleted before the watch started is missed), then a metadata
-/// watch from that version. Restarts on expiry (410) and on the server ending the watch.
-async fn watch_group(client: Client, targets: Vec<Target>, sightings: mpsc::Sender<Sighting>) {
-    let Some(first) = targets.first() else { return };
-    let kind = first.kind.clone();
-    let api = api_for(&client, &kind, first.id.namespace.as_deref());
-    let wanted: HashMap<String, String> = targets.iter().map(|t| (t.uid.clone(), t.id.name.clone())).collect();
-    let first_page = ListParams::default().limit(1);
-    'watching: loop {
-        let version = match with_retries("list for watch", || api.list_metadata(&first_page)).await {
-            Ok(list) => list.metadata.resource_version.unwrap_or_default(),
-            Err(err) => {
-                tracing::debug!("cannot list {} to watch it: {err}", kind.kind_with_group());
+/// One (kind, namespace) of a wave and where its watch reports.
+struct Group {
+    client: Client,
+    targets: Vec<Target>,
+    sightings: mpsc::Sender<Sighting>,
+    deletes_started: Arc<AtomicBool>,
+}
+
+impl Group {
+    /// Watches until the task is aborted: from `version` when it was read before the deletes
+    /// (reading only the objects already terminating), else from a fresh list's version after a
+    /// read of every target (so nothing deleted before the watch started is missed). Starts again
+    /// on expiry (410) and when the server ends the watch.
+    async fn watch(self, mut version: Option<String>) {
+        let Some(first) = self.targets.first() else { return };
+        let kind = first.kind.clone();
+        let api = api_for(&self.client, &kind, first.id.namespace.as_deref());
+        let wanted: HashSet<String> = self.targets.iter().map(|t| t.uid.clone()).collect();
+        let first_page = ListParams::default().limit(1);
+        loop {
+            let (from, all) = match version.take() {
+                Some(before_deletes) => (before_deletes, false),
+                None => {
+                    match with_retries("list for watch", || api.list_metadata(&first_page)).await {
+                        // Read after the deletes started: whatever went before it is read below.
+                        Ok(list) => (
+                            list.metadata.resource_version.unwrap_or_default(),
+                            self.deletes_started.load(SeqCst),
+                        ),
+                        Err(err) => {
+                            tracing::debug!("cannot list {} to watch it: {err}", kind.kind_with_group());
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                            continue;
+                        }
+                    }
+                }
+            };
+            let to_read: Vec<Target> = self.targets.iter().filter(|t| all || t.terminating).cloned().collect();
+            if !self.read(&api, to_read).await {
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 continue;
             }
-        };
-        for (uid, name) in &wanted {
-            let sighting = match with_retries("get", || api.get_metadata_opt(name)).await {
-                Ok(None) => Sighting::Gone(uid.clone()),
-                Ok(Some(object)) if object.metadata.uid.as_deref() != Some(uid.as_str()) => Sighting::Gone(uid.clone()),
-                Ok(Some(object)) => Sighting::Present(uid.clone(), Box::new(object.metadata)),
-                // Unknown: a watch from here could miss that it went before; start over.
+            let params = WatchParams::default().timeout(WATCH_SECONDS);
+            let events = match api.watch_metadata(&params, &from).await {
+                Ok(events) => events,
                 Err(err) => {
-                    tracing::debug!("cannot read {name} to watch it: {err}");
+                    // Watch refused (e.g. no watch permission): fall back to listing and reading
+                    // again each second, which the top of this loop does.
+                    tracing::debug!("cannot watch {}: {err}; polling instead", kind.kind_with_group());
                     tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue 'watching;
+                    continue;
                 }
             };
-            if sightings.send(sighting).await.is_err() {
-                return;
-            }
-        }
-        let params = WatchParams::default().timeout(WATCH_SECONDS);
-        let events = match api.watch_metadata(&params, &version).await {
-            Ok(events) => events,
-            Err(err) => {
-                // Watch refused (e.g. no watch permission): fall back to listing and reading
-                // again each second, which the top of this loop does.
-                tracing::debug!("cannot watch {}: {err}; polling instead", kind.kind_with_group());
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-        };
-        let mut events = std::pin::pin!(events.into_stream());
-        while let Ok(Some(event)) = events.try_next().await {
-            let sighting = match event {
-                WatchEvent::Deleted(object) => object
-                    .metadata
-                    .uid
-                    .filter(|u| wanted.contains_key(u))
-                    .map(Sighting::Gone),
-                WatchEvent::Added(object) | WatchEvent::Modified(object) => {
-                    let uid = object.metadata.uid.clone().filter(|u| wanted.contains_key(u));
-                    uid.map(|u| Sighting::Present(u, Box::new(object.metadata)))
+            let mut events = std::pin::pin!(events.into_stream());
+            while let Ok(Some(event)) = events.try_next().await {
+                if let WatchEvent::Error(_) = event {
+                    break; // 410 Gone and the like: list again
                 }
-                WatchEvent::Bookmark(_) => None,
-                WatchEvent::Error(_) => break, // 410 Gone and the like: list again
-            };
-            if let Some(sighting) = sighting {
-                if sightings.send(sighting).await.is_err() {
+                let Some(sighting) = sighting(event, &wanted) else {
+                    continue;
+                };
+                if self.sightings.send(sighting).await.is_err() {
                     return;
                 }
             }
         }
+    }
+
+    /// Reads each of `targets` (16 at once) and reports what it found; false when one could not
+    /// be read (a watch from here could miss that it went before).
+    async fn read(&self, api: &kube::Api<kube::api::DynamicObject>, targets: Vec<Target>) -> bool {
+        let reads: Vec<(Target, kube::Result<_>)> = futures::stream::iter(targets)
+            .map(|t| async move {
+                let read = with_retries("get", || api.get_metadata_opt(&t.id.name)).await;
+                (t, read)
+            })
+            .buffer_unordered(16)
+            .collect()
+            .await;
+        for (target, read) in reads {
+            let uid = target.uid.clone();
+            let sighting = match read {
+                Ok(Some(object)) if object.metadata.uid.as_deref() == Some(uid.as_str()) => {
+                    Sighting::Present(uid, Box::new(object.metadata))
+                }
+                Ok(_) => Sighting::Gone(uid),
+                Err(err) => {
+                    tracing::debug!("cannot read {} to watch it: {err}", target.id);
+                    return false;
+                }
+            };
+            if self.sightings.send(sighting).await.is_err() {
+                return true;
+            }
+        }
+        true
+    }
+}
+
+/// What a watch event says about a wanted UID.
+fn sighting(
+    event: WatchEvent<kube::core::PartialObjectMeta<kube::api::DynamicObject>>,
+    wanted: &HashSet<String>,
+) -> Option<Sighting> {
+    match event {
+        WatchEvent::Deleted(object) => object.metadata.uid.filter(|u| wanted.contains(u)).map(Sighting::Gone),
+        WatchEvent::Added(object) | WatchEvent::Modified(object) => {
+            let uid = object.metadata.uid.clone().filter(|u| wanted.contains(u))?;
+            Some(Sighting::Present(uid, Box::new(object.metadata)))
+        }
+        WatchEvent::Bookmark(_) | WatchEvent::Error(_) => None,
     }
 }

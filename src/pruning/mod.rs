@@ -180,7 +180,8 @@ async fn orphan_planning(
     // Every tracked object in scope is a node too, not only this stack's: another stack's object
     // that depends on an orphan, or lives in an orphan Namespace, keeps it.
     let mut listed: Vec<Listed> = report.classified.into_iter().map(|c| c.object).collect();
-    let others = crate::bystanders::list(session).await;
+    let known: HashSet<String> = listed.iter().map(|o| o.uid().to_string()).collect();
+    let others = crate::bystanders::list(session, &known).await;
     refuse_unlisted(&others.unlisted, accept_unlisted)?;
     listed.extend(others.objects);
     let options = LiveOptions {

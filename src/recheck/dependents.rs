@@ -15,9 +15,11 @@ use std::sync::Arc;
 
 use kube::core::ObjectMeta;
 
-use crate::collect::{collect_where, list_objects, ListFailure, ListOptions, ListScope, Listed};
+use crate::collect::{collect_where, list_objects, Collection, ListFailure, ListOptions, ListScope, Listed};
+use crate::discovery::KindInfo;
 use crate::error::is_forbidden;
 use crate::graph::{build, BuildOptions, NodeInput, NodeStatus, KPT_DEPENDS_ON};
+use crate::recheck::Reread;
 use crate::safeguards::{dies_with_plan, needed_by_staying};
 use crate::session::Session;
 use crate::trackers::{marks, Preset, Selection, FLUX_KINDS};
@@ -59,29 +61,89 @@ pub fn declares(meta: &ObjectMeta, apps: &HashSet<String>) -> bool {
                 .any(|m| m.preset == Preset::ArgoCd && apps.contains(&m.value.name)))
 }
 
-/// Lists again, in `scope`, the tracked and tracking objects that declare a dependency (see
-/// [`declares`]) and the Flux Kustomizations and HelmReleases with their `spec.dependsOn`.
-pub async fn relist(session: &Session, scope: &ListScope, options: ListOptions, apps: &HashSet<String>) -> Declaring {
+/// Whether an object may declare something for some set of applications: [`declares`] for
+/// every Argo CD application it is in (the set is known only once the wave is read again).
+fn may_declare(meta: &ObjectMeta) -> bool {
+    let apps: HashSet<String> = argo_apps([meta]);
+    declares(meta, &apps)
+}
+
+/// A (group, kind, namespace) of the wave.
+pub type WaveKey = (String, String, Option<String>);
+
+/// What one listing found: the wave's kinds read whole where it is, and the objects that may
+/// declare a dependency (see [`Declaring::for_apps`]).
+#[derive(Debug, Default)]
+pub struct Relisted {
+    /// The wave's (group, kind, namespace) read whole, by name, or why it could not be.
+    pub wave: Reread,
+    /// The objects that may declare a dependency, and the kinds that could not be listed.
+    pub declaring: Declaring,
+}
+
+impl Declaring {
+    /// Keeps the objects that declare a dependency with the Argo CD applications `apps` of the
+    /// wave's objects (Flux objects, listed whole with their `spec.dependsOn`, stay).
+    pub fn for_apps(mut self, apps: &HashSet<String>) -> Self {
+        self.objects
+            .retain(|(object, flux)| !flux.is_empty() || is_flux(&object.kind) || declares(&object.meta, apps));
+        self
+    }
+}
+
+/// Whether a kind is a Flux Kustomization or HelmRelease (listed whole, apart).
+pub fn is_flux(kind: &crate::discovery::KindInfo) -> bool {
+    FLUX_KINDS.contains(&(kind.group.as_str(), kind.kind.as_str()))
+}
+
+/// Lists again, in `scope`, the tracked and tracking objects that may declare a dependency (see
+/// [`may_declare`]) and the Flux Kustomizations and HelmReleases with their `spec.dependsOn`.
+/// Each kind of `wave` is listed once for both purposes: its objects in the wave's namespaces are
+/// kept whole for the wave's re-read (a kind `scope` does not cover is left to the caller).
+pub async fn relist(session: &Session, scope: &ListScope, options: ListOptions, wave: &HashSet<WaveKey>) -> Relisted {
     // As the teardown's plan sees them: tracked objects and tracking objects.
     let selection = Selection {
         tracking_objects: true,
         ..Default::default()
     };
-    let kinds: Vec<Arc<crate::discovery::KindInfo>> = session
+    let keep = move |meta: &ObjectMeta| selection.matches(meta) && may_declare(meta);
+    let (shared, kinds): (Vec<Arc<KindInfo>>, Vec<Arc<KindInfo>>) = session
         .catalog
         .listable()
-        .filter(|k| !FLUX_KINDS.contains(&(k.group.as_str(), k.kind.as_str())))
+        .filter(|k| !is_flux(k))
         .cloned()
-        .collect();
-    let keep = move |meta: &ObjectMeta| selection.matches(meta) && declares(meta, apps);
+        .partition(|k| wave.iter().any(|key| key.0 == k.group && key.1 == k.kind));
     let client = &session.connection.client;
-    let mut listed = collect_where(client, &kinds, scope, &keep, options).await;
-    let relist = |again: Vec<Arc<crate::discovery::KindInfo>>| {
+    let shared_lists = futures::future::join_all(shared.iter().map(|kind| {
+        let namespaces: HashSet<Option<String>> = wave
+            .iter()
+            .filter(|key| key.0 == kind.group && key.1 == kind.kind)
+            .map(|key| key.2.clone())
+            .collect();
+        let keep = &keep;
+        async move {
+            let in_wave = |meta: &ObjectMeta| namespaces.contains(&meta.namespace);
+            let both = |meta: &ObjectMeta| in_wave(meta) || keep(meta);
+            let listed = collect_where(client, std::slice::from_ref(kind), scope, both, options).await;
+            (kind.clone(), namespaces, listed)
+        }
+    }));
+    let (mut listed, shared_lists, flux) = futures::join!(
+        collect_where(client, &kinds, scope, &keep, options),
+        shared_lists,
+        list_flux(session, scope)
+    );
+    let mut relisted = Relisted::default();
+    for (kind, namespaces, found) in shared_lists {
+        split_wave(&kind, &namespaces, found, &keep, &mut listed, &mut relisted.wave);
+    }
+    crate::collect::sort_objects(&mut listed.objects);
+    let relist = |again: Vec<Arc<KindInfo>>| {
         let keep = &keep;
         async move { collect_where(client, &again, scope, keep, options).await }
     };
     session.settle_not_served(&mut listed, relist).await;
-    let mut found = Declaring {
+    relisted.declaring = Declaring {
         objects: listed.objects.into_iter().map(|o| (o, Vec::new())).collect(),
         failed: listed
             .failures
@@ -90,6 +152,54 @@ pub async fn relist(session: &Session, scope: &ListScope, options: ListOptions, 
             .map(|f| f.kind.kind_with_group())
             .collect(),
     };
+    relisted.declaring.objects.extend(flux.objects);
+    relisted.declaring.failed.extend(flux.failed);
+    relisted
+}
+
+/// Sorts one wave kind's listing: its objects in the wave's `namespaces` to the wave's re-read
+/// (whole), those `keep` accepts to `listed`. A kind that could not be listed fails both; one not
+/// served at the listed version is left out of the re-read (the caller reads it apart) and its
+/// dependents go to [`Session::settle_not_served`] with the others.
+fn split_wave(
+    kind: &Arc<KindInfo>,
+    namespaces: &HashSet<Option<String>>,
+    found: Collection,
+    keep: &dyn Fn(&ObjectMeta) -> bool,
+    listed: &mut Collection,
+    wave: &mut Reread,
+) {
+    let key = |namespace: &Option<String>| (kind.group.clone(), kind.kind.clone(), namespace.clone());
+    if let Some(failure) = found.failures.first() {
+        for namespace in namespaces {
+            wave.insert(key(namespace), Err(failure.failure.to_string()));
+        }
+        listed.failures.extend(found.failures);
+        return;
+    }
+    if !found.not_served.is_empty() {
+        listed.not_served.extend(found.not_served);
+        return;
+    }
+    let mut by_key: HashMap<Option<String>, HashMap<String, Listed>> =
+        namespaces.iter().map(|n| (n.clone(), HashMap::new())).collect();
+    for object in found.objects {
+        if keep(&object.meta) {
+            listed.objects.push(object.clone());
+        }
+        if let Some(objects) = by_key.get_mut(&object.meta.namespace) {
+            objects.insert(object.name().to_string(), object);
+        }
+    }
+    listed.listed_kinds += found.listed_kinds;
+    for (namespace, objects) in by_key {
+        wave.insert(key(&namespace), Ok(objects));
+    }
+}
+
+/// The Flux Kustomizations and HelmReleases in `scope`, whole, with their `spec.dependsOn`.
+async fn list_flux(session: &Session, scope: &ListScope) -> Declaring {
+    let mut found = Declaring::default();
     let namespace = match scope {
         ListScope::Namespace(ns) => Some(ns.as_str()),
         ListScope::AllNamespaces => None,
@@ -98,7 +208,7 @@ pub async fn relist(session: &Session, scope: &ListScope, options: ListOptions, 
         let Some(info) = session.catalog.get(group, kind) else {
             continue;
         };
-        match list_objects(client, info, namespace, None).await {
+        match list_objects(&session.connection.client, info, namespace, None).await {
             Ok(objects) => found.objects.extend(objects.into_iter().map(|o| {
                 let listed = Listed::new(info.clone(), o.metadata);
                 let depends_on = NodeInput::flux_depends_on(&listed.id(), &o.data);
@@ -282,5 +392,59 @@ mod tests {
         let in_app = meta(&[], &[("argocd.argoproj.io/tracking-id", "shop:/ConfigMap:ns/x")]);
         assert!(declares(&in_app, &apps));
         assert!(!declares(&in_app, &HashSet::new()));
+    }
+
+    #[test]
+    fn one_listing_of_a_wave_kind_serves_the_re_read_and_the_dependents() {
+        let (key, value) = depends_on("base");
+        let base = config_map("base", "a", &[]);
+        let declaring_here = config_map("here", "b", &[(key, &value)]);
+        let mut elsewhere = config_map("elsewhere", "b", &[(key, &value)]);
+        elsewhere.meta.namespace = Some("other".into());
+        let mut quiet_elsewhere = config_map("quiet", "b", &[]);
+        quiet_elsewhere.meta.namespace = Some("other".into());
+        let kind = base.kind.clone();
+        let found = Collection {
+            objects: vec![base, declaring_here, elsewhere, quiet_elsewhere],
+            listed_kinds: 1,
+            ..Default::default()
+        };
+        let namespaces: HashSet<Option<String>> = [Some("shop".to_string())].into();
+        let (mut listed, mut wave) = (Collection::default(), Reread::new());
+        split_wave(&kind, &namespaces, found, &may_declare, &mut listed, &mut wave);
+        let shop = ("".to_string(), "ConfigMap".to_string(), Some("shop".to_string()));
+        let mut read: Vec<&String> = wave[&shop].as_ref().expect("listed").keys().collect();
+        read.sort();
+        assert_eq!(read, ["base", "here"]);
+        let names: Vec<&str> = listed.objects.iter().map(|o| o.name()).collect();
+        assert_eq!(names, ["here", "elsewhere"]);
+    }
+
+    #[test]
+    fn a_wave_kind_that_could_not_be_listed_fails_both() {
+        let kind = Arc::new(kind("", "ConfigMap", true));
+        let failure = crate::collect::KindFailure {
+            kind: kind.clone(),
+            failure: ListFailure::Error(Some(500), "boom".into()),
+        };
+        let found = Collection {
+            failures: vec![failure],
+            ..Default::default()
+        };
+        let namespaces: HashSet<Option<String>> = [Some("shop".to_string())].into();
+        let (mut listed, mut wave) = (Collection::default(), Reread::new());
+        split_wave(&kind, &namespaces, found, &may_declare, &mut listed, &mut wave);
+        let shop = ("".to_string(), "ConfigMap".to_string(), Some("shop".to_string()));
+        assert!(wave[&shop].is_err());
+        assert_eq!(listed.failures.len(), 1);
+        // Not served at the planned version: read apart by the caller, settled with the others.
+        let found = Collection {
+            not_served: vec![kind.clone()],
+            ..Default::default()
+        };
+        let (mut listed, mut wave) = (Collection::default(), Reread::new());
+        split_wave(&kind, &namespaces, found, &may_declare, &mut listed, &mut wave);
+        assert!(wave.is_empty());
+        assert_eq!(listed.not_served.len(), 1);
     }
 }
