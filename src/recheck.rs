@@ -17,7 +17,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use kube::Client;
 
-use crate::cascade::{contents, victims, Planned};
+use crate::cascade::{contents, unknown_content, victims, Planned};
 use crate::classify::Recorded;
 use crate::collect::{collect_kinds, ListOptions, ListScope, Listed};
 use crate::discovery::{Catalog, KindInfo};
@@ -373,10 +373,9 @@ impl Recheck {
     /// [`crate::cascade`]).
     async fn judge_content(&self, target: &Target) -> Option<String> {
         let held = contents(&self.client, &self.catalog, &target.id, self.options).await?;
-        if let Some(failure) = held.failures.first() {
+        if let Some(unknown) = unknown_content(&self.catalog, &target.id, &held, &self.planned).first() {
             return Some(format!(
-                "its content could not be re-checked ({} could not be listed)",
-                failure.kind.kind_with_group()
+                "its content could not be re-checked ({unknown} could not be listed)"
             ));
         }
         let victim = victims(&held.objects, &self.planned)

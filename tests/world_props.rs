@@ -381,7 +381,7 @@ fn plan_with_cascades(world: &World, cluster: &Cluster, start: &Start) -> Option
                 not_served: Vec::new(),
                 untracked_matches: 0,
             };
-            let cascade = cascade_of(holder, &collection, &done);
+            let cascade = cascade_of(&cluster.catalog, holder, &collection, &done);
             victims.extend(cascade.victims.iter().map(|v| v.id.clone()));
             if !cascade.victims.is_empty() {
                 planned.cascades.push(cascade);
