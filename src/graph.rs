@@ -335,6 +335,29 @@ pub struct BuildOptions {
     pub plurals: HashMap<(String, String), String>,
 }
 
+impl BuildOptions {
+    /// The options of every live graph — the planning graph, `graph`, and the re-check's look
+    /// for new dependents alike: the CRD name and the plural of every kind the catalog serves
+    /// (a custom resource's edge to its CRD, its finalizer's to its operator, a webhook rule's
+    /// resources), with members and inference as asked.
+    pub fn for_catalog(catalog: &crate::discovery::Catalog, members: bool, infer: bool) -> Self {
+        let kinds = catalog.kinds();
+        Self {
+            members,
+            crd_names: kinds
+                .iter()
+                .filter(|k| !k.group.is_empty())
+                .map(|k| ((k.group.clone(), k.kind.clone()), k.crd_name()))
+                .collect(),
+            infer,
+            plurals: kinds
+                .iter()
+                .map(|k| ((k.group.clone(), k.kind.clone()), k.plural.clone()))
+                .collect(),
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod test_inputs {
     //! Graph inputs for the graph modules' tests.

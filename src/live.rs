@@ -378,22 +378,7 @@ pub async fn graph_of_with(
     if infer {
         attach_specs(session, &mut inputs).await?;
     }
-    let kinds = session.catalog.kinds();
-    let crd_names = kinds
-        .iter()
-        .filter(|k| !k.group.is_empty())
-        .map(|k| ((k.group.clone(), k.kind.clone()), k.crd_name()))
-        .collect();
-    let plurals = kinds
-        .iter()
-        .map(|k| ((k.group.clone(), k.kind.clone()), k.plural.clone()))
-        .collect();
-    let options = BuildOptions {
-        members,
-        crd_names,
-        infer,
-        plurals,
-    };
+    let options = BuildOptions::for_catalog(&session.catalog, members, infer);
     let mut graph = build(&inputs, &options);
     let existing = existing_references(session, &graph).await;
     graph.mark_referenced(|id| existing.contains(id));

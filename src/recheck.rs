@@ -57,6 +57,8 @@ pub struct Recheck {
     scope: ListScope,
     /// The suspensions of the run; lifted wave by wave.
     pub suspensions: Suspensions,
+    /// Whether the plan inferred edges: the re-check infers the same.
+    infer: bool,
 }
 
 impl Recheck {
@@ -93,6 +95,7 @@ impl Recheck {
             options,
             scope: session.scope.clone(),
             suspensions,
+            infer: plan.infer,
         }
     }
 
@@ -201,7 +204,8 @@ impl Recheck {
             return;
         }
         let standing = self.standing(&present);
-        let mut needed = needed_now(&declaring.objects, &present, &standing);
+        let build = crate::graph::BuildOptions::for_catalog(&self.catalog, false, self.infer);
+        let mut needed = needed_now(&declaring.objects, &present, &standing, &build);
         for (target, _) in passed {
             match needed.remove(&target.uid) {
                 Some(reason) => checked.dropped.push((target, reason)),

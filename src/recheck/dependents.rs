@@ -59,8 +59,22 @@ pub fn declares(meta: &ObjectMeta, apps: &HashSet<String>) -> bool {
                 .any(|m| m.preset == Preset::ArgoCd && apps.contains(&m.value.name)))
 }
 
+/// Whether an object carries a finalizer that names an API group's controller (see
+/// [`crate::infer::finalizer_domain`]): tracked or not, while it stays it needs the operator that
+/// serves that group, as the planning graph's finalized custom resources do.
+pub fn finalized_by_a_controller(meta: &ObjectMeta) -> bool {
+    meta.finalizers
+        .iter()
+        .flatten()
+        .any(|f| crate::infer::finalizer_domain(f).is_some())
+}
+
+const CRD: (&str, &str) = ("apiextensions.k8s.io", "CustomResourceDefinition");
+
 /// Lists again, in `scope`, the tracked and tracking objects that declare a dependency (see
-/// [`declares`]) and the Flux Kustomizations and HelmReleases with their `spec.dependsOn`.
+/// [`declares`]), the objects a controller finalizes (see [`finalized_by_a_controller`]) and
+/// every CRD (what ties a finalizer to its operator), and the Flux Kustomizations and
+/// HelmReleases with their `spec.dependsOn`.
 pub async fn relist(session: &Session, scope: &ListScope, options: ListOptions, apps: &HashSet<String>) -> Declaring {
     // As the teardown's plan sees them: tracked objects and tracking objects.
     let selection = Selection {
@@ -73,14 +87,21 @@ pub async fn relist(session: &Session, scope: &ListScope, options: ListOptions, 
         .filter(|k| !FLUX_KINDS.contains(&(k.group.as_str(), k.kind.as_str())))
         .cloned()
         .collect();
-    let keep = move |meta: &ObjectMeta| selection.matches(meta) && declares(meta, apps);
+    let keep =
+        move |meta: &ObjectMeta| (selection.matches(meta) && declares(meta, apps)) || finalized_by_a_controller(meta);
     let client = &session.connection.client;
-    let mut listed = collect_where(client, &kinds, scope, &keep, options).await;
+    let (crds, others): (Vec<_>, Vec<_>) = kinds
+        .into_iter()
+        .partition(|k| (k.group.as_str(), k.kind.as_str()) == CRD);
+    let mut listed = collect_where(client, &others, scope, &keep, options).await;
     let relist = |again: Vec<Arc<crate::discovery::KindInfo>>| {
         let keep = &keep;
         async move { collect_where(client, &again, scope, keep, options).await }
     };
     session.settle_not_served(&mut listed, relist).await;
+    let every_crd = collect_where(client, &crds, scope, &|_: &ObjectMeta| true, options).await;
+    listed.objects.extend(every_crd.objects);
+    listed.failures.extend(every_crd.failures);
     let mut found = Declaring {
         objects: listed.objects.into_iter().map(|o| (o, Vec::new())).collect(),
         failed: listed
@@ -121,11 +142,14 @@ pub struct Standing {
 }
 
 /// The wave's `candidates` (objects as they are now) that an object that stays depends on, by
-/// UID, each with the reason: the planner's needed-by-staying rule over `declaring`.
+/// UID, each with the reason: the planner's needed-by-staying rule over `declaring`, on a graph
+/// built as the plan's was (`options`: [`BuildOptions::for_catalog`], inference included, so that
+/// a custom resource made since the plan keeps the operator its finalizer names).
 pub fn needed_now(
     declaring: &[(Listed, Vec<crate::identity::ObjectId>)],
     candidates: &[Listed],
     standing: &Standing,
+    options: &BuildOptions,
 ) -> BTreeMap<String, String> {
     let inputs: Vec<NodeInput> = candidates
         .iter()
@@ -133,7 +157,7 @@ pub fn needed_now(
         .chain(declaring.iter().map(|(o, deps)| (o, deps.as_slice())))
         .map(|(object, depends_on)| input_of(object, depends_on))
         .collect();
-    let graph = build(&inputs, &BuildOptions::default());
+    let graph = build(&inputs, options);
     let objects: HashMap<crate::identity::ObjectId, &Listed> = declaring
         .iter()
         .map(|(o, _)| (o.id(), o))
@@ -170,12 +194,8 @@ pub fn needed_now(
 
 fn input_of(object: &Listed, depends_on: &[crate::identity::ObjectId]) -> NodeInput {
     NodeInput {
-        id: object.id(),
-        uid: Some(object.uid().to_string()),
-        labels: object.meta.labels.clone().unwrap_or_default(),
-        annotations: object.meta.annotations.clone().unwrap_or_default(),
         depends_on: depends_on.to_vec(),
-        ..Default::default()
+        ..crate::live::input_from_listed(object)
     }
 }
 
@@ -212,7 +232,12 @@ mod tests {
             leaving: ["uid-base".into(), "uid-other-base".into()].into(),
             planned: ["uid-base".into(), "uid-other-base".into()].into(),
         };
-        let needed = needed_now(&[(newcomer, Vec::new())], &[base, other], &standing);
+        let needed = needed_now(
+            &[(newcomer, Vec::new())],
+            &[base, other],
+            &standing,
+            &BuildOptions::default(),
+        );
         assert_eq!(needed.keys().collect::<Vec<_>>(), vec!["uid-base"]);
         let why = &needed["uid-base"];
         assert!(why.contains("needed by ConfigMap/shop/newcomer"), "{why}");
@@ -236,7 +261,7 @@ mod tests {
             planned: ["uid-base".into(), "uid-earlier".into(), "uid-owner".into()].into(),
         };
         let declaring = [(earlier, Vec::new()), (owned, Vec::new())];
-        assert!(needed_now(&declaring, &[base], &standing).is_empty());
+        assert!(needed_now(&declaring, &[base], &standing, &BuildOptions::default()).is_empty());
     }
 
     #[test]
@@ -267,10 +292,55 @@ mod tests {
             planned: ["uid-ks-base".into(), "uid-grouped".into()].into(),
         };
         let declaring = [(app, app_depends), (rule, Vec::new())];
-        let needed = needed_now(&declaring, &[base, grouped], &standing);
+        let needed = needed_now(&declaring, &[base, grouped], &standing, &BuildOptions::default());
         assert_eq!(needed.keys().collect::<Vec<_>>(), vec!["uid-grouped", "uid-ks-base"]);
         assert!(needed["uid-ks-base"].contains("dependsOn"), "{needed:?}");
         assert!(needed["uid-grouped"].contains("change-rule"), "{needed:?}");
+    }
+
+    /// Adversarial review, finding 7: a custom resource made since the plan, with the finalizer
+    /// of the operator the wave deletes, keeps it — the re-check infers as the plan did.
+    #[test]
+    fn a_custom_resource_made_since_the_plan_keeps_the_operator_its_finalizer_names() {
+        let group = "ops.example.com";
+        let in_stack = |group_kind: (&str, &str, bool), namespace: Option<&str>, name: &str, stack: &str| {
+            let mut meta = meta(&[(FLUX_KS_NAME, stack), (FLUX_KS_NAMESPACE, "flux-system")], &[]);
+            meta.name = Some(name.into());
+            meta.namespace = namespace.map(Into::into);
+            meta.uid = Some(format!("uid-{name}"));
+            let (g, k, namespaced) = group_kind;
+            Listed::new(Arc::new(kind(g, k, namespaced)), meta)
+        };
+        let crd = in_stack(
+            ("apiextensions.k8s.io", "CustomResourceDefinition", false),
+            None,
+            "gizmos.ops.example.com",
+            "op",
+        );
+        let operator = in_stack(("apps", "Deployment", true), Some("op"), "controller", "op");
+        let mut late = in_stack((group, "Gizmo", true), Some("other"), "late", "other");
+        late.meta.finalizers = Some(vec![format!("{group}/cleanup")]);
+        assert!(finalized_by_a_controller(&late.meta));
+        assert!(!finalized_by_a_controller(&operator.meta));
+        let standing = Standing {
+            leaving: ["uid-controller".into()].into(),
+            planned: ["uid-controller".into(), "uid-gizmos.ops.example.com".into()].into(),
+        };
+        let declaring = [(crd, Vec::new()), (late, Vec::new())];
+        let mut options = BuildOptions {
+            infer: true,
+            ..BuildOptions::default()
+        };
+        options
+            .crd_names
+            .insert((group.into(), "Gizmo".into()), "gizmos.ops.example.com".into());
+        let needed = needed_now(&declaring, std::slice::from_ref(&operator), &standing, &options);
+        assert_eq!(needed.keys().collect::<Vec<_>>(), vec!["uid-controller"]);
+        let why = &needed["uid-controller"];
+        assert!(why.contains("needed by Gizmo.ops.example.com/other/late"), "{why}");
+        assert!(why.contains("finalizer"), "{why}");
+        options.infer = false;
+        assert!(needed_now(&declaring, &[operator], &standing, &options).is_empty());
     }
 
     #[test]
