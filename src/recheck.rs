@@ -45,6 +45,9 @@ pub struct Recheck {
     keep_suspended: HashSet<ObjectId>,
     planned: Planned,
     accepted_victims: HashSet<String>,
+    /// The UID of each accepted cascade victim, with the UID of the planned Namespace or CRD
+    /// that takes it.
+    victim_holders: HashMap<String, String>,
     withheld: HashMap<ObjectId, String>,
     /// Every planned object with its UID.
     planned_uids: Vec<(ObjectId, String)>,
@@ -83,6 +86,7 @@ impl Recheck {
                 .iter()
                 .flat_map(|c| c.victims.iter().map(|v| v.uid.clone()))
                 .collect(),
+            victim_holders: victim_holders(plan),
             withheld: HashMap::new(),
             planned_uids: plan
                 .waves
@@ -184,7 +188,7 @@ impl Recheck {
         }
         let apps = argo_apps(present.iter().map(|o| &o.meta));
         let started = std::time::Instant::now();
-        let declaring = relist(&self.session, &self.scope, self.options, &apps).await;
+        let declaring = relist(&self.session, &self.catalog, &self.scope, self.options, &apps).await;
         tracing::debug!(
             "re-check: {} object(s) that declare dependencies listed again in {:?}",
             declaring.objects.len(),
@@ -217,11 +221,17 @@ impl Recheck {
     /// Where the planned objects stand as the wave of `present` is about to be deleted.
     fn standing(&self, present: &[Listed]) -> Standing {
         let withheld: HashSet<&ObjectId> = self.withheld.keys().collect();
-        let planned = self
+        let planned: HashSet<String> = self
             .planned_uids
             .iter()
             .filter(|(id, uid)| !withheld.contains(id) && !self.dropped.contains(uid))
             .map(|(_, uid)| uid.clone())
+            .collect();
+        let victims = self
+            .victim_holders
+            .iter()
+            .filter(|(_, holder)| planned.contains(*holder))
+            .map(|(victim, _)| victim.clone())
             .collect();
         Standing {
             leaving: self
@@ -231,6 +241,7 @@ impl Recheck {
                 .chain(present.iter().map(|o| o.uid().to_string()))
                 .collect(),
             planned,
+            victims,
         }
     }
 
@@ -431,6 +442,16 @@ impl Recheck {
             }
         }
     }
+}
+
+/// The UID of each cascade victim the plan accepted, with that of the planned holder that takes it.
+fn victim_holders(plan: &PrunePlan) -> HashMap<String, String> {
+    let uids: HashMap<&ObjectId, &str> = plan.waves.iter().flatten().map(|t| (&t.id, t.uid.as_str())).collect();
+    plan.cascades
+        .iter()
+        .filter_map(|c| uids.get(&c.holder).map(|holder| (c, *holder)))
+        .flat_map(|(c, holder)| c.victims.iter().map(move |v| (v.uid.clone(), holder.to_string())))
+        .collect()
 }
 
 /// The catalog to re-check with: the kinds served now; a kind of a group version that could not be

@@ -75,14 +75,19 @@ const CRD: (&str, &str) = ("apiextensions.k8s.io", "CustomResourceDefinition");
 /// [`declares`]), the objects a controller finalizes (see [`finalized_by_a_controller`]) and
 /// every CRD (what ties a finalizer to its operator), and the Flux Kustomizations and
 /// HelmReleases with their `spec.dependsOn`.
-pub async fn relist(session: &Session, scope: &ListScope, options: ListOptions, apps: &HashSet<String>) -> Declaring {
+pub async fn relist(
+    session: &Session,
+    catalog: &crate::discovery::Catalog,
+    scope: &ListScope,
+    options: ListOptions,
+    apps: &HashSet<String>,
+) -> Declaring {
     // As the teardown's plan sees them: tracked objects and tracking objects.
     let selection = Selection {
         tracking_objects: true,
         ..Default::default()
     };
-    let kinds: Vec<Arc<crate::discovery::KindInfo>> = session
-        .catalog
+    let kinds: Vec<Arc<crate::discovery::KindInfo>> = catalog
         .listable()
         .filter(|k| !FLUX_KINDS.contains(&(k.group.as_str(), k.kind.as_str())))
         .cloned()
@@ -116,7 +121,7 @@ pub async fn relist(session: &Session, scope: &ListScope, options: ListOptions, 
         ListScope::AllNamespaces => None,
     };
     for (group, kind) in FLUX_KINDS {
-        let Some(info) = session.catalog.get(group, kind) else {
+        let Some(info) = catalog.get(group, kind) else {
             continue;
         };
         match list_objects(client, info, namespace, None).await {
@@ -139,6 +144,9 @@ pub struct Standing {
     pub leaving: HashSet<String>,
     /// UIDs the plan still deletes (not dropped, not withheld): what they own dies with them.
     pub planned: HashSet<String>,
+    /// UIDs of the cascade victims the plan accepted whose Namespace or CRD it still deletes:
+    /// they die with it, and keep nothing.
+    pub victims: HashSet<String>,
 }
 
 /// The wave's `candidates` (objects as they are now) that an object that stays depends on, by
@@ -180,7 +188,9 @@ pub fn needed_now(
     let stays = |index: usize| {
         graph.nodes[index].status == NodeStatus::Selected
             && objects.get(&graph.nodes[index].id).is_some_and(|o| {
-                !standing.leaving.contains(o.uid()) && !dies_with_plan(&o.meta, &standing.planned, &owners_of)
+                !standing.leaving.contains(o.uid())
+                    && !standing.victims.contains(o.uid())
+                    && !dies_with_plan(&o.meta, &standing.planned, &owners_of)
             })
     };
     needed_by_staying(&graph, &wave, stays)
@@ -231,6 +241,7 @@ mod tests {
         let standing = Standing {
             leaving: ["uid-base".into(), "uid-other-base".into()].into(),
             planned: ["uid-base".into(), "uid-other-base".into()].into(),
+            victims: HashSet::new(),
         };
         let needed = needed_now(
             &[(newcomer, Vec::new())],
@@ -259,6 +270,7 @@ mod tests {
         let standing = Standing {
             leaving: ["uid-base".into(), "uid-earlier".into()].into(),
             planned: ["uid-base".into(), "uid-earlier".into(), "uid-owner".into()].into(),
+            victims: HashSet::new(),
         };
         let declaring = [(earlier, Vec::new()), (owned, Vec::new())];
         assert!(needed_now(&declaring, &[base], &standing, &BuildOptions::default()).is_empty());
@@ -290,6 +302,7 @@ mod tests {
         let standing = Standing {
             leaving: ["uid-ks-base".into(), "uid-grouped".into()].into(),
             planned: ["uid-ks-base".into(), "uid-grouped".into()].into(),
+            victims: HashSet::new(),
         };
         let declaring = [(app, app_depends), (rule, Vec::new())];
         let needed = needed_now(&declaring, &[base, grouped], &standing, &BuildOptions::default());
@@ -325,6 +338,7 @@ mod tests {
         let standing = Standing {
             leaving: ["uid-controller".into()].into(),
             planned: ["uid-controller".into(), "uid-gizmos.ops.example.com".into()].into(),
+            victims: HashSet::new(),
         };
         let declaring = [(crd, Vec::new()), (late, Vec::new())];
         let mut options = BuildOptions {
@@ -339,8 +353,14 @@ mod tests {
         let why = &needed["uid-controller"];
         assert!(why.contains("needed by Gizmo.ops.example.com/other/late"), "{why}");
         assert!(why.contains("finalizer"), "{why}");
+        // A cascade victim the plan accepted dies with its CRD: it keeps nothing.
+        let dying = Standing {
+            victims: ["uid-late".into()].into(),
+            ..standing
+        };
+        assert!(needed_now(&declaring, std::slice::from_ref(&operator), &dying, &options).is_empty());
         options.infer = false;
-        assert!(needed_now(&declaring, &[operator], &standing, &options).is_empty());
+        assert!(needed_now(&declaring, &[operator], &dying, &options).is_empty());
     }
 
     #[test]
