@@ -153,6 +153,9 @@ pub struct NodeInput {
     /// Offline: the folder the manifest was read from, which stands for the Argo CD application
     /// (sync waves) and the stack (inference) when the object carries no tracker's mark.
     pub app: Option<String>,
+    /// The UIDs of its owners (`metadata.ownerReferences`): it dies with the plan when every
+    /// one of them does ([`Graph::dying_by_owners`]).
+    pub owners: Vec<String>,
 }
 
 impl NodeInput {
@@ -249,6 +252,10 @@ pub struct Graph {
     /// that holder ([`Graph::victim_orders`]).
     #[serde(skip)]
     pub victims: HashSet<usize>,
+    /// The owners of each node that has any (`metadata.ownerReferences`, by UID): the owner's
+    /// node, or `None` for an owner that is no node (it counts as live).
+    #[serde(skip)]
+    pub owners: HashMap<usize, Vec<Option<usize>>>,
     #[serde(skip)]
     index: HashMap<ObjectId, usize>,
 }
