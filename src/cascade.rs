@@ -169,10 +169,49 @@ fn why_it_counts(object: &Listed) -> String {
     }
 }
 
-/// The cascade of one holder from its listed content.
-pub fn cascade_of(holder: &ObjectId, held: &Collection, planned: &Planned) -> Cascade {
-    let mut unlisted: Vec<String> = held.failures.iter().map(|f| f.kind.kind_with_group()).collect();
-    unlisted.sort();
+/// What a holder may hold that is not known: the kinds whose objects in it could not be listed,
+/// and every kind of a group version that could not be discovered (an aggregated API whose
+/// APIService is down) and could serve objects in it — any for a Namespace, those of the CRD's own
+/// group for a CRD. Their objects would die unnamed, so a holder with any is never clean
+/// ([`Cascade::is_clean`]): `--skip-unlisted` accepts unknown dependents, never unknown victims.
+/// A group version whose APIService the plan deletes is no unknown content: the API goes with
+/// it. The plan's cascades and the re-check before each wave ask this one function.
+pub fn unknown_content(catalog: &Catalog, holder: &ObjectId, held: &Collection, planned: &Planned) -> Vec<String> {
+    let crd_group = match (holder.group.as_str(), holder.kind.as_str()) {
+        ("", "Namespace") => None,
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            Some(holder.name.split_once('.').map_or("", |(_, group)| group))
+        }
+        _ => return Vec::new(),
+    };
+    let undiscovered = catalog.failures.iter().filter(|failure| {
+        let (group, version) = failure
+            .group_version
+            .rsplit_once('/')
+            .unwrap_or(("", &failure.group_version));
+        let api_service = ObjectId::new(
+            "apiregistration.k8s.io",
+            "APIService",
+            None,
+            &format!("{version}.{group}"),
+        );
+        crd_group.is_none_or(|crd_group| crd_group == group) && !planned.ids.contains(&api_service)
+    });
+    let mut unknown: Vec<String> = held
+        .failures
+        .iter()
+        .map(|f| f.kind.kind_with_group())
+        .chain(undiscovered.map(|f| format!("every kind of {}", f.group_version)))
+        .collect();
+    unknown.sort();
+    unknown.dedup();
+    unknown
+}
+
+/// The cascade of one holder from its listed content (and what could not be, see
+/// [`unknown_content`]).
+pub fn cascade_of(catalog: &Catalog, holder: &ObjectId, held: &Collection, planned: &Planned) -> Cascade {
+    let unlisted = unknown_content(catalog, holder, held, planned);
     Cascade {
         holder: holder.clone(),
         victims: victims(&held.objects, planned),
@@ -200,7 +239,7 @@ pub async fn find_cascades(
     let mut taken = Vec::new();
     for holder in holders {
         if let Some(held) = contents(client, catalog, holder, options).await {
-            let cascade = cascade_of(holder, &held, &planned);
+            let cascade = cascade_of(catalog, holder, &held, &planned);
             let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
             taken.extend(held.objects.iter().filter(|o| victims.contains(o.uid())).cloned());
             if !cascade.is_clean() {
@@ -278,6 +317,75 @@ mod tests {
                 ("handmade".to_string(), "untracked".to_string()),
             ]
         );
+    }
+
+    fn catalog_without(group_versions: &[&str]) -> Catalog {
+        let failures = group_versions
+            .iter()
+            .map(|gv| crate::discovery::DiscoveryFailure {
+                group_version: gv.to_string(),
+                message: "the server is currently unable to handle the request".into(),
+            })
+            .collect();
+        let kinds = vec![crate::fixtures::kind("", "ConfigMap", true)];
+        Catalog::new(kinds, failures, crate::discovery::DiscoverySource::PerGroup)
+    }
+
+    /// Adversarial review, finding 11: a kind that could not be listed, or a group version that
+    /// could not be discovered (an aggregated API whose APIService is down), may hold objects the
+    /// Namespace or CRD takes with it; its cascade is never clean, with no victim named.
+    #[test]
+    fn a_holder_whose_content_could_not_be_listed_or_discovered_is_never_clean() {
+        let namespace = ObjectId::new("", "Namespace", None, "shop");
+        let planned = Planned::default();
+        let all_listed = Collection::default();
+        let discovered = catalog_without(&[]);
+        assert!(cascade_of(&discovered, &namespace, &all_listed, &planned).is_clean());
+
+        let mut one_failed = Collection::default();
+        one_failed.failures.push(crate::collect::KindFailure {
+            kind: kind("example.com", "Gizmo"),
+            failure: crate::collect::ListFailure::Forbidden,
+        });
+        let cascade = cascade_of(&discovered, &namespace, &one_failed, &planned);
+        assert!(cascade.victims.is_empty());
+        assert_eq!(cascade.unlisted, ["Gizmo.example.com"]);
+        assert!(
+            !cascade.is_clean(),
+            "content that could not be listed is not known to be empty"
+        );
+
+        let down = catalog_without(&["metrics.k8s.io/v1beta1"]);
+        let cascade = cascade_of(&down, &namespace, &all_listed, &planned);
+        assert_eq!(cascade.unlisted, ["every kind of metrics.k8s.io/v1beta1"]);
+        assert!(
+            !cascade.is_clean(),
+            "an undiscovered group may serve objects in the Namespace"
+        );
+
+        let other_crd = ObjectId::new(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            None,
+            "gizmos.example.com",
+        );
+        assert!(cascade_of(&down, &other_crd, &all_listed, &planned).is_clean());
+        let own_crd = ObjectId::new(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            None,
+            "nodemetrics.metrics.k8s.io",
+        );
+        assert!(!cascade_of(&down, &own_crd, &all_listed, &planned).is_clean());
+        let config_map = ObjectId::new("", "ConfigMap", Some("shop"), "settings");
+        assert!(unknown_content(&down, &config_map, &all_listed, &planned).is_empty());
+        // The plan deletes the APIService itself: its API goes first, nothing of it is unknown.
+        let api_service = ObjectId::new("apiregistration.k8s.io", "APIService", None, "v1beta1.metrics.k8s.io");
+        let with_api = Planned {
+            uids: ["uid-api".to_string()].into(),
+            ids: [api_service].into(),
+        };
+        assert!(cascade_of(&down, &namespace, &all_listed, &with_api).is_clean());
     }
 
     fn token(name: &str, account: &str, account_uid: &str) -> Listed {

@@ -155,6 +155,9 @@ pub struct NodeInput {
     /// Offline: the folder the manifest was read from, which stands for the Argo CD application
     /// (sync waves) and the stack (inference) when the object carries no tracker's mark.
     pub app: Option<String>,
+    /// The UIDs of its owners (`metadata.ownerReferences`): it dies with the plan when every
+    /// one of them does ([`Graph::dying_by_owners`]).
+    pub owners: Vec<String>,
 }
 
 impl NodeInput {
@@ -251,6 +254,10 @@ pub struct Graph {
     /// that holder ([`Graph::victim_orders`]).
     #[serde(skip)]
     pub victims: HashSet<usize>,
+    /// The owners of each node that has any (`metadata.ownerReferences`, by UID): the owner's
+    /// node, or `None` for an owner that is no node (it counts as live).
+    #[serde(skip)]
+    pub owners: HashMap<usize, Vec<Option<usize>>>,
     #[serde(skip)]
     index: HashMap<ObjectId, usize>,
 }
@@ -335,6 +342,29 @@ pub struct BuildOptions {
     pub infer: bool,
     /// Resource (plural) of each (group, kind), for webhook rules (inference).
     pub plurals: HashMap<(String, String), String>,
+}
+
+impl BuildOptions {
+    /// The options of every live graph — the planning graph, `graph`, and the re-check's look
+    /// for new dependents alike: the CRD name and the plural of every kind the catalog serves
+    /// (a custom resource's edge to its CRD, its finalizer's to its operator, a webhook rule's
+    /// resources), with members and inference as asked.
+    pub fn for_catalog(catalog: &crate::discovery::Catalog, members: bool, infer: bool) -> Self {
+        let kinds = catalog.kinds();
+        Self {
+            members,
+            crd_names: kinds
+                .iter()
+                .filter(|k| !k.group.is_empty())
+                .map(|k| ((k.group.clone(), k.kind.clone()), k.crd_name()))
+                .collect(),
+            infer,
+            plurals: kinds
+                .iter()
+                .map(|k| ((k.group.clone(), k.kind.clone()), k.plural.clone()))
+                .collect(),
+        }
+    }
 }
 
 #[cfg(test)]

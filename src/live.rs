@@ -74,8 +74,7 @@ impl LiveGraph {
         self.inputs.extend(inputs);
         let earlier = std::mem::take(&mut self.graph);
         let mut graph = build(&self.inputs, &self.build_options);
-        let existing = existing_references(session, &graph).await;
-        graph.mark_referenced(|id| existing.contains(id));
+        settle_references(session, &mut graph).await;
         let moved: HashMap<usize, usize> = earlier
             .nodes
             .iter()
@@ -378,25 +377,9 @@ pub async fn graph_of_with(
     if infer {
         attach_specs(session, &mut inputs).await?;
     }
-    let kinds = session.catalog.kinds();
-    let crd_names = kinds
-        .iter()
-        .filter(|k| !k.group.is_empty())
-        .map(|k| ((k.group.clone(), k.kind.clone()), k.crd_name()))
-        .collect();
-    let plurals = kinds
-        .iter()
-        .map(|k| ((k.group.clone(), k.kind.clone()), k.plural.clone()))
-        .collect();
-    let options = BuildOptions {
-        members,
-        crd_names,
-        infer,
-        plurals,
-    };
+    let options = BuildOptions::for_catalog(&session.catalog, members, infer);
     let mut graph = build(&inputs, &options);
-    let existing = existing_references(session, &graph).await;
-    graph.mark_referenced(|id| existing.contains(id));
+    settle_references(session, &mut graph).await;
     let potential_victims: Vec<usize> = would_die.iter().filter_map(|id| graph.find(id)).collect();
     graph.victims.extend(potential_victims);
     Ok(LiveGraph {
@@ -421,6 +404,13 @@ pub fn input_from_listed(object: &Listed) -> NodeInput {
         finalizers: object.finalizers().to_vec(),
         body: None,
         app: None,
+        owners: object
+            .meta
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|r| r.uid.clone())
+            .collect(),
     }
 }
 
@@ -496,17 +486,35 @@ pub async fn flux_objects(session: &Session) -> Result<Vec<(Listed, serde_json::
     Ok(found)
 }
 
-async fn existing_references(session: &Session, graph: &Graph) -> HashSet<ObjectId> {
+/// Looks the referenced nodes up: one that does not exist is marked missing; one that does gets
+/// the owners its metadata names (it dies with the plan when every one of them does, see
+/// [`Graph::dying_by_owners`]).
+async fn settle_references(session: &Session, graph: &mut Graph) {
+    let existing = existing_references(session, graph).await;
+    graph.mark_referenced(|id| existing.contains_key(id));
+    for (id, owners) in existing {
+        if let Some(index) = graph.find(&id) {
+            graph.set_owners(index, &owners);
+        }
+    }
+}
+
+/// The referenced objects that exist (or cannot be told missing), with their owners' UIDs.
+async fn existing_references(session: &Session, graph: &Graph) -> HashMap<ObjectId, Vec<String>> {
     let references: Vec<ObjectId> = graph.referenced().map(|n| n.id.clone()).collect();
-    let found: Vec<Option<ObjectId>> = stream::iter(references)
+    let found: Vec<Option<(ObjectId, Vec<String>)>> = stream::iter(references)
         .map(|id| async move {
             let kind = session.catalog.get(&id.group, &id.kind)?;
             let api = api_for(&session.connection.client, kind, id.namespace.as_deref());
             match with_retries("get dependency", || api.get_metadata(&id.name)).await {
-                Ok(_) => Some(id),
+                Ok(object) => {
+                    let owners = object.metadata.owner_references.iter().flatten();
+                    let owners = owners.map(|r| r.uid.clone()).collect();
+                    Some((id, owners))
+                }
                 Err(err) if is_not_found(&err) => None,
                 // Cannot tell (e.g. forbidden): do not call it missing.
-                Err(_) => Some(id),
+                Err(_) => Some((id, Vec::new())),
             }
         })
         .buffer_unordered(16)

@@ -49,6 +49,8 @@ pub fn offline_graph(manifests: &[Manifest], namespace: &str, members: bool, inf
             finalizers: strings_at(&manifest.body, "/metadata/finalizers"),
             body,
             app: Some(crate::manifest::folder_of(&manifest.source)),
+            // Manifests carry no UIDs: nothing dies by ownership offline.
+            owners: Vec::new(),
         });
     }
     note_conflicting_duplicates(&inputs.iter().zip(sources).collect::<Vec<_>>());

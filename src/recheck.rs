@@ -17,7 +17,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use kube::Client;
 
-use crate::cascade::{contents, victims, Planned};
+use crate::cascade::{contents, unknown_content, victims, Planned};
 use crate::classify::Recorded;
 use crate::collect::{collect_kinds, ListOptions, ListScope, Listed};
 use crate::discovery::{Catalog, KindInfo};
@@ -45,6 +45,9 @@ pub struct Recheck {
     keep_suspended: HashSet<ObjectId>,
     planned: Planned,
     accepted_victims: HashSet<String>,
+    /// The UID of each accepted cascade victim, with the UID of the planned Namespace or CRD
+    /// that takes it.
+    victim_holders: HashMap<String, String>,
     withheld: HashMap<ObjectId, String>,
     /// Every planned object with its UID.
     planned_uids: Vec<(ObjectId, String)>,
@@ -57,6 +60,8 @@ pub struct Recheck {
     scope: ListScope,
     /// The suspensions of the run; lifted wave by wave.
     pub suspensions: Suspensions,
+    /// Whether the plan inferred edges: the re-check infers the same.
+    infer: bool,
 }
 
 impl Recheck {
@@ -81,6 +86,7 @@ impl Recheck {
                 .iter()
                 .flat_map(|c| c.victims.iter().map(|v| v.uid.clone()))
                 .collect(),
+            victim_holders: victim_holders(plan),
             withheld: HashMap::new(),
             planned_uids: plan
                 .waves
@@ -93,6 +99,7 @@ impl Recheck {
             options,
             scope: session.scope.clone(),
             suspensions,
+            infer: plan.infer,
         }
     }
 
@@ -246,7 +253,8 @@ impl Recheck {
             return;
         }
         let standing = self.standing(&present);
-        let mut needed = needed_now(&declaring.objects, &present, &standing);
+        let build = crate::graph::BuildOptions::for_catalog(&self.catalog, false, self.infer);
+        let mut needed = needed_now(&declaring.objects, &present, &standing, &build);
         for (target, _) in passed {
             match needed.remove(&target.uid) {
                 Some(reason) => checked.dropped.push((target, reason)),
@@ -258,11 +266,17 @@ impl Recheck {
     /// Where the planned objects stand as the wave of `present` is about to be deleted.
     fn standing(&self, present: &[Listed]) -> Standing {
         let withheld: HashSet<&ObjectId> = self.withheld.keys().collect();
-        let planned = self
+        let planned: HashSet<String> = self
             .planned_uids
             .iter()
             .filter(|(id, uid)| !withheld.contains(id) && !self.dropped.contains(uid))
             .map(|(_, uid)| uid.clone())
+            .collect();
+        let victims = self
+            .victim_holders
+            .iter()
+            .filter(|(_, holder)| planned.contains(*holder))
+            .map(|(victim, _)| victim.clone())
             .collect();
         Standing {
             leaving: self
@@ -272,6 +286,7 @@ impl Recheck {
                 .chain(present.iter().map(|o| o.uid().to_string()))
                 .collect(),
             planned,
+            victims,
         }
     }
 
@@ -445,10 +460,9 @@ impl Recheck {
     /// [`crate::cascade`]).
     async fn judge_content(&self, target: &Target) -> Option<String> {
         let held = contents(&self.client, &self.catalog, &target.id, self.options).await?;
-        if let Some(failure) = held.failures.first() {
+        if let Some(unknown) = unknown_content(&self.catalog, &target.id, &held, &self.planned).first() {
             return Some(format!(
-                "its content could not be re-checked ({} could not be listed)",
-                failure.kind.kind_with_group()
+                "its content could not be re-checked ({unknown} could not be listed)"
             ));
         }
         let victim = victims(&held.objects, &self.planned)
@@ -535,6 +549,16 @@ fn wave_groups(targets: &[Target]) -> BTreeMap<WaveKey, Arc<KindInfo>> {
         groups.entry(key).or_insert_with(|| target.kind.clone());
     }
     groups
+}
+
+/// The UID of each cascade victim the plan accepted, with that of the planned holder that takes it.
+fn victim_holders(plan: &PrunePlan) -> HashMap<String, String> {
+    let uids: HashMap<&ObjectId, &str> = plan.waves.iter().flatten().map(|t| (&t.id, t.uid.as_str())).collect();
+    plan.cascades
+        .iter()
+        .filter_map(|c| uids.get(&c.holder).map(|holder| (c, *holder)))
+        .flat_map(|(c, holder)| c.victims.iter().map(move |v| (v.uid.clone(), holder.to_string())))
+        .collect()
 }
 
 /// The catalog to re-check with: the kinds served now; a kind of a group version that could not be

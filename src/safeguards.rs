@@ -60,11 +60,17 @@ pub fn needed_by_staying(
     staying: impl Fn(usize) -> bool,
 ) -> BTreeMap<usize, KeepReason> {
     let mut needed = BTreeMap::new();
+    // What a planned owner takes with it (the garbage collector's all-owners rule): a need that
+    // dies so keeps those owners.
+    let by_owners = graph.dying_by_owners(|index| planned.contains(&index));
     // One edge set: declared, structural and inferred (a CR that stays needs the operator its
     // finalizer names; an untracked webhook that stays needs its backend).
     for Edge { from, to, kind } in graph.all_edges().filter(|e| e.kind.is_need()) {
-        if planned.contains(to) && !planned.contains(from) && staying(*from) && !needed.contains_key(to) {
-            let by = graph.nodes[*from].id.to_string();
+        if planned.contains(from) || !staying(*from) {
+            continue;
+        }
+        let by = graph.nodes[*from].id.to_string();
+        if planned.contains(to) && !needed.contains_key(to) {
             let why = match kind {
                 EdgeKind::Namespace | EdgeKind::Crd => KeepReason::Holds { held: by },
                 other => KeepReason::Needed {
@@ -73,6 +79,13 @@ pub fn needed_by_staying(
                 },
             };
             needed.insert(*to, why);
+        } else if let Some(owners) = by_owners.get(to) {
+            for owner in owners {
+                needed.entry(*owner).or_insert_with(|| KeepReason::Needed {
+                    by: by.clone(),
+                    edge: format!("{}: {} dies with it", kind.label(), graph.nodes[*to].id),
+                });
+            }
         }
     }
     needed

@@ -39,6 +39,9 @@ pub struct Kept {
 pub struct PrunePlan {
     /// Deletion waves.
     pub waves: Vec<Vec<Target>>,
+    /// Whether the plan's graph inferred the edges nobody declared (not `--no-infer`): the
+    /// re-check before each wave builds its graph the same way.
+    pub infer: bool,
     /// Objects left alone, with the reason.
     pub kept: Vec<Kept>,
     /// The stacks torn down (empty for an orphan prune): what the re-check measures marks against.
@@ -246,6 +249,8 @@ pub fn plan(
         .collect();
     Ok(PrunePlan {
         waves,
+        // Set by the caller, which knows whether the graph inferred (`pruning::finish_plan`).
+        infer: false,
         kept,
         torn_down,
         trackers,

@@ -1006,3 +1006,190 @@ metadata:
     assert!(exists("deployment", Some(&op_ns), "controller"), "{}", pruned.stdout);
     assert!(exists("crd", None, &resource));
 }
+
+/// Adversarial review, finding 7: a custom resource made after the plan (another team's, with
+/// the operator's finalizer) keeps the operator at the re-check of the operator's wave, as the
+/// plan would have: the re-check builds its graph as the plan does, inference included. The
+/// CRD that now holds it is dropped, and so is the operator — not deleted under it.
+#[test]
+fn a_custom_resource_made_after_the_plan_keeps_its_operator_at_the_recheck() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm7r");
+    let f = flux.0.clone();
+    let run = unique("gm7r");
+    let group = own_group(&run);
+    let resource = format!("gizmos.{group}");
+    let (op_ns, other_ns) = (format!("{run}-op"), format!("{run}-other"));
+    let finalizer = format!("{group}/cleanup");
+    let hold = "graphmodel.example.com/hold";
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &other_ns);
+    leftovers.object("namespace", &op_ns);
+    leftovers.object("namespace", &other_ns);
+    leftovers.object("crd", &resource);
+    let op = flux_labels("op", &f);
+    apply(&format!(
+        "{}{}{}",
+        kustomization("op", &f, ""),
+        crd(&group, "Gizmo", "gizmos", &op),
+        operator(&op_ns, "controller", &op),
+    ));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    // `first` (held by a finalizer, so its wave waits) goes before the operator and the CRD.
+    apply(&format!(
+        r#"---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: first
+  namespace: {op_ns}
+  labels: {op}
+  finalizers: [{hold}]
+  annotations:
+    config.kubernetes.io/depends-on: apps/namespaces/{op_ns}/Deployment/controller,apiextensions.k8s.io/CustomResourceDefinition/{resource}
+"#
+    ));
+    let alive_ns = op_ns.clone();
+    let operator = StandIn::start(&resource, Some(&other_ns), "late", &finalizer, move || {
+        exists("deployment", Some(&alive_ns), "controller")
+    });
+
+    let mut child = spawn_stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/op",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", &op_ns, "first")
+    });
+    apply(&format!(
+        r#"---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {other_ns}}}
+---
+apiVersion: {group}/v1
+kind: Gizmo
+metadata: {{name: late, namespace: {other_ns}, finalizers: [{finalizer}]}}
+"#
+    ));
+    release_finalizers("configmap/first", &op_ns);
+    let pruned = finish(child);
+    let lines = json_lines(&pruned.stdout);
+    let dropped = |name: &str| {
+        lines
+            .iter()
+            .find(|e| e["type"] == "event" && e["change"] == "dropped" && e["id"]["name"] == name)
+            .and_then(|e| e["reason"].as_str())
+            .unwrap_or_else(|| panic!("{name} not dropped:\n{}\n{}", pruned.stdout, pruned.stderr))
+            .to_string()
+    };
+    let controller = dropped("controller");
+    assert!(
+        controller.contains(&format!("needed by Gizmo.{group}/{other_ns}/late")) && controller.contains("finalizer"),
+        "{controller}"
+    );
+    assert!(controller.contains("found by the re-check"), "{controller}");
+    assert!(dropped(&resource).contains("late"));
+    assert_eq!(pruned.code, 5, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
+    assert!(!exists("configmap", Some(&op_ns), "first"));
+    assert!(exists("deployment", Some(&op_ns), "controller"), "{}", pruned.stdout);
+    assert!(exists("crd", None, &resource));
+
+    // The operator is there to finalize the newcomer when its time comes.
+    assert_eq!(
+        kubectl(&["delete", &resource, "late", "-n", &other_ns, "--wait=false"]).code,
+        0
+    );
+    wait_until(Duration::from_secs(30), || !exists(&resource, Some(&other_ns), "late"));
+    assert_eq!(operator.stop(), 1, "the live operator finalized `late`");
+}
+
+/// Adversarial review, findings 3 and 4: a custom resource that dies with a planned owner (the
+/// garbage collector deletes it once its only owner is gone) is a node of the plan like any
+/// victim: what it needs orders the waves. Stack `op` holds the operator, a ConfigMap `parent`
+/// and the CRD (kept: `prune: disabled`); an untracked Gizmo `child` owned by `parent` carries
+/// the operator's finalizer. `parent` goes before the operator, so the operator is there to
+/// finalize `child`; one wave for both would leave `child` stuck for good.
+#[test]
+fn an_object_that_dies_with_a_planned_owner_goes_before_the_operator_it_needs() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm34");
+    let f = flux.0.clone();
+    let run = unique("gm34");
+    let group = own_group(&run);
+    let resource = format!("gizmos.{group}");
+    let (op_ns, data_ns) = (format!("{run}-op"), format!("{run}-data"));
+    let finalizer = format!("{group}/cleanup");
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &data_ns);
+    leftovers.object("namespace", &op_ns);
+    leftovers.object("namespace", &data_ns);
+    leftovers.object("crd", &resource);
+    let op = flux_labels("op", &f);
+    let kept_crd = crd(&group, "Gizmo", "gizmos", &op).replace(
+        "metadata: {name: ",
+        "metadata: {annotations: {kustomize.toolkit.fluxcd.io/prune: disabled}, name: ",
+    );
+    apply(&format!(
+        "{}{kept_crd}{}---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {data_ns}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: parent, namespace: {data_ns}, labels: {op}}}\n",
+        kustomization("op", &f, ""),
+        operator(&op_ns, "controller", &op),
+    ));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    let parent_uid = uid_of("configmap", Some(&data_ns), "parent");
+    apply(&format!(
+        r#"apiVersion: {group}/v1
+kind: Gizmo
+metadata:
+  name: child
+  namespace: {data_ns}
+  finalizers: [{finalizer}]
+  ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: parent, uid: {parent_uid}, controller: true, blockOwnerDeletion: true}}]
+"#
+    ));
+    let alive_ns = op_ns.clone();
+    let operator = StandIn::start(&resource, Some(&data_ns), "child", &finalizer, move || {
+        exists("deployment", Some(&alive_ns), "controller")
+    });
+
+    let planned = stack(&["prune", "-n", &f, "kustomization/op", "--dry-run", "-o", "json"]).expect_code(0);
+    let lines = json_lines(&planned.stdout);
+    assert!(
+        planned_wave(&lines, "ConfigMap", "parent") < planned_wave(&lines, "Deployment", "controller"),
+        "`child` dies with `parent` and needs the operator: {}",
+        planned.stdout
+    );
+    let why = planned_why(&lines, "ConfigMap", "parent");
+    assert!(
+        why.contains(&format!("Deployment.apps/{op_ns}/controller"))
+            && why.contains(&format!("Gizmo.{group}/{data_ns}/child")),
+        "{why}"
+    );
+
+    let pruned = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/op",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    let finalized = operator.stop();
+    assert_eq!(pruned.code, 0, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
+    assert_eq!(finalized, 1, "the live operator finalized `child`");
+    assert!(!exists(&resource, Some(&data_ns), "child"));
+    assert!(!exists("deployment", Some(&op_ns), "controller"));
+    assert!(exists("crd", None, &resource));
+}

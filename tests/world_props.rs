@@ -118,6 +118,13 @@ fn input_of(listed: &Listed, body: Option<serde_json::Value>) -> NodeInput {
         depends_on: Vec::new(),
         body,
         app: None,
+        owners: listed
+            .meta
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|r| r.uid.clone())
+            .collect(),
     }
 }
 
@@ -196,6 +203,20 @@ impl Cluster {
         };
         let mut graph = build(&inputs, &options);
         graph.victims = fresh.iter().filter_map(|id| graph.find(id)).collect();
+        // `live::settle_references`: a referenced object that exists gets its owners.
+        let referenced: Vec<ObjectId> = graph.referenced().map(|n| n.id.clone()).collect();
+        for id in referenced {
+            if let (Some(index), Some(object)) = (graph.find(&id), self.all.get(&id)) {
+                let owners: Vec<String> = object
+                    .meta
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .map(|r| r.uid.clone())
+                    .collect();
+                graph.set_owners(index, &owners);
+            }
+        }
         (graph, objects)
     }
 }
@@ -389,7 +410,7 @@ fn plan_with_cascades(world: &World, cluster: &Cluster, start: &Start) -> Option
                 not_served: Vec::new(),
                 untracked_matches: 0,
             };
-            let cascade = cascade_of(holder, &collection, &done);
+            let cascade = cascade_of(&cluster.catalog, holder, &collection, &done);
             victims.extend(cascade.victims.iter().map(|v| v.id.clone()));
             if !cascade.victims.is_empty() {
                 planned.cascades.push(cascade);

@@ -55,10 +55,30 @@ pub fn build(inputs: &[NodeInput], options: &BuildOptions) -> Graph {
     }
     graph.edges.sort_by_key(|e| (e.from, e.to, e.kind));
     graph.edges.dedup();
+    graph.owners = owners_of(&graph, inputs);
     if options.infer {
         add_inferred(&mut graph, inputs, options);
     }
     graph
+}
+
+/// The owners of each input that has any, as nodes by UID (`None`: not a node).
+fn owners_of(graph: &Graph, inputs: &[NodeInput]) -> HashMap<usize, Vec<Option<usize>>> {
+    let by_uid: HashMap<&str, usize> = graph
+        .nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(index, node)| node.uid.as_deref().map(|uid| (uid, index)))
+        .collect();
+    inputs
+        .iter()
+        .enumerate()
+        .filter(|(_, input)| !input.owners.is_empty())
+        .map(|(index, input)| {
+            let owners = input.owners.iter().map(|uid| by_uid.get(uid.as_str()).copied());
+            (index, owners.collect())
+        })
+        .collect()
 }
 
 /// Adds the inferred edges; one that would close a cycle is dropped with a warning naming it.

@@ -30,7 +30,23 @@ impl Graph {
     /// Namespaces and CRDs (`planned`) whose deletion takes it: the targets of its structural
     /// edges. A victim none of whose holders is planned stays; any other node is never taken
     /// (what a stack tracks keeps its Namespace or CRD instead). One pass over the edges.
+    ///
+    /// A node that dies by ownership ([`Graph::dying_by_owners`]) is a victim too, taken by its
+    /// planned owners (or by the holders of its owners that are victims).
     pub fn dying_victims(&self, planned: impl Fn(usize) -> bool) -> HashMap<usize, Vec<usize>> {
+        let held = self.held_victims(&planned);
+        let mut dying = self.owned_victims(&planned, &held);
+        for (victim, holders) in held {
+            let all = dying.entry(victim).or_default();
+            all.extend(holders);
+            all.sort_unstable();
+            all.dedup();
+        }
+        dying
+    }
+
+    /// The cascade victims of the planned Namespaces and CRDs, each with those that take it.
+    fn held_victims(&self, planned: &dyn Fn(usize) -> bool) -> HashMap<usize, Vec<usize>> {
         let mut dying: HashMap<usize, Vec<usize>> = HashMap::new();
         if self.victims.is_empty() {
             return dying;
@@ -44,6 +60,78 @@ impl Graph {
             }
         }
         dying
+    }
+
+    /// The nodes, not planned themselves, that die with the plan by ownership, as the garbage
+    /// collector decides: every owner is planned, a cascade victim of a planned Namespace or CRD,
+    /// or dies so in turn ([`Graph::owners`]; an owner that is no node counts as live, an
+    /// ownership cycle proves nothing). Each with the planned objects whose deletion takes it.
+    pub fn dying_by_owners(&self, planned: impl Fn(usize) -> bool) -> HashMap<usize, Vec<usize>> {
+        let held = self.held_victims(&planned);
+        self.owned_victims(&planned, &held)
+    }
+
+    fn owned_victims(
+        &self,
+        planned: &dyn Fn(usize) -> bool,
+        held: &HashMap<usize, Vec<usize>>,
+    ) -> HashMap<usize, Vec<usize>> {
+        self.owners
+            .keys()
+            .filter(|&&index| !planned(index))
+            .filter_map(|&index| {
+                let mut roots = self.planned_owners(index, planned, held, &mut HashSet::new())?;
+                roots.sort_unstable();
+                roots.dedup();
+                Some((index, roots))
+            })
+            .collect()
+    }
+
+    /// The planned objects whose deletion takes `index` through its owners (see
+    /// [`Graph::dying_by_owners`]); `None` when it has no owner or one of its owners lives.
+    fn planned_owners(
+        &self,
+        index: usize,
+        planned: &dyn Fn(usize) -> bool,
+        held: &HashMap<usize, Vec<usize>>,
+        on_path: &mut HashSet<usize>,
+    ) -> Option<Vec<usize>> {
+        let owners = self.owners.get(&index).filter(|owners| !owners.is_empty())?;
+        if !on_path.insert(index) {
+            return None;
+        }
+        let mut roots = Some(Vec::new());
+        for owner in owners {
+            let found = match *owner {
+                Some(owner) if planned(owner) => Some(vec![owner]),
+                Some(owner) if held.contains_key(&owner) => held.get(&owner).cloned(),
+                Some(owner) => self.planned_owners(owner, planned, held, on_path),
+                None => None,
+            };
+            match (found, roots.as_mut()) {
+                (Some(found), Some(roots)) => roots.extend(found),
+                _ => {
+                    roots = None;
+                    break;
+                }
+            }
+        }
+        on_path.remove(&index);
+        roots
+    }
+
+    /// Sets the owners of a node built without them (a referenced node, whose metadata was read
+    /// after the build): `owners` are UIDs, matched to the nodes by theirs.
+    pub fn set_owners(&mut self, index: usize, owners: &[String]) {
+        if owners.is_empty() {
+            return;
+        }
+        let found = owners
+            .iter()
+            .map(|uid| self.nodes.iter().position(|n| n.uid.as_deref() == Some(uid.as_str())))
+            .collect();
+        self.owners.insert(index, found);
     }
 
     /// Rule "what dies goes before what it needs", for the cascade victims: a victim is deleted
@@ -173,6 +261,62 @@ mod tests {
             .iter()
             .map(|w| w.iter().map(|&i| graph.nodes[i].id.name.clone()).collect())
             .collect()
+    }
+
+    /// Findings 3 and 4: `child` dies with its only owner `parent` (planned), as the garbage
+    /// collector decides; with a second, live owner it does not. What it needs orders `parent`
+    /// before it, and a need of something that stays on it keeps `parent`.
+    #[test]
+    fn what_dies_with_a_planned_owner_is_a_victim_of_it() {
+        let with_uid = |mut input: NodeInput, uid: &str| {
+            input.uid = Some(uid.to_string());
+            input
+        };
+        let parent = with_uid(input("", "ConfigMap", Some("app"), "parent", Some("a")), "uid-parent");
+        let mut child = with_uid(input("", "ConfigMap", Some("app"), "child", None), "uid-child");
+        child.owners.push("uid-parent".into());
+        child.annotations.insert(
+            crate::graph::KPT_DEPENDS_ON.into(),
+            "/namespaces/app/ConfigMap/base".into(),
+        );
+        let base = with_uid(input("", "ConfigMap", Some("app"), "base", Some("a")), "uid-base");
+        let mut stayer = with_uid(input("", "ConfigMap", Some("app"), "stayer", Some("b")), "uid-stayer");
+        stayer.annotations.insert(
+            crate::graph::KPT_DEPENDS_ON.into(),
+            "/namespaces/app/ConfigMap/child".into(),
+        );
+        let graph = build(&[parent, child.clone(), base, stayer], &BuildOptions::default());
+        let (parent, child_index, base, stayer) = (0, 1, 2, 3);
+        let planned: HashSet<usize> = [parent, base].into();
+        let dying = graph.dying_victims(|i| planned.contains(&i));
+        assert_eq!(dying.get(&child_index), Some(&vec![parent]));
+        let orders = graph.victim_orders(&planned);
+        assert!(
+            orders
+                .iter()
+                .any(|o| o.before == parent && o.after == base && o.victim == child_index),
+            "{orders:?}"
+        );
+        let order = plan_deletion(&graph, &planned).unwrap();
+        let wave_of = |i: usize| order.waves.iter().position(|w| w.contains(&i));
+        assert!(wave_of(parent) < wave_of(base));
+        let needed = crate::safeguards::needed_by_staying(&graph, &planned, |i| i == stayer);
+        let why = needed.get(&parent).map(ToString::to_string).unwrap_or_default();
+        assert!(
+            why.contains("needed by ConfigMap/app/stayer") && why.contains("ConfigMap/app/child dies with it"),
+            "{why}"
+        );
+
+        // A second owner that lives keeps it: it dies with nothing.
+        child.owners.push("uid-elsewhere".into());
+        let with_live_owner = build(
+            &[
+                with_uid(input("", "ConfigMap", Some("app"), "parent", Some("a")), "uid-parent"),
+                child,
+            ],
+            &BuildOptions::default(),
+        );
+        assert!(with_live_owner.dying_by_owners(|i| i == 0).is_empty());
     }
 
     #[test]

@@ -76,6 +76,7 @@ async fn finish_plan(
     request: &PlanRequest,
 ) -> Result<PrunePlan, UserError> {
     let mut plan = plan_with_cascades(session, planning, request).await?;
+    plan.infer = request.infer;
     read_suspended(&session.connection.client, &mut plan.parents)
         .await
         .map_err(UserError::failed)?;

@@ -85,10 +85,31 @@ impl Declaring {
     /// Keeps the objects that declare a dependency with the Argo CD applications `apps` of the
     /// wave's objects (Flux objects, listed whole with their `spec.dependsOn`, stay).
     pub fn for_apps(mut self, apps: &HashSet<String>) -> Self {
-        self.objects
-            .retain(|(object, flux)| !flux.is_empty() || is_flux(&object.kind) || declares(&object.meta, apps));
+        self.objects.retain(|(object, flux)| {
+            !flux.is_empty()
+                || is_flux(&object.kind)
+                || is_crd(&object.kind)
+                || declares(&object.meta, apps)
+                || finalized_by_a_controller(&object.meta)
+        });
         self
     }
+}
+
+/// Whether an object carries a finalizer that names an API group's controller (see
+/// [`crate::infer::finalizer_domain`]): tracked or not, while it stays it needs the operator that
+/// serves that group, as the planning graph's finalized custom resources do.
+pub fn finalized_by_a_controller(meta: &ObjectMeta) -> bool {
+    meta.finalizers
+        .iter()
+        .flatten()
+        .any(|f| crate::infer::finalizer_domain(f).is_some())
+}
+
+/// Whether a kind is CustomResourceDefinition (every CRD is listed again: what ties a finalizer
+/// to its operator).
+fn is_crd(kind: &KindInfo) -> bool {
+    (kind.group.as_str(), kind.kind.as_str()) == ("apiextensions.k8s.io", "CustomResourceDefinition")
 }
 
 /// Whether a kind is a Flux Kustomization or HelmRelease (listed whole, apart).
@@ -106,13 +127,16 @@ pub async fn relist(session: &Session, scope: &ListScope, options: ListOptions, 
         tracking_objects: true,
         ..Default::default()
     };
-    let keep = move |meta: &ObjectMeta| selection.matches(meta) && may_declare(meta);
+    let keep =
+        move |meta: &ObjectMeta| (selection.matches(meta) && may_declare(meta)) || finalized_by_a_controller(meta);
     let (shared, kinds): (Vec<Arc<KindInfo>>, Vec<Arc<KindInfo>>) = session
         .catalog
         .listable()
         .filter(|k| !is_flux(k))
         .cloned()
         .partition(|k| wave.iter().any(|key| key.0 == k.group && key.1 == k.kind));
+    // Every CRD, whole (what ties a finalizer to its operator), listed apart.
+    let (crds, kinds): (Vec<Arc<KindInfo>>, Vec<Arc<KindInfo>>) = kinds.into_iter().partition(|k| is_crd(k));
     let client = &session.connection.client;
     let shared_lists = futures::future::join_all(shared.iter().map(|kind| {
         let namespaces: HashSet<Option<String>> = wave
@@ -128,11 +152,14 @@ pub async fn relist(session: &Session, scope: &ListScope, options: ListOptions, 
             (kind.clone(), namespaces, listed)
         }
     }));
-    let (mut listed, shared_lists, flux) = futures::join!(
+    let (mut listed, shared_lists, flux, every_crd) = futures::join!(
         collect_where(client, &kinds, scope, &keep, options),
         shared_lists,
-        list_flux(session, scope)
+        list_flux(session, scope),
+        collect_where(client, &crds, scope, |_: &ObjectMeta| true, options)
     );
+    listed.objects.extend(every_crd.objects);
+    listed.failures.extend(every_crd.failures);
     let mut relisted = Relisted::default();
     for (kind, namespaces, found) in shared_lists {
         split_wave(&kind, &namespaces, found, &keep, &mut listed, &mut relisted.wave);
@@ -228,14 +255,20 @@ pub struct Standing {
     pub leaving: HashSet<String>,
     /// UIDs the plan still deletes (not dropped, not withheld): what they own dies with them.
     pub planned: HashSet<String>,
+    /// UIDs of the cascade victims the plan accepted whose Namespace or CRD it still deletes:
+    /// they die with it, and keep nothing.
+    pub victims: HashSet<String>,
 }
 
 /// The wave's `candidates` (objects as they are now) that an object that stays depends on, by
-/// UID, each with the reason: the planner's needed-by-staying rule over `declaring`.
+/// UID, each with the reason: the planner's needed-by-staying rule over `declaring`, on a graph
+/// built as the plan's was (`options`: [`BuildOptions::for_catalog`], inference included, so that
+/// a custom resource made since the plan keeps the operator its finalizer names).
 pub fn needed_now(
     declaring: &[(Listed, Vec<crate::identity::ObjectId>)],
     candidates: &[Listed],
     standing: &Standing,
+    options: &BuildOptions,
 ) -> BTreeMap<String, String> {
     let inputs: Vec<NodeInput> = candidates
         .iter()
@@ -243,7 +276,7 @@ pub fn needed_now(
         .chain(declaring.iter().map(|(o, deps)| (o, deps.as_slice())))
         .map(|(object, depends_on)| input_of(object, depends_on))
         .collect();
-    let graph = build(&inputs, &BuildOptions::default());
+    let graph = build(&inputs, options);
     let objects: HashMap<crate::identity::ObjectId, &Listed> = declaring
         .iter()
         .map(|(o, _)| (o.id(), o))
@@ -266,7 +299,9 @@ pub fn needed_now(
     let stays = |index: usize| {
         graph.nodes[index].status == NodeStatus::Selected
             && objects.get(&graph.nodes[index].id).is_some_and(|o| {
-                !standing.leaving.contains(o.uid()) && !dies_with_plan(&o.meta, &standing.planned, &owners_of)
+                !standing.leaving.contains(o.uid())
+                    && !standing.victims.contains(o.uid())
+                    && !dies_with_plan(&o.meta, &standing.planned, &owners_of)
             })
     };
     needed_by_staying(&graph, &wave, stays)
@@ -280,12 +315,8 @@ pub fn needed_now(
 
 fn input_of(object: &Listed, depends_on: &[crate::identity::ObjectId]) -> NodeInput {
     NodeInput {
-        id: object.id(),
-        uid: Some(object.uid().to_string()),
-        labels: object.meta.labels.clone().unwrap_or_default(),
-        annotations: object.meta.annotations.clone().unwrap_or_default(),
         depends_on: depends_on.to_vec(),
-        ..Default::default()
+        ..crate::live::input_from_listed(object)
     }
 }
 
@@ -321,8 +352,14 @@ mod tests {
         let standing = Standing {
             leaving: ["uid-base".into(), "uid-other-base".into()].into(),
             planned: ["uid-base".into(), "uid-other-base".into()].into(),
+            victims: HashSet::new(),
         };
-        let needed = needed_now(&[(newcomer, Vec::new())], &[base, other], &standing);
+        let needed = needed_now(
+            &[(newcomer, Vec::new())],
+            &[base, other],
+            &standing,
+            &BuildOptions::default(),
+        );
         assert_eq!(needed.keys().collect::<Vec<_>>(), vec!["uid-base"]);
         let why = &needed["uid-base"];
         assert!(why.contains("needed by ConfigMap/shop/newcomer"), "{why}");
@@ -344,9 +381,10 @@ mod tests {
         let standing = Standing {
             leaving: ["uid-base".into(), "uid-earlier".into()].into(),
             planned: ["uid-base".into(), "uid-earlier".into(), "uid-owner".into()].into(),
+            victims: HashSet::new(),
         };
         let declaring = [(earlier, Vec::new()), (owned, Vec::new())];
-        assert!(needed_now(&declaring, &[base], &standing).is_empty());
+        assert!(needed_now(&declaring, &[base], &standing, &BuildOptions::default()).is_empty());
     }
 
     #[test]
@@ -375,12 +413,65 @@ mod tests {
         let standing = Standing {
             leaving: ["uid-ks-base".into(), "uid-grouped".into()].into(),
             planned: ["uid-ks-base".into(), "uid-grouped".into()].into(),
+            victims: HashSet::new(),
         };
         let declaring = [(app, app_depends), (rule, Vec::new())];
-        let needed = needed_now(&declaring, &[base, grouped], &standing);
+        let needed = needed_now(&declaring, &[base, grouped], &standing, &BuildOptions::default());
         assert_eq!(needed.keys().collect::<Vec<_>>(), vec!["uid-grouped", "uid-ks-base"]);
         assert!(needed["uid-ks-base"].contains("dependsOn"), "{needed:?}");
         assert!(needed["uid-grouped"].contains("change-rule"), "{needed:?}");
+    }
+
+    /// Adversarial review, finding 7: a custom resource made since the plan, with the finalizer
+    /// of the operator the wave deletes, keeps it — the re-check infers as the plan did.
+    #[test]
+    fn a_custom_resource_made_since_the_plan_keeps_the_operator_its_finalizer_names() {
+        let group = "ops.example.com";
+        let in_stack = |group_kind: (&str, &str, bool), namespace: Option<&str>, name: &str, stack: &str| {
+            let mut meta = meta(&[(FLUX_KS_NAME, stack), (FLUX_KS_NAMESPACE, "flux-system")], &[]);
+            meta.name = Some(name.into());
+            meta.namespace = namespace.map(Into::into);
+            meta.uid = Some(format!("uid-{name}"));
+            let (g, k, namespaced) = group_kind;
+            Listed::new(Arc::new(kind(g, k, namespaced)), meta)
+        };
+        let crd = in_stack(
+            ("apiextensions.k8s.io", "CustomResourceDefinition", false),
+            None,
+            "gizmos.ops.example.com",
+            "op",
+        );
+        let operator = in_stack(("apps", "Deployment", true), Some("op"), "controller", "op");
+        let mut late = in_stack((group, "Gizmo", true), Some("other"), "late", "other");
+        late.meta.finalizers = Some(vec![format!("{group}/cleanup")]);
+        assert!(finalized_by_a_controller(&late.meta));
+        assert!(!finalized_by_a_controller(&operator.meta));
+        let standing = Standing {
+            leaving: ["uid-controller".into()].into(),
+            planned: ["uid-controller".into(), "uid-gizmos.ops.example.com".into()].into(),
+            victims: HashSet::new(),
+        };
+        let declaring = [(crd, Vec::new()), (late, Vec::new())];
+        let mut options = BuildOptions {
+            infer: true,
+            ..BuildOptions::default()
+        };
+        options
+            .crd_names
+            .insert((group.into(), "Gizmo".into()), "gizmos.ops.example.com".into());
+        let needed = needed_now(&declaring, std::slice::from_ref(&operator), &standing, &options);
+        assert_eq!(needed.keys().collect::<Vec<_>>(), vec!["uid-controller"]);
+        let why = &needed["uid-controller"];
+        assert!(why.contains("needed by Gizmo.ops.example.com/other/late"), "{why}");
+        assert!(why.contains("finalizer"), "{why}");
+        // A cascade victim the plan accepted dies with its CRD: it keeps nothing.
+        let dying = Standing {
+            victims: ["uid-late".into()].into(),
+            ..standing
+        };
+        assert!(needed_now(&declaring, std::slice::from_ref(&operator), &dying, &options).is_empty());
+        options.infer = false;
+        assert!(needed_now(&declaring, &[operator], &dying, &options).is_empty());
     }
 
     #[test]
