@@ -292,25 +292,24 @@ fn a_kustomization_that_renames_what_it_builds_is_not_compared_with_raw_files() 
     let flux = Namespace::new("prefix-flux");
     let app = Namespace::new("prefix-app");
     let (f, a) = (&flux.0, &app.0);
-    let labels = flux_labels("apps", f);
+    // A name of its own: `-l` below selects every stack of that name in the cluster.
+    let ks = unique("apps");
+    let labels = flux_labels(&ks, f);
     apply(&format!(
         "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: prod-web, namespace: {a}, labels: {labels}}}\n",
-        kustomization("apps", f, "prune: true, namePrefix: prod-"),
+        kustomization(&ks, f, "prune: true, namePrefix: prod-"),
     ));
-    set_flux_inventory("apps", f, &[format!("{a}_prod-web__ConfigMap")]);
+    set_flux_inventory(&ks, f, &[format!("{a}_prod-web__ConfigMap")]);
     let repo = temp_file(
         "web.yaml",
         &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: web, namespace: {a}}}\n"),
     );
-    let tracker = format!("flux=apps.{f}");
+    let tracker = format!("flux={ks}.{f}");
+    let selector = format!("kustomize.toolkit.fluxcd.io/name={ks}");
     let repo = repo.to_str().unwrap();
     // Every way to name the stack meets the same rule: --tracker, --inventory (the same record,
     // read by the same function), and -l alone (each stack judged by its record).
-    let named: [&[&str]; 3] = [
-        &["--tracker", &tracker],
-        &["--inventory", &tracker],
-        &["-l", "kustomize.toolkit.fluxcd.io/name=apps"],
-    ];
+    let named: [&[&str]; 3] = [&["--tracker", &tracker], &["--inventory", &tracker], &["-l", &selector]];
     for how in named {
         for command in [&["orphans"][..], &["prune", "--yes"][..]] {
             let run = stack(&[command, &["-A", "-f", repo], how].concat());

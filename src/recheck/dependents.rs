@@ -164,6 +164,15 @@ pub async fn relist(session: &Session, scope: &ListScope, options: ListOptions, 
     for (kind, namespaces, found) in shared_lists {
         split_wave(&kind, &namespaces, found, &keep, &mut listed, &mut relisted.wave);
     }
+    // CRDs the wave deletes were listed with it: every one of them is needed too.
+    let wave_crds = relisted
+        .wave
+        .iter()
+        .filter(|(key, _)| (key.0.as_str(), key.1.as_str()) == ("apiextensions.k8s.io", "CustomResourceDefinition"))
+        .filter_map(|(_, found)| found.as_ref().ok());
+    listed
+        .objects
+        .extend(wave_crds.flat_map(|found| found.values().cloned()));
     crate::collect::sort_objects(&mut listed.objects);
     let relist = |again: Vec<Arc<KindInfo>>| {
         let keep = &keep;
