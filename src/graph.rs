@@ -67,6 +67,10 @@ pub enum EdgeKind {
     InferredStorageDriver,
     /// Inferred: a PersistentVolumeClaim depends on the PersistentVolume it is bound to.
     InferredVolume,
+    /// Inferred: a webhook's or APIService's backend workload depends on what it runs with (its
+    /// ServiceAccount, that account's bindings and their roles, the Secrets and ConfigMaps it
+    /// mounts).
+    InferredRunsWith,
 }
 
 impl EdgeKind {
@@ -93,6 +97,7 @@ impl EdgeKind {
             EdgeKind::InferredAggregatedApi => "inferred: aggregated api",
             EdgeKind::InferredStorageDriver => "inferred: storage driver",
             EdgeKind::InferredVolume => "inferred: bound volume",
+            EdgeKind::InferredRunsWith => "inferred: runs with",
         }
     }
 
@@ -107,6 +112,7 @@ impl EdgeKind {
                 | EdgeKind::InferredAggregatedApi
                 | EdgeKind::InferredStorageDriver
                 | EdgeKind::InferredVolume
+                | EdgeKind::InferredRunsWith
         )
     }
 }
@@ -241,6 +247,12 @@ pub struct Graph {
     /// (see [`orphans_members`]), with why.
     #[serde(skip)]
     pub orphaning: HashMap<usize, String>,
+    /// Tracking objects whose deletion alone deletes none of their members (see
+    /// [`memberships::deletes_nothing_itself`]), with why: only a teardown that names them
+    /// tears their members down (as their tool's destroy would); deleted as a member of
+    /// another stack, they leave their members.
+    #[serde(skip)]
+    pub inert: HashMap<usize, String>,
     /// What each tracking object's tool records as its members (a Flux Kustomization's
     /// `status.inventory`, see [`flux_inventory_of`]; a teardown adds the records of its other
     /// stacks, read with [`crate::inventory::record_of`]): on deletion, that tool deletes only

@@ -191,6 +191,21 @@ pub fn candidates(inputs: &[NodeInput], known: &Known) -> Vec<Edge> {
     edges
 }
 
+/// The edges from a backend's workloads to what they run with (see [`rbac::runtime_needs`]).
+fn runs_with(objects: &Objects, backend: &[usize], edges: &mut Vec<Edge>) {
+    for &workload in backend.iter().filter(|&&i| objects.is(i, &WORKLOAD_KINDS)) {
+        edges.extend(
+            rbac::runtime_needs(objects, workload)
+                .into_iter()
+                .map(|(from, to)| Edge {
+                    from,
+                    to,
+                    kind: EdgeKind::InferredRunsWith,
+                }),
+        );
+    }
+}
+
 fn push_all(edges: &mut Vec<Edge>, from: usize, to: impl IntoIterator<Item = usize>, kind: EdgeKind) {
     edges.extend(to.into_iter().map(|to| Edge { from, to, kind }));
 }
@@ -309,6 +324,7 @@ fn webhook_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
                 let str_of = |key: &str| service.and_then(|s| s.get(key)).and_then(Value::as_str);
                 let backend = objects.service_backend(str_of("namespace"), str_of("name"));
                 push_all(edges, index, backend.iter().copied(), EdgeKind::InferredWebhook);
+                runs_with(objects, &backend, edges);
                 let policy = webhook.get("failurePolicy").and_then(Value::as_str);
                 let fails = policy.map_or(!legacy, |p| p == "Fail");
                 if !fails {
@@ -396,6 +412,7 @@ fn api_service_edges(objects: &Objects, edges: &mut Vec<Edge>) {
         };
         let str_of = |key: &str| service.get(key).and_then(Value::as_str);
         let backend = objects.service_backend(str_of("namespace"), str_of("name"));
+        runs_with(objects, &backend, edges);
         push_all(edges, index, backend, EdgeKind::InferredApiService);
         if let Some(group) = body.pointer("/spec/group").and_then(Value::as_str) {
             let served = (0..objects.inputs.len()).filter(|&i| i != index && objects.inputs[i].id.group == group);
@@ -411,7 +428,7 @@ fn api_service_edges(objects: &Objects, edges: &mut Vec<Edge>) {
 }
 
 /// Adds the inferred edges that close no cycle with what is already there (declared edges win:
-/// they are all there first), in order; returns the dropped ones. An inferred edge that repeats a
+/// they are all there first), in order, a webhook's rule edges last; returns the dropped ones. An inferred edge that repeats a
 /// declared one is not added.
 pub fn add_acyclic(graph: &mut Graph, mut candidates: Vec<Edge>) -> Vec<Edge> {
     let declared: HashSet<(usize, usize)> = graph.edges.iter().map(|e| (e.from, e.to)).collect();
@@ -421,7 +438,11 @@ pub fn add_acyclic(graph: &mut Graph, mut candidates: Vec<Edge>) -> Vec<Edge> {
     if toposort(&order, None).is_ok() {
         return Vec::new();
     }
-    let candidates = std::mem::take(&mut graph.inferred);
+    let mut candidates = std::mem::take(&mut graph.inferred);
+    // A webhook's rule edges (what it intercepts goes before it) yield to every other inferred
+    // edge: a webhook that intercepts its own backend's Namespace must still go before that
+    // backend, or every DELETE it matches fails once the backend is gone (review finding R2).
+    candidates.sort_by_key(|e| e.kind == EdgeKind::InferredWebhookRule);
     let mut order = crate::plan::deletion_order(graph);
     let mut space = DfsSpace::new(&order);
     let mut dropped = Vec::new();

@@ -118,6 +118,12 @@ impl Recheck {
         Ok(())
     }
 
+    /// Whether a re-check kept `target` from being deleted (dropped, or withheld for what it
+    /// needs): a run that completes has not deleted it.
+    pub fn kept_back(&self, target: &Target) -> bool {
+        self.dropped.contains(&target.uid) || self.withheld.contains_key(&target.id)
+    }
+
     /// Discovers the served kinds again and reads the wave, what may depend on it and its stacks
     /// again with them. The reads start with the discovery, from the kinds served before it, and
     /// are kept when discovery finds the same kinds; otherwise (a kind installed, changed or

@@ -121,13 +121,18 @@ pub fn plan(
     let trackers = Trackers::new(all_keys.iter());
     let mut targets: BTreeMap<usize, String> = BTreeMap::new();
     let chosen_nodes: HashSet<usize> = chosen.keys().copied().collect();
+    let named: HashSet<usize> = chosen
+        .iter()
+        .filter(|(_, why)| *why == "named")
+        .map(|(&i, _)| i)
+        .collect();
     let teardown = matches!(mode, Mode::Teardown(_));
     for (index, why) in chosen {
         let Some(object) = object_of(index) else { continue };
         let context = keep::Context {
             question: match teardown {
                 true => Question::Teardown {
-                    claims: claims(graph, index, &chosen_nodes),
+                    claims: claims(graph, index, &chosen_nodes, &named),
                 },
                 // The orphans were judged (with their stack) when they were classified.
                 false => Question::Orphan {
@@ -295,7 +300,12 @@ pub fn target(object: &Listed, why: String) -> Target {
 
 /// The stacks torn down that claim the node `member` (their marks are on it), with what their
 /// tools recorded and would do: what the keep chain asks of a teardown member.
-pub fn claims<'a>(graph: &'a Graph, member: usize, torn_down: &HashSet<usize>) -> Vec<Claim<'a>> {
+pub fn claims<'a>(
+    graph: &'a Graph,
+    member: usize,
+    torn_down: &HashSet<usize>,
+    named: &HashSet<usize>,
+) -> Vec<Claim<'a>> {
     graph
         .members
         .iter()
@@ -303,7 +313,14 @@ pub fn claims<'a>(graph: &'a Graph, member: usize, torn_down: &HashSet<usize>) -
         .map(|m| Claim {
             stack: &graph.nodes[m.owner].id,
             record: graph.inventories.get(&m.owner),
-            leaves_members: graph.orphaning.get(&m.owner).map(String::as_str),
+            // A tracking object whose deletion deletes nothing (a kpt inventory, an ApplySet
+            // parent) tears its members down only when named; deleted as a member of another
+            // stack, it leaves them (see `graph::Graph::inert`).
+            leaves_members: graph
+                .orphaning
+                .get(&m.owner)
+                .or_else(|| graph.inert.get(&m.owner).filter(|_| !named.contains(&m.owner)))
+                .map(String::as_str),
             unreadable: None,
         })
         .collect()

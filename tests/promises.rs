@@ -486,7 +486,13 @@ fn ctrl_c_during_a_waves_deletes_sends_no_new_delete() {
         .lines()
         .count();
     assert!(sent < count, "the wave was cut short: {sent} deletes sent");
-    assert_eq!(left, count + 1 - sent, "exactly the deletes sent took effect");
+    // Every delete that took effect was sent; the one in flight when the signal came (concurrency
+    // 1) may have been cut before the server acted on it (CI saw it once: 380 left for 379).
+    let landed = count + 1 - left;
+    assert!(
+        landed == sent || landed + 1 == sent,
+        "{landed} deletes took effect, {sent} were sent:\n{all}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

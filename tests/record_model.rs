@@ -232,6 +232,28 @@ fn a_helmrelease_teardown_is_bounded_by_its_release() {
         planned.stderr
     );
     assert!(!planned.stdout.contains("ConfigMap"), "{}", planned.stdout);
+    // A storage namespace and no history: nothing to uninstall either (`ErrNoLatest`).
+    let storage_only = kubectl(&[
+        "patch",
+        "helmrelease",
+        "web",
+        "-n",
+        n,
+        "--subresource",
+        "status",
+        "--type",
+        "merge",
+        "-p",
+        &format!(r#"{{"status":{{"storageNamespace":"{n}"}}}}"#),
+    ]);
+    assert_eq!(storage_only.code, 0, "{}", storage_only.stderr);
+    let planned = stack(&["prune", "-n", n, "helmrelease/web", "--dry-run"]).expect_code(0);
+    assert!(
+        planned.stderr.contains("records no status.history"),
+        "{}",
+        planned.stderr
+    );
+    assert!(!planned.stdout.contains("ConfigMap"), "{}", planned.stdout);
     set_helm_release_status("web", n, "web", n);
     let run = stack(&["prune", "-n", n, "helmrelease/web", "--yes"]).expect_code(0);
     assert!(!exists("configmap", Some(n), "a"), "{}", run.stderr);
@@ -640,4 +662,33 @@ fn a_record_its_tool_cannot_read_holds_nothing() {
     assert_eq!(run.code, 4, "{}", run.stderr);
     assert!(run.stderr.contains("garbage"), "{}", run.stderr);
     assert!(exists("configmap", Some(n), "kpt-a"));
+}
+
+/// Review finding (this round, second review) 2: a kpt inventory that is a member of a Flux
+/// stack is deleted with it, and deleting an inventory object deletes nothing else (cli-utils
+/// prunes only when `kpt live apply`/`destroy` runs): the teardown of the Kustomization keeps the
+/// inventory's members. Named itself, the inventory's teardown takes them, as `kpt live destroy`.
+#[test]
+fn a_tracking_object_deleted_as_a_member_leaves_its_own_members() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("nested");
+    let n = &ns.0;
+    let id = unique("kpt-id");
+    let ks = unique("parent");
+    let flux = flux_labels(&ks, n);
+    let flux = flux.trim_start_matches('{').trim_end_matches('}');
+    apply(&format!(
+        "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: inv, namespace: {n}, labels: {{cli-utils.sigs.k8s.io/inventory-id: {id}, {flux}}}}}\ndata: {{\"{n}_app__ConfigMap\": \"\"}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: app, namespace: {n}, annotations: {{config.k8s.io/owning-inventory: {id}}}}}\n",
+        kustomization(&ks, n, "prune: true"),
+    ));
+    set_flux_inventory(&ks, n, &[format!("{n}_inv__ConfigMap")]);
+    let torn = stack(&["prune", "-n", n, &format!("kustomization/{ks}"), "--yes"]).expect_code(0);
+    assert!(!exists("configmap", Some(n), "inv"), "{}", torn.stderr);
+    assert!(exists("configmap", Some(n), "app"), "{}", torn.stderr);
+    assert!(
+        torn.stderr.contains("deleting it deletes nothing else"),
+        "{}",
+        torn.stderr
+    );
 }

@@ -108,6 +108,9 @@ metadata:
     release_finalizers("configmap/holder", &n);
     let run = finish(child).expect_code(5);
     assert!(exists("kustomization", Some(&n), "a"), "{}", run.stderr);
+    // Review finding R5 (issue 25): the run suspended `a` before its waves; dropped, it stays
+    // suspended, and the run says so (it deleted nothing of it).
+    assert!(run.stderr.contains("still suspended"), "{}", run.stderr);
     assert!(
         run.stderr.contains(&format!(
             "needed by Kustomization.kustomize.toolkit.fluxcd.io/{n}/late, which is not pruned (dependsOn)"

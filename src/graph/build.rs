@@ -47,6 +47,11 @@ pub fn build(inputs: &[NodeInput], options: &BuildOptions) -> Graph {
             .enumerate()
             .filter_map(|(index, input)| orphans_members(input).map(|why| (index, why)))
             .collect();
+        graph.inert = inputs
+            .iter()
+            .enumerate()
+            .filter_map(|(index, input)| super::memberships::deletes_nothing_itself(input).map(|why| (index, why)))
+            .collect();
         graph.inventories = inputs
             .iter()
             .enumerate()

@@ -118,14 +118,25 @@ pub fn orphans_members(input: &NodeInput) -> Option<String> {
         return Some(format!("Flux would orphan it: {why}"));
     }
     if kind == ("helm.toolkit.fluxcd.io", "HelmRelease") {
-        // helm-controller uninstalls the release its status records, in the storage namespace
-        // its status records; with none it skips the uninstall (fluxcd/helm-controller
-        // `internal/controller/helmrelease_controller.go` `reconcileReleaseDeletion`: "skipping
-        // Helm release uninstallation: no storage namespace configured").
-        let storage = body.pointer("/status/storageNamespace").and_then(Value::as_str);
-        return storage.is_none_or(str::is_empty).then(|| {
+        // helm-controller uninstalls the latest release of its status history, in the storage
+        // namespace its status records; without either it uninstalls nothing
+        // (fluxcd/helm-controller `internal/controller/helmrelease_controller.go`
+        // `reconcileReleaseDeletion`: "skipping Helm release uninstallation: no storage namespace
+        // configured"; `internal/reconcile/uninstall.go`: `ErrNoLatest`, ignored by the caller).
+        let recorded = |pointer: &str| {
+            body.pointer(pointer)
+                .and_then(Value::as_str)
+                .is_some_and(|v| !v.is_empty())
+        };
+        let missing = [
+            ("/status/storageNamespace", "status.storageNamespace"),
+            ("/status/history/0/name", "status.history"),
+        ]
+        .into_iter()
+        .find(|(pointer, _)| !recorded(pointer));
+        return missing.map(|(_, field)| {
             format!(
-                "Flux would orphan it: {} records no status.storageNamespace (helm-controller never installed it), and helm-controller then skips the uninstall",
+                "Flux would orphan it: {} records no {field} (helm-controller never installed it), and helm-controller then uninstalls nothing",
                 input.id
             )
         });
@@ -149,6 +160,28 @@ pub fn orphans_members(input: &NodeInput) -> Option<String> {
             "Flux would orphan it: {} has spec.deletionPolicy={other}",
             input.id
         )),
+    }
+}
+
+/// Why deleting a tracking object deletes none of its members by itself (review finding of
+/// issue 24): a kpt/cli-utils inventory and a kubectl ApplySet parent are read only by their
+/// tools' client-side prune (`kpt live destroy`, `kubectl apply --prune`: cli-utils
+/// `pkg/apply/prune`, kubectl `applyset_pruner.go`); an Argo CD Application without
+/// `resources-finalizer.argocd.argoproj.io` is a non-cascading delete (argo-cd `app_deletion`).
+/// `None` for a Flux stack (its finalizer deletes its inventory: see [`orphans_members`]) and
+/// anything else.
+pub fn deletes_nothing_itself(input: &NodeInput) -> Option<String> {
+    let (preset, _) = owner_mark(input)?;
+    match preset {
+        Preset::Kpt | Preset::ApplySet => Some(format!(
+            "{} is deleted as a member of another stack, and deleting it deletes nothing else: its tool prunes only when it runs (name it to tear its members down)",
+            input.id
+        )),
+        Preset::ArgoCd if !input.finalizers.iter().any(|f| f == "resources-finalizer.argocd.argoproj.io") => Some(format!(
+            "{} has no resources-finalizer.argocd.argoproj.io: deleting it leaves its resources (name it to tear them down)",
+            input.id
+        )),
+        _ => None,
     }
 }
 

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::{Objects, WORKLOAD_KINDS};
 use crate::graph::NodeInput;
+use crate::identity::ObjectId;
 
 const RBAC: &str = "rbac.authorization.k8s.io";
 
@@ -115,5 +116,112 @@ pub(super) fn controllers_of_group(objects: &Objects, group: &str) -> BTreeSet<u
     (0..objects.inputs.len())
         .filter(|&index| objects.is(index, &WORKLOAD_KINDS))
         .filter(|&index| account_of(&objects.inputs[index]).is_some_and(|a| accounts.contains(&a)))
+        .collect()
+}
+
+/// What a workload needs to run besides its Service (review finding F10 of issue 25): the
+/// ServiceAccount its pods run as, the RoleBindings and ClusterRoleBindings that bind that
+/// account and the Roles and ClusterRoles they grant, and the Secrets and ConfigMaps its pods
+/// mount (volumes, projected sources: a webhook's TLS Secret). Only objects that are nodes, as
+/// `(from, to)` pairs: the workload needs each, and a binding needs its role. A backend that
+/// stays (a webhook or APIService that stays needs it) keeps them; deleted, it goes first.
+pub(super) fn runtime_needs(objects: &Objects, workload: usize) -> Vec<(usize, usize)> {
+    let input = &objects.inputs[workload];
+    let Some(account) = account_of(input) else {
+        return Vec::new();
+    };
+    let namespace = account.0.clone();
+    let mut needs: Vec<(usize, usize)> = Vec::new();
+    let mut need = |id: ObjectId| {
+        if let Some(index) = objects.find(&id).filter(|&i| i != workload) {
+            needs.push((workload, index));
+        }
+    };
+    need(ObjectId::new("", "ServiceAccount", Some(&namespace), &account.1));
+    for (kind, name) in mounted(input) {
+        need(ObjectId::new("", kind, Some(&namespace), &name));
+    }
+    for binding in bindings_of(objects, &account) {
+        needs.push((workload, binding));
+        let Some(body) = objects.inputs[binding].body.as_ref() else {
+            continue;
+        };
+        let role_kind = body
+            .pointer("/roleRef/kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let role_name = body
+            .pointer("/roleRef/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let role_namespace = objects.inputs[binding]
+            .id
+            .namespace
+            .as_deref()
+            .filter(|_| role_kind == "Role");
+        if let Some(role) = objects.find(&ObjectId::new(RBAC, role_kind, role_namespace, role_name)) {
+            needs.push((binding, role));
+        }
+    }
+    needs
+}
+
+/// The Secrets and ConfigMaps a workload's pods mount: `(kind, name)`.
+fn mounted(workload: &NodeInput) -> Vec<(&'static str, String)> {
+    let Some(volumes) = workload
+        .body
+        .as_ref()
+        .and_then(|b| b.pointer("/spec/template/spec/volumes"))
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    let projected = volumes
+        .iter()
+        .filter_map(|v| v.pointer("/projected/sources").and_then(Value::as_array))
+        .flatten();
+    let named = |source: &Value, key: &str, field: &str| {
+        source
+            .get(key)
+            .and_then(|s| s.get(field))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let mut found = Vec::new();
+    for volume in volumes {
+        found.extend(named(volume, "secret", "secretName").map(|n| ("Secret", n)));
+        found.extend(named(volume, "configMap", "name").map(|n| ("ConfigMap", n)));
+    }
+    for source in projected {
+        found.extend(named(source, "secret", "name").map(|n| ("Secret", n)));
+        found.extend(named(source, "configMap", "name").map(|n| ("ConfigMap", n)));
+    }
+    found
+}
+
+/// The RoleBindings and ClusterRoleBindings (nodes) that bind `account`.
+fn bindings_of(objects: &Objects, account: &Account) -> Vec<usize> {
+    (0..objects.inputs.len())
+        .filter(|&index| {
+            let binding = &objects.inputs[index];
+            binding.id.group == RBAC
+                && matches!(binding.id.kind.as_str(), "RoleBinding" | "ClusterRoleBinding")
+                && binding
+                    .body
+                    .as_ref()
+                    .and_then(|body| body.get("subjects"))
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter(|s| s.get("kind").and_then(Value::as_str) == Some("ServiceAccount"))
+                    .any(|subject| {
+                        let namespace = subject
+                            .get("namespace")
+                            .and_then(Value::as_str)
+                            .or(binding.id.namespace.as_deref());
+                        namespace == Some(account.0.as_str())
+                            && subject.get("name").and_then(Value::as_str) == Some(account.1.as_str())
+                    })
+        })
         .collect()
 }

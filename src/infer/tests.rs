@@ -434,3 +434,108 @@ fn a_built_in_object_with_an_operators_finalizer_goes_before_the_operator() {
     );
     assert!(!found.iter().any(|(from, _, _)| from == "protected"), "{found:?}");
 }
+
+/// Review finding F10 (issue 25): a webhook's backend runs with its ServiceAccount, that
+/// account's bindings and their roles, and the TLS Secret it mounts: a webhook that stays keeps
+/// them with the backend, and a teardown deletes the backend before them.
+#[test]
+fn a_webhook_backend_needs_what_it_runs_with() {
+    let webhook = json!({"apiVersion": "admissionregistration.k8s.io/v1", "webhooks": [{
+        "name": "check.ops.example.com",
+        "clientConfig": {"service": {"namespace": "op", "name": "hook"}},
+        "failurePolicy": "Ignore"
+    }]});
+    let server = with_body(
+        object("apps", "Deployment", Some("op"), "hook-server", None),
+        json!({"spec": {"template": {"metadata": {"labels": {"app": "hook"}}, "spec": {
+            "serviceAccountName": "hook-sa",
+            "volumes": [
+                {"name": "tls", "secret": {"secretName": "hook-tls"}},
+                {"name": "cfg", "projected": {"sources": [{"configMap": {"name": "hook-config"}}]}}
+            ]
+        }}}}),
+    );
+    let binding = |kind: &str, ns: Option<&str>, name: &str, role_kind: &str, account: &str| {
+        with_body(
+            object("rbac.authorization.k8s.io", kind, ns, name, None),
+            json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": "hook-role"},
+                   "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": "op"}]}),
+        )
+    };
+    let inputs = vec![
+        with_body(
+            object(
+                "admissionregistration.k8s.io",
+                "ValidatingWebhookConfiguration",
+                None,
+                "check",
+                None,
+            ),
+            webhook,
+        ),
+        service("op", "hook", json!({"app": "hook"}), None),
+        server,
+        object("", "ServiceAccount", Some("op"), "hook-sa", None),
+        object("", "Secret", Some("op"), "hook-tls", None),
+        object("", "ConfigMap", Some("op"), "hook-config", None),
+        binding("ClusterRoleBinding", None, "hook-binding", "ClusterRole", "hook-sa"),
+        object("rbac.authorization.k8s.io", "ClusterRole", None, "hook-role", None),
+        binding("RoleBinding", Some("op"), "other-binding", "Role", "someone-else"),
+        object("", "Secret", Some("op"), "unrelated", None),
+    ];
+    let mut found: Vec<_> = inferred(&inputs, &options())
+        .into_iter()
+        .filter(|e| e.2 == EdgeKind::InferredRunsWith)
+        .collect();
+    found.sort();
+    assert_eq!(
+        found,
+        vec![
+            edge("hook-binding", "hook-role", EdgeKind::InferredRunsWith),
+            edge("hook-server", "hook-binding", EdgeKind::InferredRunsWith),
+            edge("hook-server", "hook-config", EdgeKind::InferredRunsWith),
+            edge("hook-server", "hook-sa", EdgeKind::InferredRunsWith),
+            edge("hook-server", "hook-tls", EdgeKind::InferredRunsWith),
+        ]
+    );
+}
+
+/// Review finding R2 (issue 25): a failing webhook that intercepts the DELETE of Namespaces,
+/// its own backend's included, closes a cycle of inferred edges (webhook before its backend,
+/// backend before its Namespace, Namespace before the webhook). The rule edge yields: the webhook
+/// goes first, then its backend, then the Namespace.
+#[test]
+fn a_webhook_that_intercepts_its_backends_namespace_still_goes_before_its_backend() {
+    let webhook = json!({"apiVersion": "admissionregistration.k8s.io/v1", "webhooks": [{
+        "name": "protect.ops.example.com",
+        "clientConfig": {"service": {"namespace": "hookns", "name": "hook"}},
+        "failurePolicy": "Fail",
+        "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["DELETE"], "resources": ["namespaces"]}]
+    }]});
+    // The Namespace first: its rule edge is then a candidate before the webhook's backend edges.
+    let inputs = vec![
+        object("", "Namespace", None, "hookns", Some("s")),
+        service("hookns", "hook", json!({"app": "hook"}), Some("s")),
+        deployment("hookns", "hookd", json!({"app": "hook"}), Some("s")),
+        with_body(
+            object(
+                "admissionregistration.k8s.io",
+                "ValidatingWebhookConfiguration",
+                None,
+                "protect",
+                Some("s"),
+            ),
+            webhook,
+        ),
+    ];
+    let graph = build(&inputs, &options());
+    let plan = crate::plan::plan_deletion(&graph, &(0..graph.nodes.len()).collect()).unwrap();
+    let wave_of = |name: &str| {
+        plan.waves
+            .iter()
+            .position(|w| w.iter().any(|&i| graph.nodes[i].id.name == name))
+            .unwrap()
+    };
+    assert!(wave_of("protect") < wave_of("hook"), "{:?}", plan.waves);
+    assert!(wave_of("hookd") < wave_of("hookns"), "{:?}", plan.waves);
+}

@@ -66,8 +66,15 @@ pub async fn run_waves(
     let cancel = interrupt_signal();
     let outcome = execute(&client, &plan.waves, &options.exec, cancel, &mut progress, &mut recheck).await;
     progress.clear();
+    // What the re-check dropped or withheld was not deleted: a suspension prune set on it stays,
+    // and is reported (review finding R5 of issue 25).
     let deleted: Vec<ObjectId> = if matches!(outcome, Outcome::Completed) {
-        plan.waves.iter().flatten().map(|t| t.id.clone()).collect()
+        plan.waves
+            .iter()
+            .flatten()
+            .filter(|t| !recheck.kept_back(t))
+            .map(|t| t.id.clone())
+            .collect()
     } else {
         Vec::new()
     };
