@@ -692,3 +692,61 @@ fn a_tracking_object_deleted_as_a_member_leaves_its_own_members() {
         torn.stderr
     );
 }
+
+/// Review finding (this round, second review) 3: kubectl prunes with an ApplySet parent only when
+/// its `applyset.kubernetes.io/tooling` is kubectl's (kubernetes/kubectl `applyset.go`
+/// `fetchParent`); a parent another tool manages is refused by kubectl (the oracle here) and by
+/// every path of kubectl-stack: the orphan prune is refused, the teardown keeps the members.
+#[test]
+fn an_applyset_another_tool_manages_is_not_pruned_with_kubectls_rules() {
+    let _logs = start();
+    let ns = Namespace::new("aset-tool");
+    let n = &ns.0;
+    apply_applyset(
+        n,
+        "set",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n",
+    );
+    let annotated = kubectl(&[
+        "annotate",
+        "secret",
+        "set",
+        "-n",
+        n,
+        "--overwrite",
+        "applyset.kubernetes.io/tooling=someothertool/v1",
+    ]);
+    assert_eq!(annotated.code, 0, "{}", annotated.stderr);
+    let only_a = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n";
+    let oracle = kubectl_with_stdin(
+        &[
+            "apply",
+            "-n",
+            n,
+            "--prune",
+            "--applyset=set",
+            "--dry-run=server",
+            "-f",
+            "-",
+        ],
+        Some(only_a),
+    );
+    assert_ne!(oracle.code, 0, "kubectl accepted it: {}", oracle.stdout);
+    let desired = temp_file("only-a.yaml", only_a);
+    let desired = desired.to_str().unwrap();
+    let run = stack(&[
+        "prune",
+        "-n",
+        n,
+        "--inventory",
+        "applyset=secrets/set",
+        "-f",
+        desired,
+        "--yes",
+    ]);
+    assert_eq!(run.code, 4, "{}", run.stderr);
+    assert!(run.stderr.contains("someothertool"), "{}", run.stderr);
+    stack(&["prune", "-n", n, "secret/set", "--yes"]).expect_code(0);
+    assert!(exists("configmap", Some(n), "a"));
+    assert!(exists("configmap", Some(n), "b"));
+}

@@ -33,7 +33,28 @@ pub(super) async fn load_applyset(session: &Session, parent: &str) -> Result<Inv
         ))
         .hint("kubectl refuses such a parent too; name the parent whose id it is"));
     }
+    kubectl_tooling(&object, &kind)?;
     Ok(applyset_inventory(&object, &kind))
+}
+
+/// The tooling annotation kubectl requires on a parent it prunes with: present, and `kubectl`
+/// before its `/` (kubernetes/kubectl `pkg/cmd/apply/applyset.go` `fetchParent`: "missing
+/// required annotation", "managed by tooling ... instead of kubectl"). Another tool's ApplySet
+/// follows that tool's rules, which kubectl-stack does not know: refused, nothing pruned.
+fn kubectl_tooling(object: &DynamicObject, kind: &KindInfo) -> Result<(), UserError> {
+    const TOOLING: &str = "applyset.kubernetes.io/tooling";
+    let name = object.metadata.name.as_deref().unwrap_or_default();
+    let tooling = object.metadata.annotations.as_ref().and_then(|a| a.get(TOOLING));
+    let why = match tooling.map(|t| t.split('/').next().unwrap_or_default()) {
+        Some("kubectl") => return Ok(()),
+        Some(other) => format!("is managed by tooling {other:?}, not kubectl"),
+        None => format!("lacks the annotation {TOOLING}"),
+    };
+    Err(UserError::refused(format!(
+        "ApplySet parent {} {name} {why}: kubectl refuses to prune with it, and so does kubectl-stack",
+        kind.kind_with_group()
+    ))
+    .hint("prune this set with the tool that manages it"))
 }
 
 /// The label that makes a CRD's kind an ApplySet parent kind (KEP-3659).
@@ -65,6 +86,7 @@ pub(super) async fn find_applyset_parent(session: &Session, id: &str) -> Result<
             let name = object.metadata.name.clone().unwrap_or_default();
             let namespace = object.metadata.namespace.clone().unwrap_or_default();
             if applyset_id(&name, &namespace, &kind.kind, &kind.group) == id {
+                kubectl_tooling(&object, kind)?;
                 parents.push(applyset_inventory(&object, kind));
             }
         }
