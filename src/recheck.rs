@@ -594,6 +594,7 @@ impl WaveGuard for Recheck {
             &self.client,
             &self.catalog,
             deleted,
+            &self.done,
             &self.planned.uids,
             self.options,
         ))

@@ -78,3 +78,121 @@ spec:
     stack(&["prune", "-n", n, "kustomization/a", "--yes", "--timeout", "30s"]).expect_code(0);
     assert!(!exists("configmap", Some(n), "settings"));
 }
+
+/// Applies stack `a` in `n`: ConfigMap `settings`, and `first` (YAML of one object that depends on
+/// `settings`, so it goes in the wave before it). Returns the stack's labels.
+fn stack_with_first(n: &str, first: &str) -> String {
+    ensure_flux_crds();
+    let labels = flux_labels("a", n);
+    let first = first.replace("LABELS", &labels);
+    apply(&format!(
+        r#"apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {{name: a, namespace: {n}}}
+spec: {{prune: true}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: settings, namespace: {n}, labels: {labels}}}
+---
+{first}
+"#
+    ));
+    labels
+}
+
+/// An untracked ConfigMap `held` in `n`, owned (not as its controller) by each of `owners`
+/// (`kind`, `apiVersion`, `name`, `uid`), held by a finalizer once the garbage collector deletes it.
+fn held_child(n: &str, owners: &[(&str, &str, &str, String)]) {
+    let refs: Vec<String> = owners
+        .iter()
+        .map(|(kind, api_version, name, uid)| {
+            format!("{{apiVersion: {api_version}, kind: {kind}, name: {name}, uid: {uid}}}")
+        })
+        .collect();
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: held, namespace: {n}, finalizers: [{HOLD}], ownerReferences: [{}]}}\n",
+        refs.join(", ")
+    ));
+}
+
+/// Runs the teardown of `a` in `n` and asserts the garbage collector's cascade is waited for:
+/// `settings` (the next wave) stays while `held` hangs, and the run says so (exit 5).
+fn assert_next_wave_waits_for_held(n: &str) {
+    let run = stack(&["prune", "-n", n, "kustomization/a", "--yes", "--timeout", "10s"]).expect_code(5);
+    let stderr = &run.stderr;
+    assert!(
+        exists("configmap", Some(n), "settings"),
+        "the next wave must wait for what the garbage collector deletes\n{stderr}"
+    );
+    assert!(stderr.contains("held"), "the blocker is named\n{stderr}");
+    release_finalizers("configmap/held", n);
+    wait_until(Duration::from_secs(30), || !exists("configmap", Some(n), "held"));
+    stack(&["prune", "-n", n, "kustomization/a", "--yes", "--timeout", "30s"]).expect_code(0);
+    assert!(!exists("configmap", Some(n), "settings"));
+}
+
+/// Review 3, R1: the garbage collector deletes an object once every owner of it is gone, whether
+/// or not an owner is its controller. A plain owner reference is waited for as a controller's.
+#[test]
+fn the_next_wave_waits_for_what_a_deleted_owner_owns_without_controlling_it() {
+    let _logs = start();
+    let ns = Namespace::new("plainowner");
+    let n = &ns.0;
+    stack_with_first(
+        n,
+        &format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: first, namespace: {n}, labels: LABELS, annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/settings}}}}\n"
+        ),
+    );
+    let owner = uid_of("secret", Some(n), "first");
+    held_child(n, &[("Secret", "v1", "first", owner)]);
+    assert_next_wave_waits_for_held(n);
+}
+
+/// Review 3, R1: a cluster-scoped owner's dependents can be in any namespace; a wave that deletes
+/// a tracked ClusterRole waits for the namespaced object it owns.
+#[test]
+fn the_next_wave_waits_for_what_a_deleted_cluster_scoped_owner_owns() {
+    let _logs = start();
+    let ns = Namespace::new("clusterowner");
+    let n = &ns.0;
+    let role = format!("{n}-owner");
+    stack_with_first(
+        n,
+        &format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {role}, labels: LABELS, annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/settings}}}}\nrules: []\n"
+        ),
+    );
+    let owner = uid_of("clusterrole", None, &role);
+    held_child(n, &[("ClusterRole", "rbac.authorization.k8s.io/v1", &role, owner)]);
+    assert_next_wave_waits_for_held(n);
+}
+
+/// The all-owners rule: an object with a second owner that stays is not deleted by the garbage
+/// collector, so the next wave does not wait for it.
+#[test]
+fn an_object_with_a_live_second_owner_is_not_waited_for() {
+    let _logs = start();
+    let ns = Namespace::new("liveowner");
+    let n = &ns.0;
+    stack_with_first(
+        n,
+        &format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: first, namespace: {n}, labels: LABELS, annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/settings}}}}\n"
+        ),
+    );
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: live, namespace: {n}}}\n"
+    ));
+    let owner = uid_of("secret", Some(n), "first");
+    let live = uid_of("configmap", Some(n), "live");
+    held_child(
+        n,
+        &[("Secret", "v1", "first", owner), ("ConfigMap", "v1", "live", live)],
+    );
+    let run = stack(&["prune", "-n", n, "kustomization/a", "--yes", "--timeout", "20s"]).expect_code(0);
+    assert!(!exists("configmap", Some(n), "settings"), "{}", run.stderr);
+    assert!(exists("configmap", Some(n), "held"), "{}", run.stderr);
+    release_finalizers("configmap/held", n);
+}
