@@ -59,6 +59,20 @@ fn granting_roles(objects: &Objects, group: &str) -> HashSet<RoleKey> {
         .collect()
 }
 
+/// The Role or ClusterRole a RoleBinding or ClusterRoleBinding grants (its `roleRef`): a Role is
+/// in the binding's namespace, a ClusterRole has none. `None` without a body.
+fn role_of(binding: &NodeInput) -> Option<ObjectId> {
+    let body = binding.body.as_ref()?;
+    let field = |key: &str| {
+        body.pointer(&format!("/roleRef/{key}"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    let kind = field("kind");
+    let namespace = binding.id.namespace.as_deref().filter(|_| kind == "Role");
+    Some(ObjectId::new(RBAC, kind, namespace, field("name")))
+}
+
 /// The ServiceAccounts bound to one of `roles`.
 fn bound_accounts(objects: &Objects, roles: &HashSet<RoleKey>) -> HashSet<Account> {
     let mut accounts = HashSet::new();
@@ -67,17 +81,8 @@ fn bound_accounts(objects: &Objects, roles: &HashSet<RoleKey>) -> HashSet<Accoun
     });
     for binding in bindings {
         let Some(body) = binding.body.as_ref() else { continue };
-        let role_kind = body
-            .pointer("/roleRef/kind")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let role_name = body
-            .pointer("/roleRef/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        // A RoleBinding's Role is in the binding's namespace; a ClusterRole has none.
-        let role_namespace = (role_kind == "Role").then(|| binding.id.namespace.clone()).flatten();
-        if !roles.contains(&(role_kind.to_string(), role_namespace, role_name.to_string())) {
+        let Some(role) = role_of(binding) else { continue };
+        if !roles.contains(&(role.kind, role.namespace, role.name)) {
             continue;
         }
         let subjects = body.get("subjects").and_then(Value::as_array).into_iter().flatten();
@@ -143,23 +148,7 @@ pub(super) fn runtime_needs(objects: &Objects, workload: usize) -> Vec<(usize, u
     }
     for binding in bindings_of(objects, &account) {
         needs.push((workload, binding));
-        let Some(body) = objects.inputs[binding].body.as_ref() else {
-            continue;
-        };
-        let role_kind = body
-            .pointer("/roleRef/kind")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let role_name = body
-            .pointer("/roleRef/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let role_namespace = objects.inputs[binding]
-            .id
-            .namespace
-            .as_deref()
-            .filter(|_| role_kind == "Role");
-        if let Some(role) = objects.find(&ObjectId::new(RBAC, role_kind, role_namespace, role_name)) {
+        if let Some(role) = role_of(&objects.inputs[binding]).and_then(|role| objects.find(&role)) {
             needs.push((binding, role));
         }
     }

@@ -625,9 +625,15 @@ pub fn apply_applyset(namespace: &str, parent: &str, yaml: &str) {
 pub fn set_flux_inventory(name: &str, namespace: &str, ids: &[String]) {
     let entries: Vec<String> = ids.iter().map(|id| format!(r#"{{"id":"{id}","v":"v1"}}"#)).collect();
     let status = format!(r#"{{"status":{{"inventory":{{"entries":[{}]}}}}}}"#, entries.join(","));
+    patch_status("kustomization", name, namespace, &status);
+}
+
+/// Merges `patch` (JSON) into the status subresource of `kind/name` in `namespace`, as a
+/// controller writes it.
+pub fn patch_status(kind: &str, name: &str, namespace: &str, patch: &str) {
     let args = [
         "patch",
-        "kustomization",
+        kind,
         name,
         "-n",
         namespace,
@@ -636,7 +642,7 @@ pub fn set_flux_inventory(name: &str, namespace: &str, ids: &[String]) {
         "--type",
         "merge",
         "-p",
-        &status,
+        patch,
     ];
     let patched = kubectl(&args);
     assert_eq!(patched.code, 0, "{}", patched.stderr);
@@ -649,20 +655,7 @@ pub fn set_helm_release_status(name: &str, namespace: &str, release: &str, stora
     let status = format!(
         r#"{{"status":{{"storageNamespace":"{storage}","history":[{{"name":"{release}","namespace":"{storage}","version":1,"status":"deployed","chartName":"app","chartVersion":"1.0.0","configDigest":"sha256:0","digest":"sha256:0","firstDeployed":"2026-01-01T00:00:00Z","lastDeployed":"2026-01-01T00:00:00Z"}}]}}}}"#
     );
-    let patched = kubectl(&[
-        "patch",
-        "helmrelease",
-        name,
-        "-n",
-        namespace,
-        "--subresource",
-        "status",
-        "--type",
-        "merge",
-        "-p",
-        &status,
-    ]);
-    assert_eq!(patched.code, 0, "{}", patched.stderr);
+    patch_status("helmrelease", name, namespace, &status);
 }
 
 /// The `data.release` of a Helm release Secret: base64 of gzip of the release JSON (helm/helm
