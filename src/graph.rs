@@ -267,11 +267,26 @@ pub struct Graph {
     #[serde(skip)]
     pub victims: HashSet<usize>,
     /// The owners of each node that has any (`metadata.ownerReferences`, by UID): the owner's
-    /// node, or `None` for an owner that is no node (it counts as live).
+    /// node, or the UID of an owner that is no node.
     #[serde(skip)]
-    pub owners: HashMap<usize, Vec<Option<usize>>>,
+    pub owners: HashMap<usize, Vec<Owner>>,
+    /// The owners (UIDs) of the objects that are no nodes but own a node, up the chain (a
+    /// ReplicaSet between a planned Deployment and a Pod that is a node): read beside the graph
+    /// ([`crate::live`]), so that the garbage collector's all-owners rule sees through them. An
+    /// owner that is no node and not here counts as live.
+    #[serde(skip)]
+    pub outside_owners: HashMap<String, Vec<String>>,
     #[serde(skip)]
     index: HashMap<ObjectId, usize>,
+}
+
+/// An owner of a node (see [`Graph::owners`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Owner {
+    /// A node of the graph.
+    Node(usize),
+    /// An object that is no node, by UID (see [`Graph::outside_owners`]).
+    Outside(String),
 }
 
 impl Graph {

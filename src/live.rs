@@ -15,7 +15,7 @@ use crate::listing::{gaps as list_gaps, warn_unlisted};
 use crate::retry::with_retries;
 use crate::session::Session;
 use crate::trackers::{Selection, FLUX_KINDS};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use std::sync::Arc;
 
 /// A live graph and the listed objects behind its selected nodes.
@@ -74,7 +74,8 @@ impl LiveGraph {
         self.inputs.extend(inputs);
         let earlier = std::mem::take(&mut self.graph);
         let mut graph = build(&self.inputs, &self.build_options);
-        settle_references(session, &mut graph).await;
+        self.objects.extend(fresh);
+        settle_references(session, &mut graph, &self.objects).await;
         let moved: HashMap<usize, usize> = earlier
             .nodes
             .iter()
@@ -93,7 +94,6 @@ impl LiveGraph {
             .filter_map(|index| moved.get(index).copied())
             .chain(victim_ids.iter().filter_map(|id| graph.find(id)))
             .collect();
-        self.objects.extend(fresh);
         self.graph = graph;
         Ok(Some(moved))
     }
@@ -379,7 +379,7 @@ pub async fn graph_of_with(
     }
     let options = BuildOptions::for_catalog(&session.catalog, members, infer);
     let mut graph = build(&inputs, &options);
-    settle_references(session, &mut graph).await;
+    settle_references(session, &mut graph, &objects).await;
     let potential_victims: Vec<usize> = would_die.iter().filter_map(|id| graph.find(id)).collect();
     graph.victims.extend(potential_victims);
     Ok(LiveGraph {
@@ -489,29 +489,85 @@ pub async fn flux_objects(session: &Session) -> Result<Vec<(Listed, serde_json::
 /// Looks the referenced nodes up: one that does not exist is marked missing; one that does gets
 /// the owners its metadata names (it dies with the plan when every one of them does, see
 /// [`Graph::dying_by_owners`]).
-async fn settle_references(session: &Session, graph: &mut Graph) {
+async fn settle_references(session: &Session, graph: &mut Graph, objects: &HashMap<ObjectId, Listed>) {
     let existing = existing_references(session, graph).await;
     graph.mark_referenced(|id| existing.contains_key(id));
+    let mut refs: Vec<(Option<String>, OwnerReference)> = Vec::new();
     for (id, owners) in existing {
         if let Some(index) = graph.find(&id) {
-            graph.set_owners(index, &owners);
+            let uids: Vec<String> = owners.iter().map(|r| r.uid.clone()).collect();
+            graph.set_owners(index, &uids);
+        }
+        refs.extend(owners.into_iter().map(|r| (id.namespace.clone(), r)));
+    }
+    for object in objects.values() {
+        let owners = object.meta.owner_references.iter().flatten().cloned();
+        refs.extend(owners.map(|r| (object.meta.namespace.clone(), r)));
+    }
+    settle_owner_chain(session, graph, refs).await;
+}
+
+/// At most this many owners outside the graph are read for one graph; past it, the rest count
+/// as live (and a warning says so).
+const OWNER_CHAIN_READS: usize = 2000;
+
+/// Reads the owners that are no nodes, up the chain (`refs`: owner references with the
+/// namespace of the object that holds them), into [`Graph::outside_owners`]: the garbage
+/// collector's all-owners rule then sees through an untracked ReplicaSet between a planned
+/// Deployment and a Pod that is a node. An owner that cannot be read (gone, forbidden, another
+/// UID now) counts as live.
+async fn settle_owner_chain(session: &Session, graph: &mut Graph, refs: Vec<(Option<String>, OwnerReference)>) {
+    let node_uids: HashSet<String> = graph.nodes.iter().filter_map(|n| n.uid.clone()).collect();
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut pending = refs;
+    while !pending.is_empty() {
+        pending.retain(|(_, r)| !node_uids.contains(&r.uid) && seen.insert(r.uid.clone()));
+        if seen.len() > OWNER_CHAIN_READS {
+            tracing::warn!("more than {OWNER_CHAIN_READS} owners outside the graph: the rest count as live");
+            pending.truncate(OWNER_CHAIN_READS.saturating_sub(seen.len() - pending.len()));
+        }
+        let read: Vec<(String, Option<String>, Vec<OwnerReference>)> = stream::iter(std::mem::take(&mut pending))
+            .map(|(namespace, owner)| read_owner(session, namespace, owner))
+            .buffer_unordered(16)
+            .filter_map(|found| async move { found })
+            .collect()
+            .await;
+        for (uid, namespace, owners) in read {
+            graph
+                .outside_owners
+                .insert(uid, owners.iter().map(|r| r.uid.clone()).collect());
+            pending.extend(owners.into_iter().map(|r| (namespace.clone(), r)));
         }
     }
 }
 
-/// The referenced objects that exist (or cannot be told missing), with their owners' UIDs.
-async fn existing_references(session: &Session, graph: &Graph) -> HashMap<ObjectId, Vec<String>> {
+/// One owner, read by its reference: its UID, namespace and owner references, if it is there
+/// with the UID the reference names.
+async fn read_owner(
+    session: &Session,
+    namespace: Option<String>,
+    owner: OwnerReference,
+) -> Option<(String, Option<String>, Vec<OwnerReference>)> {
+    let group = owner.api_version.rsplit_once('/').map_or("", |(group, _)| group);
+    let kind = session.catalog.get(group, &owner.kind)?;
+    let namespace = namespace.filter(|_| kind.namespaced);
+    let api = api_for(&session.connection.client, kind, namespace.as_deref());
+    let object = with_retries("get owner", || api.get_metadata(&owner.name)).await.ok()?;
+    (object.metadata.uid.as_deref() == Some(owner.uid.as_str())).then(|| {
+        let owners = object.metadata.owner_references.unwrap_or_default();
+        (owner.uid, namespace, owners)
+    })
+}
+
+/// The referenced objects that exist (or cannot be told missing), with their owners.
+async fn existing_references(session: &Session, graph: &Graph) -> HashMap<ObjectId, Vec<OwnerReference>> {
     let references: Vec<ObjectId> = graph.referenced().map(|n| n.id.clone()).collect();
-    let found: Vec<Option<(ObjectId, Vec<String>)>> = stream::iter(references)
+    let found: Vec<Option<(ObjectId, Vec<OwnerReference>)>> = stream::iter(references)
         .map(|id| async move {
             let kind = session.catalog.get(&id.group, &id.kind)?;
             let api = api_for(&session.connection.client, kind, id.namespace.as_deref());
             match with_retries("get dependency", || api.get_metadata(&id.name)).await {
-                Ok(object) => {
-                    let owners = object.metadata.owner_references.iter().flatten();
-                    let owners = owners.map(|r| r.uid.clone()).collect();
-                    Some((id, owners))
-                }
+                Ok(object) => Some((id, object.metadata.owner_references.unwrap_or_default())),
                 Err(err) if is_not_found(&err) => None,
                 // Cannot tell (e.g. forbidden): do not call it missing.
                 Err(_) => Some((id, Vec::new())),

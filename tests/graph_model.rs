@@ -1193,3 +1193,61 @@ metadata:
     assert!(!exists("deployment", Some(&op_ns), "controller"));
     assert!(exists("crd", None, &resource));
 }
+
+/// Issue 29's finding F3 on the cluster: ConfigMap `p` is stack `s`'s; an untracked `mid` is owned
+/// by `p`, and an untracked `need` by `mid`; stack `other`'s ConfigMap `user` depends on `need`.
+/// The garbage collector takes `mid` and then `need` once `p` goes, so `user` would lose what it
+/// depends on: `p` is kept, and the plan says why — through the owner in between, which is no
+/// node of the graph (`Graph::outside_owners`).
+#[test]
+fn what_stays_keeps_an_owner_whose_chain_through_untracked_objects_takes_its_need() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("gmchain");
+    let n = ns.0.clone();
+    let (s, other) = (flux_labels("s", &n), flux_labels("other", &n));
+    apply(&format!(
+        r#"{}---
+{}---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: p, namespace: {n}, labels: {s}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: user, namespace: {n}, labels: {other}, annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/need}}}}
+"#,
+        kustomization("s", &n, ""),
+        kustomization("other", &n, "")
+    ));
+    let p_uid = uid_of("configmap", Some(&n), "p");
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: mid, namespace: {n}, ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: p, uid: {p_uid}}}]}}\n"
+    ));
+    let mid_uid = uid_of("configmap", Some(&n), "mid");
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: need, namespace: {n}, ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: mid, uid: {mid_uid}}}]}}\n"
+    ));
+    let run = stack(&[
+        "prune",
+        "-n",
+        &n,
+        "kustomization/s",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    let lines = json_lines(&run.stdout);
+    let why = kept_reason(&lines, "ConfigMap", "p").unwrap_or_else(|| panic!("p kept: {}\n{}", run.stdout, run.stderr));
+    assert!(
+        why.contains(&format!("needed by ConfigMap/{n}/user"))
+            && why.contains(&format!("ConfigMap/{n}/need dies with it")),
+        "{why}"
+    );
+    assert_eq!(wave_of(&lines, "ConfigMap", "p"), None);
+    assert!(exists("configmap", Some(&n), "p"), "{}", run.stderr);
+    assert!(exists("configmap", Some(&n), "need"), "{}", run.stderr);
+    assert!(exists("configmap", Some(&n), "user"), "{}", run.stderr);
+}

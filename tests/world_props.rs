@@ -23,14 +23,15 @@
 //!
 //! A failing case prints the shrunk world as YAML, to replay against a test cluster.
 //!
-//! Findings on main, left out of the default run and checked with `WORLD_STRICT=F2,F3`:
+//! Findings on main, left out of the default run and checked with `WORLD_STRICT=F2`:
 //! - F1 (fixed, always checked): an orphan prune under `--tracker PRESET=VALUE` with that stack's
 //!   record deleted an object another stack or tool marks too; the keep chain's "other stacks"
 //!   rule (`keep::marked_elsewhere`) keeps it now;
 //! - F2: a teardown's graph holds tracked objects and stayers only: an untracked object loses what
 //!   it depends on (`config.kubernetes.io/depends-on`) or the operator its finalizer names;
-//! - F3: what stays keeps its needs from the plan only when they are planned themselves: a need
-//!   that dies with a planned owner (the garbage collector) is lost.
+//! - F3 (fixed, always checked): a need that died with a planned owner through an owner chain of
+//!   untracked objects (a ReplicaSet between a Deployment and a Pod) was lost; the graph reads
+//!   the owners that are no nodes (`Graph::outside_owners`) and keeps the planned owner.
 //!
 //! Not emulated: the re-check before each wave, `--keep-cascading`, orphans under `-l` alone
 //! (`orphans::classify_by_recorded_stack` reads records through the API), kapp and Flux v1 stacks
@@ -217,6 +218,17 @@ impl Cluster {
                 graph.set_owners(index, &owners);
             }
         }
+        // `live::settle_owner_chain`: the owners of the objects that are no nodes, up the chain.
+        let outside: Vec<(String, Vec<String>)> = self
+            .all
+            .values()
+            .filter(|o| graph.find(&o.id()).is_none())
+            .map(|o| {
+                let owners = o.meta.owner_references.iter().flatten().map(|r| r.uid.clone());
+                (o.uid().to_string(), owners.collect())
+            })
+            .collect();
+        graph.outside_owners.extend(outside);
         (graph, objects)
     }
 }
@@ -516,7 +528,7 @@ fn planned_ids(planned: &PrunePlan) -> HashSet<ObjectId> {
     planned.waves.iter().flatten().map(|t| t.id.clone()).collect()
 }
 
-/// Whether the findings reported to the lead are checked too (`WORLD_STRICT=1`, or `WORLD_STRICT=F1,F3`; they fail on
+/// Whether the findings reported to the lead are checked too (`WORLD_STRICT=1`, or `WORLD_STRICT=F2`; they fail on
 /// main): F1, an orphan another stack or tool marks counts as kept; F2, what an untracked
 /// object depends on stays while it does; F3, what an object that stays needs does not die
 /// with a planned owner.
@@ -629,12 +641,10 @@ fn check_needs(
             let marking = oracle::marking(world, index);
             world.entry == Entry::Teardown && marking.stacks.is_empty() && !marking.other
         };
-        // Finding F3: a need is kept from the plan only when it is planned itself, not when it
-        // dies with a planned owner (the garbage collector's cascade is not followed).
-        let by_owners = |target: &usize| oracle::owners_die(world, *target, dead);
+        // Finding F3 (fixed, always checked): a need that dies with a planned owner through an
+        // owner chain of untracked objects keeps that owner (`Graph::outside_owners`).
         if let Some(target) = world.objects[index].depends_on.filter(|_| strict("F2") || !untracked()) {
-            if dead.contains_key(&target) && !named.contains(&world.id(target)) && (strict("F3") || !by_owners(&target))
-            {
+            if dead.contains_key(&target) && !named.contains(&world.id(target)) {
                 return Err(format!("{id} stays, but {} it depends on is deleted", world.id(target)));
             }
         }
@@ -648,15 +658,7 @@ fn check_needs(
     }
     for edge in graph.all_edges().filter(|e| e.kind.is_need()) {
         let (from, to) = (&graph.nodes[edge.from].id, &graph.nodes[edge.to].id);
-        let by_owners = world
-            .present()
-            .any(|i| world.id(i) == *to && oracle::owners_die(world, i, dead));
-        if !dies(from)
-            && dead_ids.contains(to)
-            && !named.contains(to)
-            && cluster.all.contains_key(to)
-            && (strict("F3") || !by_owners)
-        {
+        if !dies(from) && dead_ids.contains(to) && !named.contains(to) && cluster.all.contains_key(to) {
             return Err(format!(
                 "{from} stays, but {to}, which it needs ({:?}), is deleted",
                 edge.kind

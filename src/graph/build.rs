@@ -67,8 +67,9 @@ pub fn build(inputs: &[NodeInput], options: &BuildOptions) -> Graph {
     graph
 }
 
-/// The owners of each input that has any, as nodes by UID (`None`: not a node).
-fn owners_of(graph: &Graph, inputs: &[NodeInput]) -> HashMap<usize, Vec<Option<usize>>> {
+/// The owners of each input that has any, as nodes by UID (or the UID of an owner that is no
+/// node).
+fn owners_of(graph: &Graph, inputs: &[NodeInput]) -> HashMap<usize, Vec<super::Owner>> {
     let by_uid: HashMap<&str, usize> = graph
         .nodes
         .iter()
@@ -80,7 +81,10 @@ fn owners_of(graph: &Graph, inputs: &[NodeInput]) -> HashMap<usize, Vec<Option<u
         .enumerate()
         .filter(|(_, input)| !input.owners.is_empty())
         .map(|(index, input)| {
-            let owners = input.owners.iter().map(|uid| by_uid.get(uid.as_str()).copied());
+            let owners = input.owners.iter().map(|uid| match by_uid.get(uid.as_str()) {
+                Some(&node) => super::Owner::Node(node),
+                None => super::Owner::Outside(uid.clone()),
+            });
             (index, owners.collect())
         })
         .collect()

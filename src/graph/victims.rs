@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{EdgeKind, Graph};
+use super::{EdgeKind, Graph, Owner};
 
 /// An order a cascade victim imposes on two planned nodes: `before` is gone before `after` is
 /// deleted. Either the victim needs `after` and `holder` (= `before`) takes it, or `before`
@@ -76,49 +76,28 @@ impl Graph {
         planned: &dyn Fn(usize) -> bool,
         held: &HashMap<usize, Vec<usize>>,
     ) -> HashMap<usize, Vec<usize>> {
+        let by_uid: HashMap<&str, usize> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(index, node)| node.uid.as_deref().map(|uid| (uid, index)))
+            .collect();
+        let chain = OwnerChain {
+            graph: self,
+            planned,
+            held,
+            by_uid,
+        };
         self.owners
             .keys()
             .filter(|&&index| !planned(index))
             .filter_map(|&index| {
-                let mut roots = self.planned_owners(index, planned, held, &mut HashSet::new())?;
+                let mut roots = chain.planned_owners(&Owner::Node(index), &mut HashSet::new())?;
                 roots.sort_unstable();
                 roots.dedup();
                 Some((index, roots))
             })
             .collect()
-    }
-
-    /// The planned objects whose deletion takes `index` through its owners (see
-    /// [`Graph::dying_by_owners`]); `None` when it has no owner or one of its owners lives.
-    fn planned_owners(
-        &self,
-        index: usize,
-        planned: &dyn Fn(usize) -> bool,
-        held: &HashMap<usize, Vec<usize>>,
-        on_path: &mut HashSet<usize>,
-    ) -> Option<Vec<usize>> {
-        let owners = self.owners.get(&index).filter(|owners| !owners.is_empty())?;
-        if !on_path.insert(index) {
-            return None;
-        }
-        let mut roots = Some(Vec::new());
-        for owner in owners {
-            let found = match *owner {
-                Some(owner) if planned(owner) => Some(vec![owner]),
-                Some(owner) if held.contains_key(&owner) => held.get(&owner).cloned(),
-                Some(owner) => self.planned_owners(owner, planned, held, on_path),
-                None => None,
-            };
-            match (found, roots.as_mut()) {
-                (Some(found), Some(roots)) => roots.extend(found),
-                _ => {
-                    roots = None;
-                    break;
-                }
-            }
-        }
-        on_path.remove(&index);
-        roots
     }
 
     /// Sets the owners of a node built without them (a referenced node, whose metadata was read
@@ -129,7 +108,12 @@ impl Graph {
         }
         let found = owners
             .iter()
-            .map(|uid| self.nodes.iter().position(|n| n.uid.as_deref() == Some(uid.as_str())))
+            .map(
+                |uid| match self.nodes.iter().position(|n| n.uid.as_deref() == Some(uid.as_str())) {
+                    Some(node) => Owner::Node(node),
+                    None => Owner::Outside(uid.clone()),
+                },
+            )
             .collect();
         self.owners.insert(index, found);
     }
@@ -202,6 +186,60 @@ impl Graph {
             n => format!(" and {} more", n - 1),
         };
         Some(format!("before {after} ({how}: {}){more}", first.kind.label()))
+    }
+}
+
+/// The garbage collector's all-owners rule over the graph's owners and the owners of the
+/// objects between them that are no nodes ([`Graph::outside_owners`]).
+struct OwnerChain<'a> {
+    graph: &'a Graph,
+    planned: &'a dyn Fn(usize) -> bool,
+    held: &'a HashMap<usize, Vec<usize>>,
+    by_uid: HashMap<&'a str, usize>,
+}
+
+impl OwnerChain<'_> {
+    /// The owners of a node, or of an object that is no node, as far as they are known.
+    fn owners_of(&self, owned: &Owner) -> Option<Vec<Owner>> {
+        match owned {
+            Owner::Node(index) => self.graph.owners.get(index).cloned(),
+            Owner::Outside(uid) => self.graph.outside_owners.get(uid).map(|owners| {
+                owners
+                    .iter()
+                    .map(|uid| match self.by_uid.get(uid.as_str()) {
+                        Some(&node) => Owner::Node(node),
+                        None => Owner::Outside(uid.clone()),
+                    })
+                    .collect()
+            }),
+        }
+    }
+
+    /// The planned objects whose deletion takes `owned` through its owners (see
+    /// [`Graph::dying_by_owners`]); `None` when it has no known owner or one of its owners lives.
+    /// An ownership cycle proves nothing.
+    fn planned_owners(&self, owned: &Owner, on_path: &mut HashSet<Owner>) -> Option<Vec<usize>> {
+        let owners = self.owners_of(owned).filter(|owners| !owners.is_empty())?;
+        if !on_path.insert(owned.clone()) {
+            return None;
+        }
+        let mut roots = Some(Vec::new());
+        for owner in &owners {
+            let found = match owner {
+                Owner::Node(node) if (self.planned)(*node) => Some(vec![*node]),
+                Owner::Node(node) if self.held.contains_key(node) => self.held.get(node).cloned(),
+                other => self.planned_owners(other, on_path),
+            };
+            match (found, roots.as_mut()) {
+                (Some(found), Some(roots)) => roots.extend(found),
+                _ => {
+                    roots = None;
+                    break;
+                }
+            }
+        }
+        on_path.remove(owned);
+        roots
     }
 }
 
@@ -317,6 +355,36 @@ mod tests {
             &BuildOptions::default(),
         );
         assert!(with_live_owner.dying_by_owners(|i| i == 0).is_empty());
+    }
+
+    /// Issue 29's F3: a node dies with a planned owner through an owner that is no node (a
+    /// ReplicaSet between a Deployment and a Pod), when the graph knows that owner's owners.
+    #[test]
+    fn an_owner_chain_through_an_object_that_is_no_node_is_followed() {
+        let with_uid = |mut input: NodeInput, uid: &str| {
+            input.uid = Some(uid.to_string());
+            input
+        };
+        let parent = with_uid(input("", "ConfigMap", Some("app"), "parent", Some("a")), "uid-parent");
+        let mut child = with_uid(input("", "ConfigMap", Some("app"), "child", None), "uid-child");
+        child.owners.push("uid-middle".into());
+        let mut graph = build(&[parent, child], &BuildOptions::default());
+        assert!(
+            graph.dying_by_owners(|i| i == 0).is_empty(),
+            "an unknown owner counts as live"
+        );
+        graph
+            .outside_owners
+            .insert("uid-middle".into(), vec!["uid-parent".into()]);
+        assert_eq!(graph.dying_by_owners(|i| i == 0).get(&1), Some(&vec![0]));
+        graph
+            .outside_owners
+            .insert("uid-middle".into(), vec!["uid-parent".into(), "uid-live".into()]);
+        assert!(graph.dying_by_owners(|i| i == 0).is_empty(), "a second owner lives");
+        graph
+            .outside_owners
+            .insert("uid-middle".into(), vec!["uid-child".into()]);
+        assert!(graph.dying_by_owners(|i| i == 0).is_empty(), "a cycle proves nothing");
     }
 
     #[test]
