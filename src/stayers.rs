@@ -72,6 +72,9 @@ pub struct Whole {
     pub unlisted: Vec<Unlisted>,
 }
 
+/// One kind's whole objects, or why they could not be listed.
+type Listing = Result<Vec<kube::api::DynamicObject>, kube::Error>;
+
 /// Lists every object of [`STAYER_KINDS`] that the server serves, whole, in every namespace.
 pub async fn list_whole(session: &Session) -> Whole {
     let kinds: Vec<Arc<KindInfo>> = STAYER_KINDS
@@ -79,7 +82,7 @@ pub async fn list_whole(session: &Session) -> Whole {
         .filter_map(|(group, kind)| session.catalog.get(group, kind).cloned())
         .collect();
     let client = &session.connection.client;
-    let listed: Vec<(Arc<KindInfo>, Result<Vec<kube::api::DynamicObject>, kube::Error>)> = stream::iter(kinds)
+    let listed: Vec<(Arc<KindInfo>, Listing)> = stream::iter(kinds)
         .map(|kind| async move {
             // Each page is retried (`list_objects`).
             let found = list_objects(client, &kind, None, None).await;
