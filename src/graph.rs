@@ -63,6 +63,9 @@ pub enum EdgeKind {
     InferredApiService,
     /// Inferred: an object of an aggregated API depends on the APIService that serves it.
     InferredAggregatedApi,
+    /// Inferred: a PersistentVolumeClaim or PersistentVolume depends on the StorageClass its
+    /// `spec.storageClassName` names.
+    InferredStorageClass,
     /// Inferred: a volume depends on its CSI driver (CSIDriver, StorageClass, controller).
     InferredStorageDriver,
     /// Inferred: a PersistentVolumeClaim depends on the PersistentVolume it is bound to.
@@ -95,6 +98,7 @@ impl EdgeKind {
             EdgeKind::InferredWebhookRule => "inferred: webhook rule",
             EdgeKind::InferredApiService => "inferred: apiservice backend",
             EdgeKind::InferredAggregatedApi => "inferred: aggregated api",
+            EdgeKind::InferredStorageClass => "inferred: storage class",
             EdgeKind::InferredStorageDriver => "inferred: storage driver",
             EdgeKind::InferredVolume => "inferred: bound volume",
             EdgeKind::InferredRunsWith => "inferred: runs with",
@@ -110,6 +114,7 @@ impl EdgeKind {
                 | EdgeKind::InferredWebhookRule
                 | EdgeKind::InferredApiService
                 | EdgeKind::InferredAggregatedApi
+                | EdgeKind::InferredStorageClass
                 | EdgeKind::InferredStorageDriver
                 | EdgeKind::InferredVolume
                 | EdgeKind::InferredRunsWith

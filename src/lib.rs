@@ -73,6 +73,7 @@ pub mod render;
 pub mod retry;
 pub mod safeguards;
 pub mod session;
+pub mod stayers;
 pub mod stuck;
 pub mod suspend;
 pub mod teardown;

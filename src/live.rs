@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use futures::{stream, StreamExt};
 
-use crate::collect::{api_for, collect, collect_kinds, collect_where, list_objects, ListOptions, ListScope, Listed};
+use crate::collect::{api_for, collect, collect_kinds, list_objects, ListOptions, Listed};
 use crate::discovery::KindInfo;
 use crate::error::{is_forbidden, is_not_found, UserError};
 use crate::graph::{build, tracked_by_any, BuildOptions, Graph, NodeInput};
@@ -15,7 +15,7 @@ use crate::listing::{gaps as list_gaps, warn_unlisted};
 use crate::retry::with_retries;
 use crate::session::Session;
 use crate::trackers::{Selection, FLUX_KINDS};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use std::sync::Arc;
 
 /// A live graph and the listed objects behind its selected nodes.
@@ -214,97 +214,58 @@ pub struct LiveOptions {
     pub only_selected: bool,
     /// Also make nodes of the untracked objects that need others to exist and that no stack
     /// names — webhook configurations and APIServices an operator made at run time (as
-    /// Kyverno and cert-manager do) — so that a plan keeps their backends while they stay.
+    /// Kyverno and cert-manager do), volumes, finalized objects: [`crate::stayers`] — so that a
+    /// plan keeps what they need while they stay, as the re-check before every wave does.
     pub stayers: bool,
 }
 
-/// The kinds of [`LiveOptions::stayers`]: cluster-scoped, few, and each in need of a backend.
-const STAYER_KINDS: [(&str, &str); 3] = [
-    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
-    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
-    ("apiregistration.k8s.io", "APIService"),
-];
-
-/// Lists every object of [`STAYER_KINDS`] (metadata; inference reads their specs). A kind that
-/// cannot be listed is a gap the caller reports: what it needs is then unknown.
-async fn list_stayers(session: &Session, gaps: &mut Vec<String>) -> Vec<Listed> {
-    let kinds: Vec<Arc<KindInfo>> = STAYER_KINDS
-        .iter()
-        .filter_map(|(group, kind)| session.catalog.get(group, kind).cloned())
-        .collect();
-    list_everywhere(
-        session,
-        kinds,
-        |_| true,
-        gaps,
-        "a backend one of them needs may be deleted",
-    )
-    .await
+/// Lists every object of [`crate::stayers::STAYER_KINDS`], whole (see [`crate::stayers`]). A
+/// kind that cannot be listed is a gap the caller reports: what its objects need is unknown.
+async fn list_stayers(session: &Session, gaps: &mut Vec<String>) -> Vec<(Listed, serde_json::Value)> {
+    let whole = crate::stayers::list_whole(session).await;
+    for unlisted in &whole.unlisted {
+        tracing::warn!(
+            "cannot list {}: what one of them needs may be deleted ({})",
+            unlisted.kind,
+            unlisted.why
+        );
+        gaps.push(unlisted.kind.clone());
+    }
+    whole.objects
 }
 
-/// The custom resources of the CRDs among `objects` that carry a finalizer and are not listed
-/// yet: untracked ones (made by hand or by a controller) need the operator their finalizer names
-/// for as long as they stay, so they are stayers too (what stays keeps what it needs). A kind
-/// that cannot be listed is a gap the caller reports.
-async fn finalized_custom_resources(
+/// The finalized stayers not listed yet ([`crate::stayers::list_finalized`]): the objects of
+/// every kind in the session's scope, and the custom resources of the tracked CRDs among
+/// `objects` in every namespace, that carry a finalizer naming an API group's controller. Tracked
+/// or not (made by hand or by a controller), they need that operator for as long as they stay, as
+/// the re-check before every wave finds them. A custom kind of a tracked CRD that cannot be listed
+/// is a gap the caller reports; another kind the user may not list was reported with the plan's
+/// own listing.
+async fn finalized_stayers(
     session: &Session,
     objects: &HashMap<ObjectId, Listed>,
     gaps: &mut Vec<String>,
 ) -> Vec<Listed> {
-    let crds: HashSet<&str> = objects
-        .keys()
-        .filter(|id| id.group == "apiextensions.k8s.io" && id.kind == "CustomResourceDefinition")
-        .map(|id| id.name.as_str())
-        .collect();
-    let kinds: Vec<Arc<KindInfo>> = session
-        .catalog
-        .kinds()
-        .iter()
-        .filter(|k| crds.contains(k.crd_name().as_str()))
-        .cloned()
-        .collect();
-    let finalized = |meta: &ObjectMeta| meta.finalizers.as_ref().is_some_and(|f| !f.is_empty());
-    let found = list_everywhere(
-        session,
-        kinds,
-        finalized,
-        gaps,
-        "the operator one of them needs may be deleted",
-    )
-    .await;
-    found.into_iter().filter(|o| !objects.contains_key(&o.id())).collect()
-}
-
-/// Every object of `kinds`, in every namespace, that `keep` accepts. A kind that answers 404 is
-/// settled as on every other path ([`Session::settle_not_served`]: a CRD deleted meanwhile has no
-/// objects); a kind that cannot be listed is pushed to `gaps`, with a warning that says `risk`.
-async fn list_everywhere<F>(
-    session: &Session,
-    kinds: Vec<Arc<KindInfo>>,
-    keep: F,
-    gaps: &mut Vec<String>,
-    risk: &str,
-) -> Vec<Listed>
-where
-    F: Fn(&ObjectMeta) -> bool + Sync,
-{
-    let client = &session.connection.client;
-    let options = ListOptions::default();
-    let mut collection = collect_where(client, &kinds, &ListScope::AllNamespaces, &keep, options).await;
-    let relist = |again: Vec<Arc<KindInfo>>| {
-        let keep = &keep;
-        async move { collect_where(client, &again, &ListScope::AllNamespaces, keep, options).await }
-    };
-    session.settle_not_served(&mut collection, relist).await;
-    for failure in &collection.failures {
+    let crds = crate::stayers::tracked_crds(objects.values());
+    let everywhere = crate::stayers::kinds_of_crds(session, &crds);
+    let of_crds: HashSet<String> = everywhere.iter().map(|k| k.kind_with_group()).collect();
+    let found = crate::stayers::list_finalized(session, &session.scope, true, everywhere).await;
+    for failure in &found.failures {
+        let kind = failure.kind.kind_with_group();
+        if failure.failure == crate::collect::ListFailure::Forbidden && !of_crds.contains(&kind) {
+            continue;
+        }
         tracing::warn!(
-            "cannot list {}: {risk} ({})",
-            failure.kind.kind_with_group(),
+            "cannot list {kind}: the operator one of them needs may be deleted ({})",
             failure.failure
         );
-        gaps.push(failure.kind.kind_with_group());
+        gaps.push(kind);
     }
-    collection.objects
+    found
+        .objects
+        .into_iter()
+        .filter(|o| !objects.contains_key(&o.id()))
+        .collect()
 }
 
 /// [`graph_of`] with every option.
@@ -356,14 +317,21 @@ pub async fn graph_of_with(
     }
     inputs.extend(others);
     let finalized = if stayers_wanted && infer {
-        finalized_custom_resources(session, &objects, &mut unlisted_stayers).await
+        finalized_stayers(session, &objects, &mut unlisted_stayers).await
     } else {
         Vec::new()
     };
     // A finalized custom resource dies if its CRD or Namespace is deleted (a cascade victim, named
     // and guarded as any other); while they stay, it keeps what it needs.
     let would_die: Vec<ObjectId> = finalized.iter().map(Listed::id).collect();
-    for object in stayers.into_iter().chain(finalized) {
+    // A stayer that is tracked too is a node already: its body is read with the others.
+    for (object, body) in stayers {
+        if let std::collections::hash_map::Entry::Vacant(slot) = objects.entry(object.id()) {
+            inputs.push(crate::stayers::input_of_whole(&object, &body));
+            slot.insert(object);
+        }
+    }
+    for object in finalized {
         if let std::collections::hash_map::Entry::Vacant(slot) = objects.entry(object.id()) {
             inputs.push(input_from_listed(&object));
             slot.insert(object);
@@ -415,13 +383,14 @@ pub fn input_from_listed(object: &Listed) -> NodeInput {
 }
 
 /// Reads the whole objects inference needs (webhooks, APIServices, Services, workloads, volumes,
-/// StorageClasses): one list per such kind that has nodes, in the session's scope. A kind the
-/// user may not list is warned about; its edges are not inferred.
-async fn attach_specs(session: &Session, inputs: &mut [NodeInput]) -> Result<(), UserError> {
+/// StorageClasses): one list per such kind that has nodes without a body, in the session's
+/// scope. A kind the user may not list is warned about; its edges are not inferred. The plan and
+/// the re-check before every wave read them so (see [`crate::stayers`]).
+pub async fn attach_specs(session: &Session, inputs: &mut [NodeInput]) -> Result<(), UserError> {
     let namespace = session.scope.namespace();
     let mut wanted: HashMap<ObjectId, usize> = HashMap::new();
     for (index, input) in inputs.iter().enumerate() {
-        if crate::infer::needs_spec(&input.id.group, &input.id.kind) {
+        if input.body.is_none() && crate::infer::needs_spec(&input.id.group, &input.id.kind) {
             wanted.insert(input.id.clone(), index);
         }
     }

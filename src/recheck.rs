@@ -244,7 +244,15 @@ impl Recheck {
             return;
         }
         let apps = argo_apps(present.iter().map(|o| &o.meta));
-        let declaring = declaring.for_apps(&apps);
+        let mut declaring = declaring.for_apps(&apps);
+        if self.infer {
+            // The whole objects inference reads, as the plan read them (see `live::attach_specs`).
+            if let Err(err) = self.read_specs(&present, &mut declaring).await {
+                declaring
+                    .failed
+                    .push(format!("the objects inference reads ({})", err.message));
+            }
+        }
         if !declaring.failed.is_empty() {
             let why = format!(
                 "what depends on it could not be re-checked ({} could not be listed)",
@@ -260,13 +268,32 @@ impl Recheck {
         }
         let standing = self.standing(&present);
         let build = crate::graph::BuildOptions::for_catalog(&self.catalog, false, self.infer);
-        let mut needed = needed_now(&declaring.objects, &present, &standing, &build);
+        let mut needed = needed_now(&declaring.objects, &present, &standing, &build, &declaring.bodies);
         for (target, _) in passed {
             match needed.remove(&target.uid) {
                 Some(reason) => checked.dropped.push((target, reason)),
                 None => checked.targets.push(target),
             }
         }
+    }
+
+    /// Reads whole, as the plan did ([`crate::live::attach_specs`]), the wave's objects and the
+    /// listed ones whose spec inference reads (a Service's selector, a workload's labels), unless
+    /// they were read whole already (the stayers).
+    async fn read_specs(&self, present: &[Listed], declaring: &mut Declaring) -> Result<(), crate::error::UserError> {
+        let mut inputs: Vec<crate::graph::NodeInput> = present
+            .iter()
+            .chain(declaring.objects.iter().map(|(o, _)| o))
+            .filter(|o| !declaring.bodies.contains_key(&o.id()))
+            .map(crate::live::input_from_listed)
+            .collect();
+        crate::live::attach_specs(&self.session, &mut inputs).await?;
+        for input in inputs {
+            if let Some(body) = input.body {
+                declaring.bodies.insert(input.id, body);
+            }
+        }
+        Ok(())
     }
 
     /// Where the planned objects stand as the wave of `present` is about to be deleted.
@@ -326,7 +353,8 @@ impl Recheck {
         let started = std::time::Instant::now();
         let groups = wave_groups(targets);
         let covered: HashSet<WaveKey> = groups.keys().filter(|key| self.shares_listing(key)).cloned().collect();
-        let Relisted { mut wave, declaring } = relist(&self.session, &self.scope, self.options, &covered).await;
+        let Relisted { mut wave, declaring } =
+            relist(&self.session, &self.scope, self.options, &covered, self.infer).await;
         let apart: BTreeMap<WaveKey, Arc<KindInfo>> =
             groups.into_iter().filter(|(key, _)| !wave.contains_key(key)).collect();
         wave.extend(self.reread(apart).await);

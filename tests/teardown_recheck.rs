@@ -119,3 +119,150 @@ metadata:
         run.stderr
     );
 }
+
+/// Deletes a cluster-scoped object when dropped (what a test made outside its Namespace).
+struct ClusterObject(&'static str, String);
+
+impl Drop for ClusterObject {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", self.0, &self.1, "--wait=false", "--ignore-not-found"]);
+    }
+}
+
+/// Review finding R3 (issue 25): a webhook configuration made since the plan (as Kyverno makes
+/// its own at run time) whose backend Service and Deployment the next wave deletes keeps them,
+/// with the reason the plan gives: the re-check lists the webhook configurations whole and infers
+/// their backends through the plan's builder.
+#[test]
+fn a_webhook_made_since_the_plan_keeps_its_backend() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("newhook");
+    let n = ns.0.clone();
+    let la = flux_labels("a", &n);
+    let hook = ClusterObject("validatingwebhookconfiguration", unique("r3-hook"));
+    apply(&format!(
+        r#"{a}apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: holder
+  namespace: {n}
+  labels: {la}
+  finalizers: [{HOLD}]
+  annotations: {{config.kubernetes.io/depends-on: "/namespaces/{n}/Service/hook,apps/namespaces/{n}/Deployment/hook"}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: hook, namespace: {n}, labels: {la}}}
+spec:
+  selector: {{app: r3-hook}}
+  ports: [{{port: 443, targetPort: 8443}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: hook, namespace: {n}, labels: {la}}}
+spec:
+  replicas: 0
+  selector: {{matchLabels: {{app: r3-hook}}}}
+  template:
+    metadata: {{labels: {{app: r3-hook}}}}
+    spec: {{containers: [{{name: hook, image: registry.invalid/hook:1}}]}}
+"#,
+        a = ks("a", &n),
+    ));
+    let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", &n, "holder")
+    });
+    // Fails open and matches nothing the tests make: it breaks no other test while it stays.
+    apply(&format!(
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {{name: {name}}}
+webhooks:
+- name: validate.r3.stack-test.example.com
+  clientConfig: {{service: {{namespace: {n}, name: hook, path: /validate}}}}
+  rules: [{{apiGroups: [r3.stack-test.example.com], apiVersions: [v1], operations: [CREATE], resources: [things]}}]
+  failurePolicy: Ignore
+  sideEffects: None
+  admissionReviewVersions: [v1]
+"#,
+        name = hook.1
+    ));
+    release_finalizers("configmap/holder", &n);
+    let run = finish(child).expect_code(5);
+    let stderr = &run.stderr;
+    assert!(!exists("configmap", Some(&n), "holder"), "{stderr}");
+    assert!(
+        exists("service", Some(&n), "hook"),
+        "the backend Service must survive\n{stderr}"
+    );
+    assert!(
+        exists("deployment", Some(&n), "hook"),
+        "the backend Deployment must survive\n{stderr}"
+    );
+    let why = format!(
+        "needed by ValidatingWebhookConfiguration.admissionregistration.k8s.io/{}, which is not pruned (inferred: webhook backend) (found by the re-check)",
+        hook.1
+    );
+    for backend in ["Service", "Deployment.apps"] {
+        assert!(
+            stderr.contains(&format!("dropped: {backend}/{n}/hook: {why}")),
+            "{backend}: {stderr}"
+        );
+    }
+}
+
+/// Review findings R3 and R7 (issue 25): a PersistentVolumeClaim made since the plan keeps the
+/// StorageClass its `spec.storageClassName` names, which the next wave would delete.
+#[test]
+fn a_claim_made_since_the_plan_keeps_its_storage_class() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("newclaim");
+    let n = ns.0.clone();
+    let la = flux_labels("a", &n);
+    let class = ClusterObject("storageclass", unique("r7-class"));
+    apply(&format!(
+        r#"{a}apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: holder
+  namespace: {n}
+  labels: {la}
+  finalizers: [{HOLD}]
+  annotations: {{config.kubernetes.io/depends-on: "storage.k8s.io/StorageClass/{c}"}}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {{name: {c}, labels: {la}}}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+"#,
+        a = ks("a", &n),
+        c = class.1,
+    ));
+    let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", &n, "holder")
+    });
+    apply(&format!(
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: claim, namespace: {n}}}\nspec:\n  storageClassName: {c}\n  accessModes: [ReadWriteOnce]\n  resources: {{requests: {{storage: 1Mi}}}}\n",
+        c = class.1
+    ));
+    release_finalizers("configmap/holder", &n);
+    let run = finish(child).expect_code(5);
+    let stderr = &run.stderr;
+    assert!(!exists("configmap", Some(&n), "holder"), "{stderr}");
+    assert!(
+        exists("storageclass", None, &class.1),
+        "the StorageClass must survive\n{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "dropped: StorageClass.storage.k8s.io/{}: needed by PersistentVolumeClaim/{n}/claim, which is not pruned (inferred: storage class) (found by the re-check)",
+            class.1
+        )),
+        "{stderr}"
+    );
+}

@@ -278,18 +278,61 @@ fn volumes_go_before_their_csi_driver() {
     let found = inferred(&inputs, &options());
     let has = |from: &str, to: &str, kind| found.contains(&edge(from, to, kind));
     for volume in ["data", "by-class", "pv-data"] {
-        for target in [driver, "fast", "csi-controller"] {
+        for target in [driver, "csi-controller"] {
             assert!(
                 has(volume, target, EdgeKind::InferredStorageDriver),
                 "{volume} -> {target}: {found:?}"
             );
         }
     }
+    // The class a volume names is its own edge; a volume that names none needs it as its driver's.
+    for volume in ["data", "by-class"] {
+        assert!(
+            has(volume, "fast", EdgeKind::InferredStorageClass),
+            "{volume}: {found:?}"
+        );
+    }
+    assert!(has("pv-data", "fast", EdgeKind::InferredStorageDriver), "{found:?}");
     assert!(has("data", "pv-data", EdgeKind::InferredVolume), "{found:?}");
     assert!(
         !found.iter().any(|(from, _, _)| from == "pv-annotated"),
         "another driver: {found:?}"
     );
+}
+
+/// Review finding R7 (issue 25): a claim or volume that stays keeps the StorageClass it names,
+/// whatever that class provisions with (a local class, a class not read whole), and says so.
+#[test]
+fn a_volume_that_stays_keeps_the_storage_class_it_names() {
+    let claim = with_body(
+        object("", "PersistentVolumeClaim", Some("app"), "untracked-claim", None),
+        json!({"spec": {"storageClassName": "local"}}),
+    );
+    let volume = with_body(
+        object("", "PersistentVolume", None, "untracked-volume", None),
+        json!({"spec": {"storageClassName": "local", "local": {"path": "/d"}}}),
+    );
+    let mut legacy = object("", "PersistentVolumeClaim", Some("app"), "legacy-claim", None);
+    legacy
+        .annotations
+        .insert("volume.beta.kubernetes.io/storage-class".into(), "local".into());
+    let class = object("storage.k8s.io", "StorageClass", None, "local", Some("storage"));
+    let inputs = vec![claim, volume, legacy, class];
+    let found = inferred(&inputs, &options());
+    for from in ["untracked-claim", "untracked-volume", "legacy-claim"] {
+        assert!(
+            found.contains(&edge(from, "local", EdgeKind::InferredStorageClass)),
+            "{from}: {found:?}"
+        );
+    }
+    let graph = build(&inputs, &options());
+    let class = graph
+        .find(&ObjectId::new("storage.k8s.io", "StorageClass", None, "local"))
+        .expect("class");
+    let planned: HashSet<usize> = [class].into();
+    let needed = crate::safeguards::needed_by_staying(&graph, &planned, |index| index != class);
+    let why = needed.get(&class).map(ToString::to_string).unwrap_or_default();
+    assert!(why.contains("inferred: storage class"), "{why}");
 }
 
 #[test]

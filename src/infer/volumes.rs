@@ -58,6 +58,20 @@ fn driver_of_volume_only(objects: &Objects, volume: usize) -> Option<String> {
         .or_else(|| text_at(input, "/spec/csi/driver").map(str::to_string))
 }
 
+/// The StorageClass a claim or volume names (`spec.storageClassName`), when it is in the graph.
+/// The deprecated `volume.beta.kubernetes.io/storage-class` annotation names it too.
+fn storage_class(objects: &Objects, volume: usize) -> Option<usize> {
+    let input = &objects.inputs[volume];
+    let name = text_at(input, "/spec/storageClassName").or_else(|| {
+        input
+            .annotations
+            .get("volume.beta.kubernetes.io/storage-class")
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
+    })?;
+    objects.find(&ObjectId::new("storage.k8s.io", "StorageClass", None, name))
+}
+
 /// The PersistentVolume a claim is bound to, when it is in the graph.
 fn bound_volume(objects: &Objects, claim: usize) -> Option<usize> {
     let input = &objects.inputs[claim];
@@ -68,9 +82,10 @@ fn bound_volume(objects: &Objects, claim: usize) -> Option<usize> {
     objects.find(&ObjectId::new("", "PersistentVolume", None, name))
 }
 
-/// 4. PersistentVolumeClaims and PersistentVolumes go before their CSI driver: its CSIDriver, its
+/// 4. PersistentVolumeClaims and PersistentVolumes go before the StorageClass their
+///    `spec.storageClassName` names, and before their CSI driver: its CSIDriver, its
 ///    StorageClasses, and the controller objects of the stacks that hold them. A claim goes
-///    before the volume it is bound to.
+///    before the volume it is bound to. While one stays, it keeps them all.
 pub(super) fn volume_edges(objects: &Objects, edges: &mut Vec<Edge>) {
     let volumes: Vec<usize> = objects
         .of_kind("", "PersistentVolumeClaim")
@@ -98,6 +113,13 @@ pub(super) fn volume_edges(objects: &Objects, edges: &mut Vec<Edge>) {
     }
     let mut driver_cache: HashMap<String, BTreeSet<usize>> = HashMap::new();
     for volume in volumes {
+        if let Some(class) = storage_class(objects, volume) {
+            edges.push(Edge {
+                from: volume,
+                to: class,
+                kind: EdgeKind::InferredStorageClass,
+            });
+        }
         if let Some(bound) = bound_volume(objects, volume) {
             edges.push(Edge {
                 from: volume,

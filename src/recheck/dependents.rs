@@ -33,6 +33,10 @@ pub struct Declaring {
     /// Kinds that could not be listed again, for another reason than being forbidden (a kind the
     /// user may not list was not seen at plan time either).
     pub failed: Vec<String>,
+    /// The whole body of each object read whole: the stayers of [`crate::stayers::STAYER_KINDS`]
+    /// (what they need is read from their spec, as at plan time) and, once
+    /// [`crate::live::attach_specs`] read them, the objects inference reads whole.
+    pub bodies: HashMap<crate::identity::ObjectId, serde_json::Value>,
 }
 
 /// The Argo CD applications the objects belong to (their sync waves order them).
@@ -85,25 +89,40 @@ impl Declaring {
     /// Keeps the objects that declare a dependency with the Argo CD applications `apps` of the
     /// wave's objects (Flux objects, listed whole with their `spec.dependsOn`, stay).
     pub fn for_apps(mut self, apps: &HashSet<String>) -> Self {
+        let bodies = &self.bodies;
         self.objects.retain(|(object, flux)| {
             !flux.is_empty()
                 || is_flux(&object.kind)
                 || is_crd(&object.kind)
                 || declares(&object.meta, apps)
                 || finalized_by_a_controller(&object.meta)
+                || bodies.contains_key(&object.id())
         });
         self
     }
+
+    /// Adds the stayers listed whole ([`crate::stayers::list_whole`]), in place of their
+    /// metadata when another listing kept them too. A kind that could not be listed for another
+    /// reason than being forbidden fails the re-check of what may be needed (the plan refused a
+    /// forbidden one, or was told to skip it).
+    fn add_whole(&mut self, whole: crate::stayers::Whole) {
+        for unlisted in whole.unlisted.iter().filter(|u| !u.forbidden) {
+            tracing::warn!("re-check: cannot list {} ({})", unlisted.kind, unlisted.why);
+            self.failed.push(unlisted.kind.clone());
+        }
+        let ids: HashSet<crate::identity::ObjectId> = whole.objects.iter().map(|(o, _)| o.id()).collect();
+        self.objects.retain(|(object, _)| !ids.contains(&object.id()));
+        for (object, body) in whole.objects {
+            self.bodies.insert(object.id(), body);
+            self.objects.push((object, Vec::new()));
+        }
+    }
 }
 
-/// Whether an object carries a finalizer that names an API group's controller (see
-/// [`crate::infer::finalizer_domain`]): tracked or not, while it stays it needs the operator that
-/// serves that group, as the planning graph's finalized custom resources do.
+/// Whether an object carries a finalizer that names an API group's controller: a stayer as at
+/// plan time ([`crate::stayers::needs_its_controller`]).
 pub fn finalized_by_a_controller(meta: &ObjectMeta) -> bool {
-    meta.finalizers
-        .iter()
-        .flatten()
-        .any(|f| crate::infer::finalizer_domain(f).is_some())
+    crate::stayers::needs_its_controller(meta)
 }
 
 /// Whether a kind is CustomResourceDefinition (every CRD is listed again: what ties a finalizer
@@ -121,7 +140,15 @@ pub fn is_flux(kind: &crate::discovery::KindInfo) -> bool {
 /// [`may_declare`]) and the Flux Kustomizations and HelmReleases with their `spec.dependsOn`.
 /// Each kind of `wave` is listed once for both purposes: its objects in the wave's namespaces are
 /// kept whole for the wave's re-read (a kind `scope` does not cover is left to the caller).
-pub async fn relist(session: &Session, scope: &ListScope, options: ListOptions, wave: &HashSet<WaveKey>) -> Relisted {
+/// With `infer`, the stayers of [`crate::stayers::STAYER_KINDS`] are listed whole beside them, as
+/// the plan lists them.
+pub async fn relist(
+    session: &Session,
+    scope: &ListScope,
+    options: ListOptions,
+    wave: &HashSet<WaveKey>,
+    infer: bool,
+) -> Relisted {
     // As the teardown's plan sees them: tracked objects and tracking objects.
     let selection = Selection {
         tracking_objects: true,
@@ -152,11 +179,18 @@ pub async fn relist(session: &Session, scope: &ListScope, options: ListOptions, 
             (kind.clone(), namespaces, listed)
         }
     }));
-    let (mut listed, shared_lists, flux, every_crd) = futures::join!(
+    let stayers = async {
+        match infer {
+            true => crate::stayers::list_whole(session).await,
+            false => crate::stayers::Whole::default(),
+        }
+    };
+    let (mut listed, shared_lists, flux, every_crd, stayers) = futures::join!(
         collect_where(client, &kinds, scope, &keep, options),
         shared_lists,
         list_flux(session, scope),
-        collect_where(client, &crds, scope, |_: &ObjectMeta| true, options)
+        collect_where(client, &crds, scope, |_: &ObjectMeta| true, options),
+        stayers
     );
     listed.objects.extend(every_crd.objects);
     listed.failures.extend(every_crd.failures);
@@ -173,24 +207,52 @@ pub async fn relist(session: &Session, scope: &ListScope, options: ListOptions, 
     listed
         .objects
         .extend(wave_crds.flat_map(|found| found.values().cloned()));
+    if infer {
+        finalized_elsewhere(session, scope, &mut listed).await;
+    }
     crate::collect::sort_objects(&mut listed.objects);
     let relist = |again: Vec<Arc<KindInfo>>| {
         let keep = &keep;
         async move { collect_where(client, &again, scope, keep, options).await }
     };
     session.settle_not_served(&mut listed, relist).await;
-    relisted.declaring = Declaring {
-        objects: listed.objects.into_iter().map(|o| (o, Vec::new())).collect(),
-        failed: listed
-            .failures
-            .iter()
-            .filter(|f| f.failure != ListFailure::Forbidden)
-            .map(|f| f.kind.kind_with_group())
-            .collect(),
-    };
-    relisted.declaring.objects.extend(flux.objects);
-    relisted.declaring.failed.extend(flux.failed);
+    relisted.declaring = Declaring::of(listed, flux, stayers);
     relisted
+}
+
+impl Declaring {
+    /// What the re-check's listings found, together: a kind that could not be listed for another
+    /// reason than being forbidden fails the re-check (see [`Declaring::failed`]).
+    fn of(listed: Collection, flux: Declaring, stayers: crate::stayers::Whole) -> Self {
+        let mut declaring = Declaring {
+            objects: listed.objects.into_iter().map(|o| (o, Vec::new())).collect(),
+            failed: listed
+                .failures
+                .iter()
+                .filter(|f| f.failure != ListFailure::Forbidden)
+                .map(|f| f.kind.kind_with_group())
+                .collect(),
+            bodies: HashMap::new(),
+        };
+        declaring.objects.extend(flux.objects);
+        declaring.failed.extend(flux.failed);
+        declaring.add_whole(stayers);
+        declaring
+    }
+}
+
+/// Adds to `listed` the custom resources of the tracked CRDs it holds that carry a finalizer
+/// naming an API group's controller, in every namespace: the plan looks for them so
+/// ([`crate::stayers::list_finalized`]); in the re-check's scope they were listed already.
+async fn finalized_elsewhere(session: &Session, scope: &ListScope, listed: &mut Collection) {
+    let crds = crate::stayers::tracked_crds(listed.objects.iter());
+    let everywhere = crate::stayers::kinds_of_crds(session, &crds);
+    let elsewhere = crate::stayers::list_finalized(session, scope, false, everywhere).await;
+    let known: HashSet<crate::identity::ObjectId> = listed.objects.iter().map(Listed::id).collect();
+    listed
+        .objects
+        .extend(elsewhere.objects.into_iter().filter(|o| !known.contains(&o.id())));
+    listed.failures.extend(elsewhere.failures);
 }
 
 /// Sorts one wave kind's listing: its objects in the wave's `namespaces` to the wave's re-read
@@ -272,18 +334,24 @@ pub struct Standing {
 /// The wave's `candidates` (objects as they are now) that an object that stays depends on, by
 /// UID, each with the reason: the planner's needed-by-staying rule over `declaring`, on a graph
 /// built as the plan's was (`options`: [`BuildOptions::for_catalog`], inference included, so that
-/// a custom resource made since the plan keeps the operator its finalizer names).
+/// a custom resource made since the plan keeps the operator its finalizer names). `bodies` holds
+/// the whole objects inference reads (see [`Declaring::bodies`]): a webhook made since the plan
+/// keeps the Service and workloads that serve it.
 pub fn needed_now(
     declaring: &[(Listed, Vec<crate::identity::ObjectId>)],
     candidates: &[Listed],
     standing: &Standing,
     options: &BuildOptions,
+    bodies: &HashMap<crate::identity::ObjectId, serde_json::Value>,
 ) -> BTreeMap<String, String> {
     let inputs: Vec<NodeInput> = candidates
         .iter()
         .map(|o| (o, &[][..]))
         .chain(declaring.iter().map(|(o, deps)| (o, deps.as_slice())))
-        .map(|(object, depends_on)| input_of(object, depends_on))
+        .map(|(object, depends_on)| NodeInput {
+            body: bodies.get(&object.id()).cloned(),
+            ..input_of(object, depends_on)
+        })
         .collect();
     let graph = build(&inputs, options);
     let objects: HashMap<crate::identity::ObjectId, &Listed> = declaring
@@ -368,6 +436,7 @@ mod tests {
             &[base, other],
             &standing,
             &BuildOptions::default(),
+            &HashMap::new(),
         );
         assert_eq!(needed.keys().collect::<Vec<_>>(), vec!["uid-base"]);
         let why = &needed["uid-base"];
@@ -393,7 +462,14 @@ mod tests {
             victims: HashSet::new(),
         };
         let declaring = [(earlier, Vec::new()), (owned, Vec::new())];
-        assert!(needed_now(&declaring, &[base], &standing, &BuildOptions::default()).is_empty());
+        assert!(needed_now(
+            &declaring,
+            &[base],
+            &standing,
+            &BuildOptions::default(),
+            &HashMap::new()
+        )
+        .is_empty());
     }
 
     #[test]
@@ -425,7 +501,13 @@ mod tests {
             victims: HashSet::new(),
         };
         let declaring = [(app, app_depends), (rule, Vec::new())];
-        let needed = needed_now(&declaring, &[base, grouped], &standing, &BuildOptions::default());
+        let needed = needed_now(
+            &declaring,
+            &[base, grouped],
+            &standing,
+            &BuildOptions::default(),
+            &HashMap::new(),
+        );
         assert_eq!(needed.keys().collect::<Vec<_>>(), vec!["uid-grouped", "uid-ks-base"]);
         assert!(needed["uid-ks-base"].contains("dependsOn"), "{needed:?}");
         assert!(needed["uid-grouped"].contains("change-rule"), "{needed:?}");
@@ -468,7 +550,13 @@ mod tests {
         options
             .crd_names
             .insert((group.into(), "Gizmo".into()), "gizmos.ops.example.com".into());
-        let needed = needed_now(&declaring, std::slice::from_ref(&operator), &standing, &options);
+        let needed = needed_now(
+            &declaring,
+            std::slice::from_ref(&operator),
+            &standing,
+            &options,
+            &HashMap::new(),
+        );
         assert_eq!(needed.keys().collect::<Vec<_>>(), vec!["uid-controller"]);
         let why = &needed["uid-controller"];
         assert!(why.contains("needed by Gizmo.ops.example.com/other/late"), "{why}");
@@ -478,9 +566,16 @@ mod tests {
             victims: ["uid-late".into()].into(),
             ..standing
         };
-        assert!(needed_now(&declaring, std::slice::from_ref(&operator), &dying, &options).is_empty());
+        assert!(needed_now(
+            &declaring,
+            std::slice::from_ref(&operator),
+            &dying,
+            &options,
+            &HashMap::new()
+        )
+        .is_empty());
         options.infer = false;
-        assert!(needed_now(&declaring, &[operator], &dying, &options).is_empty());
+        assert!(needed_now(&declaring, &[operator], &dying, &options, &HashMap::new()).is_empty());
     }
 
     #[test]

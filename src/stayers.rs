@@ -1,0 +1,193 @@
+//! What stays and may need what a teardown deletes, defined once: the plan
+//! ([`crate::live::planning_graph`]) and the re-check before every wave
+//! ([`crate::recheck::dependents`]) list the same objects, by the same functions, and infer their
+//! needs through the same builder ([`crate::graph::build`]), so that an object that needs a
+//! planned one keeps it with the same reason whether it was there at plan time or came later.
+//!
+//! An untracked object is a stayer when
+//! - its kind is one of [`STAYER_KINDS`]: webhook configurations and APIServices (an operator
+//!   makes them at run time, as Kyverno and cert-manager do; they need their backend Service and
+//!   workloads), PersistentVolumeClaims and PersistentVolumes (they need their StorageClass and
+//!   CSI driver). They are few: every one is listed whole, in every namespace, as their needs are
+//!   read from their spec;
+//! - or it carries a finalizer that names an API group's controller
+//!   ([`needs_its_controller`]): while it stays, it needs the operator that serves that group.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures::{stream, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::Value;
+
+use crate::collect::{collect_where, list_objects, Collection, ListOptions, ListScope, Listed};
+use crate::discovery::KindInfo;
+use crate::error::is_forbidden;
+use crate::graph::NodeInput;
+use crate::session::Session;
+
+/// The kinds whose every object is a stayer (see the module documentation): cluster-scoped or
+/// few, and each in need of what its spec names.
+pub const STAYER_KINDS: [(&str, &str); 5] = [
+    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+    ("apiregistration.k8s.io", "APIService"),
+    ("", "PersistentVolumeClaim"),
+    ("", "PersistentVolume"),
+];
+
+/// Whether objects of this kind are stayers whatever they carry ([`STAYER_KINDS`]).
+pub fn is_stayer_kind(group: &str, kind: &str) -> bool {
+    STAYER_KINDS.contains(&(group, kind))
+}
+
+/// Whether an object carries a finalizer that names an API group's controller (see
+/// [`crate::infer::finalizer_domain`]): tracked or not, while it stays it needs the operator
+/// that serves that group.
+pub fn needs_its_controller(meta: &ObjectMeta) -> bool {
+    meta.finalizers
+        .iter()
+        .flatten()
+        .any(|f| crate::infer::finalizer_domain(f).is_some())
+}
+
+/// A kind of [`STAYER_KINDS`] that could not be listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unlisted {
+    /// `Kind.group`.
+    pub kind: String,
+    /// Whether the user may not list it (the plan reports it; the re-check, which saw the plan
+    /// accept it, does not report it again).
+    pub forbidden: bool,
+    /// Why, for the warning.
+    pub why: String,
+}
+
+/// The objects of [`STAYER_KINDS`], whole.
+#[derive(Debug, Default)]
+pub struct Whole {
+    /// Each object with its whole body (`apiVersion` set, as inference reads it).
+    pub objects: Vec<(Listed, Value)>,
+    /// The kinds that could not be listed: what their objects need is unknown.
+    pub unlisted: Vec<Unlisted>,
+}
+
+/// One kind's whole objects, or why they could not be listed.
+type Listing = Result<Vec<kube::api::DynamicObject>, kube::Error>;
+
+/// Lists every object of [`STAYER_KINDS`] that the server serves, whole, in every namespace.
+pub async fn list_whole(session: &Session) -> Whole {
+    let kinds: Vec<Arc<KindInfo>> = STAYER_KINDS
+        .iter()
+        .filter_map(|(group, kind)| session.catalog.get(group, kind).cloned())
+        .collect();
+    let client = &session.connection.client;
+    let listed: Vec<(Arc<KindInfo>, Listing)> = stream::iter(kinds)
+        .map(|kind| async move {
+            // Each page is retried (`list_objects`).
+            let found = list_objects(client, &kind, None, None).await;
+            (kind, found)
+        })
+        .buffer_unordered(STAYER_KINDS.len())
+        .collect()
+        .await;
+    let mut whole = Whole::default();
+    for (kind, found) in listed {
+        match found {
+            Ok(objects) => whole.objects.extend(objects.into_iter().map(|object| {
+                let mut body = object.data;
+                if let Some(fields) = body.as_object_mut() {
+                    fields.insert("apiVersion".into(), kind.api_version().into());
+                }
+                (Listed::new(kind.clone(), object.metadata), body)
+            })),
+            Err(err) => whole.unlisted.push(Unlisted {
+                kind: kind.kind_with_group(),
+                forbidden: is_forbidden(&err),
+                why: crate::error::root_cause(&err),
+            }),
+        }
+    }
+    whole.objects.sort_by_key(|(listed, _)| listed.id());
+    whole
+}
+
+/// The graph input of a stayer listed whole: its metadata and its body, which inference reads.
+pub fn input_of_whole(object: &Listed, body: &Value) -> NodeInput {
+    NodeInput {
+        body: Some(body.clone()),
+        ..crate::live::input_from_listed(object)
+    }
+}
+
+/// The kinds the given CRDs (by name, `plural.group`) serve.
+pub fn kinds_of_crds(session: &Session, crds: &HashSet<String>) -> Vec<Arc<KindInfo>> {
+    session
+        .catalog
+        .listable()
+        .filter(|k| crds.contains(k.crd_name().as_str()))
+        .cloned()
+        .collect()
+}
+
+/// The names of the tracked CRDs among `objects`: their custom resources are looked for in every
+/// namespace ([`list_finalized`]).
+pub fn tracked_crds<'a>(objects: impl IntoIterator<Item = &'a Listed>) -> HashSet<String> {
+    let tracking = crate::trackers::Selection {
+        tracking_objects: true,
+        ..Default::default()
+    };
+    objects
+        .into_iter()
+        .filter(|o| (o.kind.group.as_str(), o.kind.kind.as_str()) == CRD)
+        .filter(|o| tracking.matches(&o.meta))
+        .map(|o| o.name().to_string())
+        .collect()
+}
+
+/// The group and kind of a CustomResourceDefinition.
+const CRD: (&str, &str) = ("apiextensions.k8s.io", "CustomResourceDefinition");
+
+/// The finalized stayers ([`needs_its_controller`]), as the plan and the re-check both look for
+/// them: with `in_scope`, those of every listable kind in `scope`; and those of the `everywhere`
+/// kinds (the custom resources of the tracked CRDs, [`kinds_of_crds`]) in every namespace. The
+/// re-check's own listing covers the first part already (the same predicate over the same kinds
+/// in the same scope), so it asks only for the second, and only when its scope is a namespace.
+pub async fn list_finalized(
+    session: &Session,
+    scope: &ListScope,
+    in_scope: bool,
+    everywhere: Vec<Arc<KindInfo>>,
+) -> Collection {
+    let client = &session.connection.client;
+    let options = ListOptions::default();
+    let scoped: Vec<Arc<KindInfo>> = match in_scope {
+        true => session.catalog.listable().cloned().collect(),
+        false => Vec::new(),
+    };
+    let everywhere_needed = !everywhere.is_empty() && matches!(scope, ListScope::Namespace(_));
+    let everywhere = match everywhere_needed {
+        true => everywhere,
+        false => Vec::new(),
+    };
+    let (mut found, elsewhere) = futures::join!(
+        collect_where(client, &scoped, scope, needs_its_controller, options),
+        collect_where(
+            client,
+            &everywhere,
+            &ListScope::AllNamespaces,
+            needs_its_controller,
+            options
+        )
+    );
+    found.objects.extend(elsewhere.objects);
+    found.failures.extend(elsewhere.failures);
+    found.not_served.extend(elsewhere.not_served);
+    let relist = |again: Vec<Arc<KindInfo>>| async move {
+        collect_where(client, &again, &ListScope::AllNamespaces, needs_its_controller, options).await
+    };
+    session.settle_not_served(&mut found, relist).await;
+    let mut seen = HashSet::new();
+    found.objects.retain(|o| seen.insert(o.id()));
+    found
+}
