@@ -12,7 +12,7 @@ use crate::collect::Listed;
 use crate::desired::DesiredSet;
 use crate::identity::ObjectId;
 use crate::keep::{self, outside_record, ComparedStack, Context, KeepReason, Question};
-use crate::trackers::Tracker;
+use crate::trackers::{marks, Preset, Tracker};
 
 /// What a tool recorded as applied last: only objects in it can be pruned by that tool.
 #[derive(Debug, Clone)]
@@ -167,7 +167,7 @@ pub fn classify_one(object: &Listed, desired: &Desired) -> Classified {
 
 fn verdict(object: &Listed, desired: &Desired) -> Verdict {
     let manifests = desired.manifests.as_ref();
-    if manifests.is_some_and(|set| set.ids.contains(&object.id())) {
+    if desired.wants(object) {
         return Verdict::Desired;
     }
     let context = desired.keep_context();
@@ -191,6 +191,20 @@ fn verdict(object: &Listed, desired: &Desired) -> Verdict {
 }
 
 impl Desired {
+    /// Whether the new desired set holds the object, as the tool that would prune it compares:
+    /// by identity (group, kind, namespace, name), and for an object Flux v1 tracks (its mark
+    /// on it, or `--tracker flux-v1`) also as Flux v1 compares, without the group (see
+    /// [`DesiredSet::holds_flux_v1`]): what Flux v1 keeps is never its orphan.
+    pub fn wants(&self, object: &Listed) -> bool {
+        let Some(set) = self.manifests.as_ref() else {
+            return false;
+        };
+        let id = object.id();
+        let flux_v1 = self.tracker.as_ref().is_some_and(|t| t.preset == Preset::FluxV1)
+            || marks(&object.meta).iter().any(|m| m.preset == Preset::FluxV1);
+        set.ids.contains(&id) || (flux_v1 && set.holds_flux_v1(&id))
+    }
+
     /// The question the keep chain answers for this desired set.
     pub fn keep_context(&self) -> Context<'_> {
         Context {
@@ -312,6 +326,45 @@ mod tests {
         };
         let verdicts = classify(&[object("same")], &in_group);
         assert_eq!(verdicts[0].verdict, Verdict::Orphan(OrphanReason::NotInDesiredSet));
+    }
+
+    /// Flux v1 tells objects apart by `<namespace>:<kind>/<name>` without a group (fluxcd/flux
+    /// 1.x `pkg/cluster/kubernetes/sync.go` `collectGarbage`, `pkg/resource/id.go` `MakeID`):
+    /// an object it tracks is kept when git holds one of that kind, namespace and name in any
+    /// group; any other object is still compared by its full identity.
+    #[test]
+    fn flux_v1_compares_without_the_group_as_its_garbage_collector_does() {
+        let sync_set = "git";
+        let own_mark = crate::trackers::flux_v1_gc_mark(sync_set, "web:certificate/tls");
+        let certificate = |group: &str, labels: &[(&str, &str)]| {
+            let mut listed = Listed::new(kind(group, "Certificate", true), object("tls").meta);
+            listed.meta.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+            listed
+        };
+        let old = certificate("certmanager.k8s.io", &[(crate::trackers::FLUX_V1_GC_MARK, &own_mark)]);
+        let in_git = Desired {
+            manifests: Some(DesiredSet::from_ids(
+                [ObjectId::new("cert-manager.io", "Certificate", Some("web"), "tls")],
+                Origin::Manifests,
+            )),
+            tracker: Some(Tracker::parse("flux-v1=git").unwrap()),
+            ..Default::default()
+        };
+        assert_eq!(classify_one(&old, &in_git).verdict, Verdict::Desired);
+        // Without the tracker, the object's own Flux v1 mark says which tool compares it.
+        let legacy = certificate("certmanager.k8s.io", &[(crate::trackers::FLUX_V1_STACK, "git")]);
+        let untracked = Desired {
+            tracker: None,
+            ..in_git.clone()
+        };
+        assert_eq!(classify_one(&legacy, &untracked).verdict, Verdict::Desired);
+        // Another tool's object is still another object in another group.
+        let other = certificate("certmanager.k8s.io", &[(crate::trackers::KAPP_APP, "x")]);
+        assert_ne!(classify_one(&other, &untracked).verdict, Verdict::Desired);
+        // Flux v1 still tells namespaces and names apart.
+        let mut elsewhere = old.clone();
+        elsewhere.meta.namespace = Some("other".into());
+        assert!(!matches!(classify_one(&elsewhere, &in_git).verdict, Verdict::Desired));
     }
 
     #[test]

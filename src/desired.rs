@@ -90,6 +90,27 @@ pub enum NamespaceRule<'a> {
     /// the namespace it had (kubernetes-sigs/kustomize `api/filters/namespace/namespace.go`,
     /// `UnsetOnly` false).
     Target(&'a str),
+    /// Its own, which it must have: a Flux Kustomization without `spec.targetNamespace` applies
+    /// each object as built, and a namespaced object built without a namespace fails the
+    /// server-side dry-run of the whole apply ("namespace not specified": fluxcd/pkg
+    /// `ssa/manager_apply.go` `ApplyAll` returns at the first dry-run error, `ssa/errors.go`
+    /// `DryRunErr`), so kustomize-controller applies nothing and prunes nothing
+    /// (`internal/controller/kustomization_controller.go`: `prune` runs after a successful
+    /// apply). Such a manifest is [`Unplaced`], never given `-n`'s namespace.
+    Required,
+}
+
+/// A namespaced manifest without a namespace where its tool gives it none
+/// ([`NamespaceRule::Required`]): the tool's apply fails on it, and it prunes nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{location}: {kind} {name} has no metadata.namespace")]
+pub struct Unplaced {
+    /// Where it is written (`file:line` when the file can be read again).
+    pub location: String,
+    /// Its kind.
+    pub kind: String,
+    /// Its name.
+    pub name: String,
 }
 
 /// A manifest whose identity the cluster cannot resolve: its kind is not served and no CRD
@@ -116,6 +137,8 @@ pub fn resolve(manifest: &Manifest, scopes: &Scopes, rule: NamespaceRule) -> Res
             let namespace = match rule {
                 NamespaceRule::Default(default) => manifest.namespace.as_deref().unwrap_or(default),
                 NamespaceRule::Target(target) => target,
+                // Callers ask [`unplaced`] first.
+                NamespaceRule::Required => manifest.namespace.as_deref().unwrap_or_default(),
             };
             Ok(ObjectId::new(group, &manifest.kind, Some(namespace), &manifest.name))
         }
@@ -132,6 +155,18 @@ pub fn resolve(manifest: &Manifest, scopes: &Scopes, rule: NamespaceRule) -> Res
             kind_with_group: crate::discovery::kind_with_group(&manifest.kind, group),
         }),
     }
+}
+
+/// Whether a manifest is namespaced, has no namespace, and its tool gives it none
+/// ([`NamespaceRule::Required`]).
+pub fn unplaced(manifest: &Manifest, scopes: &Scopes, rule: NamespaceRule) -> Option<Unplaced> {
+    let namespaced = scopes.namespaced(manifest.group(), &manifest.kind) == Some(true);
+    let written = manifest.namespace.as_deref().is_some_and(|ns| !ns.is_empty());
+    (rule == NamespaceRule::Required && namespaced && !written).then(|| Unplaced {
+        location: locate(&manifest.source, &format!("name: {}", manifest.name)),
+        kind: manifest.kind.clone(),
+        name: manifest.name.clone(),
+    })
 }
 
 /// The name a manifest's object gets: its own, except a Namespace under a target namespace.
@@ -162,10 +197,16 @@ pub struct DesiredSet {
     pub ids: HashSet<ObjectId>,
     /// Declared objects that could not be resolved (unknown kinds): reported, never fatal here.
     pub unresolved: Vec<Unresolved>,
+    /// Namespaced objects without a namespace that their tool gives none (see [`Unplaced`]): the
+    /// tool's apply fails, so the set is refused by its caller.
+    pub unplaced: Vec<Unplaced>,
     /// Things worth telling (e.g. a namespace ignored on a cluster-scoped object).
     pub notes: Vec<String>,
     /// Where it came from.
     pub origin: Origin,
+    /// The same identities as Flux v1 wrote them, `<namespace>:<kind>/<name>` (no group: see
+    /// [`DesiredSet::holds_flux_v1`]).
+    flux_v1_ids: HashSet<String>,
 }
 
 impl DesiredSet {
@@ -180,10 +221,16 @@ impl DesiredSet {
         let mut set = Self {
             ids: HashSet::new(),
             unresolved: Vec::new(),
+            unplaced: Vec::new(),
             notes: Vec::new(),
             origin,
+            flux_v1_ids: HashSet::new(),
         };
         for manifest in manifests {
+            if let Some(unplaced) = unplaced(manifest, scopes, rule) {
+                set.unplaced.push(unplaced);
+                continue;
+            }
             match resolve(manifest, scopes, rule) {
                 Ok(id) => {
                     let written = manifest.namespace.as_deref();
@@ -206,7 +253,7 @@ impl DesiredSet {
                             written.unwrap_or_default()
                         ));
                     }
-                    set.ids.insert(id);
+                    set.insert(id);
                 }
                 Err(why) => set.unresolved.push(why),
             }
@@ -214,20 +261,46 @@ impl DesiredSet {
         set
     }
 
+    fn insert(&mut self, id: ObjectId) {
+        self.flux_v1_ids.insert(flux_v1_id_of(&id));
+        self.ids.insert(id);
+    }
+
     /// A desired set of already resolved identities (from an inventory).
     pub fn from_ids(ids: impl IntoIterator<Item = ObjectId>, origin: Origin) -> Self {
-        Self {
-            ids: ids.into_iter().collect(),
+        let mut set = Self {
+            ids: HashSet::new(),
             unresolved: Vec::new(),
+            unplaced: Vec::new(),
             notes: Vec::new(),
             origin,
+            flux_v1_ids: HashSet::new(),
+        };
+        for id in ids {
+            set.insert(id);
         }
+        set
+    }
+
+    /// Whether the set holds an object of this identity as Flux v1's garbage collector tells
+    /// objects apart: by `<namespace>:<kind>/<name>` alone, the kind lowercased and `<cluster>`
+    /// for a cluster-scoped object, with no group and no version (fluxcd/flux 1.x
+    /// `pkg/cluster/kubernetes/sync.go` `collectGarbage`: a cluster object is kept when
+    /// `checksums[resourceID]` has an entry, keyed by `res.ResourceID().String()`;
+    /// `pkg/resource/id.go` `MakeID`). A `Certificate` of `cert-manager.io` in git keeps the live
+    /// `Certificate` of `certmanager.k8s.io` of the same namespace and name.
+    pub fn holds_flux_v1(&self, id: &ObjectId) -> bool {
+        self.flux_v1_ids.contains(&flux_v1_id_of(id))
     }
 
     /// Whether nothing at all is desired.
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty() && self.unresolved.is_empty()
     }
+}
+
+fn flux_v1_id_of(id: &ObjectId) -> String {
+    crate::trackers::flux_v1_resource_id(id.namespace.as_deref(), &id.kind, &id.name)
 }
 
 /// How the API server validates a kind's names (kubernetes `pkg/apis/*/validation`,
@@ -409,6 +482,27 @@ metadata: {name: settings}
         .collect();
         assert_eq!(set.ids, expected);
         assert_eq!(set.notes.len(), 2, "{:?}", set.notes);
+    }
+
+    /// A Flux Kustomization without a target namespace gives a namespaced object written without
+    /// one no namespace: kustomize-controller's apply fails ("namespace not specified", fluxcd/pkg
+    /// `ssa/errors.go`), so the object is unplaced, never put in `-n`'s namespace.
+    #[test]
+    fn a_namespaced_object_without_namespace_is_unplaced_where_flux_gives_none() {
+        let manifests = parse_text(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b, namespace: web}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: web}\n",
+            "x.yaml",
+        )
+        .unwrap();
+        let scopes = Scopes::new(None, &manifests);
+        let set = DesiredSet::resolved(&manifests, &scopes, NamespaceRule::Required, Origin::Manifests);
+        assert_eq!(set.unplaced.len(), 1);
+        assert_eq!(set.unplaced[0].name, "a");
+        assert!(set.ids.contains(&ObjectId::new("", "ConfigMap", Some("web"), "b")));
+        assert!(set.ids.contains(&ObjectId::new("", "Namespace", None, "web")));
+        let defaulted = DesiredSet::resolved(&manifests, &scopes, NamespaceRule::Default("n"), Origin::Manifests);
+        assert!(defaulted.unplaced.is_empty());
+        assert!(defaulted.ids.contains(&ObjectId::new("", "ConfigMap", Some("n"), "a")));
     }
 
     #[test]

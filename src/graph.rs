@@ -24,7 +24,8 @@ pub use build::{build, merge_duplicates};
 pub use declared::{malformed_annotations, parse_depends_on, KappRule};
 pub(crate) use memberships::object_meta;
 pub use memberships::{
-    flux_acts_elsewhere, flux_inventory_of, full_mark, full_marks, orphans_members, owner_mark, tracked_by_any,
+    flux_acts_elsewhere, flux_inventory_entries, flux_inventory_of, full_mark, full_marks, orphans_members, owner_mark,
+    service_account_named, tracked_by_any, Impersonation,
 };
 pub use victims::VictimOrder;
 
@@ -169,6 +170,9 @@ pub struct NodeInput {
     /// The UIDs of its owners (`metadata.ownerReferences`): it dies with the plan when every
     /// one of them does ([`Graph::dying_by_owners`]).
     pub owners: Vec<String>,
+    /// A Flux Kustomization's: whether the ServiceAccount it impersonates exists, as read with
+    /// its body (see [`Impersonation`]).
+    pub impersonation: Impersonation,
 }
 
 impl NodeInput {

@@ -19,7 +19,7 @@ use crate::session::Session;
 use crate::trackers::{MarkValue, Preset, Tracker, FLUX_KUSTOMIZATION};
 
 use applyset::{find_applyset_parent, load_applyset};
-pub use flux::{read_flux, FluxStack};
+pub use flux::{impersonation_of, read_flux, FluxStack};
 pub use helm::helm_manifest;
 pub use helm::HelmRevision;
 use helm::{flux_helm_record, load_helm, no_helm_release};
@@ -122,6 +122,10 @@ pub struct StackRecord {
     /// Why the names its tool applies are not those of a desired set read from files (a Flux
     /// Kustomization that builds with `spec.namePrefix`, ...: see [`refuse_renamed`]).
     pub renamed_by: Option<String>,
+    /// Its tool gives a namespaced object written without a namespace none, and fails to apply
+    /// it (a Flux Kustomization without `spec.targetNamespace`: see
+    /// [`NamespaceRule::Required`]).
+    pub namespace_required: bool,
 }
 
 impl StackRecord {
@@ -131,6 +135,7 @@ impl StackRecord {
     pub fn namespace_rule<'a>(&'a self, fallback: &'a str) -> NamespaceRule<'a> {
         match (&self.target_namespace, &self.default_namespace) {
             (Some(target), _) => NamespaceRule::Target(target),
+            (None, _) if self.namespace_required => NamespaceRule::Required,
             (None, Some(default)) => NamespaceRule::Default(default),
             (None, None) => NamespaceRule::Default(fallback),
         }
@@ -139,12 +144,15 @@ impl StackRecord {
 
 impl From<Inventory> for StackRecord {
     fn from(inventory: Inventory) -> Self {
+        // A Flux Kustomization's, as [`FluxStack::into_record`] reads it.
+        let namespace_required = inventory.tracker.preset == Preset::Flux && inventory.target_namespace.is_none();
         Self {
             recorded: Some(inventory.recorded),
             target_namespace: inventory.target_namespace,
             default_namespace: inventory.default_namespace,
             helm_release: None,
             renamed_by: inventory.renamed_by,
+            namespace_required,
         }
     }
 }
@@ -397,5 +405,12 @@ mod tests {
         );
         assert_eq!(stack(None, Some("d")).namespace_rule("n"), NamespaceRule::Default("d"));
         assert_eq!(stack(None, None).namespace_rule("n"), NamespaceRule::Default("n"));
+        // A Flux Kustomization without a target namespace gives none (see `NamespaceRule::Required`).
+        let flux = |target: Option<&str>| StackRecord {
+            namespace_required: true,
+            ..stack(target, None)
+        };
+        assert_eq!(flux(None).namespace_rule("n"), NamespaceRule::Required);
+        assert_eq!(flux(Some("t")).namespace_rule("n"), NamespaceRule::Target("t"));
     }
 }

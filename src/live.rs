@@ -298,6 +298,7 @@ pub async fn graph_of_with(
     for (object, body) in flux {
         let mut input = input_from_listed(&object);
         input.depends_on = NodeInput::flux_depends_on(&input.id, &body);
+        input.impersonation = crate::inventory::impersonation_of(session, &input.id, &body).await;
         input.body = Some(body); // its deletion policy: see `graph::orphans_members`
         objects.insert(object.id(), object);
         inputs.push(input);
@@ -372,6 +373,7 @@ pub fn input_from_listed(object: &Listed) -> NodeInput {
         finalizers: object.finalizers().to_vec(),
         body: None,
         app: None,
+        impersonation: Default::default(),
         owners: object
             .meta
             .owner_references

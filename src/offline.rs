@@ -51,6 +51,8 @@ pub fn offline_graph(manifests: &[Manifest], namespace: &str, members: bool, inf
             app: Some(crate::manifest::folder_of(&manifest.source)),
             // Manifests carry no UIDs: nothing dies by ownership offline.
             owners: Vec::new(),
+            // Offline, no ServiceAccount is looked up.
+            impersonation: Default::default(),
         });
     }
     note_conflicting_duplicates(&inputs.iter().zip(sources).collect::<Vec<_>>());

@@ -37,6 +37,9 @@ pub struct OrphanReport {
     pub selection: String,
     /// Where the objects were listed, for messages (e.g. `in namespace default`).
     pub scope: String,
+    /// The tracker the user named (`--tracker`, its namespace defaulted): its tool's rules apply
+    /// when the orphans are planned and re-checked, as when they were classified.
+    pub tracker: Option<Tracker>,
 }
 
 impl OrphanReport {
@@ -109,6 +112,7 @@ pub async fn find(
         tracker: selection.tracker.clone(),
     };
     warn_outside_scope(&session.scope, &desired, stack.target_namespace.as_deref());
+    refuse_unplaced(&desired)?;
     refuse_empty(&desired, desired_args.allow_empty)?;
     refuse_unresolved(&desired, desired_args.allow_unresolved)?;
     let collection = collect(
@@ -153,6 +157,7 @@ pub async fn find(
         desired_digest: digest.finish(),
         selection: selection.describe(),
         scope: scope_words(&session.scope),
+        tracker: selection.tracker.clone(),
     })
 }
 
@@ -560,8 +565,13 @@ async fn stack_judgement(preset: &Preset, value: &MarkValue, judged: &Judged<'_>
         preset: *preset,
         value: Some(value.clone()),
     };
+    let manifests = resolve_manifests(judged.manifests, session, &stack);
+    if let Some(why) = unplaced_words(&manifests) {
+        tracing::warn!("{stack_name}: {why}");
+        return Err(why);
+    }
     Ok(Desired {
-        manifests: Some(resolve_manifests(judged.manifests, session, &stack)),
+        manifests: Some(manifests),
         stack: compared_stack(Some(&tracker), &stack),
         recorded: stack.recorded,
         tracker: judged.base.tracker.clone(),
@@ -665,6 +675,32 @@ fn refuse_empty(desired: &Desired, allow_empty: bool) -> Result<(), UserError> {
         );
     }
     Ok(())
+}
+
+/// A desired set with a namespaced object that has no namespace where the stack's tool gives it
+/// none (a Flux Kustomization without `spec.targetNamespace`: [`crate::desired::NamespaceRule::Required`]): its
+/// tool's apply fails on it, and it prunes nothing. Given `-n`'s namespace it would keep an object
+/// of that namespace and call the same object elsewhere an orphan; refused instead (exit 4).
+fn refuse_unplaced(desired: &Desired) -> Result<(), UserError> {
+    match desired.manifests.as_ref().and_then(unplaced_words) {
+        Some(why) => Err(UserError::refused(why).hint(
+            "write metadata.namespace in each namespaced manifest (or give the stack a spec.targetNamespace), as Flux needs",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Why a desired set cannot be applied by its stack's tool, if it has unplaced objects.
+fn unplaced_words(set: &DesiredSet) -> Option<String> {
+    let first = set.unplaced.first()?;
+    let all: Vec<String> = set.unplaced.iter().map(ToString::to_string).collect();
+    Some(format!(
+        "{} and the stack gives it no namespace (no spec.targetNamespace): kustomize-controller's apply fails on it (\"{}/{} namespace not specified\") and Flux prunes nothing, so nothing is an orphan ({})",
+        first,
+        first.kind,
+        first.name,
+        all.join("; ")
+    ))
 }
 
 /// A desired set with entries the cluster cannot resolve (a kind not served yet, a typo in

@@ -39,6 +39,8 @@ pub struct Recheck {
     catalog: Arc<Catalog>,
     torn_down: TornDown,
     trackers: Trackers,
+    /// The tracker an orphan prune named: its tool's rules apply as in the plan.
+    tracker: Option<crate::trackers::Tracker>,
     recorded_stacks: HashSet<ObjectId>,
     depends_on: HashMap<ObjectId, Vec<ObjectId>>,
     trackers_of: HashMap<ObjectId, Vec<ObjectId>>,
@@ -73,6 +75,7 @@ impl Recheck {
             catalog: session.catalog.clone(),
             torn_down: plan.torn_down.clone(),
             trackers: plan.trackers.clone(),
+            tracker: plan.tracker.clone(),
             recorded_stacks: plan.recorded_stacks.clone(),
             depends_on: plan.depends_on.clone(),
             trackers_of: plan.trackers_of.clone(),
@@ -409,7 +412,7 @@ impl Recheck {
         let question = match self.torn_down.is_empty() {
             // A mark added since the plan (another stack's) drops it below.
             true => Question::Orphan {
-                tracker: None,
+                tracker: self.tracker.as_ref(),
                 recorded: None,
                 compared: true,
                 stack: None,
@@ -764,13 +767,16 @@ async fn read_stack(session: &Session, kind: &KindInfo, id: &ObjectId) -> StackN
         Ok(Some(object)) => object,
         Err(err) => return StackNow::Unreadable(crate::error::root_cause(&err)),
     };
-    let input = crate::graph::NodeInput {
+    let mut input = crate::graph::NodeInput {
         id: id.clone(),
         body: serde_json::to_value(&object).ok(),
         labels: object.metadata.labels.clone().unwrap_or_default(),
         annotations: object.metadata.annotations.clone().unwrap_or_default(),
         ..Default::default()
     };
+    if let Some(body) = &input.body {
+        input.impersonation = crate::inventory::impersonation_of(session, id, body).await;
+    }
     let leaves_members = crate::graph::orphans_members(&input);
     if let Some(record) = crate::graph::flux_inventory_of(&input) {
         let record = Some(RecordNow::Ids(record));

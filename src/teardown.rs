@@ -20,7 +20,7 @@ use crate::keep::{tracked_elsewhere, TornDown};
 use crate::parents::find_parents;
 use crate::plan::plan_deletion;
 use crate::safeguards::{dies_with_plan, needed_by_staying};
-use crate::trackers::{MarkValue, Preset};
+use crate::trackers::{MarkValue, Preset, Tracker};
 
 pub use closure::{members_of_gone, teardown_closure};
 use keeps::{ambiguous_members, holders, parent_warnings};
@@ -48,6 +48,9 @@ pub struct PrunePlan {
     pub torn_down: TornDown,
     /// The tracking objects of the cluster when planned (what a name-only mark may mean).
     pub trackers: Trackers,
+    /// The tracker an orphan prune named (`--tracker`): its tool's rules apply in the re-check
+    /// as in the plan. `None` for a teardown.
+    pub tracker: Option<Tracker>,
     /// The planned tracking objects whose tool's record bounded their members: one whose
     /// record is gone by the re-check no longer says what its tool would delete.
     pub recorded_stacks: HashSet<ObjectId>,
@@ -92,8 +95,9 @@ pub enum Mode {
     /// Named stacks, their members and their dependents; with the keys of named stacks whose
     /// tracking object is already gone (a run again after a partial teardown).
     Teardown(Vec<(Preset, MarkValue)>),
-    /// Orphans of a desired set.
-    Orphans,
+    /// Orphans of a desired set, with the tracker the user named (its tool's rules apply: the
+    /// keep chain asks them of every planned orphan, as when it was classified).
+    Orphans(Option<Tracker>),
 }
 
 /// The tracker key of a listed object that is a tracking object itself (Kustomization,
@@ -127,6 +131,10 @@ pub fn plan(
         .map(|(&i, _)| i)
         .collect();
     let teardown = matches!(mode, Mode::Teardown(_));
+    let orphan_tracker = match &mode {
+        Mode::Orphans(tracker) => tracker.clone(),
+        Mode::Teardown(_) => None,
+    };
     for (index, why) in chosen {
         let Some(object) = object_of(index) else { continue };
         let context = keep::Context {
@@ -134,9 +142,10 @@ pub fn plan(
                 true => Question::Teardown {
                     claims: claims(graph, index, &chosen_nodes, &named),
                 },
-                // The orphans were judged (with their stack) when they were classified.
+                // The orphans were judged (with their stack) when they were classified; the
+                // tool the user named is asked again, as then.
                 false => Question::Orphan {
-                    tracker: None,
+                    tracker: orphan_tracker.as_ref(),
                     recorded: None,
                     compared: true,
                     stack: None,
@@ -259,6 +268,7 @@ pub fn plan(
         kept,
         torn_down,
         trackers,
+        tracker: orphan_tracker,
         recorded_stacks: indices
             .iter()
             .filter(|i| graph.inventories.contains_key(i))

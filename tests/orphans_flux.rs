@@ -26,7 +26,10 @@ fn seed_kept_and_dropped(n: &str, ks: &str, prune: bool, marks: &str, labelled: 
         n,
         &[format!("{n}_kept__ConfigMap"), format!("{n}_dropped__ConfigMap")],
     );
-    temp_file("apps.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kept}\n")
+    temp_file(
+        "apps.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kept, namespace: {n}}}\n"),
+    )
 }
 
 fn names(run: &Run, list: &str) -> BTreeSet<String> {

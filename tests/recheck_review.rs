@@ -208,7 +208,8 @@ metadata: {{name: base, namespace: {n}, labels: {la}}}
     set_inventory("b", &n, &[]);
     let desired = temp_file(
         "desired.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: stays}\n",
+        // Its namespace written, as kustomize-controller needs without spec.targetNamespace.
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: stays, namespace: {n}}}\n"),
     );
     let desired = desired.to_str().unwrap();
     let tracker = format!("flux=a.{n}");

@@ -750,3 +750,233 @@ fn an_applyset_another_tool_manages_is_not_pruned_with_kubectls_rules() {
     assert!(exists("configmap", Some(n), "a"));
     assert!(exists("configmap", Some(n), "b"));
 }
+
+/// Second membership round, finding 1: Flux v1 tells objects apart by `<namespace>:<kind>/<name>`,
+/// without a group (fluxcd/flux 1.x `pkg/cluster/kubernetes/sync.go` `collectGarbage`: a cluster
+/// object is kept when `checksums[resourceID]` has an entry; `pkg/resource/id.go` `MakeID`). A
+/// `Certificate` in git under a new group keeps the live one of the old group, as cert-manager's
+/// move from `certmanager.k8s.io` to `cert-manager.io` left them; one git no longer holds goes, with
+/// the tracker the user named reaching the plan's keep chain (before, the plan asked with none and
+/// kept it as "gc mark not verified").
+#[test]
+fn flux_v1_compares_the_desired_set_without_the_group() {
+    let _logs = start();
+    let ns = Namespace::new("fluxv1");
+    let n = &ns.0;
+    let suffix = unique("g");
+    let (old, new) = (format!("old-{suffix}.example.com"), format!("new-{suffix}.example.com"));
+    let crd = |group: &str| {
+        format!(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: certificates.{group}}}\nspec:\n  group: {group}\n  scope: Namespaced\n  names: {{kind: Certificate, plural: certificates, singular: certificate, listKind: CertificateList}}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}\n---\n"
+        )
+    };
+    apply(&format!("{}{}", crd(&old), crd(&new)));
+    wait_established(&["crd", &format!("certificates.{old}")], &format!("certificates.{old}"));
+    wait_established(&["crd", &format!("certificates.{new}")], &format!("certificates.{new}"));
+    let marked = |name: &str| {
+        let id = kubectl_stack::trackers::flux_v1_resource_id(Some(n), "Certificate", name);
+        let mark = kubectl_stack::trackers::flux_v1_gc_mark("git", &id);
+        format!(
+            "apiVersion: {old}/v1\nkind: Certificate\nmetadata: {{name: {name}, namespace: {n}, labels: {{fluxcd.io/sync-gc-mark: '{mark}'}}}}\n---\n"
+        )
+    };
+    apply(&format!("{}{}", marked("tls"), marked("stale")));
+    let desired = temp_file(
+        "git.yaml",
+        &format!("apiVersion: {new}/v1\nkind: Certificate\nmetadata: {{name: tls, namespace: {n}}}\n"),
+    );
+    let run = stack(&[
+        "prune",
+        "-n",
+        n,
+        "--tracker",
+        "flux-v1=git",
+        "-f",
+        desired.to_str().unwrap(),
+        "--yes",
+    ]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        exists(&format!("certificates.{old}"), Some(n), "tls"),
+        "git holds {n}:certificate/tls: Flux v1 keeps it\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert!(
+        !exists(&format!("certificates.{old}"), Some(n), "stale"),
+        "git no longer holds it: Flux v1 deletes it\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    for group in [old, new] {
+        let _ = kubectl(&["delete", "crd", &format!("certificates.{group}"), "--wait=false"]);
+    }
+}
+
+/// Second membership round, finding 2: a Kustomization whose `spec.serviceAccountName` names a
+/// ServiceAccount that does not exist prunes nothing (kustomize-controller `finalize`: "skiping
+/// pruning, failed to find account to impersonate"; fluxcd/pkg `CanImpersonate`). Its teardown
+/// keeps its members, and an orphan prune against it is refused; with the account present, the
+/// same teardown deletes them.
+#[test]
+fn a_kustomization_that_cannot_impersonate_prunes_nothing() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("nosa");
+    let n = &ns.0;
+    let member = |name: &str, stack: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {n}, labels: {}}}\n---\n",
+            flux_labels(stack, n)
+        )
+    };
+    apply(&format!(
+        "{}{}{}{}",
+        kustomization("ghost", n, "prune: true, serviceAccountName: deployer"),
+        kustomization("real", n, "prune: true, serviceAccountName: builder"),
+        member("ghost-cm", "ghost"),
+        member("real-cm", "real"),
+    ));
+    apply(&format!(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: builder, namespace: {n}}}\n"
+    ));
+    set_flux_inventory("ghost", n, &[format!("{n}_ghost-cm__ConfigMap")]);
+    set_flux_inventory("real", n, &[format!("{n}_real-cm__ConfigMap")]);
+    let desired = temp_file(
+        "other.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: other, namespace: {n}}}\n"),
+    );
+    let tracker = format!("flux=ghost.{n}");
+    let refused = stack(&[
+        "prune",
+        "-n",
+        n,
+        "--tracker",
+        &tracker,
+        "-f",
+        desired.to_str().unwrap(),
+        "--yes",
+    ]);
+    assert_eq!(refused.code, 4, "{}", refused.stderr);
+    assert!(refused.stderr.contains("does not exist"), "{}", refused.stderr);
+    let torn = stack(&["prune", "-n", n, "kustomization/ghost", "--yes"]).expect_code(0);
+    assert!(
+        torn.stderr.contains("cannot impersonate"),
+        "{}\n{}",
+        torn.stdout,
+        torn.stderr
+    );
+    assert!(exists("configmap", Some(n), "ghost-cm"), "{}", torn.stderr);
+    assert!(!exists("kustomizations.kustomize.toolkit.fluxcd.io", Some(n), "ghost"));
+    let control = stack(&["prune", "-n", n, "kustomization/real", "--yes"]).expect_code(0);
+    assert!(!exists("configmap", Some(n), "real-cm"), "{}", control.stderr);
+}
+
+/// Second membership round, finding 3: `status.inventory: {}` is a record that holds nothing
+/// (kustomize-controller `finalizerShouldDeleteResources`: no entries, nothing deleted), never a
+/// missing record that lets the labels decide: the teardown keeps the labelled ConfigMap, and an
+/// orphan prune calls it no orphan.
+#[test]
+fn an_empty_inventory_owns_nothing() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("emptyinv");
+    let n = &ns.0;
+    apply(&format!(
+        "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: labelled, namespace: {n}, labels: {}}}\n",
+        kustomization("empty", n, "prune: true"),
+        flux_labels("empty", n)
+    ));
+    let patched = kubectl(&[
+        "patch",
+        "kustomization",
+        "empty",
+        "-n",
+        n,
+        "--subresource",
+        "status",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"status":{"inventory":{}}}"#,
+    ]);
+    assert_eq!(patched.code, 0, "{}", patched.stderr);
+    assert_eq!(field("kustomization", n, "empty", ".status"), r#"{"inventory":{}}"#);
+    let desired = temp_file(
+        "other.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: other, namespace: {n}}}\n"),
+    );
+    let tracker = format!("flux=empty.{n}");
+    let found = stack(&[
+        "orphans",
+        "-n",
+        n,
+        "--tracker",
+        &tracker,
+        "-f",
+        desired.to_str().unwrap(),
+        "-o",
+        "name",
+    ]);
+    assert_eq!(found.stdout, "", "{}", found.stderr);
+    let torn = stack(&["prune", "-n", n, "kustomization/empty", "--yes"]).expect_code(0);
+    assert!(
+        exists("configmap", Some(n), "labelled"),
+        "{}\n{}",
+        torn.stdout,
+        torn.stderr
+    );
+    assert!(
+        torn.stdout.contains("not in") || torn.stderr.contains("not in"),
+        "{}\n{}",
+        torn.stdout,
+        torn.stderr
+    );
+}
+
+/// Second membership round, finding 4: under a Kustomization without `spec.targetNamespace`, a
+/// namespaced manifest without `metadata.namespace` fails kustomize-controller's apply ("namespace
+/// not specified": fluxcd/pkg `ssa/errors.go`), and Flux prunes nothing. The desired set is
+/// refused (exit 4, the manifest named), never read as if in the context's namespace: the live
+/// object of that name in another namespace is not called an orphan and deleted.
+#[test]
+fn a_manifest_without_namespace_is_refused_where_flux_gives_none() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("nons");
+    let app = Namespace::new("nonsapp");
+    let (f, a) = (&flux.0, &app.0);
+    apply(&format!(
+        "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: web, namespace: {a}, labels: {}}}\n",
+        kustomization("apps", f, "prune: true"),
+        flux_labels("apps", f)
+    ));
+    set_flux_inventory("apps", f, &[format!("{a}_web__ConfigMap")]);
+    let desired = temp_file("web.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n");
+    let tracker = format!("flux=apps.{f}");
+    for how in ["--tracker", "--inventory"] {
+        // Across namespaces: read as if in the context's namespace, `web` in `a` would be an orphan.
+        let run = stack(&["prune", "-A", how, &tracker, "-f", desired.to_str().unwrap(), "--yes"]);
+        assert_eq!(run.code, 4, "{how}: {}\n{}", run.stdout, run.stderr);
+        assert!(run.stderr.contains("web.yaml"), "{how}: {}", run.stderr);
+        assert!(run.stderr.contains("namespace not specified"), "{how}: {}", run.stderr);
+        assert!(exists("configmap", Some(a), "web"), "{how}: {}", run.stderr);
+    }
+    // Written with its namespace, the same object is desired.
+    let placed = temp_file(
+        "placed.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: web, namespace: {a}}}\n"),
+    );
+    let run = stack(&[
+        "prune",
+        "-n",
+        f,
+        "--tracker",
+        &tracker,
+        "-f",
+        placed.to_str().unwrap(),
+        "--yes",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(exists("configmap", Some(a), "web"));
+}

@@ -119,6 +119,7 @@ fn input_of(listed: &Listed, body: Option<serde_json::Value>) -> NodeInput {
         depends_on: Vec::new(),
         body,
         app: None,
+        impersonation: Default::default(),
         owners: listed
             .meta
             .owner_references
@@ -243,8 +244,12 @@ fn record_of(world: &World, stack: usize, uninstall: bool) -> Result<Option<Reco
     // As `inventory::record_of` reads a Flux stack for an orphan prune: one that is suspended or
     // applies to another cluster prunes nothing here (refused). A teardown asks the stack's
     // policy instead (`graph::orphans_members`).
-    let acts_elsewhere =
-        kubectl_stack::graph::flux_acts_elsewhere(&world.tracker_id(stack), &world.tracker_body(stack), false);
+    let acts_elsewhere = kubectl_stack::graph::flux_acts_elsewhere(
+        &world.tracker_id(stack),
+        &world.tracker_body(stack),
+        false,
+        &Default::default(),
+    );
     if !uninstall && acts_elsewhere.is_some() {
         return Err(());
     }
@@ -497,7 +502,7 @@ fn orphans_start(world: &World, cluster: &Cluster) -> Option<Start> {
     let mut start = Start {
         chosen: HashMap::new(),
         kept: Vec::new(),
-        mode: Mode::Orphans,
+        mode: Mode::Orphans(None),
         members: false,
     };
     for classified in classify(&selected, &desired) {

@@ -114,7 +114,7 @@ pub fn orphans_members(input: &NodeInput) -> Option<String> {
     let body = input.body.as_ref()?;
     let spec = body.get("spec")?;
     let lifted = input.annotations.contains_key(crate::suspend::SUSPENDED_BY);
-    if let Some(why) = flux_acts_elsewhere(&input.id, body, lifted) {
+    if let Some(why) = flux_acts_elsewhere(&input.id, body, lifted, &input.impersonation) {
         return Some(format!("Flux would orphan it: {why}"));
     }
     if kind == ("helm.toolkit.fluxcd.io", "HelmRelease") {
@@ -193,8 +193,11 @@ pub fn deletes_nothing_itself(input: &NodeInput) -> Option<String> {
 /// is lifted before the stack goes, see `crate::suspend`); a stack with `spec.kubeConfig` applies
 /// and deletes in the cluster that kubeconfig names (kustomize-controller `finalize` and
 /// helm-controller `buildRESTClientGetter` build their clients from it): objects here that carry
-/// its marks are look-alikes, not its members. `None` for any other object.
-pub fn flux_acts_elsewhere(id: &ObjectId, body: &Value, lifted: bool) -> Option<String> {
+/// its marks are look-alikes, not its members. A Kustomization whose `spec.serviceAccountName`
+/// names a ServiceAccount that does not exist in its namespace prunes nothing either
+/// (`impersonation`, read where its body is read: see [`Impersonation`]). `None` for any other
+/// object.
+pub fn flux_acts_elsewhere(id: &ObjectId, body: &Value, lifted: bool, impersonation: &Impersonation) -> Option<String> {
     let flux_kind = matches!(
         (id.group.as_str(), id.kind.as_str()),
         ("kustomize.toolkit.fluxcd.io", "Kustomization") | ("helm.toolkit.fluxcd.io", "HelmRelease")
@@ -205,17 +208,72 @@ pub fn flux_acts_elsewhere(id: &ObjectId, body: &Value, lifted: bool) -> Option<
             "{id} is suspended (spec.suspend=true), and Flux prunes nothing of a suspended stack"
         ));
     }
-    spec.get("kubeConfig").filter(|config| !config.is_null()).map(|_| {
-        format!(
+    if spec.get("kubeConfig").is_some_and(|config| !config.is_null()) {
+        return Some(format!(
             "{id} applies to another cluster (spec.kubeConfig): objects here that carry its marks are not its members"
-        )
-    })
+        ));
+    }
+    cannot_impersonate(id, body, impersonation)
+}
+
+/// Whether the ServiceAccount a Flux Kustomization impersonates (`spec.serviceAccountName`)
+/// exists in its namespace: read where the stack's body is read (`crate::inventory::impersonation_of`),
+/// passed to the pure rule [`flux_acts_elsewhere`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Impersonation {
+    /// Not looked up.
+    #[default]
+    NotLookedUp,
+    /// It exists.
+    Found,
+    /// It does not exist (NotFound).
+    Missing,
+    /// It could not be read, and why.
+    Unreadable(String),
+}
+
+/// The ServiceAccount a Flux Kustomization (`body`) impersonates, `spec.serviceAccountName`
+/// (an empty one names none). `None` for any other object.
+pub fn service_account_named<'a>(id: &ObjectId, body: &'a Value) -> Option<&'a str> {
+    let kustomization = (id.group.as_str(), id.kind.as_str()) == ("kustomize.toolkit.fluxcd.io", "Kustomization");
+    body.pointer("/spec/serviceAccountName")
+        .and_then(Value::as_str)
+        .filter(|name| kustomization && !name.is_empty())
+}
+
+/// kustomize-controller impersonates `spec.serviceAccountName` to apply and to prune; when that
+/// ServiceAccount is not found in the Kustomization's namespace, `CanImpersonate` is false and
+/// its `finalize` prunes nothing ("skiping pruning, failed to find account to impersonate"), and a
+/// reconcile cannot build its client, so it prunes nothing on apply either
+/// (fluxcd/kustomize-controller `internal/controller/kustomization_controller.go` `finalize`;
+/// fluxcd/pkg `runtime/client/impersonator.go` `CanImpersonate`). One not read makes what it
+/// would prune unknown: nothing of it is deleted either.
+fn cannot_impersonate(id: &ObjectId, body: &Value, impersonation: &Impersonation) -> Option<String> {
+    let account = service_account_named(id, body)?;
+    let named = format!(
+        "{id} impersonates ServiceAccount {}/{account} (spec.serviceAccountName)",
+        id.namespace.as_deref().unwrap_or_default()
+    );
+    match impersonation {
+        Impersonation::Found => None,
+        Impersonation::Missing => Some(format!(
+            "{named}, which does not exist: kustomize-controller cannot impersonate it and prunes nothing"
+        )),
+        Impersonation::Unreadable(why) => Some(format!(
+            "{named}, which could not be read ({why}): whether kustomize-controller can impersonate it and prune is unknown"
+        )),
+        Impersonation::NotLookedUp => Some(format!(
+            "{named}, which was not looked up: whether kustomize-controller can impersonate it and prune is unknown"
+        )),
+    }
 }
 
 /// A Flux Kustomization's `status.inventory`: on deletion, kustomize-controller's `finalize`
 /// deletes only these (`inventory.List(obj.Status.Inventory)`, fluxcd/kustomize-controller
 /// `internal/controller/kustomization_controller.go`). `None` for anything else, or when the
 /// inventory is missing (the labels then decide: see the README's known gaps). An inventory
+/// without entries (`status.inventory: {}`) is a record that holds nothing, never a missing one
+/// ([`flux_inventory_entries`]). An inventory
 /// with an entry that cannot be read is a record that holds nothing: kustomize-controller's
 /// `inventory.List` fails on it (cli-utils `ParseObjMetadata`, e.g. an RBAC name with `_`:
 /// fluxcd/kustomize-controller#901), so its `finalize` deletes nothing.
@@ -223,7 +281,7 @@ pub fn flux_inventory_of(input: &NodeInput) -> Option<super::MemberRecord> {
     if (input.id.group.as_str(), input.id.kind.as_str()) != ("kustomize.toolkit.fluxcd.io", "Kustomization") {
         return None;
     }
-    let entries = input.body.as_ref()?.pointer("/status/inventory/entries")?.as_array()?;
+    let entries = flux_inventory_entries(input.body.as_ref()?)?;
     let read: Result<HashSet<ObjectId>, String> = entries
         .iter()
         .map(|entry| {
@@ -246,6 +304,23 @@ pub fn flux_inventory_of(input: &NodeInput) -> Option<super::MemberRecord> {
             aliases: Vec::new(),
         },
     })
+}
+
+/// The entries of a Flux Kustomization's `status.inventory` (`body`, the whole object), `None`
+/// only when it records no inventory at all. An inventory present without entries (`{}`,
+/// `entries: null` or `[]`) is an empty record: kustomize-controller deletes nothing of it, on
+/// prune (`inventory.Diff` of an empty old inventory is empty) or on deletion
+/// (`finalizerShouldDeleteResources`: `len(obj.Status.Inventory.Entries) == 0` deletes nothing;
+/// fluxcd/kustomize-controller `internal/controller/kustomization_controller.go`, v1.x). The one
+/// reading of it every path shares.
+pub fn flux_inventory_entries(body: &Value) -> Option<&[Value]> {
+    let inventory = body.pointer("/status/inventory").filter(|v| v.is_object())?;
+    Some(
+        inventory
+            .get("entries")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice),
+    )
 }
 
 /// Keeps the candidates that are tracking objects themselves or tracked by one of `owners` or of
@@ -346,6 +421,49 @@ mod tests {
         let mut other = node("", "ConfigMap", Some("web"), "c");
         other.body = Some(serde_json::json!({"spec": {"suspend": true}}));
         assert_eq!(orphans_members(&other), None);
+    }
+
+    /// kustomize-controller prunes nothing when it cannot impersonate the ServiceAccount
+    /// `spec.serviceAccountName` names (fluxcd/pkg `runtime/client/impersonator.go`
+    /// `CanImpersonate`; kustomize-controller `finalize`): only an account found lets it prune.
+    #[test]
+    fn a_kustomization_whose_service_account_is_missing_prunes_nothing() {
+        let mut input = node("kustomize.toolkit.fluxcd.io", "Kustomization", Some("team"), "apps");
+        input.body = Some(serde_json::json!({"spec": {"prune": true, "serviceAccountName": "deployer"}}));
+        let with = |impersonation: Impersonation| {
+            let mut input = input.clone();
+            input.impersonation = impersonation;
+            orphans_members(&input)
+        };
+        assert_eq!(with(Impersonation::Found), None);
+        assert!(with(Impersonation::Missing).unwrap().contains("team/deployer"));
+        assert!(with(Impersonation::Missing).unwrap().contains("does not exist"));
+        assert!(with(Impersonation::Unreadable("forbidden".into()))
+            .unwrap()
+            .contains("forbidden"));
+        assert!(with(Impersonation::NotLookedUp).is_some());
+        // No account named: nothing to impersonate, nothing looked up.
+        input.body = Some(serde_json::json!({"spec": {"prune": true, "serviceAccountName": ""}}));
+        assert_eq!(orphans_members(&input), None);
+    }
+
+    /// An inventory present without entries is a record that holds nothing (kustomize-controller
+    /// `finalizerShouldDeleteResources`: no entries, nothing deleted), never a missing one.
+    #[test]
+    fn an_empty_flux_inventory_is_a_record_of_nothing() {
+        let with = |status: serde_json::Value| {
+            let mut input = node("kustomize.toolkit.fluxcd.io", "Kustomization", Some("flux"), "apps");
+            input.body = Some(serde_json::json!({"spec": {"prune": true}, "status": status}));
+            flux_inventory_of(&input).map(|record| record.ids.len())
+        };
+        assert_eq!(with(serde_json::json!({"inventory": {}})), Some(0));
+        assert_eq!(with(serde_json::json!({"inventory": {"entries": null}})), Some(0));
+        assert_eq!(with(serde_json::json!({"inventory": {"entries": []}})), Some(0));
+        assert_eq!(with(serde_json::json!({})), None);
+        assert_eq!(
+            with(serde_json::json!({"inventory": {"entries": [{"id": "flux_a__ConfigMap", "v": "v1"}]}})),
+            Some(1)
+        );
     }
 
     #[test]

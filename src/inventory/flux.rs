@@ -6,6 +6,7 @@ use serde_json::Value;
 use super::{Inventory, StackRecord};
 use crate::classify::Recorded;
 use crate::error::{is_not_found, UserError};
+use crate::graph::Impersonation;
 use crate::identity::ObjectId;
 use crate::retry::with_retries;
 use crate::session::Session;
@@ -58,6 +59,7 @@ impl FluxStack {
     pub(super) fn into_record(self) -> StackRecord {
         StackRecord {
             recorded: self.inventory.map(|inventory| inventory.recorded),
+            namespace_required: self.target_namespace.is_none(),
             target_namespace: self.target_namespace,
             default_namespace: None,
             helm_release: None,
@@ -90,13 +92,33 @@ pub async fn read_flux(session: &Session, name: &str, namespace: &str) -> Result
     let target_namespace = target_namespace_of(&object);
     let prune_disabled = object.data.pointer("/spec/prune").and_then(Value::as_bool) == Some(false);
     let id = ObjectId::new(group, FLUX_KUSTOMIZATION.1, Some(namespace), name);
+    let impersonation = impersonation_of(session, &id, &object.data).await;
     Ok(Some(FluxStack {
-        acts_elsewhere: crate::graph::flux_acts_elsewhere(&id, &object.data, false),
+        acts_elsewhere: crate::graph::flux_acts_elsewhere(&id, &object.data, false, &impersonation),
         inventory: flux_inventory(&object, name, namespace, target_namespace.clone())?,
         target_namespace,
         prune_disabled,
         renames: renaming_fields(&object),
     }))
+}
+
+/// Looks up the ServiceAccount a Flux Kustomization (`id`, its whole object `body`) impersonates
+/// (`spec.serviceAccountName`), as kustomize-controller's `CanImpersonate` does: a GET in the
+/// Kustomization's namespace. The one lookup every path that reads a Kustomization makes; the
+/// rule is [`crate::graph::flux_acts_elsewhere`]. `NotLookedUp` when it names none.
+pub async fn impersonation_of(session: &Session, id: &ObjectId, body: &Value) -> Impersonation {
+    let Some(account) = crate::graph::service_account_named(id, body) else {
+        return Impersonation::NotLookedUp;
+    };
+    let Some(kind) = session.catalog.get("", "ServiceAccount") else {
+        return Impersonation::Unreadable("the cluster serves no ServiceAccounts".to_string());
+    };
+    let api = crate::collect::api_for(&session.connection.client, kind, id.namespace.as_deref());
+    match with_retries("get ServiceAccount", || api.get_metadata_opt(account)).await {
+        Ok(Some(_)) => Impersonation::Found,
+        Ok(None) => Impersonation::Missing,
+        Err(err) => Impersonation::Unreadable(session.connection.explain(&err).message),
+    }
 }
 
 /// A Kustomization's `spec.targetNamespace`; an empty one sets nothing (fluxcd/pkg
@@ -121,11 +143,7 @@ fn flux_inventory(
     namespace: &str,
     target_namespace: Option<String>,
 ) -> Result<Option<Inventory>, UserError> {
-    let Some(entries) = object
-        .data
-        .pointer("/status/inventory/entries")
-        .and_then(Value::as_array)
-    else {
+    let Some(entries) = crate::graph::flux_inventory_entries(&object.data) else {
         return Ok(None);
     };
     let mut ids = Vec::new();

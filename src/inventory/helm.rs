@@ -51,7 +51,12 @@ pub(super) async fn flux_helm_record(
         // An upgrade (what an orphan prune compares with) prunes nothing here when the stack is
         // suspended or applies to another cluster.
         HelmRevision::LastDeployed => {
-            if let Some(why) = crate::graph::flux_acts_elsewhere(&id, &object.data, false) {
+            if let Some(why) = crate::graph::flux_acts_elsewhere(
+                &id,
+                &object.data,
+                false,
+                &super::impersonation_of(session, &id, &object.data).await,
+            ) {
                 return Err(super::prunes_nothing(&why));
             }
             helm_release_of(name, namespace, &object.data)?

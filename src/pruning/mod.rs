@@ -62,7 +62,7 @@ pub async fn plan_orphans(
     request: &PlanRequest,
 ) -> Result<PrunePlan, UserError> {
     refuse_unlisted(&report.unchecked, request.skip_unlisted)?;
-    let (mut planning, scope) = orphan_planning(session, report, request.infer, request.skip_unlisted).await?;
+    let (mut planning, scope) = orphan_planning(session, report, request).await?;
     // What depends on the orphans was listed there (see `crate::bystanders`): the re-check
     // before each wave lists it there again.
     session.scope = scope;
@@ -157,9 +157,10 @@ async fn plan_with_cascades(
 async fn orphan_planning(
     session: &Session,
     report: OrphanReport,
-    infer: bool,
-    accept_unlisted: bool,
+    request: &PlanRequest,
 ) -> Result<(Planning, ListScope), UserError> {
+    let (infer, accept_unlisted) = (request.infer, request.skip_unlisted);
+    let tracker = report.tracker.clone();
     let mut kept = Vec::new();
     let mut targets = HashMap::new();
     for classified in &report.classified {
@@ -201,7 +202,7 @@ async fn orphan_planning(
         live,
         chosen,
         kept,
-        mode: Mode::Orphans,
+        mode: Mode::Orphans(tracker),
     };
     Ok((planning, others.scope))
 }
