@@ -6,6 +6,8 @@
 //! of each planned Namespace and CRD once with [`contents`]; the re-check before every wave
 //! lists it again with the same function and judges it with the same [`victims`].
 
+pub mod owners;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -219,9 +221,9 @@ pub fn cascade_of(catalog: &Catalog, holder: &ObjectId, held: &Collection, plann
     }
 }
 
-/// The cascades of the planned Namespaces and CRDs that would take something beyond the plan,
-/// and the victims as listed (the plan's graph makes nodes of them: see
-/// [`crate::live::LiveGraph::add_victims`]).
+/// The cascades of the plan that would take something beyond it — of its Namespaces and CRDs
+/// (their content), and of its objects as owners ([`owners::owner_cascades`]) — and the victims as
+/// listed (the plan's graph makes nodes of them: see [`crate::live::LiveGraph::add_victims`]).
 pub async fn find_cascades(
     client: &Client,
     catalog: &Catalog,
@@ -229,9 +231,11 @@ pub async fn find_cascades(
     options: ListOptions,
 ) -> (Vec<Cascade>, Vec<Listed>) {
     let mut planned = Planned::default();
+    let mut names: HashMap<String, ObjectId> = HashMap::new();
     for (id, uid) in planned_objects {
-        planned.uids.insert(uid);
-        planned.ids.insert(id);
+        planned.uids.insert(uid.clone());
+        planned.ids.insert(id.clone());
+        names.insert(uid, id);
     }
     let mut holders: Vec<&ObjectId> = planned.ids.iter().filter(|id| is_holder(id)).collect();
     holders.sort();
@@ -246,6 +250,22 @@ pub async fn find_cascades(
                 found.push(cascade);
             }
         }
+    }
+    if planned.ids.is_empty() {
+        return (found, taken);
+    }
+    let owned = owners::owned_around(client, catalog, planned.ids.iter(), options).await;
+    for failure in &owned.failures {
+        tracing::warn!(
+            "cannot list {} to find what the plan's objects own: {}",
+            failure.kind.kind_with_group(),
+            failure.failure
+        );
+    }
+    for cascade in owners::owner_cascades(&owned.objects, &planned, &names) {
+        let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
+        taken.extend(owned.objects.iter().filter(|o| victims.contains(o.uid())).cloned());
+        found.push(cascade);
     }
     (found, taken)
 }

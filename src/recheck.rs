@@ -17,6 +17,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use kube::Client;
 
+use crate::cascade::owners::{owned_around, owner_cascades};
 use crate::cascade::{contents, unknown_content, victims, Planned};
 use crate::classify::Recorded;
 use crate::collect::{collect_kinds, ListOptions, ListScope, Listed};
@@ -220,6 +221,7 @@ impl Recheck {
             }
         }
         self.judge_dependents(passed, declaring, &mut checked).await;
+        self.judge_owned(&mut checked).await;
         self.lift_suspensions(&mut checked).await;
         for (target, _) in &checked.dropped {
             self.dropped.insert(target.uid.clone());
@@ -297,6 +299,46 @@ impl Recheck {
             }
         }
         Ok(())
+    }
+
+    /// Drops the wave's objects whose deletion would now take, through the garbage collector, an
+    /// object the plan does not delete and did not accept as a victim (made since the plan: see
+    /// [`crate::cascade::owners`], the plan's own rule). Listed where their dependents can be.
+    async fn judge_owned(&self, checked: &mut CheckedWave) {
+        if checked.targets.is_empty() {
+            return;
+        }
+        let owners = checked.targets.iter().map(|t| &t.id);
+        let owned = owned_around(&self.client, &self.catalog, owners, self.options).await;
+        let still: Vec<&(ObjectId, String)> = self
+            .planned_uids
+            .iter()
+            .filter(|(_, uid)| !self.dropped.contains(uid))
+            .collect();
+        let planned = Planned {
+            uids: still.iter().map(|(_, uid)| uid.clone()).collect(),
+            ids: still.iter().map(|(id, _)| id.clone()).collect(),
+        };
+        let names: HashMap<String, ObjectId> = still.iter().map(|(id, uid)| (uid.clone(), id.clone())).collect();
+        let mut taking: HashMap<ObjectId, String> = HashMap::new();
+        for cascade in owner_cascades(&owned.objects, &planned, &names) {
+            if let Some(victim) = cascade.victims.iter().find(|v| !self.accepted_victims.contains(&v.uid)) {
+                let why = format!(
+                    "its deletion would take {} ({}), which is not pruned (found by the re-check)",
+                    victim.id, victim.why
+                );
+                taking.insert(cascade.holder, why);
+            }
+        }
+        if taking.is_empty() {
+            return;
+        }
+        for target in std::mem::take(&mut checked.targets) {
+            match taking.remove(&target.id) {
+                Some(why) => checked.dropped.push((target, why)),
+                None => checked.targets.push(target),
+            }
+        }
     }
 
     /// Where the planned objects stand as the wave of `present` is about to be deleted.

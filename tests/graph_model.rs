@@ -1251,3 +1251,114 @@ metadata: {{name: user, namespace: {n}, labels: {other}, annotations: {{config.k
     assert!(exists("configmap", Some(&n), "need"), "{}", run.stderr);
     assert!(exists("configmap", Some(&n), "user"), "{}", run.stderr);
 }
+
+/// Order review 4, finding 1: deleting an owner takes what the garbage collector deletes with it.
+/// Stack `sa` owns ConfigMap `owner-y` and ClusterRole `owner`; stack `sb`'s ConfigMap, a
+/// keep-marked member of `sa` and an untracked keep-marked ConfigMap hang from them by plain
+/// owner references. Each is a named victim of its owner: refused without `--allow-cascade`, and
+/// `--keep-cascading` keeps the owners, so that nothing is lost.
+#[test]
+fn what_a_planned_owner_takes_beyond_the_plan_is_a_named_victim() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("gmowner");
+    let n = ns.0.clone();
+    let role = format!("{n}-owner");
+    let mut leftovers = Leftovers::new();
+    leftovers.object("clusterrole", &role);
+    let (sa, sb) = (flux_labels("sa", &n), flux_labels("sb", &n));
+    apply(&format!(
+        r#"{}---
+{}---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: owner-y, namespace: {n}, labels: {sa}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {role}, labels: {sa}}}
+rules: []
+"#,
+        kustomization("sa", &n, ""),
+        kustomization("sb", &n, "")
+    ));
+    let (y, r) = (
+        uid_of("configmap", Some(&n), "owner-y"),
+        uid_of("clusterrole", None, &role),
+    );
+    let by_y = format!("[{{apiVersion: v1, kind: ConfigMap, name: owner-y, uid: {y}}}]");
+    let by_role = format!("[{{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, name: {role}, uid: {r}}}]");
+    let sa_kept = "{kustomize.toolkit.fluxcd.io/name: sa, kustomize.toolkit.fluxcd.io/namespace: NS}".replace("NS", &n);
+    apply(&format!(
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata: {{name: x-otherstack, namespace: {n}, labels: {sb}, ownerReferences: {by_y}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: x-keep, namespace: {n}, labels: {sa_kept}, annotations: {{kustomize.toolkit.fluxcd.io/prune: disabled}}, ownerReferences: {by_y}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: x-keep-untracked, namespace: {n}, annotations: {{helm.sh/resource-policy: keep}}, ownerReferences: {by_y}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: x-cluster-owner, namespace: {n}, labels: {sb}, ownerReferences: {by_role}}}
+"#
+    ));
+    let refused = stack(&["prune", "-n", &n, "kustomization/sa", "--yes", "-o", "json"]).expect_code(4);
+    let lines = json_lines(&refused.stdout);
+    let cascades = plan_line(&lines)["cascades"].as_array().unwrap().clone();
+    let mut victims: Vec<String> = cascades
+        .iter()
+        .flat_map(|c| c["victims"].as_array().unwrap().clone())
+        .map(|v| v["id"]["name"].as_str().unwrap().to_string())
+        .collect();
+    victims.sort();
+    assert_eq!(
+        victims,
+        ["x-cluster-owner", "x-keep", "x-keep-untracked", "x-otherstack"],
+        "{}",
+        refused.stderr
+    );
+    for name in [
+        "owner-y",
+        "x-otherstack",
+        "x-keep",
+        "x-keep-untracked",
+        "x-cluster-owner",
+    ] {
+        assert!(exists("configmap", Some(&n), name), "{name}: {}", refused.stderr);
+    }
+    let held = stack(&[
+        "prune",
+        "-n",
+        &n,
+        "kustomization/sa",
+        "--keep-cascading",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ])
+    .expect_code(0);
+    let lines = json_lines(&held.stdout);
+    let why = kept_reason(&lines, "ConfigMap", "owner-y").unwrap_or_else(|| panic!("owner-y kept: {}", held.stdout));
+    assert!(
+        why.starts_with("--keep-cascading") && why.contains("x-otherstack"),
+        "{why}"
+    );
+    assert!(kept_reason(&lines, "ClusterRole", &role).is_some(), "{}", held.stdout);
+    std::thread::sleep(Duration::from_secs(2));
+    for name in [
+        "owner-y",
+        "x-otherstack",
+        "x-keep",
+        "x-keep-untracked",
+        "x-cluster-owner",
+    ] {
+        assert!(exists("configmap", Some(&n), name), "{name}: {}", held.stderr);
+    }
+}

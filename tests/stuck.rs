@@ -171,10 +171,7 @@ kind: ConfigMap
 metadata: {{name: not-deleted, namespace: {n}}}
 "#
     ));
-    assert_eq!(
-        kubectl(&["delete", "widget", "orders", "-n", n, "--wait=false"]).code,
-        0
-    );
+    kubectl_ok(&["delete", "widget", "orders", "-n", n, "--wait=false"]);
     let found = stack(&["stuck", "-n", n, "-o", "json"]).expect_code(1);
     let json = found.json();
     let in_namespace = json["stuck"]

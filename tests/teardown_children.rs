@@ -116,10 +116,29 @@ fn held_child(n: &str, owners: &[(&str, &str, &str, String)]) {
     ));
 }
 
-/// Runs the teardown of `a` in `n` and asserts the garbage collector's cascade is waited for:
-/// `settings` (the next wave) stays while `held` hangs, and the run says so (exit 5).
+/// Runs the teardown of `a` in `n` and asserts the garbage collector's cascade is named and
+/// refused (an untracked `held` no controller made is a victim of its owner), then, with
+/// `--allow-cascade`, waited for: `settings` (the next wave) stays while `held` hangs, and the
+/// run says so (exit 5).
 fn assert_next_wave_waits_for_held(n: &str) {
-    let run = stack(&["prune", "-n", n, "kustomization/a", "--yes", "--timeout", "10s"]).expect_code(5);
+    let refused = stack(&["prune", "-n", n, "kustomization/a", "--yes"]).expect_code(4);
+    assert!(
+        refused.stderr.contains(&format!("ConfigMap/{n}/held")),
+        "the owner's victim is named\n{}",
+        refused.stderr
+    );
+    assert!(exists("configmap", Some(n), "settings"));
+    let run = stack(&[
+        "prune",
+        "-n",
+        n,
+        "kustomization/a",
+        "--yes",
+        "--allow-cascade",
+        "--timeout",
+        "10s",
+    ])
+    .expect_code(5);
     let stderr = &run.stderr;
     assert!(
         exists("configmap", Some(n), "settings"),
@@ -128,7 +147,17 @@ fn assert_next_wave_waits_for_held(n: &str) {
     assert!(stderr.contains("held"), "the blocker is named\n{stderr}");
     release_finalizers("configmap/held", n);
     wait_until(Duration::from_secs(30), || !exists("configmap", Some(n), "held"));
-    stack(&["prune", "-n", n, "kustomization/a", "--yes", "--timeout", "30s"]).expect_code(0);
+    stack(&[
+        "prune",
+        "-n",
+        n,
+        "kustomization/a",
+        "--yes",
+        "--allow-cascade",
+        "--timeout",
+        "30s",
+    ])
+    .expect_code(0);
     assert!(!exists("configmap", Some(n), "settings"));
 }
 

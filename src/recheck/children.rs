@@ -9,13 +9,13 @@
 //! cluster-scoped owner's dependents may be anywhere, so a wave that deletes one lists every
 //! namespace.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
+use std::collections::HashSet;
 
 use kube::Client;
 
-use crate::collect::{collect_where, ListOptions, ListScope, Listed};
-use crate::discovery::{Catalog, KindInfo};
+use crate::cascade::owners::{owned_around, owners_by_uid};
+use crate::collect::{ListOptions, Listed};
+use crate::discovery::Catalog;
 use crate::execute::Target;
 use crate::safeguards::dies_with_plan;
 
@@ -23,13 +23,7 @@ use crate::safeguards::dies_with_plan;
 /// the waves run so far deleted) or dies in turn, excluding `planned` ones (they go in their own
 /// wave) and those already gone.
 pub fn dying_with<'a>(objects: &'a [Listed], gone: &HashSet<String>, planned: &HashSet<String>) -> Vec<&'a Listed> {
-    let owners_of: HashMap<String, Vec<String>> = objects
-        .iter()
-        .map(|o| {
-            let owners = o.meta.owner_references.iter().flatten().map(|r| r.uid.clone());
-            (o.uid().to_string(), owners.collect())
-        })
-        .collect();
+    let owners_of = owners_by_uid(objects);
     objects
         .iter()
         .filter(|o| !planned.contains(o.uid()) && !gone.contains(o.uid()))
@@ -37,23 +31,9 @@ pub fn dying_with<'a>(objects: &'a [Listed], gone: &HashSet<String>, planned: &H
         .collect()
 }
 
-/// Where the dependents of the `deleted` objects can be: the namespaces of namespaced ones, or
-/// every namespace (and the cluster-scoped kinds) when one of them is cluster-scoped.
-fn scopes_of(deleted: &[Target]) -> (Vec<ListScope>, bool) {
-    if deleted.iter().any(|t| t.id.namespace.is_none()) {
-        return (vec![ListScope::AllNamespaces], true);
-    }
-    let namespaces: BTreeSet<&str> = deleted.iter().filter_map(|t| t.id.namespace.as_deref()).collect();
-    let scopes = namespaces
-        .into_iter()
-        .map(|n| ListScope::Namespace(n.to_string()))
-        .collect();
-    (scopes, false)
-}
-
-/// Lists where the `deleted` objects' dependents can be, and returns what dies with the waves
-/// run so far (`gone`: the UIDs they deleted, these included) and is still there, as targets to
-/// wait for.
+/// Lists where the `deleted` objects' dependents can be ([`owned_around`]), and returns what dies
+/// with the waves run so far (`gone`: the UIDs they deleted, these included) and is still there,
+/// as targets to wait for.
 pub async fn children(
     client: &Client,
     catalog: &Catalog,
@@ -62,21 +42,11 @@ pub async fn children(
     planned: &HashSet<String>,
     options: ListOptions,
 ) -> Vec<Target> {
-    let (scopes, cluster_scoped) = scopes_of(deleted);
-    let kinds: Vec<Arc<KindInfo>> = catalog
-        .listable()
-        .filter(|k| k.namespaced || cluster_scoped)
-        .cloned()
-        .collect();
-    let owned = |meta: &kube::core::ObjectMeta| meta.owner_references.as_ref().is_some_and(|r| !r.is_empty());
-    let mut found = Vec::new();
-    for scope in scopes {
-        let listed = collect_where(client, &kinds, &scope, owned, options).await;
-        for child in dying_with(&listed.objects, gone, planned) {
-            found.push(crate::teardown::target(child, made_by(child)));
-        }
-    }
-    found
+    let listed = owned_around(client, catalog, deleted.iter().map(|t| &t.id), options).await;
+    dying_with(&listed.objects, gone, planned)
+        .into_iter()
+        .map(|child| crate::teardown::target(child, made_by(child)))
+        .collect()
 }
 
 /// Why a dependent dies: its owners, all of which are gone or going.
@@ -97,6 +67,7 @@ mod tests {
     use crate::fixtures::kind;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use kube::core::ObjectMeta;
+    use std::sync::Arc;
 
     fn object(kind_name: &str, uid: &str, owners: &[(&str, bool)]) -> Listed {
         let meta = ObjectMeta {
@@ -135,25 +106,5 @@ mod tests {
         let mut found: Vec<&str> = dying_with(&objects, &gone, &planned).iter().map(|o| o.uid()).collect();
         found.sort();
         assert_eq!(found, vec!["both-gone", "cluster-owned", "pod", "referenced", "rs"]);
-    }
-
-    #[test]
-    fn a_cluster_scoped_owner_has_its_dependents_looked_for_everywhere() {
-        let target = |namespace: Option<&str>| {
-            let listed = Listed::new(
-                Arc::new(kind("", "ConfigMap", namespace.is_some())),
-                ObjectMeta {
-                    name: Some("x".into()),
-                    namespace: namespace.map(String::from),
-                    uid: Some("u".into()),
-                    ..Default::default()
-                },
-            );
-            crate::teardown::target(&listed, String::new())
-        };
-        let (scopes, cluster) = scopes_of(&[target(Some("a")), target(Some("b")), target(Some("a"))]);
-        assert_eq!((scopes.len(), cluster), (2, false));
-        let (scopes, cluster) = scopes_of(&[target(Some("a")), target(None)]);
-        assert!(cluster && matches!(scopes.as_slice(), [ListScope::AllNamespaces]));
     }
 }

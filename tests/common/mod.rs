@@ -196,6 +196,22 @@ pub fn kubectl_with_stdin(args: &[&str], stdin: Option<&str>) -> Run {
     run(command, stdin)
 }
 
+/// Runs kubectl as admin until it succeeds, up to 5 times a second apart (a loaded machine's
+/// discovery can miss a kind another test's CRD churn made the server re-list); panics with what
+/// it said last when it never does.
+pub fn kubectl_ok(args: &[&str]) -> Run {
+    let mut last = kubectl(args);
+    for _ in 0..4 {
+        if last.code == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        last = kubectl(args);
+    }
+    assert_eq!(last.code, 0, "kubectl {} failed:\n{}", args.join(" "), last.stderr);
+    last
+}
+
 /// `kubectl apply -f -` of the given YAML; panics when it fails.
 pub fn apply(yaml: &str) {
     let result = kubectl_with_stdin(&["apply", "-f", "-"], Some(yaml));
