@@ -5,7 +5,7 @@
 //! object part of a teardown (they live in [`Graph::inferred`], apart from the declared edges).
 //! Declared edges win: an inferred edge that would close a cycle is dropped with a warning.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use petgraph::algo::{has_path_connecting, toposort, DfsSpace};
 use petgraph::graph::NodeIndex;
@@ -21,13 +21,16 @@ mod volumes;
 use volumes::volume_edges;
 
 /// The kinds whose whole objects inference reads (the rest needs only metadata).
-pub const SPEC_KINDS: [(&str, &str); 14] = [
+pub const SPEC_KINDS: [(&str, &str); 17] = [
     ("", "Service"),
+    ("", "Pod"),
     ("", "PersistentVolume"),
     ("", "PersistentVolumeClaim"),
     ("apps", "Deployment"),
     ("apps", "StatefulSet"),
     ("apps", "DaemonSet"),
+    ("apps", "ReplicaSet"),
+    ("batch", "Job"),
     ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
     ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
     ("apiregistration.k8s.io", "APIService"),
@@ -40,6 +43,17 @@ pub const SPEC_KINDS: [(&str, &str); 14] = [
 
 /// Workload kinds: what runs a controller.
 const WORKLOAD_KINDS: [(&str, &str); 3] = [("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet")];
+
+/// What runs pods a Service may select: the workloads, ReplicaSets, Jobs (by their pod
+/// template's labels) and bare Pods (by their own labels).
+const POD_KINDS: [(&str, &str); 6] = [
+    ("apps", "Deployment"),
+    ("apps", "StatefulSet"),
+    ("apps", "DaemonSet"),
+    ("apps", "ReplicaSet"),
+    ("batch", "Job"),
+    ("", "Pod"),
+];
 
 /// What a controller needs to run: its workloads, their ServiceAccounts, RBAC and Services.
 const CONTROLLER_KINDS: [(&str, &str); 9] = [
@@ -127,7 +141,10 @@ impl<'a> Objects<'a> {
             .collect()
     }
 
-    /// A Service (by namespace and name) and the workloads its selector picks.
+    /// A Service (by namespace and name) and what serves it: the objects running pods its
+    /// selector picks ([`POD_KINDS`]), or, for a Service without a selector, the Endpoints of its
+    /// name and the EndpointSlices of its name or labelled with it (written by hand: nothing else
+    /// fills them).
     fn service_backend(&self, namespace: Option<&str>, name: Option<&str>) -> Vec<usize> {
         let (Some(namespace), Some(name)) = (namespace, name) else {
             return Vec::new();
@@ -142,28 +159,59 @@ impl<'a> Objects<'a> {
             .and_then(|b| b.pointer("/spec/selector"))
             .and_then(Value::as_object);
         let Some(selector) = selector.filter(|s| !s.is_empty()) else {
+            backend.extend(self.endpoints_of(namespace, name));
             return backend;
         };
-        for (index, input) in self.inputs.iter().enumerate() {
-            if !self.is(index, &WORKLOAD_KINDS) || input.id.namespace.as_deref() != Some(namespace) {
-                continue;
-            }
-            let labels = input
-                .body
-                .as_ref()
-                .and_then(|b| b.pointer("/spec/template/metadata/labels"))
-                .and_then(Value::as_object);
-            let picked = labels.is_some_and(|labels| {
-                selector
-                    .iter()
-                    .all(|(key, value)| labels.get(key).is_some_and(|v| v == value))
-            });
-            if picked {
-                backend.push(index);
-            }
-        }
+        let in_namespace = |index: &usize| self.inputs[*index].id.namespace.as_deref() == Some(namespace);
+        let picked = (0..self.inputs.len())
+            .filter(|&index| self.is(index, &POD_KINDS))
+            .filter(in_namespace)
+            .filter(|&index| pod_labels(&self.inputs[index]).is_some_and(|labels| selects(selector, labels)));
+        backend.extend(picked);
         backend
     }
+
+    /// The Endpoints and EndpointSlices (nodes) of the selectorless Service `namespace/name`.
+    fn endpoints_of<'s>(&'s self, namespace: &'s str, name: &'s str) -> impl Iterator<Item = usize> + 's {
+        (0..self.inputs.len()).filter(move |&index| {
+            let input = &self.inputs[index];
+            let id = &input.id;
+            id.namespace.as_deref() == Some(namespace)
+                && match (id.group.as_str(), id.kind.as_str()) {
+                    ("", "Endpoints") => id.name == name,
+                    ("discovery.k8s.io", "EndpointSlice") => {
+                        id.name == name
+                            || input.labels.get("kubernetes.io/service-name").map(String::as_str) == Some(name)
+                    }
+                    _ => false,
+                }
+        })
+    }
+}
+
+/// The labels of the pods an object runs: a Pod's own, else its pod template's.
+fn pod_labels(input: &NodeInput) -> Option<BTreeMap<String, String>> {
+    if (input.id.group.as_str(), input.id.kind.as_str()) == ("", "Pod") {
+        return Some(input.labels.clone());
+    }
+    let labels = input
+        .body
+        .as_ref()?
+        .pointer("/spec/template/metadata/labels")?
+        .as_object()?;
+    Some(
+        labels
+            .iter()
+            .filter_map(|(key, value)| value.as_str().map(|v| (key.clone(), v.to_string())))
+            .collect(),
+    )
+}
+
+/// Whether a Service's selector picks pods with these labels.
+fn selects(selector: &serde_json::Map<String, Value>, labels: BTreeMap<String, String>) -> bool {
+    selector
+        .iter()
+        .all(|(key, value)| labels.get(key).is_some_and(|v| value.as_str() == Some(v.as_str())))
 }
 
 fn stack_keys(input: &NodeInput) -> Vec<StackKey> {
@@ -193,7 +241,7 @@ pub fn candidates(inputs: &[NodeInput], known: &Known) -> Vec<Edge> {
 
 /// The edges from a backend's workloads to what they run with (see [`rbac::runtime_needs`]).
 fn runs_with(objects: &Objects, backend: &[usize], edges: &mut Vec<Edge>) {
-    for &workload in backend.iter().filter(|&&i| objects.is(i, &WORKLOAD_KINDS)) {
+    for &workload in backend.iter().filter(|&&i| objects.is(i, &POD_KINDS)) {
         edges.extend(
             rbac::runtime_needs(objects, workload)
                 .into_iter()
@@ -247,15 +295,15 @@ fn finalizer_in_crd_group(finalizer: &str, crd_name: &str) -> bool {
 ///    belongs to a CRD's API group depends on the controller
 ///    objects of the stack that holds that CRD; where that stack runs no controller (CRDs and
 ///    operator in different stacks), on those of the stacks whose workloads RBAC lets update the
-///    group's objects ([`rbac`]).
+///    group's objects ([`rbac`]). A custom resource whose CRD is no node (installed by Helm from
+///    `crds/`, by an operator, or by a stack out of scope) whose finalizer names its own group
+///    depends on the controllers RBAC names for that group ([`controllers_by_rbac`]).
 fn finalizer_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
     let crds: Vec<usize> = objects
         .of_kind("apiextensions.k8s.io", "CustomResourceDefinition")
         .collect();
-    if crds.is_empty() {
-        return;
-    }
     let mut controllers: HashMap<usize, BTreeSet<usize>> = HashMap::new();
+    let mut of_groups: HashMap<String, BTreeSet<usize>> = HashMap::new();
     for (index, input) in objects.inputs.iter().enumerate() {
         // An operator may finalize built-in objects too (Rook's Secrets and ConfigMaps): for
         // those only a finalizer of the CRD's own group or a subdomain of it counts, never a
@@ -264,6 +312,7 @@ fn finalizer_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
             .crd_names
             .contains_key(&(input.id.group.clone(), input.id.kind.clone()));
         for finalizer in &input.finalizers {
+            let mut named_crd = false;
             for &crd in &crds {
                 let crd_name = &objects.inputs[crd].id.name;
                 let matches = match custom {
@@ -271,11 +320,19 @@ fn finalizer_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
                     false => finalizer_in_crd_group(finalizer, crd_name),
                 };
                 if matches {
+                    named_crd = true;
                     let of_crd = controllers
                         .entry(crd)
                         .or_insert_with(|| controllers_of_crd(objects, crd));
                     push_all(edges, index, of_crd.iter().copied(), EdgeKind::InferredFinalizer);
                 }
+            }
+            let group = &input.id.group;
+            if !named_crd && custom && finalizer_names_group(finalizer, group) {
+                let of_group = of_groups
+                    .entry(group.clone())
+                    .or_insert_with(|| controllers_by_rbac(objects, group));
+                push_all(edges, index, of_group.iter().copied(), EdgeKind::InferredFinalizer);
             }
         }
     }
@@ -295,6 +352,14 @@ fn controllers_of_crd(objects: &Objects, crd: usize) -> BTreeSet<usize> {
         .map(|(_, group)| group)
         .unwrap_or("");
     let mut found = own;
+    found.extend(controllers_by_rbac(objects, group));
+    found
+}
+
+/// The workloads RBAC names as `group`'s controller ([`rbac::controllers_of_group`]) and the
+/// controller objects of their stacks.
+fn controllers_by_rbac(objects: &Objects, group: &str) -> BTreeSet<usize> {
+    let mut found = BTreeSet::new();
     for workload in rbac::controllers_of_group(objects, group) {
         found.insert(workload);
         found.extend(objects.controllers_of_stack(workload));

@@ -1361,4 +1361,190 @@ metadata: {{name: x-cluster-owner, namespace: {n}, labels: {sb}, ownerReferences
     ] {
         assert!(exists("configmap", Some(&n), name), "{name}: {}", held.stderr);
     }
+
+/// Review finding F2 (issue 25): the CRD is tracked by no stack (installed from a Helm chart's
+/// `crds/`, by an operator, or by a Kustomization out of scope). Stack `op` holds the operator:
+/// its Deployment, ServiceAccount, and a ClusterRole on the group's `dbs` and `dbs/finalizers`
+/// bound to that account. Stack `other` holds a Db with the operator's finalizer and stays: it
+/// keeps the operator, found through RBAC, though its CRD is no node of the graph.
+#[test]
+fn an_operator_of_an_untracked_crd_is_kept_for_the_custom_resource_that_stays() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm10");
+    let f = flux.0.clone();
+    let run = unique("gm10");
+    let group = own_group(&run);
+    let resource = format!("dbs.{group}");
+    let (op_ns, other_ns) = (Namespace::new("gm10-op"), Namespace::new("gm10-y"));
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &other_ns.0);
+    leftovers.object("crd", &resource);
+    leftovers.object("clusterrole", &format!("{run}-db"));
+    leftovers.object("clusterrolebinding", &format!("{run}-db"));
+    let (op, other) = (flux_labels("op", &f), flux_labels("other", &f));
+    apply(&crd(&group, "Db", "dbs", "{}"));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    apply(&format!(
+        r#"{}{}---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: op, namespace: {op_ns}, labels: {op}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {run}-db, labels: {op}}}
+rules: [{{apiGroups: [{group}], resources: [dbs, dbs/finalizers], verbs: [get, list, watch, update, patch]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {run}-db, labels: {op}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {run}-db}}
+subjects: [{{kind: ServiceAccount, name: op, namespace: {op_ns}}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: op, namespace: {op_ns}, labels: {op}}}
+spec:
+  selector: {{matchLabels: {{app: op}}}}
+  template:
+    metadata: {{labels: {{app: op}}}}
+    spec: {{serviceAccountName: op, containers: [{{name: manager, image: example.invalid/operator}}]}}
+---
+apiVersion: {group}/v1
+kind: Db
+metadata: {{name: stays, namespace: {other_ns}, labels: {other}, finalizers: [{group}/cleanup]}}
+"#,
+        kustomization("op", &f, ""),
+        kustomization("other", &f, ""),
+        op_ns = op_ns.0,
+        other_ns = other_ns.0,
+    ));
+    let planned = stack(&["prune", "-n", &f, "kustomization/op", "--dry-run", "-o", "json"]).expect_code(0);
+    let lines = json_lines(&planned.stdout);
+    assert_eq!(wave_of(&lines, "Deployment", "op"), None, "{}", planned.stdout);
+    assert_eq!(
+        kept_reason(&lines, "Deployment", "op"),
+        Some(format!(
+            "needed by Db.{group}/{}/stays, which is not pruned (inferred: finalizer)",
+            other_ns.0
+        )),
+        "{}",
+        planned.stdout
+    );
+}
+
+/// Review findings F3 and F4 (issue 25): an untracked webhook's Service selects a bare Pod of
+/// stack `s11`, whose container takes its environment from a ConfigMap and whose image comes
+/// with a pull Secret; its second webhook calls a Service without a selector, served by the
+/// Endpoints written for it (as an APIService's may be: one is not made here, as an APIService
+/// without a live backend breaks discovery for every test). What stays keeps them all: the Pod
+/// and the Endpoints as backends, the ConfigMap and the Secret as what the Pod reads.
+#[test]
+fn an_untracked_webhook_keeps_a_bare_pod_what_it_reads_and_hand_written_endpoints() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm11");
+    let f = flux.0.clone();
+    let run = unique("gm11");
+    let t = Namespace::new("gm11-t");
+    let webhook = format!("{run}-guard");
+    let mut leftovers = Leftovers::new();
+    leftovers.object("validatingwebhookconfiguration", &webhook);
+    let s11 = flux_labels("s11", &f);
+    apply(&format!(
+        r#"{}---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: hook-env, namespace: {t}, labels: {s11}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: pull, namespace: {t}, labels: {s11}}}
+type: kubernetes.io/dockerconfigjson
+data: {{.dockerconfigjson: eyJhdXRocyI6e319}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: hook-pod, namespace: {t}, labels: {{app: hook, {inner}}}}}
+spec:
+  imagePullSecrets: [{{name: pull}}]
+  containers: [{{name: hook, image: example.invalid/hook, envFrom: [{{configMapRef: {{name: hook-env}}}}]}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: hook, namespace: {t}, labels: {s11}}}
+spec: {{selector: {{app: hook}}, ports: [{{port: 443, targetPort: 9443}}]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: metrics, namespace: {t}, labels: {s11}}}
+spec: {{ports: [{{port: 443, targetPort: 6443}}]}}
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {{name: metrics, namespace: {t}, labels: {s11}}}
+subsets: [{{addresses: [{{ip: 10.0.0.1}}], ports: [{{port: 6443}}]}}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: settings, namespace: {t}, labels: {s11}}}
+"#,
+        kustomization("s11", &f, ""),
+        t = t.0,
+        inner = s11.trim_start_matches('{').trim_end_matches('}'),
+    ));
+    apply(&format!(
+        r#"---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {{name: {webhook}}}
+webhooks:
+- name: guard.{run}.example.com
+  clientConfig: {{service: {{namespace: {t}, name: hook, path: /validate}}}}
+  rules: [{{apiGroups: [""], apiVersions: ["v1"], operations: ["DELETE"], resources: ["configmaps"]}}]
+  namespaceSelector: {{matchLabels: {{graphmodel-guarded: "{run}"}}}}
+  failurePolicy: Ignore
+  sideEffects: None
+  admissionReviewVersions: ["v1"]
+- name: direct.{run}.example.com
+  clientConfig: {{service: {{namespace: {t}, name: metrics, path: /validate}}}}
+  rules: [{{apiGroups: [""], apiVersions: ["v1"], operations: ["DELETE"], resources: ["configmaps"]}}]
+  namespaceSelector: {{matchLabels: {{graphmodel-guarded: "{run}"}}}}
+  failurePolicy: Ignore
+  sideEffects: None
+  admissionReviewVersions: ["v1"]
+"#,
+        t = t.0,
+    ));
+    let planned = stack(&["prune", "-n", &f, "kustomization/s11", "--dry-run", "-o", "json"]).expect_code(0);
+    let lines = json_lines(&planned.stdout);
+    let webhook_id = format!("ValidatingWebhookConfiguration.admissionregistration.k8s.io/{webhook}");
+    let pod_id = format!("Pod/{}/hook-pod", t.0);
+    for (kind, name, why) in [
+        (
+            "Pod",
+            "hook-pod",
+            format!("needed by {webhook_id}, which is not pruned (inferred: webhook backend)"),
+        ),
+        (
+            "ConfigMap",
+            "hook-env",
+            format!("needed by {pod_id}, which is not pruned (inferred: runs with)"),
+        ),
+        (
+            "Secret",
+            "pull",
+            format!("needed by {pod_id}, which is not pruned (inferred: runs with)"),
+        ),
+        (
+            "Endpoints",
+            "metrics",
+            format!("needed by {webhook_id}, which is not pruned (inferred: webhook backend)"),
+        ),
+    ] {
+        assert_eq!(wave_of(&lines, kind, name), None, "{kind}/{name}\n{}", planned.stdout);
+        assert_eq!(kept_reason(&lines, kind, name), Some(why), "{}", planned.stdout);
+    }
+    planned_wave(&lines, "ConfigMap", "settings");
 }

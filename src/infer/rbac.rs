@@ -100,10 +100,20 @@ fn bound_accounts(objects: &Objects, roles: &HashSet<RoleKey>) -> HashSet<Accoun
     accounts
 }
 
+/// The pod spec of an object that runs pods: a bare Pod's `spec`, else the pod template of a
+/// Deployment, StatefulSet, DaemonSet, ReplicaSet or Job.
+fn pod_spec(input: &NodeInput) -> Option<&Value> {
+    let pointer = match (input.id.group.as_str(), input.id.kind.as_str()) {
+        ("", "Pod") => "/spec",
+        _ => "/spec/template/spec",
+    };
+    input.body.as_ref()?.pointer(pointer)
+}
+
 /// The ServiceAccount a workload's pods run as (`default` when unset).
 fn account_of(workload: &NodeInput) -> Option<Account> {
     let namespace = workload.id.namespace.clone()?;
-    let spec = workload.body.as_ref()?.pointer("/spec/template/spec")?;
+    let spec = pod_spec(workload)?;
     let name = ["serviceAccountName", "serviceAccount"]
         .iter()
         .find_map(|key| spec.get(*key).and_then(Value::as_str).filter(|s| !s.is_empty()))
@@ -127,7 +137,8 @@ pub(super) fn controllers_of_group(objects: &Objects, group: &str) -> BTreeSet<u
 /// What a workload needs to run besides its Service (review finding F10 of issue 25): the
 /// ServiceAccount its pods run as, the RoleBindings and ClusterRoleBindings that bind that
 /// account and the Roles and ClusterRoles they grant, and the Secrets and ConfigMaps its pods
-/// mount (volumes, projected sources: a webhook's TLS Secret). Only objects that are nodes, as
+/// read ([`read_by_pods`]: a webhook's TLS Secret, its settings, its image pull Secret). Only
+/// objects that are nodes, as
 /// `(from, to)` pairs: the workload needs each, and a binding needs its role. A backend that
 /// stays (a webhook or APIService that stays needs it) keeps them; deleted, it goes first.
 pub(super) fn runtime_needs(objects: &Objects, workload: usize) -> Vec<(usize, usize)> {
@@ -143,7 +154,7 @@ pub(super) fn runtime_needs(objects: &Objects, workload: usize) -> Vec<(usize, u
         }
     };
     need(ObjectId::new("", "ServiceAccount", Some(&namespace), &account.1));
-    for (kind, name) in mounted(input) {
+    for (kind, name) in pod_spec(input).map(read_by_pods).unwrap_or_default() {
         need(ObjectId::new("", kind, Some(&namespace), &name));
     }
     for binding in bindings_of(objects, &account) {
@@ -155,36 +166,52 @@ pub(super) fn runtime_needs(objects: &Objects, workload: usize) -> Vec<(usize, u
     needs
 }
 
-/// The Secrets and ConfigMaps a workload's pods mount: `(kind, name)`.
-fn mounted(workload: &NodeInput) -> Vec<(&'static str, String)> {
-    let Some(volumes) = workload
-        .body
-        .as_ref()
-        .and_then(|b| b.pointer("/spec/template/spec/volumes"))
-        .and_then(Value::as_array)
-    else {
-        return Vec::new();
-    };
-    let projected = volumes
-        .iter()
-        .filter_map(|v| v.pointer("/projected/sources").and_then(Value::as_array))
-        .flatten();
-    let named = |source: &Value, key: &str, field: &str| {
-        source
-            .get(key)
-            .and_then(|s| s.get(field))
-            .and_then(Value::as_str)
-            .map(str::to_string)
+/// The name at `pointer` in `value`, when it is a non-empty string.
+fn name_at(value: &Value, pointer: &str) -> Option<String> {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
+/// The Secrets and ConfigMaps the pods of a pod spec read, `(kind, name)`: those their volumes
+/// mount (projected sources too), those their containers and init containers take their
+/// environment from (`envFrom`, `env[].valueFrom`), and their image pull Secrets. A pod whose
+/// ConfigMap or Secret is gone does not start again (`CreateContainerConfigError`).
+pub(super) fn read_by_pods(spec: &Value) -> Vec<(&'static str, String)> {
+    let items = |value: &Value, key: &str| -> Vec<Value> {
+        value.get(key).and_then(Value::as_array).cloned().unwrap_or_default()
     };
     let mut found = Vec::new();
-    for volume in volumes {
-        found.extend(named(volume, "secret", "secretName").map(|n| ("Secret", n)));
-        found.extend(named(volume, "configMap", "name").map(|n| ("ConfigMap", n)));
+    let mut add = |kind: &'static str, name: Option<String>| found.extend(name.map(|n| (kind, n)));
+    for volume in items(spec, "volumes") {
+        add("Secret", name_at(&volume, "/secret/secretName"));
+        add("ConfigMap", name_at(&volume, "/configMap/name"));
+        let projected = volume.pointer("/projected/sources").and_then(Value::as_array);
+        for source in projected.into_iter().flatten() {
+            add("Secret", name_at(source, "/secret/name"));
+            add("ConfigMap", name_at(source, "/configMap/name"));
+        }
     }
-    for source in projected {
-        found.extend(named(source, "secret", "name").map(|n| ("Secret", n)));
-        found.extend(named(source, "configMap", "name").map(|n| ("ConfigMap", n)));
+    for pull in items(spec, "imagePullSecrets") {
+        add("Secret", name_at(&pull, "/name"));
     }
+    let containers = ["initContainers", "containers", "ephemeralContainers"]
+        .iter()
+        .flat_map(|key| items(spec, key));
+    for container in containers {
+        for source in items(&container, "envFrom") {
+            add("ConfigMap", name_at(&source, "/configMapRef/name"));
+            add("Secret", name_at(&source, "/secretRef/name"));
+        }
+        for variable in items(&container, "env") {
+            add("ConfigMap", name_at(&variable, "/valueFrom/configMapKeyRef/name"));
+            add("Secret", name_at(&variable, "/valueFrom/secretKeyRef/name"));
+        }
+    }
+    found.sort();
+    found.dedup();
     found
 }
 

@@ -582,3 +582,187 @@ fn a_webhook_that_intercepts_its_backends_namespace_still_goes_before_its_backen
     assert!(wave_of("protect") < wave_of("hook"), "{:?}", plan.waves);
     assert!(wave_of("hookd") < wave_of("hookns"), "{:?}", plan.waves);
 }
+
+/// Review finding F3 (issue 25): a backend's pods read ConfigMaps and Secrets through more than
+/// volumes: `envFrom`, `env[].valueFrom` and `imagePullSecrets`, in containers and init
+/// containers alike, whatever runs them (a bare Pod, a Job's or a ReplicaSet's template).
+#[test]
+fn pods_read_what_their_env_and_pull_secrets_name() {
+    let spec = json!({
+        "imagePullSecrets": [{"name": "registry"}],
+        "initContainers": [{"name": "init",
+            "envFrom": [{"configMapRef": {"name": "init-env"}}],
+            "env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "init-token", "key": "t"}}}]}],
+        "containers": [{"name": "main",
+            "envFrom": [{"secretRef": {"name": "main-env"}}, {"prefix": "X_"}],
+            "env": [{"name": "A", "value": "plain"},
+                    {"name": "B", "valueFrom": {"configMapKeyRef": {"name": "main-key", "key": "b"}}},
+                    {"name": "C", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}],
+        "volumes": [{"name": "tls", "secret": {"secretName": "tls"}}]
+    });
+    let read = rbac::read_by_pods(&spec);
+    let expected: Vec<(&str, String)> = vec![
+        ("ConfigMap", "init-env".into()),
+        ("ConfigMap", "main-key".into()),
+        ("Secret", "init-token".into()),
+        ("Secret", "main-env".into()),
+        ("Secret", "registry".into()),
+        ("Secret", "tls".into()),
+    ];
+    assert_eq!(read, expected);
+}
+
+/// Review findings F3 and F4 (issue 25): a webhook's Service selects a bare Pod and a
+/// ReplicaSet's pods as well as a Deployment's; each is its backend and runs with what its pods
+/// read (a Job's template reads the same way).
+#[test]
+fn a_webhook_backend_may_be_a_bare_pod_or_a_replica_set_and_keeps_what_its_pods_read() {
+    let webhook = json!({"apiVersion": "admissionregistration.k8s.io/v1", "webhooks": [{
+        "name": "check.ops.example.com",
+        "clientConfig": {"service": {"namespace": "op", "name": "hook"}},
+        "failurePolicy": "Ignore"
+    }]});
+    let mut pod = with_body(
+        object("", "Pod", Some("op"), "hook-pod", None),
+        json!({"spec": {"containers": [{"name": "c", "envFrom": [{"configMapRef": {"name": "pod-env"}}]}]}}),
+    );
+    pod.labels.insert("app".into(), "hook".into());
+    let mut other_pod = object("", "Pod", Some("op"), "other-pod", None);
+    other_pod.labels.insert("app".into(), "other".into());
+    let replica_set = with_body(
+        object("apps", "ReplicaSet", Some("op"), "hook-rs", None),
+        json!({"spec": {"template": {"metadata": {"labels": {"app": "hook", "tier": "x"}}, "spec": {
+            "imagePullSecrets": [{"name": "rs-pull"}],
+            "containers": [{"name": "c", "env": [{"name": "K", "valueFrom": {"secretKeyRef": {"name": "rs-key", "key": "k"}}}]}]
+        }}}}),
+    );
+    let job = with_body(
+        object("batch", "Job", Some("op"), "hook-job", None),
+        json!({"spec": {"template": {"metadata": {"labels": {"app": "hook"}}, "spec": {
+            "initContainers": [{"name": "i", "envFrom": [{"secretRef": {"name": "job-env"}}]}]
+        }}}}),
+    );
+    let inputs = vec![
+        with_body(
+            object(
+                "admissionregistration.k8s.io",
+                "ValidatingWebhookConfiguration",
+                None,
+                "check",
+                None,
+            ),
+            webhook,
+        ),
+        service("op", "hook", json!({"app": "hook"}), None),
+        pod,
+        other_pod,
+        replica_set,
+        job,
+        object("", "ConfigMap", Some("op"), "pod-env", None),
+        object("", "Secret", Some("op"), "rs-pull", None),
+        object("", "Secret", Some("op"), "rs-key", None),
+        object("", "Secret", Some("op"), "job-env", None),
+    ];
+    let mut found = inferred(&inputs, &options());
+    found.sort();
+    for expected in [
+        edge("check", "hook-pod", EdgeKind::InferredWebhook),
+        edge("check", "hook-rs", EdgeKind::InferredWebhook),
+        edge("check", "hook-job", EdgeKind::InferredWebhook),
+        edge("hook-pod", "pod-env", EdgeKind::InferredRunsWith),
+        edge("hook-rs", "rs-pull", EdgeKind::InferredRunsWith),
+        edge("hook-rs", "rs-key", EdgeKind::InferredRunsWith),
+        edge("hook-job", "job-env", EdgeKind::InferredRunsWith),
+    ] {
+        assert!(found.contains(&expected), "{expected:?} missing from {found:?}");
+    }
+    assert!(!found.iter().any(|(_, to, _)| to == "other-pod"), "{found:?}");
+}
+
+/// Review finding F4 (issue 25): an APIService's Service without a selector is served by the
+/// Endpoints and EndpointSlices written for it by hand: they are its backend.
+#[test]
+fn a_selectorless_service_is_served_by_its_endpoints_and_endpoint_slices() {
+    let api_service = with_body(
+        object(
+            "apiregistration.k8s.io",
+            "APIService",
+            None,
+            "v1.metrics.example.com",
+            None,
+        ),
+        json!({"spec": {"group": "metrics.example.com", "service": {"namespace": "op", "name": "metrics"}}}),
+    );
+    let mut slice = object("discovery.k8s.io", "EndpointSlice", Some("op"), "metrics-abc", None);
+    slice
+        .labels
+        .insert("kubernetes.io/service-name".into(), "metrics".into());
+    let inputs = vec![
+        api_service,
+        with_body(object("", "Service", Some("op"), "metrics", None), json!({"spec": {}})),
+        object("", "Endpoints", Some("op"), "metrics", None),
+        slice,
+        object("", "Endpoints", Some("op"), "unrelated", None),
+        object("", "Endpoints", Some("elsewhere"), "metrics", None),
+    ];
+    let graph = build(&inputs, &options());
+    let mut found: Vec<String> = graph
+        .inferred
+        .iter()
+        .filter(|e| e.kind == EdgeKind::InferredApiService)
+        .map(|e| graph.nodes[e.to].id.to_string())
+        .collect();
+    found.sort();
+    assert_eq!(
+        found,
+        [
+            "EndpointSlice.discovery.k8s.io/op/metrics-abc",
+            "Endpoints/op/metrics",
+            "Service/op/metrics"
+        ]
+    );
+}
+
+/// Review finding F2 (issue 25): a custom resource whose CRD is no node (Helm's `crds/`, an
+/// operator's own, another stack's out of scope) still names its operator through RBAC: the
+/// workload whose ServiceAccount may update its group, and that workload's stack.
+#[test]
+fn a_custom_resource_whose_crd_is_no_node_depends_on_the_operator_rbac_names() {
+    let mut cr = object("g.example.com", "Db", Some("g-y"), "stays", Some("other"));
+    cr.finalizers = vec!["g.example.com/cleanup".into()];
+    let mut unrelated = object("g.example.com", "Db", Some("g-y"), "plain", Some("other"));
+    unrelated.finalizers = vec!["elsewhere.example.org/cleanup".into()];
+    let inputs = vec![
+        cr,
+        unrelated,
+        with_body(
+            object("apps", "Deployment", Some("g-op"), "op", Some("op")),
+            json!({"spec": {"template": {"spec": {"serviceAccountName": "op"}}}}),
+        ),
+        object("", "ServiceAccount", Some("g-op"), "op", Some("op")),
+        with_body(
+            object(RBAC_GROUP, "ClusterRole", None, "db-manager", Some("op")),
+            json!({"rules": [{"apiGroups": ["g.example.com"], "resources": ["dbs", "dbs/finalizers"],
+                              "verbs": ["get", "list", "watch", "update", "patch"]}]}),
+        ),
+        with_body(
+            object(RBAC_GROUP, "ClusterRoleBinding", None, "db-manager", Some("op")),
+            json!({"roleRef": {"kind": "ClusterRole", "name": "db-manager"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": "g-op"}]}),
+        ),
+    ];
+    let mut options = options();
+    options
+        .crd_names
+        .insert(("g.example.com".into(), "Db".into()), "dbs.g.example.com".into());
+    let found = inferred(&inputs, &options);
+    assert!(
+        found.contains(&edge("stays", "op", EdgeKind::InferredFinalizer)),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&edge("stays", "db-manager", EdgeKind::InferredFinalizer)),
+        "{found:?}"
+    );
+    assert!(!found.iter().any(|(from, _, _)| from == "plain"), "{found:?}");
+}
