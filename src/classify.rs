@@ -213,6 +213,7 @@ impl Desired {
                 recorded: self.recorded.as_ref(),
                 compared: self.manifests.is_some(),
                 stack: self.stack.as_ref(),
+                needs: self.manifests.as_ref().map(|set| &set.needs),
             },
             trackers: None,
         }

@@ -9,6 +9,9 @@ use crate::error::UserError;
 use crate::identity::ObjectId;
 use crate::manifest::Manifest;
 
+pub mod needs;
+pub use needs::{Need, Needs};
+
 /// Kinds that are cluster-scoped in every Kubernetes release, for use without a cluster.
 const CLUSTER_SCOPED: &[(&str, &str)] = &[
     ("", "Namespace"),
@@ -70,6 +73,13 @@ impl<'a> Scopes<'a> {
             return Some(!CLUSTER_SCOPED.contains(&(group, kind)));
         }
         None
+    }
+
+    /// The name of the CRD that defines a custom kind the cluster serves (`plural.group`);
+    /// `None` for the core group and offline.
+    pub fn crd_of(&self, group: &str, kind: &str) -> Option<String> {
+        let known = self.catalog?.get(group, kind)?;
+        (!group.is_empty()).then(|| known.crd_name())
     }
 
     /// Whether the kind is served by the cluster (always true offline).
@@ -204,6 +214,9 @@ pub struct DesiredSet {
     pub notes: Vec<String>,
     /// Where it came from.
     pub origin: Origin,
+    /// What its objects need to exist (their Namespaces, CRDs and `depends-on` references):
+    /// kpt prunes none of it ([`Needs`]).
+    pub needs: Needs,
     /// The same identities as Flux v1 wrote them, `<namespace>:<kind>/<name>` (no group: see
     /// [`DesiredSet::holds_flux_v1`]).
     flux_v1_ids: HashSet<String>,
@@ -224,6 +237,7 @@ impl DesiredSet {
             unplaced: Vec::new(),
             notes: Vec::new(),
             origin,
+            needs: Needs::default(),
             flux_v1_ids: HashSet::new(),
         };
         for manifest in manifests {
@@ -253,6 +267,7 @@ impl DesiredSet {
                             written.unwrap_or_default()
                         ));
                     }
+                    set.needs.add(&id, manifest, scopes.crd_of(&id.group, &id.kind));
                     set.insert(id);
                 }
                 Err(why) => set.unresolved.push(why),
@@ -274,6 +289,7 @@ impl DesiredSet {
             unplaced: Vec::new(),
             notes: Vec::new(),
             origin,
+            needs: Needs::default(),
             flux_v1_ids: HashSet::new(),
         };
         for id in ids {

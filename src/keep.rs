@@ -19,6 +19,7 @@ use serde::Serialize;
 
 use crate::classify::Recorded;
 use crate::collect::Listed;
+use crate::desired::Needs;
 use crate::graph::{full_mark, full_marks, MemberRecord};
 use crate::identity::ObjectId;
 use crate::policy::{owned_by, tool_keeps};
@@ -298,6 +299,9 @@ pub enum Question<'a> {
         /// The stack the desired set describes, when one was named: what another stack or tool
         /// also marks is not its alone to prune.
         stack: Option<&'a ComparedStack>,
+        /// What the objects of the new desired set need (kpt prunes none of it: see
+        /// [`kpt_needed`]), when a desired set was given.
+        needs: Option<&'a Needs>,
     },
     /// Does a member of the stacks torn down go with them? `claims`: those stacks that mark it.
     Teardown {
@@ -474,13 +478,39 @@ pub fn marked_elsewhere(object: &Listed, context: &Context) -> Option<KeepReason
 }
 
 /// Rule: the tracking tools' own rules (Argo CD `Prune=false`, Helm hooks, kapp, Flux v1 gc
-/// marks: [`crate::policy`]), asked for every tool that marks the object and the one named.
+/// marks: [`crate::policy`]; kpt's prune filters: [`kpt_needed`]), asked for every tool that
+/// marks the object and the one named.
 pub fn tool_rules(object: &Listed, context: &Context) -> Option<KeepReason> {
     let tracker = match &context.question {
         Question::Orphan { tracker, .. } => *tracker,
         Question::Teardown { .. } => None,
     };
-    tool_keeps(object, tracker).map(|why| KeepReason::ToolWouldKeep { why })
+    tool_keeps(object, tracker)
+        .or_else(|| kpt_needed(object, context))
+        .map(|why| KeepReason::ToolWouldKeep { why })
+}
+
+/// kpt's prune filters, in an orphan search of a kpt stack (the tracker named, or the object's
+/// own mark): kpt never prunes what the objects it applies need. A Namespace that objects of
+/// the new desired set live in (cli-utils `pkg/apply/filter/local-namespaces-filter.go`,
+/// "namespace still in use"), and an object a desired object depends on, explicitly
+/// (`depends-on`) or as the CRD of its kind (`pkg/apply/filter/dependency-filter.go`: a
+/// dependent scheduled for apply skips the prune). Teardowns delete every member, as
+/// `kpt live destroy` does, which has neither filter. Flux and kubectl ApplySet prune have none.
+pub fn kpt_needed(object: &Listed, context: &Context) -> Option<String> {
+    let Question::Orphan {
+        tracker,
+        needs: Some(needs),
+        ..
+    } = &context.question
+    else {
+        return None;
+    };
+    let kpt = tracker.is_some_and(|t| t.preset == Preset::Kpt)
+        || crate::trackers::marks(&object.meta)
+            .iter()
+            .any(|mark| mark.preset == Preset::Kpt);
+    kpt.then(|| needs.why(&object.id())).flatten()
 }
 
 /// Rule: a member of a stack torn down whose tool would leave it behind when the stack is

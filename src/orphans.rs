@@ -13,7 +13,7 @@ use crate::cli::{DesiredArgs, ManifestArgs};
 use crate::collect::{collect, Collection, ListOptions, ListScope, Listed};
 use crate::keep::{ComparedStack, KeepReason};
 // Until `warn_unlisted` and the session have their library homes (issue 12, helper `arch`).
-use crate::desired::{validate_identities, DesiredSet, Origin, Scopes};
+use crate::desired::{validate_identities, DesiredSet, Needs, Origin, Scopes};
 use crate::error::{is_not_found, UserError};
 use crate::inventory::{self, InventoryRef, StackRecord};
 use crate::listing::warn_unlisted;
@@ -40,6 +40,9 @@ pub struct OrphanReport {
     /// The tracker the user named (`--tracker`, its namespace defaulted): its tool's rules apply
     /// when the orphans are planned and re-checked, as when they were classified.
     pub tracker: Option<Tracker>,
+    /// What the objects of the desired sets the orphans were judged against need (kpt prunes
+    /// none of it: [`crate::keep::kpt_needed`]), for the plan and its re-check.
+    pub needs: Needs,
 }
 
 impl OrphanReport {
@@ -138,6 +141,11 @@ pub async fn find(
         );
     }
     let mut digest = DesiredDigest::of(&desired);
+    let mut needs = desired
+        .manifests
+        .as_ref()
+        .map(|set| set.needs.clone())
+        .unwrap_or_default();
     let mut classified = match manifests.as_deref() {
         Some(manifests) if judged_by_labels(&desired) => {
             let judged = Judged {
@@ -145,7 +153,7 @@ pub async fn find(
                 manifests,
                 as_built: desired_args.as_built,
             };
-            classify_by_recorded_stack(&collection.objects, &judged, session, &mut digest).await
+            classify_by_recorded_stack(&collection.objects, &judged, session, (&mut digest, &mut needs)).await
         }
         _ => classify(&collection.objects, &desired),
     };
@@ -158,6 +166,7 @@ pub async fn find(
         selection: selection.describe(),
         scope: scope_words(&session.scope),
         tracker: selection.tracker.clone(),
+        needs,
     })
 }
 
@@ -504,7 +513,7 @@ async fn classify_by_recorded_stack(
     objects: &[Listed],
     judged: &Judged<'_>,
     session: &Session,
-    digest: &mut DesiredDigest,
+    (digest, needs): (&mut DesiredDigest, &mut Needs),
 ) -> Vec<Classified> {
     let base = judged.base;
     let mut stacks: HashMap<(Preset, MarkValue), StackJudgement> = HashMap::new();
@@ -516,6 +525,9 @@ async fn classify_by_recorded_stack(
                 let judgement = stack_judgement(&key.0, &key.1, judged, session).await;
                 if let Ok(desired) = &judgement {
                     digest.add(desired);
+                    if let Some(set) = &desired.manifests {
+                        needs.extend(&set.needs);
+                    }
                 }
                 stacks.insert(key.clone(), judgement);
             }

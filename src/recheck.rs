@@ -42,6 +42,8 @@ pub struct Recheck {
     trackers: Trackers,
     /// The tracker an orphan prune named: its tool's rules apply as in the plan.
     tracker: Option<crate::trackers::Tracker>,
+    /// What an orphan prune's desired set needs: kpt's prune filters apply as in the plan.
+    needs: crate::desired::Needs,
     recorded_stacks: HashSet<ObjectId>,
     depends_on: HashMap<ObjectId, Vec<ObjectId>>,
     trackers_of: HashMap<ObjectId, Vec<ObjectId>>,
@@ -77,6 +79,7 @@ impl Recheck {
             torn_down: plan.torn_down.clone(),
             trackers: plan.trackers.clone(),
             tracker: plan.tracker.clone(),
+            needs: plan.needs.clone(),
             recorded_stacks: plan.recorded_stacks.clone(),
             depends_on: plan.depends_on.clone(),
             trackers_of: plan.trackers_of.clone(),
@@ -458,6 +461,7 @@ impl Recheck {
                 recorded: None,
                 compared: true,
                 stack: None,
+                needs: Some(&self.needs),
             },
             false => Question::Teardown {
                 claims: claims_now(&records),

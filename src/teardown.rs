@@ -9,6 +9,7 @@ mod keeps;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::collect::Listed;
+use crate::desired::Needs;
 use crate::discovery::Catalog;
 use crate::error::{exit, UserError};
 use crate::execute::Target;
@@ -51,6 +52,9 @@ pub struct PrunePlan {
     /// The tracker an orphan prune named (`--tracker`): its tool's rules apply in the re-check
     /// as in the plan. `None` for a teardown.
     pub tracker: Option<Tracker>,
+    /// What the objects of an orphan prune's desired set need (kpt prunes none of it:
+    /// [`crate::keep::kpt_needed`]): the re-check asks it as the plan did. Empty for a teardown.
+    pub needs: Needs,
     /// The planned tracking objects whose tool's record bounded their members: one whose
     /// record is gone by the re-check no longer says what its tool would delete.
     pub recorded_stacks: HashSet<ObjectId>,
@@ -95,9 +99,10 @@ pub enum Mode {
     /// Named stacks, their members and their dependents; with the keys of named stacks whose
     /// tracking object is already gone (a run again after a partial teardown).
     Teardown(Vec<(Preset, MarkValue)>),
-    /// Orphans of a desired set, with the tracker the user named (its tool's rules apply: the
-    /// keep chain asks them of every planned orphan, as when it was classified).
-    Orphans(Option<Tracker>),
+    /// Orphans of a desired set, with the tracker the user named and what the desired set's
+    /// objects need (its tool's rules apply: the keep chain asks them of every planned orphan,
+    /// as when it was classified).
+    Orphans(Option<Tracker>, Needs),
 }
 
 /// The tracker key of a listed object that is a tracking object itself (Kustomization,
@@ -131,9 +136,9 @@ pub fn plan(
         .map(|(&i, _)| i)
         .collect();
     let teardown = matches!(mode, Mode::Teardown(_));
-    let orphan_tracker = match &mode {
-        Mode::Orphans(tracker) => tracker.clone(),
-        Mode::Teardown(_) => None,
+    let (orphan_tracker, needs) = match &mode {
+        Mode::Orphans(tracker, needs) => (tracker.clone(), needs.clone()),
+        Mode::Teardown(_) => (None, Needs::default()),
     };
     for (index, why) in chosen {
         let Some(object) = object_of(index) else { continue };
@@ -149,6 +154,7 @@ pub fn plan(
                     recorded: None,
                     compared: true,
                     stack: None,
+                    needs: Some(&needs),
                 },
             },
             trackers: Some(&trackers),
@@ -269,6 +275,7 @@ pub fn plan(
         torn_down,
         trackers,
         tracker: orphan_tracker,
+        needs,
         recorded_stacks: indices
             .iter()
             .filter(|i| graph.inventories.contains_key(i))

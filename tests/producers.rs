@@ -201,3 +201,207 @@ fn a_kubectl_applyset_is_read_pruned_like_kubectl_and_torn_down_in_order() {
     );
     assert!(!exists("secret", Some(n), set));
 }
+
+/// kpt's own answer for the next version of a package: `kpt live apply --dry-run` of `next`
+/// with the package's inventory (its Kptfile and resourcegroup.yaml copied beside it).
+fn kpt_dry_run(package: &Path, next: &Path) -> String {
+    for file in ["Kptfile", "resourcegroup.yaml"] {
+        std::fs::copy(package.join(file), next.join(file)).unwrap();
+    }
+    let dry = kpt(&[
+        "live",
+        "apply",
+        next.to_str().unwrap(),
+        "--install-resource-group=false",
+        "--dry-run",
+    ]);
+    assert_eq!(dry.code, 0, "{}\n{}", dry.stdout, dry.stderr);
+    dry.stdout
+}
+
+/// Deletes a cluster-scoped object a test made, when the test ends (passed or not) and before
+/// the binary goes on: a kpt-marked Namespace or CRD left behind would join another test's
+/// `--tracker kpt` selection.
+struct Leftover(&'static str, String);
+
+impl Drop for Leftover {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", self.0, &self.1, "--ignore-not-found", "--timeout=60s"]);
+    }
+}
+
+/// A directory holding these files.
+fn files(named: &[(&str, &str)]) -> PathBuf {
+    let dir = std::env::temp_dir().join(unique("pkg"));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, text) in named {
+        write(&dir, name, text);
+    }
+    dir
+}
+
+/// `orphans -A` of the kpt inventory (`flag` is `--tracker` or `--inventory`) against `next`,
+/// with the skipped objects: the orphans' names, and the skipped entry named `name`.
+fn kpt_orphans(flag: &str, id: &str, next: &Path, name: &str) -> (Vec<String>, serde_json::Value) {
+    let inventory = format!("kpt={id}");
+    let next = next.to_str().unwrap();
+    let args = [
+        "orphans",
+        "-A",
+        flag,
+        &inventory,
+        "-f",
+        next,
+        "-o",
+        "json",
+        "--show-skipped",
+    ];
+    let report = stack(&args);
+    assert!(
+        report.code == 0 || report.code == 1,
+        "{}\n{}",
+        report.stdout,
+        report.stderr
+    );
+    let document: serde_json::Value = serde_json::from_str(&report.stdout).expect("orphans -o json");
+    let orphans = document["orphans"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            format!(
+                "{}/{}",
+                e["kind"].as_str().unwrap_or_default(),
+                e["name"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    let skipped = document["skipped"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"] == name)
+        .cloned()
+        .unwrap_or_default();
+    (orphans, skipped)
+}
+
+/// An orphan prune of the kpt inventory against `next`, as the user runs it.
+fn kpt_prune(flag: &str, id: &str, next: &Path) {
+    let inventory = format!("kpt={id}");
+    let pruned = stack(&["prune", "-A", flag, &inventory, "-f", next.to_str().unwrap(), "--yes"]);
+    assert_eq!(pruned.code, 0, "{}\n{}", pruned.stdout, pruned.stderr);
+}
+
+/// Issue 24 (kpt prune filters), a: the package held Namespace `kns` and ConfigMap `kns/old`;
+/// the next holds only ConfigMap `kns/new`. kpt prunes `old` and keeps `kns`: cli-utils
+/// `pkg/apply/filter/local-namespaces-filter.go` ("namespace still in use"). So do `orphans`
+/// and `prune`, naming the inventory either way.
+#[test]
+fn a_kpt_orphan_prune_keeps_the_namespace_the_next_package_lives_in() {
+    let _logs = start();
+    ensure_resource_group();
+    let home = Namespace::new("kpt-home");
+    let kns = unique("kns");
+    let _kns = Leftover("namespace", kns.clone());
+    let cm = |name: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {kns}}}\n");
+    let package = files(&[
+        (
+            "ns.yaml",
+            &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {kns}}}\n"),
+        ),
+        ("old.yaml", &cm("old")),
+    ]);
+    let id = unique("kpt-id");
+    kpt_live_apply(&package, &home.0, &id, true);
+    let next = files(&[("new.yaml", &cm("new"))]);
+    let dry = kpt_dry_run(&package, &next);
+    assert!(dry.contains(&format!("namespace/{kns} prune skipped")), "{dry}");
+    assert!(dry.contains("configmap/old prune successful"), "{dry}");
+    for flag in ["--tracker", "--inventory"] {
+        let (orphans, skipped) = kpt_orphans(flag, &id, &next, &kns);
+        assert_eq!(orphans, ["ConfigMap/old"], "{flag}");
+        assert_eq!(skipped["reason"], "toolWouldKeep", "{flag}: {skipped}");
+        let why = skipped["why"].as_str().unwrap_or_default();
+        assert!(why.contains(&format!("namespace still in use: {kns}")), "{flag}: {why}");
+    }
+    kpt_prune("--inventory", &id, &next);
+    assert!(!exists("configmap", Some(&kns), "old"));
+    assert!(exists("namespace", None, &kns), "kpt keeps {kns}");
+}
+
+/// Issue 24 (kpt prune filters), b: the package held ConfigMaps `dep-target` and `user`; the
+/// next drops `dep-target` and gives `user` a `depends-on` naming it. kpt keeps `dep-target`:
+/// cli-utils `pkg/apply/filter/dependency-filter.go` (a dependent scheduled for apply).
+#[test]
+fn a_kpt_orphan_prune_keeps_what_the_next_package_depends_on() {
+    let _logs = start();
+    ensure_resource_group();
+    let ns = Namespace::new("kpt-dep");
+    let n = &ns.0;
+    let cm = |name: &str, annotations: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {n}\n  annotations: {{{annotations}}}\n")
+    };
+    let package = files(&[
+        ("target.yaml", &cm("dep-target", "")),
+        ("user.yaml", &cm("user", "")),
+        ("gone.yaml", &cm("gone", "")),
+    ]);
+    let id = unique("kpt-id");
+    kpt_live_apply(&package, n, &id, true);
+    let depends = format!("config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/dep-target");
+    let next = files(&[("user.yaml", &cm("user", &depends))]);
+    let dry = kpt_dry_run(&package, &next);
+    assert!(dry.contains("configmap/dep-target prune skipped"), "{dry}");
+    assert!(dry.contains("configmap/gone prune successful"), "{dry}");
+    let (orphans, skipped) = kpt_orphans("--tracker", &id, &next, "dep-target");
+    assert_eq!(orphans, ["ConfigMap/gone"]);
+    assert_eq!(skipped["reason"], "toolWouldKeep", "{skipped}");
+    let why = skipped["why"].as_str().unwrap_or_default();
+    assert!(why.contains("dependent scheduled for apply"), "{why}");
+    assert!(why.contains(&format!("ConfigMap/{n}/user")), "{why}");
+    kpt_prune("--tracker", &id, &next);
+    assert!(!exists("configmap", Some(n), "gone"));
+    assert!(exists("configmap", Some(n), "dep-target"), "kpt keeps dep-target");
+}
+
+/// Issue 24 (kpt prune filters), c: the package held the CRD of `Thing`; the next holds only a
+/// `Thing`. kpt keeps the CRD (cli-utils `pkg/object/graph/depends.go` `addCRDEdges`: the
+/// custom resource depends on its definition; `dependency-filter.go` skips its prune).
+#[test]
+fn a_kpt_orphan_prune_keeps_the_crd_of_the_next_package_s_custom_resources() {
+    let _logs = start();
+    ensure_resource_group();
+    let ns = Namespace::new("kpt-crd");
+    let n = &ns.0;
+    let group = format!("{}.example.com", unique("x"));
+    let crd_name = format!("things.{group}");
+    let _crd = Leftover("crd", crd_name.clone());
+    let crd = format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: {crd_name}}}\nspec:\n  group: {group}\n  scope: Namespaced\n  names: {{plural: things, singular: thing, kind: Thing, listKind: ThingList}}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}\n"
+    );
+    let package = files(&[("crd.yaml", &crd)]);
+    let id = unique("kpt-id");
+    kpt_live_apply(&package, n, &id, true);
+    wait_established(&[&format!("crd/{crd_name}")], &crd_name);
+    let thing = format!("apiVersion: {group}/v1\nkind: Thing\nmetadata: {{name: t, namespace: {n}}}\n");
+    let next = files(&[("thing.yaml", &thing)]);
+    let dry = kpt_dry_run(&package, &next);
+    assert!(dry.contains("prune skipped"), "{dry}");
+    let (orphans, skipped) = kpt_orphans("--tracker", &id, &next, &crd_name);
+    assert!(orphans.is_empty(), "{orphans:?}");
+    assert_eq!(skipped["reason"], "toolWouldKeep", "{skipped}");
+    let why = skipped["why"].as_str().unwrap_or_default();
+    assert!(why.contains("dependent scheduled for apply"), "{why}");
+    assert!(why.contains(&format!("Thing.{group}/{n}/t")), "{why}");
+    let inventory = format!("kpt={id}");
+    let next_text = next.to_str().unwrap();
+    let pruned = stack(&["prune", "-A", "--tracker", &inventory, "-f", next_text, "--yes"]);
+    assert_eq!(pruned.code, 0, "{}\n{}", pruned.stdout, pruned.stderr);
+    assert!(
+        exists("crd", None, &crd_name),
+        "kpt keeps {crd_name}: {}",
+        pruned.stderr
+    );
+    kubectl(&["delete", "crd", &crd_name, "--wait=false"]);
+}

@@ -502,7 +502,7 @@ fn orphans_start(world: &World, cluster: &Cluster) -> Option<Start> {
     let mut start = Start {
         chosen: HashMap::new(),
         kept: Vec::new(),
-        mode: Mode::Orphans(None),
+        mode: Mode::Orphans(None, Default::default()),
         members: false,
     };
     for classified in classify(&selected, &desired) {

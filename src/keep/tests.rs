@@ -34,6 +34,7 @@ fn orphan_question() -> Context<'static> {
             recorded: None,
             compared: true,
             stack: None,
+            needs: None,
         },
         trackers: None,
     }
@@ -121,6 +122,7 @@ fn an_orphan_search_with_a_record_keeps_what_it_does_not_hold_or_that_lost_its_m
             recorded: Some(&recorded),
             compared,
             stack: None,
+            needs: None,
         },
         trackers: None,
     };
@@ -401,6 +403,7 @@ fn an_orphan_prune_of_one_stack_keeps_what_another_stack_or_tool_marks_too() {
                 recorded: None,
                 compared: true,
                 stack: Some(stack),
+                needs: None,
             },
             trackers: None,
         };
@@ -431,6 +434,7 @@ fn an_orphan_prune_of_one_stack_keeps_what_another_stack_or_tool_marks_too() {
             recorded: None,
             compared: true,
             stack: Some(&flux),
+            needs: None,
         },
         trackers: None,
     };
@@ -456,4 +460,89 @@ fn an_orphan_prune_of_one_stack_keeps_what_another_stack_or_tool_marks_too() {
     };
     assert_eq!(ask(&release_member, &named("flux-helm=h.web", vec![release])), None);
     assert!(ask(&release_member, &named("flux-helm=h.web", Vec::new())).is_some());
+}
+
+/// kpt's prune filters (cli-utils `pkg/apply/filter/local-namespaces-filter.go`,
+/// `pkg/apply/filter/dependency-filter.go`): an orphan prune of a kpt stack keeps what the new
+/// desired set needs — the Namespace its objects live in, what their `depends-on` names, the CRD
+/// of their kind — and only for kpt: Flux and ApplySet prune have no such filter.
+#[test]
+fn a_kpt_orphan_prune_keeps_what_the_new_desired_set_needs() {
+    use crate::desired::{DesiredSet, Origin, Scopes};
+    use crate::discovery::{Catalog, DiscoverySource};
+    let manifests = crate::manifest::parse_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: user\n  namespace: kns\n  annotations:\n    config.kubernetes.io/depends-on: /namespaces/default/ConfigMap/dep-target\n---\napiVersion: x.example.com/v1\nkind: Thing\nmetadata: {name: t, namespace: kns}\n",
+        "next.yaml",
+    )
+    .expect("manifests");
+    let catalog = Catalog::new(
+        vec![kind("", "ConfigMap", true), kind("x.example.com", "Thing", true)],
+        vec![],
+        DiscoverySource::PerGroup,
+    );
+    let set = DesiredSet::from_manifests(
+        &manifests,
+        &Scopes::new(Some(&catalog), &manifests),
+        "default",
+        Origin::Manifests,
+    );
+    let kpt = Tracker::parse("kpt=inv-1").expect("tracker");
+    let flux = Tracker::parse("flux=apps.flux-system").expect("tracker");
+    let ask = |object: &Listed, tracker: &Tracker| {
+        let context = Context {
+            question: Question::Orphan {
+                tracker: Some(tracker),
+                recorded: None,
+                compared: true,
+                stack: None,
+                needs: Some(&set.needs),
+            },
+            trackers: None,
+        };
+        reason(object, &context).map(|r| r.to_string())
+    };
+    let cluster_scoped = |group: &str, kind_name: &str, name: &str| {
+        Listed::new(
+            Arc::new(kind(group, kind_name, false)),
+            ObjectMeta {
+                name: Some(name.into()),
+                uid: Some(format!("uid-{name}")),
+                ..meta(&[], &[("config.k8s.io/owning-inventory", "inv-1")])
+            },
+        )
+    };
+    let namespace = cluster_scoped("", "Namespace", "kns");
+    let crd = cluster_scoped(
+        "apiextensions.k8s.io",
+        "CustomResourceDefinition",
+        "things.x.example.com",
+    );
+    let mut target = config_map("dep-target", meta(&[], &[("config.k8s.io/owning-inventory", "inv-1")]));
+    target.meta.namespace = Some("default".into());
+    let why = |object: &Listed| ask(object, &kpt).unwrap_or_default();
+    assert!(
+        why(&namespace).contains("namespace still in use: kns"),
+        "{}",
+        why(&namespace)
+    );
+    assert!(
+        why(&target).contains("dependent scheduled for apply"),
+        "{}",
+        why(&target)
+    );
+    assert!(why(&target).contains("ConfigMap/kns/user"), "{}", why(&target));
+    assert!(why(&crd).contains("dependent scheduled for apply"), "{}", why(&crd));
+    assert!(why(&crd).contains("Thing.x.example.com/kns/t"), "{}", why(&crd));
+    // What nothing desired needs is an orphan; Flux's prune keeps none of these.
+    let mut other = namespace.clone();
+    other.meta.name = Some("elsewhere".into());
+    assert_eq!(ask(&other, &kpt), None);
+    let unmarked = |object: &Listed| {
+        let mut object = object.clone();
+        object.meta.annotations = None;
+        object
+    };
+    for object in [&namespace, &target, &crd] {
+        assert_eq!(ask(&unmarked(object), &flux), None, "{}", object.id());
+    }
 }

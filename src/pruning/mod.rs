@@ -161,6 +161,7 @@ async fn orphan_planning(
 ) -> Result<(Planning, ListScope), UserError> {
     let (infer, accept_unlisted) = (request.infer, request.skip_unlisted);
     let tracker = report.tracker.clone();
+    let needs = report.needs.clone();
     let mut kept = Vec::new();
     let mut targets = HashMap::new();
     for classified in &report.classified {
@@ -202,7 +203,7 @@ async fn orphan_planning(
         live,
         chosen,
         kept,
-        mode: Mode::Orphans(tracker),
+        mode: Mode::Orphans(tracker, needs),
     };
     Ok((planning, others.scope))
 }

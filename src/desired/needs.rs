@@ -1,0 +1,90 @@
+//! What the objects of a new desired set need to exist, as kpt (cli-utils) reads it from the
+//! objects it applies: their `config.kubernetes.io/depends-on` references, the Namespaces they
+//! live in, and the CRDs of their kinds (cli-utils `pkg/object/graph/depends.go`:
+//! `addDependsOnEdges`, `addNamespaceEdges`, `addCRDEdges`). kpt never prunes what the objects it
+//! applies need: `pkg/apply/filter/local-namespaces-filter.go` (`LocalNamespacesFilter`, "namespace
+//! still in use") skips a Namespace that applied objects live in, and
+//! `pkg/apply/filter/dependency-filter.go` (`DependencyFilter`) skips an object an applied object
+//! depends on ("dependent scheduled for apply"). Flux (fluxcd/pkg `ssa`) and kubectl's ApplySet
+//! prune have no such filter: only kpt's rule asks [`Needs`] (see [`crate::keep::tool_rules`]).
+
+use std::collections::HashMap;
+
+use crate::graph::{parse_depends_on, KPT_DEPENDS_ON};
+use crate::identity::ObjectId;
+use crate::manifest::Manifest;
+
+/// Why a desired object needs another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Need {
+    /// Objects of the desired set live in this Namespace.
+    Namespace,
+    /// A desired object depends on it: its `depends-on` names it.
+    DependsOn {
+        /// The desired object.
+        dependent: ObjectId,
+    },
+    /// A desired object is a custom resource this CRD defines.
+    Definition {
+        /// The desired object.
+        dependent: ObjectId,
+    },
+}
+
+/// What the objects of a desired set need, by the identity of what they need.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Needs {
+    needed: HashMap<ObjectId, Need>,
+}
+
+impl Needs {
+    /// Adds what one resolved desired object needs: its Namespace, the CRD of its kind
+    /// (`crd`: the CRD's name, `plural.group`, when its kind is a custom one the cluster
+    /// serves) and what its `depends-on` names (parsed as cli-utils parses it; a malformed
+    /// annotation names nothing, as cli-utils adds no edge for it).
+    pub fn add(&mut self, id: &ObjectId, manifest: &Manifest, crd: Option<String>) {
+        if let Some(namespace) = &id.namespace {
+            self.insert(ObjectId::new("", "Namespace", None, namespace), Need::Namespace);
+        }
+        if let Some(crd) = crd {
+            let definition = ObjectId::new("apiextensions.k8s.io", "CustomResourceDefinition", None, &crd);
+            self.insert(definition, Need::Definition { dependent: id.clone() });
+        }
+        let references = manifest.annotation(KPT_DEPENDS_ON).map(parse_depends_on);
+        for reference in references.into_iter().flat_map(Result::unwrap_or_default) {
+            self.insert(reference, Need::DependsOn { dependent: id.clone() });
+        }
+    }
+
+    fn insert(&mut self, id: ObjectId, need: Need) {
+        self.needed.entry(id).or_insert(need);
+    }
+
+    /// Adds every need of another desired set (a run that judges several stacks).
+    pub fn extend(&mut self, other: &Needs) {
+        for (id, need) in &other.needed {
+            self.insert(id.clone(), need.clone());
+        }
+    }
+
+    /// Why the desired set needs this object, in kpt's words, if it does.
+    pub fn why(&self, id: &ObjectId) -> Option<String> {
+        Some(match self.needed.get(id)? {
+            Need::Namespace => format!(
+                "kpt: prune skipped: namespace still in use: {} (objects of the new desired set live in it)",
+                id.name
+            ),
+            Need::DependsOn { dependent } => {
+                format!("kpt: prune skipped: dependent scheduled for apply: {dependent} depends on it (depends-on)")
+            }
+            Need::Definition { dependent } => {
+                format!("kpt: prune skipped: dependent scheduled for apply: {dependent} is of the kind it defines")
+            }
+        })
+    }
+
+    /// Whether nothing is needed.
+    pub fn is_empty(&self) -> bool {
+        self.needed.is_empty()
+    }
+}
