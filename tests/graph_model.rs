@@ -1361,6 +1361,7 @@ metadata: {{name: x-cluster-owner, namespace: {n}, labels: {sb}, ownerReferences
     ] {
         assert!(exists("configmap", Some(&n), name), "{name}: {}", held.stderr);
     }
+}
 
 /// Review finding F2 (issue 25): the CRD is tracked by no stack (installed from a Helm chart's
 /// `crds/`, by an operator, or by a Kustomization out of scope). Stack `op` holds the operator:
