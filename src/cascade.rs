@@ -228,6 +228,7 @@ pub async fn find_cascades(
     client: &Client,
     catalog: &Catalog,
     planned_objects: impl IntoIterator<Item = (ObjectId, String)>,
+    counted: &owners::Counted<'_>,
     options: ListOptions,
 ) -> (Vec<Cascade>, Vec<Listed>) {
     let mut planned = Planned::default();
@@ -262,7 +263,7 @@ pub async fn find_cascades(
             failure.failure
         );
     }
-    for cascade in owners::owner_cascades(&owned.objects, &planned, &names) {
+    for cascade in owners::owner_cascades(&owned.objects, &planned, &names, counted) {
         let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
         taken.extend(owned.objects.iter().filter(|o| victims.contains(o.uid())).cloned());
         found.push(cascade);

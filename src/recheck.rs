@@ -17,7 +17,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use kube::Client;
 
-use crate::cascade::owners::{owned_around, owner_cascades};
+use crate::cascade::owners::{owned_around, owner_cascades, Counted};
 use crate::cascade::{contents, unknown_content, victims, Planned};
 use crate::classify::Recorded;
 use crate::collect::{collect_kinds, ListOptions, ListScope, Listed};
@@ -50,6 +50,9 @@ pub struct Recheck {
     keep_suspended: HashSet<ObjectId>,
     planned: Planned,
     accepted_victims: HashSet<String>,
+    /// What the plan keeps: a child a controller made that the plan keeps is a victim of its
+    /// owner all the same (see [`crate::cascade::owners::Counted`]).
+    kept: HashSet<ObjectId>,
     /// The UID of each accepted cascade victim, with the UID of the planned Namespace or CRD
     /// that takes it.
     victim_holders: HashMap<String, String>,
@@ -94,6 +97,7 @@ impl Recheck {
                 .flat_map(|c| c.victims.iter().map(|v| v.uid.clone()))
                 .collect(),
             victim_holders: victim_holders(plan),
+            kept: plan.kept.iter().map(|k| k.id.clone()).collect(),
             withheld: HashMap::new(),
             planned_uids: plan
                 .waves
@@ -324,7 +328,11 @@ impl Recheck {
         };
         let names: HashMap<String, ObjectId> = still.iter().map(|(id, uid)| (uid.clone(), id.clone())).collect();
         let mut taking: HashMap<ObjectId, String> = HashMap::new();
-        for cascade in owner_cascades(&owned.objects, &planned, &names) {
+        let counted = Counted {
+            torn_down: &self.torn_down,
+            kept: &self.kept,
+        };
+        for cascade in owner_cascades(&owned.objects, &planned, &names, &counted) {
             if let Some(victim) = cascade.victims.iter().find(|v| !self.accepted_victims.contains(&v.uid)) {
                 let why = format!(
                     "its deletion would take {} ({}), which is not pruned (found by the re-check)",

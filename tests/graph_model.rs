@@ -1287,6 +1287,8 @@ rules: []
         uid_of("clusterrole", None, &role),
     );
     let by_y = format!("[{{apiVersion: v1, kind: ConfigMap, name: owner-y, uid: {y}}}]");
+    // Order review 5, finding 1: a controller's reference exempts only an unmarked child.
+    let by_y_ctl = format!("[{{apiVersion: v1, kind: ConfigMap, name: owner-y, uid: {y}, controller: true}}]");
     let by_role = format!("[{{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, name: {role}, uid: {r}}}]");
     let sa_kept = "{kustomize.toolkit.fluxcd.io/name: sa, kustomize.toolkit.fluxcd.io/namespace: NS}".replace("NS", &n);
     apply(&format!(
@@ -1305,6 +1307,18 @@ metadata: {{name: x-keep-untracked, namespace: {n}, annotations: {{helm.sh/resou
 apiVersion: v1
 kind: ConfigMap
 metadata: {{name: x-cluster-owner, namespace: {n}, labels: {sb}, ownerReferences: {by_role}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: x-ctl-otherstack, namespace: {n}, labels: {sb}, ownerReferences: {by_y_ctl}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: x-ctl-keep, namespace: {n}, annotations: {{kustomize.toolkit.fluxcd.io/prune: disabled}}, ownerReferences: {by_y_ctl}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: x-ctl-made, namespace: {n}, ownerReferences: {by_y_ctl}}}
 "#
     ));
     let refused = stack(&["prune", "-n", &n, "kustomization/sa", "--yes", "-o", "json"]).expect_code(4);
@@ -1318,7 +1332,14 @@ metadata: {{name: x-cluster-owner, namespace: {n}, labels: {sb}, ownerReferences
     victims.sort();
     assert_eq!(
         victims,
-        ["x-cluster-owner", "x-keep", "x-keep-untracked", "x-otherstack"],
+        [
+            "x-cluster-owner",
+            "x-ctl-keep",
+            "x-ctl-otherstack",
+            "x-keep",
+            "x-keep-untracked",
+            "x-otherstack"
+        ],
         "{}",
         refused.stderr
     );
@@ -1347,7 +1368,7 @@ metadata: {{name: x-cluster-owner, namespace: {n}, labels: {sb}, ownerReferences
     let lines = json_lines(&held.stdout);
     let why = kept_reason(&lines, "ConfigMap", "owner-y").unwrap_or_else(|| panic!("owner-y kept: {}", held.stdout));
     assert!(
-        why.starts_with("--keep-cascading") && why.contains("x-otherstack"),
+        why.starts_with("--keep-cascading") && why.contains("x-ctl-keep"),
         "{why}"
     );
     assert!(kept_reason(&lines, "ClusterRole", &role).is_some(), "{}", held.stdout);

@@ -20,7 +20,9 @@ use super::{why_it_counts, Cascade, Planned, Victim};
 use crate::collect::{collect_where, Collection, ListOptions, ListScope, Listed};
 use crate::discovery::{Catalog, KindInfo};
 use crate::identity::ObjectId;
+use crate::keep::{tracked_elsewhere, TornDown};
 use crate::safeguards::{dies_with_plan, made_by_control_plane};
+use crate::trackers::keep_marker;
 
 /// Where the dependents of `owners` can be: the namespaces of namespaced ones, or every
 /// namespace (and the cluster-scoped kinds) when one of them is cluster-scoped. The flag tells
@@ -76,10 +78,35 @@ pub fn owners_by_uid(objects: &[Listed]) -> HashMap<String, Vec<String>> {
         .collect()
 }
 
+/// What makes an object a controller made count as a victim all the same: a keep marker, the
+/// plan keeping it (`kept`: desired, another stack's, …), or the mark of a stack the plan does not
+/// tear down (`torn_down`; an orphan prune tears none down). Only an unmarked child a controller
+/// made is its owner's to take.
+pub struct Counted<'a> {
+    /// The stacks the plan tears down.
+    pub torn_down: &'a TornDown,
+    /// What the plan keeps.
+    pub kept: &'a HashSet<ObjectId>,
+}
+
+impl Counted<'_> {
+    fn counts(&self, object: &Listed) -> bool {
+        object.controller_owner().is_none()
+            || keep_marker(&object.meta).is_some()
+            || self.kept.contains(&object.id())
+            || tracked_elsewhere(&object.meta, self.torn_down).is_some()
+    }
+}
+
 /// The owner cascades of the plan among the `owned` objects (as [`owned_around`] listed them):
-/// for each planned owner, the objects that die with it and are no victims of nothing else (see
-/// the module). `planned_ids` names the planned objects by UID.
-pub fn owner_cascades(owned: &[Listed], planned: &Planned, planned_ids: &HashMap<String, ObjectId>) -> Vec<Cascade> {
+/// for each planned owner, the objects that die with it and count (see [`Counted`]).
+/// `planned_ids` names the planned objects by UID.
+pub fn owner_cascades(
+    owned: &[Listed],
+    planned: &Planned,
+    planned_ids: &HashMap<String, ObjectId>,
+    counted: &Counted,
+) -> Vec<Cascade> {
     let owners_of = owners_by_uid(owned);
     let services: HashSet<ObjectId> = planned
         .ids
@@ -91,7 +118,7 @@ pub fn owner_cascades(owned: &[Listed], planned: &Planned, planned_ids: &HashMap
     for object in owned {
         if planned.uids.contains(object.uid())
             || object.is_terminating()
-            || object.controller_owner().is_some()
+            || !counted.counts(object)
             || made_by_control_plane(&object.id(), &object.meta, &services).is_some()
             || !dies_with_plan(&object.meta, &planned.uids, &owners_of)
         {
@@ -179,6 +206,7 @@ mod tests {
             object("plain", &[("owner", false)], &[]),
             object("other-stacks", &[("owner", false)], &other),
             object("made", &[("owner", true)], &[]),
+            object("made-but-another-stacks", &[("owner", true)], &other),
             object("second-live-owner", &[("owner", false), ("live", false)], &[]),
             object("down-the-chain", &[("made", true)], &[]),
             object("through-made", &[("made", false)], &[]),
@@ -193,7 +221,13 @@ mod tests {
             ObjectId::new("", "ConfigMap", Some("app"), "owner"),
         )]
         .into();
-        let cascades = owner_cascades(&owned, &planned, &names);
+        let torn_down = TornDown::default();
+        let kept = HashSet::new();
+        let counted = Counted {
+            torn_down: &torn_down,
+            kept: &kept,
+        };
+        let cascades = owner_cascades(&owned, &planned, &names, &counted);
         assert_eq!(cascades.len(), 1);
         assert_eq!(cascades[0].holder.name, "owner");
         let victims: Vec<(&str, &str)> = cascades[0]
@@ -201,11 +235,13 @@ mod tests {
             .iter()
             .map(|v| (v.id.name.as_str(), v.why.as_str()))
             .collect();
-        assert_eq!(victims.len(), 3, "{victims:?}");
-        assert_eq!(victims[0].0, "other-stacks");
-        assert!(victims[0].1.starts_with("another stack's"), "{victims:?}");
-        assert_eq!(victims[1], ("plain", "untracked"));
-        assert_eq!(victims[2], ("through-made", "untracked"));
+        let names: Vec<&str> = victims.iter().map(|(name, _)| *name).collect();
+        assert_eq!(
+            names,
+            ["made-but-another-stacks", "other-stacks", "plain", "through-made"]
+        );
+        assert!(victims[1].1.starts_with("another stack's"), "{victims:?}");
+        assert_eq!(victims[2], ("plain", "untracked"));
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod targets;
 use std::collections::{HashMap, HashSet};
 
 use crate::cascade::find_cascades;
+use crate::cascade::owners::Counted;
 use crate::classify::Verdict;
 use crate::collect::{ListOptions, ListScope, Listed};
 use crate::discovery::Catalog;
@@ -134,8 +135,19 @@ async fn plan_with_cascades(
     loop {
         let mut plan = planning.plan(&session.catalog, &held_back)?;
         let planned = plan.waves.iter().flatten().map(|t| (t.id.clone(), t.uid.clone()));
-        let (cascades, victims) =
-            find_cascades(&session.connection.client, &session.catalog, planned, request.list).await;
+        let kept: HashSet<ObjectId> = plan.kept.iter().map(|k| k.id.clone()).collect();
+        let counted = Counted {
+            torn_down: &plan.torn_down,
+            kept: &kept,
+        };
+        let (cascades, victims) = find_cascades(
+            &session.connection.client,
+            &session.catalog,
+            planned,
+            &counted,
+            request.list,
+        )
+        .await;
         plan.cascades = cascades;
         if planning.add_victims(session, victims).await? {
             continue;
