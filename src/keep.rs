@@ -487,7 +487,23 @@ pub fn tool_rules(object: &Listed, context: &Context) -> Option<KeepReason> {
     };
     tool_keeps(object, tracker)
         .or_else(|| kpt_needed(object, context))
+        .or_else(|| argocd_teardown_keeps(object, context))
         .map(|why| KeepReason::ToolWouldKeep { why })
+}
+
+/// Argo CD's cascade when an Application is deleted (argo-cd `controller/appcontroller.go`
+/// `shouldBeDeleted`: `!kube.IsCRD(obj)`): it never deletes a CustomResourceDefinition (that
+/// would take every custom resource of it), although its sync prunes one. A teardown of an
+/// Argo CD stack keeps its CRDs so.
+pub fn argocd_teardown_keeps(object: &Listed, context: &Context) -> Option<String> {
+    let Question::Teardown { .. } = &context.question else {
+        return None;
+    };
+    let is_crd = object.kind.group == "apiextensions.k8s.io" && object.kind.kind == "CustomResourceDefinition";
+    let argo = crate::trackers::marks(&object.meta)
+        .iter()
+        .any(|mark| mark.preset == Preset::ArgoCd);
+    (is_crd && argo).then(|| "Argo CD never deletes a CRD when its Application is deleted".to_string())
 }
 
 /// kpt's prune filters, in an orphan search of a kpt stack (the tracker named, or the object's

@@ -171,7 +171,15 @@ kind: ConfigMap
 metadata: {{name: not-deleted, namespace: {n}}}
 "#
     ));
-    kubectl_ok(&["delete", "widget", "orders", "-n", n, "--wait=false"]);
+    // Fully qualified: other tests define kinds named Widget in groups of their own.
+    kubectl_ok(&[
+        "delete",
+        "widgets.stack-test.example.com",
+        "orders",
+        "-n",
+        n,
+        "--wait=false",
+    ]);
     let found = stack(&["stuck", "-n", n, "-o", "json"]).expect_code(1);
     let json = found.json();
     let in_namespace = json["stuck"]
@@ -212,26 +220,28 @@ metadata: {{name: not-deleted, namespace: {n}}}
         "unstick",
         "-n",
         n,
-        "widget/orders",
+        "widgets.stack-test.example.com/orders",
         "--all-finalizers",
         "--dry-run=server",
         "--backup-dir",
         backups.to_str().unwrap(),
     ])
     .expect_code(0);
-    assert!(exists("widget", Some(n), "orders"));
+    assert!(exists("widgets.stack-test.example.com", Some(n), "orders"));
     stack(&[
         "unstick",
         "-n",
         n,
-        "widget/orders",
+        "widgets.stack-test.example.com/orders",
         "--all-finalizers",
         "--yes",
         "--backup-dir",
         backups.to_str().unwrap(),
     ])
     .expect_code(0);
-    wait_until(Duration::from_secs(20), || !exists("widget", Some(n), "orders"));
+    wait_until(Duration::from_secs(20), || {
+        !exists("widgets.stack-test.example.com", Some(n), "orders")
+    });
 }
 
 #[tokio::test(flavor = "multi_thread")]

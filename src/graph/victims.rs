@@ -76,17 +76,11 @@ impl Graph {
         planned: &dyn Fn(usize) -> bool,
         held: &HashMap<usize, Vec<usize>>,
     ) -> HashMap<usize, Vec<usize>> {
-        let by_uid: HashMap<&str, usize> = self
-            .nodes
-            .iter()
-            .enumerate()
-            .filter_map(|(index, node)| node.uid.as_deref().map(|uid| (uid, index)))
-            .collect();
         let chain = OwnerChain {
             graph: self,
             planned,
             held,
-            by_uid,
+            by_uid: self.nodes_by_uid(),
         };
         self.owners
             .keys()
@@ -125,9 +119,6 @@ impl Graph {
     /// Every edge orders (as in [`crate::plan::deletion_order`]).
     pub fn victim_orders(&self, planned: &HashSet<usize>) -> Vec<VictimOrder> {
         let holders = self.dying_victims(|index| planned.contains(&index));
-        if holders.is_empty() {
-            return Vec::new();
-        }
         let mut found = Vec::new();
         for edge in self.all_edges() {
             if let Some(taken_by) = holders.get(&edge.from) {
@@ -158,9 +149,64 @@ impl Graph {
                 }
             }
         }
+        found.extend(self.early_orders(planned));
         found.sort();
         found.dedup();
         found
+    }
+
+    /// Rule "what dies goes before what it needs", for planned nodes the garbage collector takes
+    /// before their own wave: an operator Deployment owned by a planned object of an earlier wave
+    /// (OLM's ClusterServiceVersion) dies with that owner, so every planned object that needs it
+    /// goes before the owner (order review 5, finding 2).
+    fn early_orders(&self, planned: &HashSet<usize>) -> Vec<VictimOrder> {
+        let is_planned = |index: usize| planned.contains(&index);
+        let held = self.held_victims(&is_planned);
+        let chain = OwnerChain {
+            graph: self,
+            planned: &is_planned,
+            held: &held,
+            by_uid: self.nodes_by_uid(),
+        };
+        let early: HashMap<usize, Vec<usize>> = self
+            .owners
+            .keys()
+            .filter(|index| planned.contains(index))
+            .filter_map(|&index| {
+                let roots = chain.planned_owners(&Owner::Node(index), &mut HashSet::new())?;
+                let roots: Vec<usize> = roots.into_iter().filter(|&root| root != index).collect();
+                (!roots.is_empty()).then_some((index, roots))
+            })
+            .collect();
+        if early.is_empty() {
+            return Vec::new();
+        }
+        let mut found = Vec::new();
+        for edge in self.all_edges().filter(|e| planned.contains(&e.from)) {
+            let Some(owners) = early.get(&edge.to) else { continue };
+            found.extend(
+                owners
+                    .iter()
+                    .filter(|&&owner| owner != edge.from)
+                    .map(|&owner| VictimOrder {
+                        before: edge.from,
+                        after: owner,
+                        victim: edge.to,
+                        holder: owner,
+                        kind: edge.kind,
+                    }),
+            );
+        }
+        found
+    }
+
+    /// The node of each UID.
+    fn nodes_by_uid(&self) -> HashMap<&str, usize> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(index, node)| node.uid.as_deref().map(|uid| (uid, index)))
+            .collect()
     }
 
     /// Why a planned node goes before another because of a cascade victim (see
@@ -355,6 +401,40 @@ mod tests {
             &BuildOptions::default(),
         );
         assert!(with_live_owner.dying_by_owners(|i| i == 0).is_empty());
+    }
+
+    /// Order review 5, finding 2: a planned operator Deployment owned by a planned object (OLM's
+    /// ClusterServiceVersion) dies with that owner, whatever its own wave: what needs it goes
+    /// before the owner.
+    #[test]
+    fn what_needs_a_planned_object_its_owner_takes_early_goes_before_that_owner() {
+        let with_uid = |mut input: NodeInput, uid: &str| {
+            input.uid = Some(uid.to_string());
+            input
+        };
+        let csv = with_uid(input("", "ConfigMap", Some("op"), "csv", Some("a")), "uid-csv");
+        let mut operator = with_uid(
+            input("", "ConfigMap", Some("op"), "operator", Some("a")),
+            "uid-operator",
+        );
+        operator.owners.push("uid-csv".into());
+        let mut widget = with_uid(input("", "ConfigMap", Some("op"), "widget", Some("a")), "uid-widget");
+        widget.annotations.insert(
+            crate::graph::KPT_DEPENDS_ON.into(),
+            "/namespaces/op/ConfigMap/operator".into(),
+        );
+        let graph = build(&[csv, operator, widget], &BuildOptions::default());
+        let (csv, operator, widget) = (0, 1, 2);
+        let planned: HashSet<usize> = [csv, operator, widget].into();
+        let order = plan_deletion(&graph, &planned).unwrap();
+        let wave_of = |i: usize| order.waves.iter().position(|w| w.contains(&i));
+        assert!(wave_of(widget) < wave_of(csv), "{:?}", order.waves);
+        assert!(wave_of(widget) < wave_of(operator), "{:?}", order.waves);
+        let why = graph.victim_reason(widget, &planned).unwrap_or_default();
+        assert!(
+            why.contains("ConfigMap/op/csv") && why.contains("takes ConfigMap/op/operator"),
+            "{why}"
+        );
     }
 
     /// Issue 29's F3: a node dies with a planned owner through an owner that is no node (a

@@ -546,3 +546,28 @@ fn a_kpt_orphan_prune_keeps_what_the_new_desired_set_needs() {
         assert_eq!(ask(&unmarked(object), &flux), None, "{}", object.id());
     }
 }
+
+/// Membership review 5, finding 1: Argo CD's cascade never deletes a CRD (argo-cd
+/// `controller/appcontroller.go` `shouldBeDeleted`), so a teardown keeps it; an orphan search
+/// (a sync's prune) does not.
+#[test]
+fn an_argo_cd_teardown_keeps_the_crds_of_its_application() {
+    let mut crd_meta = meta(
+        &[],
+        &[(
+            "argocd.argoproj.io/tracking-id",
+            "shop:apiextensions.k8s.io/CustomResourceDefinition:shop/things.example.com",
+        )],
+    );
+    crd_meta.name = Some("things.example.com".into());
+    crd_meta.namespace = None;
+    let crd = Listed::new(
+        Arc::new(kind("apiextensions.k8s.io", "CustomResourceDefinition", false)),
+        crd_meta,
+    );
+    assert!(matches!(
+        tool_rules(&crd, &teardown(vec![])),
+        Some(KeepReason::ToolWouldKeep { why }) if why.contains("never deletes a CRD")
+    ));
+    assert_eq!(tool_rules(&crd, &orphan_question()), None);
+}
