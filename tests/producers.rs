@@ -365,6 +365,45 @@ fn a_kpt_orphan_prune_keeps_what_the_next_package_depends_on() {
     assert!(exists("configmap", Some(n), "dep-target"), "kpt keeps dep-target");
 }
 
+/// Membership review 5, finding 2: the next package drops `src` and `dst` reads a field of it
+/// through `config.kubernetes.io/apply-time-mutation`. kpt keeps `src` (cli-utils
+/// `pkg/object/graph/depends.go` `addApplyTimeMutationEdges`: a mutation's `sourceRef` is a
+/// dependency, and `dependency-filter.go` skips its prune).
+#[test]
+fn a_kpt_orphan_prune_keeps_what_the_next_package_reads_at_apply_time() {
+    let _logs = start();
+    ensure_resource_group();
+    let ns = Namespace::new("kpt-atm");
+    let n = &ns.0;
+    let cm = |name: &str, annotations: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {n}\n  annotations: {{{annotations}}}\ndata: {{value: x, copied: x}}\n")
+    };
+    let package = files(&[
+        ("src.yaml", &cm("src", "")),
+        ("dst.yaml", &cm("dst", "")),
+        ("gone.yaml", &cm("gone", "")),
+    ]);
+    let id = unique("kpt-id");
+    kpt_live_apply(&package, n, &id, true);
+    let mutation = format!(
+        "config.kubernetes.io/apply-time-mutation: '[{{sourceRef: {{kind: ConfigMap, name: src, namespace: {n}}}, sourcePath: $.data.value, targetPath: $.data.copied}}]'"
+    );
+    let next = files(&[("dst.yaml", &cm("dst", &mutation))]);
+    let dry = kpt_dry_run(&package, &next);
+    assert!(dry.contains("configmap/src prune skipped"), "{dry}");
+    let (orphans, skipped) = kpt_orphans("--tracker", &id, &next, "src");
+    assert_eq!(orphans, ["ConfigMap/gone"]);
+    assert_eq!(skipped["reason"], "toolWouldKeep", "{skipped}");
+    let why = skipped["why"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("apply-time-mutation") && why.contains(&format!("ConfigMap/{n}/dst")),
+        "{why}"
+    );
+    kpt_prune("--tracker", &id, &next);
+    assert!(!exists("configmap", Some(n), "gone"));
+    assert!(exists("configmap", Some(n), "src"), "kpt keeps src");
+}
+
 /// Issue 24 (kpt prune filters), c: the package held the CRD of `Thing`; the next holds only a
 /// `Thing`. kpt keeps the CRD (cli-utils `pkg/object/graph/depends.go` `addCRDEdges`: the
 /// custom resource depends on its definition; `dependency-filter.go` skips its prune).

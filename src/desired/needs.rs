@@ -14,6 +14,36 @@ use crate::graph::{parse_depends_on, KPT_DEPENDS_ON};
 use crate::identity::ObjectId;
 use crate::manifest::Manifest;
 
+/// The annotation whose substitutions read fields of other objects at apply time (cli-utils
+/// `pkg/object/mutation/annotation.go`); `pkg/object/graph/depends.go` `addApplyTimeMutationEdges`
+/// makes each `sourceRef` a dependency, as `depends-on` does.
+pub const APPLY_TIME_MUTATION: &str = "config.kubernetes.io/apply-time-mutation";
+
+/// The objects an `apply-time-mutation` annotation reads (each substitution's `sourceRef`:
+/// `group` or the group of `apiVersion`, `kind`, `namespace`, `name`). A value that does not
+/// parse names nothing (cli-utils then adds no edge either).
+pub fn mutation_sources(value: &str) -> Vec<ObjectId> {
+    let Ok(serde_json::Value::Array(substitutions)) = serde_saphyr::from_str::<serde_json::Value>(value) else {
+        return Vec::new();
+    };
+    substitutions
+        .iter()
+        .filter_map(|substitution| {
+            let source = substitution.get("sourceRef")?;
+            let field = |key: &str| source.get(key).and_then(serde_json::Value::as_str);
+            let group = field("group")
+                .or_else(|| field("apiVersion").map(|version| version.rsplit_once('/').map_or("", |(group, _)| group)));
+            let (kind, name) = (field("kind")?, field("name")?);
+            Some(ObjectId::new(
+                group.unwrap_or(""),
+                kind,
+                field("namespace").filter(|n| !n.is_empty()),
+                name,
+            ))
+        })
+        .collect()
+}
+
 /// Why a desired object needs another.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Need {
@@ -21,6 +51,11 @@ pub enum Need {
     Namespace,
     /// A desired object depends on it: its `depends-on` names it.
     DependsOn {
+        /// The desired object.
+        dependent: ObjectId,
+    },
+    /// A desired object's `apply-time-mutation` reads a field of it.
+    MutationSource {
         /// The desired object.
         dependent: ObjectId,
     },
@@ -54,6 +89,10 @@ impl Needs {
         for reference in references.into_iter().flat_map(Result::unwrap_or_default) {
             self.insert(reference, Need::DependsOn { dependent: id.clone() });
         }
+        let sources = manifest.annotation(APPLY_TIME_MUTATION).map(mutation_sources);
+        for source in sources.into_iter().flatten() {
+            self.insert(source, Need::MutationSource { dependent: id.clone() });
+        }
     }
 
     fn insert(&mut self, id: ObjectId, need: Need) {
@@ -77,6 +116,9 @@ impl Needs {
             Need::DependsOn { dependent } => {
                 format!("kpt: prune skipped: dependent scheduled for apply: {dependent} depends on it (depends-on)")
             }
+            Need::MutationSource { dependent } => {
+                format!("kpt: prune skipped: dependent scheduled for apply: {dependent} reads it (apply-time-mutation)")
+            }
             Need::Definition { dependent } => {
                 format!("kpt: prune skipped: dependent scheduled for apply: {dependent} is of the kind it defines")
             }
@@ -86,5 +128,26 @@ impl Needs {
     /// Whether nothing is needed.
     pub fn is_empty(&self) -> bool {
         self.needed.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The annotation as the membership review wrote it, applied with the real kpt (which then
+    /// skipped the prune of `src`: "dependent scheduled for apply").
+    #[test]
+    fn an_apply_time_mutation_names_its_sources() {
+        let value = "- sourceRef:\n    kind: ConfigMap\n    name: src\n    namespace: k1\n  sourcePath: $.data.value\n  targetPath: $.data.copied\n- sourceRef: {apiVersion: apps/v1, kind: Deployment, name: d, namespace: k1}\n  sourcePath: $.spec.replicas\n  targetPath: $.data.n\n";
+        assert_eq!(
+            mutation_sources(value),
+            [
+                ObjectId::new("", "ConfigMap", Some("k1"), "src"),
+                ObjectId::new("apps", "Deployment", Some("k1"), "d")
+            ]
+        );
+        assert!(mutation_sources("not: [a list").is_empty());
+        assert!(mutation_sources("- {sourcePath: x}").is_empty());
     }
 }
