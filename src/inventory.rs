@@ -104,6 +104,8 @@ pub struct Inventory {
     /// Why the names the tool applies are not those of a desired set read from files (see
     /// [`StackRecord::renamed_by`]).
     pub renamed_by: Option<String>,
+    /// The namespace of the object that holds the record (a kpt inventory's), when it has one.
+    pub record_namespace: Option<String>,
 }
 
 /// What the stack a `--tracker` names records: its tool's record, when it keeps one, and the
@@ -126,6 +128,9 @@ pub struct StackRecord {
     /// it (a Flux Kustomization without `spec.targetNamespace`: see
     /// [`NamespaceRule::Required`]).
     pub namespace_required: bool,
+    /// The namespace of the object that holds the record: kpt keeps it as still in use (cli-utils
+    /// `pkg/apply/applier.go` `localNamespaces` adds the inventory's namespace).
+    pub record_namespace: Option<String>,
 }
 
 impl StackRecord {
@@ -153,6 +158,7 @@ impl From<Inventory> for StackRecord {
             helm_release: None,
             renamed_by: inventory.renamed_by,
             namespace_required,
+            record_namespace: inventory.record_namespace,
         }
     }
 }

@@ -468,7 +468,11 @@ fn has_record(preset: Preset) -> bool {
 fn resolve_manifests(manifests: &[Manifest], session: &Session, stack: &StackRecord) -> DesiredSet {
     let scopes = Scopes::new(Some(&session.catalog), manifests);
     let rule = stack.namespace_rule(&session.connection.namespace);
-    DesiredSet::resolved(manifests, &scopes, rule, Origin::Manifests)
+    let mut set = DesiredSet::resolved(manifests, &scopes, rule, Origin::Manifests);
+    if let Some(namespace) = &stack.record_namespace {
+        set.needs.add_namespace(namespace);
+    }
+    set
 }
 
 /// Whether no record was read and no single stack named: `-l` alone (or a `--tracker` preset

@@ -95,6 +95,12 @@ impl Needs {
         }
     }
 
+    /// Adds a Namespace the tool keeps as in use besides those of the desired objects (the
+    /// namespace of kpt's inventory object).
+    pub fn add_namespace(&mut self, namespace: &str) {
+        self.insert(ObjectId::new("", "Namespace", None, namespace), Need::Namespace);
+    }
+
     fn insert(&mut self, id: ObjectId, need: Need) {
         self.needed.entry(id).or_insert(need);
     }
@@ -110,7 +116,7 @@ impl Needs {
     pub fn why(&self, id: &ObjectId) -> Option<String> {
         Some(match self.needed.get(id)? {
             Need::Namespace => format!(
-                "kpt: prune skipped: namespace still in use: {} (objects of the new desired set live in it)",
+                "kpt: prune skipped: namespace still in use: {} (objects of the new desired set or its inventory live in it)",
                 id.name
             ),
             Need::DependsOn { dependent } => {

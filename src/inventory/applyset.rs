@@ -153,5 +153,6 @@ fn applyset_inventory(object: &DynamicObject, kind: &KindInfo) -> Inventory {
         target_namespace: None,
         default_namespace: None,
         renamed_by: None,
+        record_namespace: None,
     }
 }

@@ -64,6 +64,7 @@ impl FluxStack {
             default_namespace: None,
             helm_release: None,
             renamed_by: None,
+            record_namespace: None,
         }
     }
 }
@@ -172,6 +173,7 @@ fn flux_inventory(
         target_namespace,
         default_namespace: None,
         renamed_by: None,
+        record_namespace: None,
     }))
 }
 

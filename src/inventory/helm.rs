@@ -147,6 +147,7 @@ fn already_uninstalled(release: &str, namespace: &str, version: u64) -> Inventor
         target_namespace: None,
         default_namespace: Some(namespace.to_string()),
         renamed_by: None,
+        record_namespace: None,
     }
 }
 
@@ -271,6 +272,7 @@ pub(super) async fn load_helm(
         target_namespace: None,
         default_namespace: Some(release_namespace),
         renamed_by: None,
+        record_namespace: None,
     })
 }
 

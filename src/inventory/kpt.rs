@@ -77,6 +77,12 @@ pub(super) async fn load_kpt(session: &Session, id: &str) -> Result<Inventory, U
         return Err(UserError::failed(format!("no inventory object labelled {selector}"))
             .hint("check the id (`kubectl get cm -A -l cli-utils.sigs.k8s.io/inventory-id`)"));
     }
+    let record_namespace = found
+        .first()
+        .and_then(|place| place.split_once(' '))
+        .and_then(|(_, at)| at.split_once('/'))
+        .map(|(namespace, _)| namespace.to_string())
+        .filter(|namespace| !namespace.is_empty());
     let tracker = Tracker {
         preset: Preset::Kpt,
         value: Some(MarkValue {
@@ -94,5 +100,6 @@ pub(super) async fn load_kpt(session: &Session, id: &str) -> Result<Inventory, U
         target_namespace: None,
         default_namespace: None,
         renamed_by: None,
+        record_namespace,
     })
 }
