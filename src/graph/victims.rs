@@ -80,7 +80,7 @@ impl Graph {
             graph: self,
             planned,
             held,
-            by_uid: self.nodes_by_uid(),
+            by_uid: self.outside_uids(),
         };
         self.owners
             .keys()
@@ -160,13 +160,16 @@ impl Graph {
     /// (OLM's ClusterServiceVersion) dies with that owner, so every planned object that needs it
     /// goes before the owner (order review 5, finding 2).
     fn early_orders(&self, planned: &HashSet<usize>) -> Vec<VictimOrder> {
+        if !self.owners.keys().any(|index| planned.contains(index)) {
+            return Vec::new();
+        }
         let is_planned = |index: usize| planned.contains(&index);
         let held = self.held_victims(&is_planned);
         let chain = OwnerChain {
             graph: self,
             planned: &is_planned,
             held: &held,
-            by_uid: self.nodes_by_uid(),
+            by_uid: self.outside_uids(),
         };
         let early: HashMap<usize, Vec<usize>> = self
             .owners
@@ -200,8 +203,12 @@ impl Graph {
         found
     }
 
-    /// The node of each UID.
-    fn nodes_by_uid(&self) -> HashMap<&str, usize> {
+    /// The node of each UID, as the owners of objects that are no nodes are resolved (empty
+    /// when there are none: the graph's own owners are resolved already).
+    fn outside_uids(&self) -> HashMap<&str, usize> {
+        if self.outside_owners.is_empty() {
+            return HashMap::new();
+        }
         self.nodes
             .iter()
             .enumerate()
