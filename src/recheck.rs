@@ -97,7 +97,7 @@ impl Recheck {
                 .flat_map(|c| c.victims.iter().map(|v| v.uid.clone()))
                 .collect(),
             victim_holders: victim_holders(plan),
-            kept: plan.kept.iter().map(|k| k.id.clone()).collect(),
+            kept: crate::cascade::owners::kept_on_their_own(&plan.kept),
             withheld: HashMap::new(),
             planned_uids: plan
                 .waves

@@ -89,6 +89,15 @@ pub struct Counted<'a> {
     pub kept: &'a HashSet<ObjectId>,
 }
 
+/// The objects a plan keeps for a reason of their own, as [`Counted::kept`] takes them: one kept
+/// because its controller owns it goes with that owner and is left out.
+pub fn kept_on_their_own(kept: &[crate::teardown::Kept]) -> HashSet<ObjectId> {
+    kept.iter()
+        .filter(|k| !matches!(k.reason, crate::keep::KeepReason::ControllerOwned { .. }))
+        .map(|k| k.id.clone())
+        .collect()
+}
+
 impl Counted<'_> {
     fn counts(&self, object: &Listed) -> bool {
         object.controller_owner().is_none()

@@ -10,7 +10,7 @@ mod targets;
 use std::collections::{HashMap, HashSet};
 
 use crate::cascade::find_cascades;
-use crate::cascade::owners::Counted;
+use crate::cascade::owners::{kept_on_their_own, Counted};
 use crate::classify::Verdict;
 use crate::collect::{ListOptions, ListScope, Listed};
 use crate::discovery::Catalog;
@@ -135,7 +135,7 @@ async fn plan_with_cascades(
     loop {
         let mut plan = planning.plan(&session.catalog, &held_back)?;
         let planned = plan.waves.iter().flatten().map(|t| (t.id.clone(), t.uid.clone()));
-        let kept: HashSet<ObjectId> = plan.kept.iter().map(|k| k.id.clone()).collect();
+        let kept = kept_on_their_own(&plan.kept);
         let counted = Counted {
             torn_down: &plan.torn_down,
             kept: &kept,
