@@ -330,44 +330,6 @@ fn a_kpt_orphan_prune_keeps_the_namespace_the_next_package_lives_in() {
     assert!(exists("namespace", None, &kns), "kpt keeps {kns}");
 }
 
-/// Membership review 5, finding 3: the inventory lives in Namespace `home`, which the package
-/// itself holds; the next package drops that Namespace. kpt keeps it (cli-utils
-/// `pkg/apply/applier.go` `localNamespaces` adds the inventory's namespace: "namespace still in
-/// use").
-#[test]
-fn a_kpt_orphan_prune_keeps_the_namespace_its_inventory_lives_in() {
-    let _logs = start();
-    ensure_resource_group();
-    let other = Namespace::new("kpt-other");
-    let home = unique("kpt-inv");
-    let _home = Leftover("namespace", home.clone());
-    let cm = |name: &str| {
-        format!(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {}}}\n",
-            other.0
-        )
-    };
-    let package = files(&[
-        (
-            "ns.yaml",
-            &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {home}}}\n"),
-        ),
-        ("a.yaml", &cm("a")),
-    ]);
-    let id = unique("kpt-id");
-    kpt_live_apply(&package, &home, &id, true);
-    let next = files(&[("a.yaml", &cm("a"))]);
-    let dry = kpt_dry_run(&package, &next);
-    assert!(dry.contains(&format!("namespace/{home} prune skipped")), "{dry}");
-    // The resources alone, without the copied `resourcegroup.yaml` (which lives in `home`).
-    let resources = files(&[("a.yaml", &cm("a"))]);
-    let (orphans, skipped) = kpt_orphans("--tracker", &id, &resources, &home);
-    assert!(orphans.is_empty(), "{orphans:?}");
-    assert_eq!(skipped["reason"], "toolWouldKeep", "{skipped}");
-    let why = skipped["why"].as_str().unwrap_or_default();
-    assert!(why.contains(&format!("namespace still in use: {home}")), "{why}");
-}
-
 /// Issue 24 (kpt prune filters), b: the package held ConfigMaps `dep-target` and `user`; the
 /// next drops `dep-target` and gives `user` a `depends-on` naming it. kpt keeps `dep-target`:
 /// cli-utils `pkg/apply/filter/dependency-filter.go` (a dependent scheduled for apply).
