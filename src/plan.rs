@@ -2,7 +2,7 @@
 //! on; each later wave only what every earlier wave no longer needs. `graph --order` and `prune`
 //! both plan with this one function.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use petgraph::algo::{has_path_connecting, tarjan_scc, toposort, DfsSpace};
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -49,8 +49,7 @@ pub fn deletion_order(graph: &Graph) -> DiGraph<usize, ()> {
 /// Plans the deletion of `targets` (node indices). Orders through every node of the graph, so a
 /// dependency that passes through an object outside the targets is still honoured.
 pub fn plan_deletion(graph: &Graph, targets: &HashSet<usize>) -> Result<Plan, Cycle> {
-    let mut order = deletion_order(graph);
-    add_victim_orders(graph, targets, &mut order);
+    let order = planning_order(graph, targets);
     let sorted = toposort(&order, None).map_err(|cycle| find_cycle(&order, cycle.node_id()))?;
     let mut layer = vec![0usize; order.node_count()];
     for node in sorted {
@@ -70,6 +69,14 @@ pub fn plan_deletion(graph: &Graph, targets: &HashSet<usize>) -> Result<Plan, Cy
         wave.sort_by(|a, b| graph.nodes[*a].id.cmp(&graph.nodes[*b].id));
     }
     Ok(Plan { waves })
+}
+
+/// The order the planner sorts for `targets`: [`deletion_order`] and the orders the targets'
+/// cascade victims impose. A reported [`Cycle`] is a cycle of this graph.
+pub fn planning_order(graph: &Graph, targets: &HashSet<usize>) -> DiGraph<usize, ()> {
+    let mut order = deletion_order(graph);
+    add_victim_orders(graph, targets, &mut order);
+    order
 }
 
 /// Adds the orders the cascade victims of the targets impose ([`Graph::victim_orders`]: the
@@ -107,7 +114,10 @@ pub fn plan_apply(graph: &Graph, targets: &HashSet<usize>) -> Result<Plan, Cycle
     Ok(plan)
 }
 
-/// Finds a cycle through the strongly connected component that holds `start`.
+/// Finds a cycle through the strongly connected component that holds `start`: the shortest
+/// walk (breadth first, inside the component) from the component's first node back to it. In a
+/// strongly connected component that walk always exists, so every step of the path is an edge
+/// of `order` and the path closes.
 fn find_cycle(order: &DiGraph<usize, ()>, start: NodeIndex) -> Cycle {
     let component = tarjan_scc(order)
         .into_iter()
@@ -115,31 +125,36 @@ fn find_cycle(order: &DiGraph<usize, ()>, start: NodeIndex) -> Cycle {
         .unwrap_or_else(|| vec![start]);
     let members: HashSet<NodeIndex> = component.iter().copied().collect();
     let first = component[0];
-    let mut path = vec![first];
-    let mut visited = HashSet::from([first]);
-    // Walk inside the component until the walk can close back on `first`.
-    let mut current = first;
-    loop {
-        if order.contains_edge(current, first) && (path.len() > 1 || current == first) {
+    let mut came_from: HashMap<NodeIndex, NodeIndex> = HashMap::new();
+    let mut queue = VecDeque::from([first]);
+    let mut closing = None;
+    while let Some(current) = queue.pop_front() {
+        if order.contains_edge(current, first) {
+            closing = Some(current);
             break;
         }
-        let next = order
-            .neighbors(current)
-            .filter(|n| members.contains(n))
-            .find(|n| !visited.contains(n))
-            .or_else(|| order.neighbors(current).find(|n| members.contains(n)));
-        match next {
-            Some(next) if !visited.contains(&next) => {
-                visited.insert(next);
-                path.push(next);
-                current = next;
+        for next in order.neighbors(current).filter(|n| members.contains(n)) {
+            if next != first && !came_from.contains_key(&next) {
+                came_from.insert(next, current);
+                queue.push_back(next);
             }
-            _ => break,
         }
     }
-    Cycle {
-        path: path.into_iter().map(|n| order[n]).collect(),
+    let mut path = Vec::new();
+    let mut step = closing;
+    while let Some(node) = step {
+        path.push(order[node]);
+        step = if node == first {
+            None
+        } else {
+            came_from.get(&node).copied()
+        };
     }
+    if path.is_empty() {
+        path.push(order[first]);
+    }
+    path.reverse();
+    Cycle { path }
 }
 
 #[cfg(test)]
@@ -339,5 +354,44 @@ mod tests {
         );
         let plan = plan_deletion(&graph, &all(&graph)).unwrap();
         assert_eq!(names(&graph, &plan), vec![vec!["app"], vec!["db"]]);
+    }
+
+    /// A component whose walk can run into a dead end (1 -> 2 -> 1 while 3 closes the cycle):
+    /// every step of the reported cycle is an edge, whatever the nodes' indices and the order of
+    /// the edges (both decide where a walk starts and which way it turns).
+    #[test]
+    fn a_reported_cycle_is_made_of_edges_and_closes() {
+        let edges = [(0, 1), (1, 2), (2, 1), (1, 3), (3, 0)];
+        let labellings = [
+            [0, 1, 2, 3],
+            [1, 2, 3, 0],
+            [2, 3, 0, 1],
+            [3, 0, 1, 2],
+            [3, 2, 1, 0],
+            [0, 3, 2, 1],
+            [2, 0, 3, 1],
+        ];
+        for label in labellings {
+            for reversed in [false, true] {
+                let mut order: DiGraph<usize, ()> = DiGraph::new();
+                let nodes: Vec<NodeIndex> = (0..4).map(|i| order.add_node(i)).collect();
+                let mut listed = edges.to_vec();
+                if reversed {
+                    listed.reverse();
+                }
+                for (a, b) in listed {
+                    order.add_edge(nodes[label[a]], nodes[label[b]], ());
+                }
+                let cycle = find_cycle(&order, nodes[label[2]]);
+                assert!(cycle.path.len() >= 2, "{cycle:?}");
+                for (i, &node) in cycle.path.iter().enumerate() {
+                    let next = cycle.path[(i + 1) % cycle.path.len()];
+                    assert!(
+                        order.contains_edge(nodes[node], nodes[next]),
+                        "{node} -> {next} in {cycle:?}"
+                    );
+                }
+            }
+        }
     }
 }

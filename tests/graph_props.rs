@@ -12,7 +12,7 @@ use kubectl_stack::graph::{
 };
 use kubectl_stack::identity::ObjectId;
 use kubectl_stack::manifest::parse_text;
-use kubectl_stack::plan::{deletion_order, plan_deletion};
+use kubectl_stack::plan::{plan_deletion, planning_order};
 
 const KINDS: [(&str, &str); 10] = [
     ("", "ConfigMap"),
@@ -159,10 +159,10 @@ fn options(members: bool, infer: bool) -> BuildOptions {
     options
 }
 
-/// Every "deleted before" pair the planner must honour: edges (declared and inferred) and
-/// memberships, as `deletion_order` states them.
-fn before_pairs(graph: &Graph) -> Vec<(usize, usize)> {
-    let order = deletion_order(graph);
+/// Every "deleted before" pair the planner must honour for `targets`: edges (declared and
+/// inferred), memberships and the victims' orders, as `planning_order` states them.
+fn before_pairs(graph: &Graph, targets: &HashSet<usize>) -> Vec<(usize, usize)> {
+    let order = planning_order(graph, targets);
     order
         .edge_indices()
         .filter_map(|e| order.edge_endpoints(e))
@@ -202,13 +202,13 @@ proptest! {
                     }
                 }
                 prop_assert_eq!(wave_of.len(), targets.len());
-                for (first, later) in before_pairs(&graph) {
+                for (first, later) in before_pairs(&graph, &targets) {
                     prop_assert!(wave_of[&first] < wave_of[&later], "{:?} before {:?}", graph.nodes[first].id, graph.nodes[later].id);
                 }
             }
             Err(cycle) => {
                 // The cycle is real: each step is a "deleted before" pair, and it closes.
-                let pairs: HashSet<(usize, usize)> = before_pairs(&graph).into_iter().collect();
+                let pairs: HashSet<(usize, usize)> = before_pairs(&graph, &targets).into_iter().collect();
                 prop_assert!(!cycle.path.is_empty());
                 for (i, &node) in cycle.path.iter().enumerate() {
                     let next = cycle.path[(i + 1) % cycle.path.len()];
