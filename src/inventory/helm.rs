@@ -133,7 +133,7 @@ fn release_status(secret: &DynamicObject) -> Option<&str> {
 }
 
 /// The record of a release whose latest revision is uninstalled: it holds nothing.
-fn already_uninstalled(release: &str, namespace: &str, version: u64) -> Inventory {
+fn already_uninstalled(release: &str, namespace: &str, version: i64) -> Inventory {
     Inventory {
         recorded: Recorded::Ids {
             ids: Default::default(),
@@ -274,7 +274,7 @@ async fn release_history(
         .map_err(|err| session.connection.explain(&err))?;
     releases
         .into_iter()
-        .map(|secret| {
+        .map(|secret| -> Result<revision::Stored<Value>, UserError> {
             let name = secret.metadata.name.clone().unwrap_or_default();
             let body = helm_release(&secret).map_err(|why| {
                 UserError::failed(format!(
