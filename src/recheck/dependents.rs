@@ -171,20 +171,7 @@ pub async fn relist(
     // Every CRD, whole (what ties a finalizer to its operator), listed apart.
     let (crds, kinds): (Vec<Arc<KindInfo>>, Vec<Arc<KindInfo>>) = kinds.into_iter().partition(|k| is_crd(k));
     let client = &session.connection.client;
-    let shared_lists = futures::future::join_all(shared.iter().map(|kind| {
-        let namespaces: HashSet<Option<String>> = wave
-            .iter()
-            .filter(|key| key.0 == kind.group && key.1 == kind.kind)
-            .map(|key| key.2.clone())
-            .collect();
-        let wanted = &wanted;
-        async move {
-            let in_wave = |meta: &ObjectMeta| namespaces.contains(&meta.namespace);
-            let both = |meta: &ObjectMeta| in_wave(meta) || wanted(meta);
-            let listed = collect_where(client, std::slice::from_ref(kind), scope, both, options).await;
-            (kind.clone(), namespaces, listed)
-        }
-    }));
+    let shared_lists = list_shared(client, &shared, wave, scope, &wanted, options);
     let stayers = async {
         match infer {
             true => crate::stayers::list_whole(session).await,
@@ -198,18 +185,11 @@ pub async fn relist(
         collect_where(client, &crds, scope, |_: &ObjectMeta| true, options),
         stayers
     );
-    let mut owned = Collection::default();
-    take_owned(&mut listed, &keep, &mut owned);
+    let mut owned = take_owned(&mut listed, &keep);
+    let also_owned = every_crd.objects.iter().chain(flux.objects.iter().map(|(o, _)| o));
     owned
         .objects
-        .extend(every_crd.objects.iter().filter(|o| has_owners(&o.meta)).cloned());
-    owned.objects.extend(
-        flux.objects
-            .iter()
-            .map(|(o, _)| o)
-            .filter(|o| has_owners(&o.meta))
-            .cloned(),
-    );
+        .extend(also_owned.filter(|o| has_owners(&o.meta)).cloned());
     listed.objects.extend(every_crd.objects);
     listed.failures.extend(every_crd.failures);
     let mut relisted = Relisted::default();
@@ -248,17 +228,47 @@ fn has_owners(meta: &ObjectMeta) -> bool {
     meta.owner_references.as_ref().is_some_and(|r| !r.is_empty())
 }
 
-/// Moves out of `listed` what only has owners (listed for [`Relisted::owned`]) into `owned`,
-/// copying there what `keep` holds and has owners too.
-fn take_owned(listed: &mut Collection, keep: &dyn Fn(&ObjectMeta) -> bool, owned: &mut Collection) {
+/// Moves out of `listed` what only has owners (listed for [`Relisted::owned`]), and returns it
+/// with a copy of what `keep` holds and has owners too.
+fn take_owned(listed: &mut Collection, keep: &dyn Fn(&ObjectMeta) -> bool) -> Collection {
     let (kept, only_owned): (Vec<Listed>, Vec<Listed>) = std::mem::take(&mut listed.objects)
         .into_iter()
         .partition(|o| keep(&o.meta));
+    let mut owned = Collection {
+        objects: only_owned,
+        ..Collection::default()
+    };
     owned
         .objects
         .extend(kept.iter().filter(|o| has_owners(&o.meta)).cloned());
-    owned.objects.extend(only_owned);
     listed.objects = kept;
+    owned
+}
+
+/// Lists each kind of the wave (`shared`) once in `scope`: what `wanted` holds, and the wave's
+/// objects in their namespaces; with the namespaces of the wave each kind was listed for.
+async fn list_shared(
+    client: &kube::Client,
+    shared: &[Arc<KindInfo>],
+    wave: &HashSet<WaveKey>,
+    scope: &ListScope,
+    wanted: &(dyn Fn(&ObjectMeta) -> bool + Sync),
+    options: ListOptions,
+) -> Vec<(Arc<KindInfo>, HashSet<Option<String>>, Collection)> {
+    futures::future::join_all(shared.iter().map(|kind| {
+        let namespaces: HashSet<Option<String>> = wave
+            .iter()
+            .filter(|key| key.0 == kind.group && key.1 == kind.kind)
+            .map(|key| key.2.clone())
+            .collect();
+        async move {
+            let in_wave = |meta: &ObjectMeta| namespaces.contains(&meta.namespace);
+            let both = |meta: &ObjectMeta| in_wave(meta) || wanted(meta);
+            let listed = collect_where(client, std::slice::from_ref(kind), scope, both, options).await;
+            (kind.clone(), namespaces, listed)
+        }
+    }))
+    .await
 }
 
 impl Declaring {
