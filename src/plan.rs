@@ -91,8 +91,7 @@ fn layers(order: &DiGraph<usize, ()>, targets: &HashSet<usize>) -> Result<Vec<us
     let mut component_of = vec![0usize; order.node_count()];
     for (c, members) in components.iter().enumerate() {
         let cyclic = members.len() > 1 || members.iter().any(|&n| order.contains_edge(n, n));
-        let mut in_cycle = members.iter().filter(|&&n| cyclic && targets.contains(&order[n]));
-        if let Some(&target) = in_cycle.next() {
+        if let Some(&target) = members.iter().find(|&&n| cyclic && targets.contains(&order[n])) {
             return Err(find_cycle(order, target));
         }
         for &node in members {
