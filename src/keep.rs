@@ -206,6 +206,9 @@ pub struct Claim<'a> {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TornDown {
     keys: HashSet<(Preset, MarkValue)>,
+    /// Namespaces Argo CD proves are outside its control plane (see
+    /// [`crate::graph::argocd_outside_namespaces`]): an Application there owns no name-only id.
+    argocd_outside: HashSet<String>,
 }
 
 impl TornDown {
@@ -213,7 +216,16 @@ impl TornDown {
     pub fn new(keys: impl IntoIterator<Item = (Preset, MarkValue)>) -> Self {
         Self {
             keys: keys.into_iter().collect(),
+            argocd_outside: HashSet::new(),
         }
+    }
+
+    /// The same stacks, knowing which namespaces Argo CD proves are outside its control plane
+    /// (see [`crate::graph::argocd_outside_namespaces`]): a name-only tracking id is never
+    /// covered by an Application torn down in one of them.
+    pub fn with_argocd_outside(mut self, namespaces: HashSet<String>) -> Self {
+        self.argocd_outside = namespaces;
+        self
     }
 
     /// Whether no stack is torn down (an orphan prune).
@@ -234,10 +246,14 @@ impl TornDown {
         // labels (fluxcd/pkg `ssa/manager_delete.go`: `Inclusions` as a label selector): a Flux
         // mark without its namespace label is never theirs to delete.
         let needs_namespace = matches!(mark.preset, Preset::Flux | Preset::FluxHelm);
-        self.keys.iter().any(|(preset, value)| {
+        self.keys.iter().any(|key| {
+            let (preset, value) = key;
+            let by_name = mark.value.namespace.is_none()
+                && !needs_namespace
+                && crate::graph::name_only_may_name(&mark, key, &self.argocd_outside);
             *preset == mark.preset
                 && value.name == mark.value.name
-                && (mark.value.namespace.is_none() && !needs_namespace || value.namespace == mark.value.namespace)
+                && (by_name || value.namespace == mark.value.namespace)
         })
     }
 }

@@ -20,7 +20,7 @@ use kube::Client;
 use crate::cascade::owners::{owned_around, owner_cascades, Counted};
 use crate::cascade::{contents, unknown_content, victims, Planned};
 use crate::classify::Recorded;
-use crate::collect::{collect_kinds, ListOptions, ListScope, Listed};
+use crate::collect::{collect_kinds, Collection, ListOptions, ListScope, Listed};
 use crate::discovery::{Catalog, KindInfo};
 use crate::execute::{CheckedWave, Target, WaveGuard};
 use crate::graph::MemberRecord;
@@ -143,10 +143,14 @@ impl Recheck {
         let started = std::time::Instant::now();
         let client = self.client.clone();
         let before = self.catalog.clone();
-        let (fresh, mut listed, mut stacks) = futures::join!(
+        // The owned objects come from the wave's listing when its scope covers where the
+        // candidates' dependents can be; otherwise they are listed beside it.
+        let apart = !self.listing_holds_owned(candidates);
+        let (fresh, mut listed, mut stacks, mut owned) = futures::join!(
             timed("discovery", crate::discovery::discover(&client)),
             self.list_again(candidates),
-            timed("the stacks' records", self.reread_stacks(candidates))
+            timed("the stacks' records", self.reread_stacks(candidates)),
+            timed("the owned objects", list_apart(self, apart, candidates))
         );
         // Nothing is judged when the kinds could not be discovered again.
         if let Err(why) = self.adopt(fresh) {
@@ -158,18 +162,28 @@ impl Recheck {
         let same = before.kinds().iter().collect::<HashSet<_>>() == self.catalog.kinds().iter().collect::<HashSet<_>>();
         if !same {
             tracing::debug!("re-check: the served kinds changed: the wave and its dependents are read again");
-            (listed, stacks) = futures::join!(self.list_again(candidates), self.reread_stacks(candidates));
+            (listed, stacks, owned) = futures::join!(
+                self.list_again(candidates),
+                self.reread_stacks(candidates),
+                list_apart(self, apart, candidates)
+            );
         }
         tracing::debug!(
             "re-check: kinds discovered and the wave read again in {:?}",
             started.elapsed()
         );
-        let (current, declaring) = listed;
+        let (current, declaring, from_listing) = listed;
+        let owned = match owned.or(from_listing) {
+            Some(owned) => owned,
+            // A kind was not served as the wave was listed: listed apart after all.
+            None => self.list_owned(candidates).await,
+        };
         ReadAgain {
             undiscovered: None,
             current,
             declaring,
             stacks,
+            owned,
         }
     }
 
@@ -190,6 +204,7 @@ impl Recheck {
             current,
             declaring,
             stacks: stacks_now,
+            owned,
         } = self.read_again(&candidates).await;
         let mut passed = Vec::new();
         for target in candidates {
@@ -227,8 +242,12 @@ impl Recheck {
                 }
             }
         }
-        self.judge_dependents(passed, declaring, &mut checked).await;
-        self.judge_owned(&mut checked).await;
+        timed(
+            "dependents judged",
+            self.judge_dependents(passed, declaring, &mut checked),
+        )
+        .await;
+        self.judge_owned(&mut checked, &owned);
         self.lift_suspensions(&mut checked).await;
         for (target, _) in &checked.dropped {
             self.dropped.insert(target.uid.clone());
@@ -310,15 +329,29 @@ impl Recheck {
         Ok(())
     }
 
+    /// Every object with an owner reference where the dependents of the wave's `candidates` can
+    /// be, listed beside the wave itself (a superset of what [`Self::judge_owned`] needs: only
+    /// the candidates that pass are judged).
+    async fn list_owned(&self, candidates: &[Target]) -> Collection {
+        if candidates.is_empty() {
+            return Collection::default();
+        }
+        owned_around(
+            &self.client,
+            &self.catalog,
+            candidates.iter().map(|t| &t.id),
+            self.options,
+        )
+        .await
+    }
+
     /// Drops the wave's objects whose deletion would now take, through the garbage collector, an
     /// object the plan does not delete and did not accept as a victim (made since the plan: see
-    /// [`crate::cascade::owners`], the plan's own rule). Listed where their dependents can be.
-    async fn judge_owned(&self, checked: &mut CheckedWave) {
+    /// [`crate::cascade::owners`], the plan's own rule), judged on `owned` ([`Self::list_owned`]).
+    fn judge_owned(&self, checked: &mut CheckedWave, owned: &Collection) {
         if checked.targets.is_empty() {
             return;
         }
-        let owners = checked.targets.iter().map(|t| &t.id);
-        let owned = owned_around(&self.client, &self.catalog, owners, self.options).await;
         let still: Vec<&(ObjectId, String)> = self
             .planned_uids
             .iter()
@@ -404,15 +437,18 @@ impl Recheck {
     /// that may declare a dependency on them (see [`dependents`]), each kind listed once: a kind
     /// of the wave is listed in the re-check's scope for both, unless that scope does not cover
     /// its namespace (or it is a Flux kind, listed whole for its `spec.dependsOn`).
-    async fn list_again(&self, targets: &[Target]) -> (Reread, Declaring) {
+    async fn list_again(&self, targets: &[Target]) -> (Reread, Declaring, Option<Collection>) {
         if targets.is_empty() {
-            return (Reread::new(), Declaring::default());
+            return (Reread::new(), Declaring::default(), Some(Collection::default()));
         }
         let started = std::time::Instant::now();
         let groups = wave_groups(targets);
         let covered: HashSet<WaveKey> = groups.keys().filter(|key| self.shares_listing(key)).cloned().collect();
-        let Relisted { mut wave, declaring } =
-            relist(&self.session, &self.scope, self.options, &covered, self.infer).await;
+        let Relisted {
+            mut wave,
+            declaring,
+            owned,
+        } = relist(&self.session, &self.scope, self.options, &covered, self.infer).await;
         let apart: BTreeMap<WaveKey, Arc<KindInfo>> =
             groups.into_iter().filter(|(key, _)| !wave.contains_key(key)).collect();
         wave.extend(self.reread(apart).await);
@@ -421,7 +457,22 @@ impl Recheck {
             declaring.objects.len(),
             started.elapsed()
         );
-        (wave, declaring)
+        (wave, declaring, owned)
+    }
+
+    /// Whether the wave's listing ([`relist`], every kind in the re-check's scope) covers where
+    /// the dependents of `candidates` can be ([`crate::cascade::owners::scopes_of`]).
+    fn listing_holds_owned(&self, candidates: &[Target]) -> bool {
+        match &self.scope {
+            ListScope::AllNamespaces => true,
+            ListScope::Namespace(scope) => {
+                let (scopes, cluster_scoped) = crate::cascade::owners::scopes_of(candidates.iter().map(|t| &t.id));
+                !cluster_scoped
+                    && scopes
+                        .iter()
+                        .all(|s| matches!(s, ListScope::Namespace(n) if n == scope))
+            }
+        }
     }
 
     /// Whether a (group, kind, namespace) of the wave is read from the dependents' listing: a
@@ -609,6 +660,14 @@ impl Recheck {
     }
 }
 
+/// The owned objects listed apart from the wave's listing when `apart` (see [`Recheck::read_again`]).
+async fn list_apart(recheck: &Recheck, apart: bool, candidates: &[Target]) -> Option<Collection> {
+    match apart {
+        true => Some(recheck.list_owned(candidates).await),
+        false => None,
+    }
+}
+
 /// Awaits `future`, logging how long it took.
 async fn timed<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
     let started = std::time::Instant::now();
@@ -625,6 +684,8 @@ struct ReadAgain {
     current: Reread,
     declaring: Declaring,
     stacks: HashMap<ObjectId, StackNow>,
+    /// What has owners where the candidates' dependents can be ([`Recheck::list_owned`]).
+    owned: Collection,
 }
 
 /// The wave's kinds as the re-check listed them, whole, by (group, kind, namespace) and name.

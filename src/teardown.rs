@@ -184,6 +184,7 @@ pub fn plan(
             (o.uid().to_string(), owners)
         })
         .collect();
+    let argocd_outside = crate::graph::argocd_outside_namespaces(snapshot.objects.values().map(|o| &o.meta));
     let mut torn_down = TornDown::default();
     loop {
         let before = targets.len();
@@ -194,7 +195,8 @@ pub fn plan(
                 .keys()
                 .filter_map(|i| graph.inventories.get(i))
                 .flat_map(|record| record.aliases.iter().cloned());
-            torn_down = TornDown::new(planned_keys.chain(aliases).chain(gone.iter().cloned()));
+            torn_down = TornDown::new(planned_keys.chain(aliases).chain(gone.iter().cloned()))
+                .with_argocd_outside(argocd_outside.clone());
             let shared: Vec<(usize, KeepReason)> = targets
                 .keys()
                 .filter_map(|&i| {

@@ -557,3 +557,89 @@ fn an_applyset_named_by_id_or_label_is_bounded_by_its_parent() {
     assert!(!exists("configmap", Some(a), "old"));
     assert!(exists("configmap", Some(a), "keep"));
 }
+
+/// A release Secret in Helm's own format (helm/helm `pkg/storage/driver/secrets.go`
+/// `newSecretsObject`: labels `owner`, `name`, `status`, `version`; `data.release` the encoded
+/// body), whose labels may disagree with its body, as a hand-edited or restored Secret's do.
+fn helm_secret(namespace: &str, secret: &str, labels: (&str, &str), body: serde_json::Value) {
+    let (status, version) = labels;
+    let release = body["name"].as_str().unwrap().to_string();
+    create(
+        &serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+            "metadata": {
+                "name": secret, "namespace": namespace,
+                "labels": {"owner": "helm", "name": release, "status": status, "version": version},
+            },
+            "data": {"release": helm_release_data(&body)},
+        })
+        .to_string(),
+    );
+}
+
+/// Helm chooses a release's current revision by the Secrets' bodies (helm/helm
+/// `pkg/storage/storage.go` `Deployed`, `Last`: sorted by the body's `version`;
+/// `pkg/action/upgrade.go` `prepareUpgrade`: the last body when deployed). A v1 Secret restored
+/// from a backup with the labels `status=deployed, version=9` is not the current release: v2
+/// is, and an upgrade to a chart of `web-settings` alone deletes nothing of v1's `web-old`.
+#[test]
+fn a_restored_release_secret_whose_labels_lie_is_read_as_helm_reads_it() {
+    let _logs = start();
+    let ns = Namespace::new("helm-restored");
+    let p = &ns.0;
+    let body = |version: u32, status: &str, names: &[&str]| {
+        serde_json::json!({
+            "name": "web", "namespace": p, "version": version,
+            "info": {"status": status}, "manifest": rendered(names),
+        })
+    };
+    helm_secret(
+        p,
+        "sh.helm.release.v1.web.v1",
+        ("deployed", "9"),
+        body(1, "superseded", &["web-settings", "web-old"]),
+    );
+    helm_secret(
+        p,
+        "sh.helm.release.v1.web.v2",
+        ("deployed", "2"),
+        body(2, "deployed", &["web-settings"]),
+    );
+    apply(
+        &["web-settings", "web-old"]
+            .iter()
+            .map(|name| helm_config_map(p, name, "web", p))
+            .collect::<String>(),
+    );
+    let chart = temp_file("rendered.yaml", &rendered(&["web-settings"]));
+    let chart = chart.to_str().unwrap();
+    let found = stack(&[
+        "orphans",
+        "-n",
+        p,
+        "--tracker",
+        "helm=web",
+        "-f",
+        chart,
+        "-o",
+        "json",
+        "--show-skipped",
+    ])
+    .expect_code(0);
+    assert!(names(&found, "orphans").is_empty(), "{}", found.stdout);
+    assert!(
+        reasons(&found, "skipped").contains(&("web-old".to_string(), "notInInventory".to_string())),
+        "{}",
+        found.stdout
+    );
+    assert!(
+        found.stdout.contains(&format!("Helm release {p}/web v2")),
+        "{}",
+        found.stdout
+    );
+    stack(&["prune", "-n", p, "--tracker", "helm=web", "-f", chart, "--yes"]).expect_code(0);
+    assert!(
+        exists("configmap", Some(p), "web-old"),
+        "Helm's current release v2 never had it"
+    );
+}

@@ -266,3 +266,58 @@ volumeBindingMode: WaitForFirstConsumer
         "{stderr}"
     );
 }
+
+/// Stack `a`: `holder` (held by a finalizer, so wave 1 waits) depends on `base`. While wave 1
+/// waits, an untracked ConfigMap `precious` is given a plain owner reference to `base`: deleting
+/// `base` would now make the garbage collector take `precious`. The re-check drops `base` (the
+/// plan's own owner-cascade rule, `cascade::owners`), and `precious` survives.
+#[test]
+fn a_new_dependent_by_owner_reference_keeps_the_planned_owner() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("newowned");
+    let n = ns.0.clone();
+    let la = flux_labels("a", &n);
+    apply(&format!(
+        r#"{a}apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: holder
+  namespace: {n}
+  labels: {la}
+  finalizers: [{HOLD}]
+  annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/base}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: base, namespace: {n}, labels: {la}}}
+"#,
+        a = ks("a", &n),
+    ));
+    set_flux_inventory(
+        "a",
+        &n,
+        &[format!("{n}_holder__ConfigMap"), format!("{n}_base__ConfigMap")],
+    );
+    let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", &n, "holder")
+    });
+    let base_uid = uid_of("configmap", Some(&n), "base");
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: precious\n  namespace: {n}\n  ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: base, uid: {base_uid}}}]\n"
+    ));
+    release_finalizers("configmap/holder", &n);
+    let run = finish(child).expect_code(5);
+    let stderr = &run.stderr;
+    assert!(!exists("configmap", Some(&n), "holder"), "{stderr}");
+    for name in ["base", "precious"] {
+        assert!(exists("configmap", Some(&n), name), "{name} must survive\n{stderr}");
+    }
+    assert!(
+        stderr.contains(&format!(
+            "dropped: ConfigMap/{n}/base: its deletion would take ConfigMap/{n}/precious"
+        )) && stderr.contains("found by the re-check"),
+        "{stderr}"
+    );
+}

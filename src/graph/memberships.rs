@@ -39,6 +39,31 @@ pub fn full_mark(mark: Mark) -> Mark {
     }
 }
 
+/// The namespaces Argo CD proves are not its control-plane namespace: those that name an
+/// Application in a `<namespace>_<name>` tracking id. Argo CD writes that form only for an
+/// Application outside its control-plane namespace, and the name alone for one inside
+/// (argo-cd `util/argo/argo.go` `AppInstanceName`: `if appNs == "" || appNs == defaultNs {
+/// return appName }`), so an Application in such a namespace never wrote a name-only id: one
+/// belongs to the Application of that name in the control-plane namespace only. A forged id can
+/// only add a namespace here, which keeps more.
+pub fn argocd_outside_namespaces<'a>(metas: impl IntoIterator<Item = &'a kube::core::ObjectMeta>) -> HashSet<String> {
+    metas
+        .into_iter()
+        .flat_map(full_marks)
+        .filter(|mark| mark.preset == Preset::ArgoCd)
+        .filter_map(|mark| mark.value.namespace)
+        .collect()
+}
+
+/// Whether a name-only mark may name the stack `owner`: any stack of its name, except an Argo
+/// CD Application in a namespace proven outside the control plane ([`argocd_outside_namespaces`]).
+pub fn name_only_may_name(mark: &Mark, owner: &(Preset, MarkValue), outside: &HashSet<String>) -> bool {
+    let (preset, value) = owner;
+    *preset == mark.preset
+        && value.name == mark.value.name
+        && !(*preset == Preset::ArgoCd && value.namespace.as_ref().is_some_and(|ns| outside.contains(ns)))
+}
+
 /// Every tracker's mark on an object, each with its stack's full identity ([`full_mark`]).
 pub fn full_marks(meta: &kube::core::ObjectMeta) -> Vec<Mark> {
     marks(meta).into_iter().map(full_mark).collect()
@@ -346,9 +371,11 @@ pub(super) fn memberships(inputs: &[NodeInput]) -> Vec<Membership> {
         .enumerate()
         .filter_map(|(index, input)| owner_mark(input).map(|key| (key, index)))
         .collect();
+    let metas: Vec<kube::core::ObjectMeta> = inputs.iter().map(object_meta).collect();
+    let outside = argocd_outside_namespaces(&metas);
     let mut found = Vec::new();
-    for (member, input) in inputs.iter().enumerate() {
-        for mark in full_marks(&object_meta(input)) {
+    for (member, meta) in metas.iter().enumerate() {
+        for mark in full_marks(meta) {
             let exact = owners.get(&(mark.preset, mark.value.clone()));
             // A mark that records no namespace (kpt, ApplySet, Argo CD) names its owner by name
             // alone; when owners of that name live in several namespaces it is ambiguous and
@@ -357,7 +384,7 @@ pub(super) fn memberships(inputs: &[NodeInput]) -> Vec<Membership> {
                 mark.value.namespace.is_none().then(|| {
                     let mut candidates = owners
                         .iter()
-                        .filter(|((p, v), _)| *p == mark.preset && v.name == mark.value.name)
+                        .filter(|(key, _)| name_only_may_name(&mark, key, &outside))
                         .map(|(_, i)| i);
                     let first = candidates.next();
                     candidates.next().is_none().then_some(first).flatten()

@@ -16,6 +16,9 @@ use crate::retry::with_retries;
 use crate::session::Session;
 use crate::trackers::{MarkValue, Preset, Tracker};
 
+mod revision;
+use revision::Unchosen;
+
 /// The API group of Flux HelmReleases.
 const FLUX_HR_GROUP: &str = "helm.toolkit.fluxcd.io";
 
@@ -130,7 +133,7 @@ fn release_status(secret: &DynamicObject) -> Option<&str> {
 }
 
 /// The record of a release whose latest revision is uninstalled: it holds nothing.
-fn already_uninstalled(release: &str, namespace: &str, version: u64) -> Inventory {
+fn already_uninstalled(release: &str, namespace: &str, version: i64) -> Inventory {
     Inventory {
         recorded: Recorded::Ids {
             ids: Default::default(),
@@ -183,55 +186,28 @@ pub(super) async fn load_helm(
     namespace: &str,
     revision: HelmRevision,
 ) -> Result<Inventory, UserError> {
-    let secrets = served(session, "", "Secret")?;
-    let labels = format!("owner=helm,name={release}");
-    let query = crate::collect::ListQuery {
-        namespace: Some(namespace),
-        labels: Some(&labels),
-        fields: Some("type=helm.sh/release.v1"),
-        ..Default::default()
+    let chosen = match revision::choose(release_history(session, release, namespace).await?, revision) {
+        Ok(chosen) => chosen,
+        Err(Unchosen::NoRevision) => {
+            return Err(
+                UserError::failed(format!("no release Secret for Helm release {namespace}/{release}"))
+                    .hint("Helm keeps sh.helm.release.v1.<name>.v<revision> Secrets in the release namespace"),
+            )
+        }
+        Err(unchosen) => {
+            return Err(
+                UserError::refused(format!("Helm release {namespace}/{release} {unchosen}"))
+                    .hint("see `helm history`; roll back or finish the pending operation first"),
+            )
+        }
     };
-    let releases = crate::collect::list_query(&session.connection.client, secrets, &query)
-        .await
-        .map_err(|err| session.connection.explain(&err))?;
-    let revisions: Vec<(u64, String, DynamicObject)> = releases
-        .into_iter()
-        .filter_map(|s| {
-            let labels = s.metadata.labels.as_ref()?;
-            let version = labels.get("version")?.parse::<u64>().ok()?;
-            let status = labels.get("status").cloned().unwrap_or_default();
-            Some((version, status, s))
-        })
-        .collect();
-    if revisions.is_empty() {
-        return Err(
-            UserError::failed(format!("no release Secret for Helm release {namespace}/{release}"))
-                .hint("Helm keeps sh.helm.release.v1.<name>.v<revision> Secrets in the release namespace"),
-        );
-    }
-    let chosen = match revision {
-        HelmRevision::LastDeployed => last_deployed(revisions),
-        HelmRevision::Latest => revisions
-            .into_iter()
-            .max_by_key(|(version, _, _)| *version)
-            .map(|(version, _, secret)| (version, secret)),
-    };
-    let Some((version, secret)) = chosen else {
-        return Err(UserError::refused(format!(
-            "Helm release {namespace}/{release} has no deployed revision: Helm itself would not upgrade or prune it"
-        ))
-        .hint("see `helm history`; roll back or finish the pending operation first"));
-    };
-    if revision == HelmRevision::Latest && release_status(&secret) == Some("uninstalled") {
+    let version = chosen.version;
+    if revision == HelmRevision::Latest && chosen.status == "uninstalled" {
         // `helm uninstall --keep-history` left it: uninstalling again deletes nothing (helm/helm
         // `pkg/action/uninstall.go`: "the release named %q is already deleted").
         return Ok(already_uninstalled(release, namespace, version));
     }
-    let decoded = helm_release(&secret).map_err(|why| {
-        UserError::failed(format!(
-            "cannot read Helm release {namespace}/{release} v{version}: {why}"
-        ))
-    })?;
+    let decoded = chosen.body;
     let manifest = decoded.get("manifest").and_then(Value::as_str).unwrap_or_default();
     // Helm builds the manifests with the release namespace as the default namespace
     // (helm/helm `pkg/kube/client.go` `Build`: `NamespaceParam(...).DefaultNamespace()`); it is
@@ -276,20 +252,55 @@ pub(super) async fn load_helm(
     })
 }
 
+/// Every stored revision of a release, as Helm's Secrets driver reads them (helm/helm
+/// `pkg/storage/driver/secrets.go` `Query`): the Secrets labelled `owner=helm,name=<release>`
+/// in the storage namespace, whatever their type, each with its body decoded. Helm skips a
+/// Secret it cannot decode; here one makes the whole history unreadable, as which revision Helm
+/// would then read is what a restored or hand-edited Secret may have changed.
+async fn release_history(
+    session: &Session,
+    release: &str,
+    namespace: &str,
+) -> Result<Vec<revision::Stored<Value>>, UserError> {
+    let secrets = served(session, "", "Secret")?;
+    let labels = format!("owner=helm,name={release}");
+    let query = crate::collect::ListQuery {
+        namespace: Some(namespace),
+        labels: Some(&labels),
+        ..Default::default()
+    };
+    let releases = crate::collect::list_query(&session.connection.client, secrets, &query)
+        .await
+        .map_err(|err| session.connection.explain(&err))?;
+    releases
+        .into_iter()
+        .map(|secret| -> Result<revision::Stored<Value>, UserError> {
+            let name = secret.metadata.name.clone().unwrap_or_default();
+            let body = helm_release(&secret).map_err(|why| {
+                UserError::failed(format!(
+                    "cannot read Helm release {namespace}/{release} (Secret {name}): {why}"
+                ))
+            })?;
+            Ok(revision::Stored {
+                label_status: release_status(&secret).map(str::to_string),
+                version: body.get("version").and_then(Value::as_i64).unwrap_or(0),
+                status: body
+                    .pointer("/info/status")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                secret: name,
+                body,
+            })
+        })
+        .collect()
+}
+
 /// Whether a manifest of a release carries Helm's keep policy (trimmed, lower-cased `keep`).
 fn helm_keeps(manifest: &crate::manifest::Manifest) -> bool {
     manifest
         .annotation("helm.sh/resource-policy")
         .is_some_and(|policy| policy.trim().eq_ignore_ascii_case("keep"))
-}
-
-/// The highest revision whose status is `deployed`, with its Secret.
-fn last_deployed<T>(revisions: Vec<(u64, String, T)>) -> Option<(u64, T)> {
-    revisions
-        .into_iter()
-        .filter(|(_, status, _)| status == "deployed")
-        .max_by_key(|(version, _, _)| *version)
-        .map(|(version, _, secret)| (version, secret))
 }
 
 /// The most a Helm release may decompress to: a Secret holds at most 1 MiB, and a release's
@@ -362,17 +373,6 @@ mod tests {
         let long = "x".repeat(50);
         let refused = helm_release_of(&long, "apps", &serde_json::json!({"spec": {"targetNamespace": "shop"}}));
         assert_eq!(refused.unwrap_err().code, crate::error::exit::REFUSED);
-    }
-
-    #[test]
-    fn the_current_helm_release_is_the_last_deployed_revision() {
-        let revisions = vec![
-            (1, "superseded".to_string(), "v1"),
-            (2, "deployed".to_string(), "v2"),
-            (3, "pending-upgrade".to_string(), "v3"),
-        ];
-        assert_eq!(last_deployed(revisions), Some((2, "v2")));
-        assert_eq!(last_deployed(vec![(1, "failed".to_string(), "v1")]), None);
     }
 
     #[test]

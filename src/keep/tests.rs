@@ -381,6 +381,14 @@ fn an_argo_cd_application_is_torn_down_by_its_full_identity() {
     };
     let torn_down = TornDown::new([key(Preset::ArgoCd, "shop", Some("team-a"))]);
     assert_eq!(tracked_elsewhere(&tracked("team-a_shop"), &torn_down), None);
+    // A name-only id belongs to the Application of that name in Argo CD's control-plane
+    // namespace (argo-cd `util/argo/argo.go` `AppInstanceName`): never to `team-a/shop` once
+    // a `team-a_...` id proves `team-a` is outside it.
+    assert_eq!(tracked_elsewhere(&tracked("shop"), &torn_down), None);
+    let outside = torn_down.clone().with_argocd_outside(["team-a".to_string()].into());
+    let name_only = tracked_elsewhere(&tracked("shop"), &outside).unwrap().to_string();
+    assert!(name_only.contains("argocd:shop"), "{name_only}");
+    assert_eq!(tracked_elsewhere(&tracked("team-a_shop"), &outside), None);
     let other = tracked_elsewhere(&tracked("team-b_shop"), &torn_down)
         .unwrap()
         .to_string();

@@ -83,6 +83,10 @@ pub struct Relisted {
     pub wave: Reread,
     /// The objects that may declare a dependency, and the kinds that could not be listed.
     pub declaring: Declaring,
+    /// Every object with an owner reference in the listing's scope, when each kind served there
+    /// was listed (`None` otherwise: a kind not served when listed): what the owner cascades of
+    /// the wave are judged on, from the same reads (see [`crate::cascade::owners`]).
+    pub owned: Option<Collection>,
 }
 
 impl Declaring {
@@ -156,6 +160,8 @@ pub async fn relist(
     };
     let keep =
         move |meta: &ObjectMeta| (selection.matches(meta) && may_declare(meta)) || finalized_by_a_controller(meta);
+    // What has owners is kept apart too: the owner cascades read it (see [`Relisted::owned`]).
+    let wanted = |meta: &ObjectMeta| keep(meta) || has_owners(meta);
     let (shared, kinds): (Vec<Arc<KindInfo>>, Vec<Arc<KindInfo>>) = session
         .catalog
         .listable()
@@ -171,10 +177,10 @@ pub async fn relist(
             .filter(|key| key.0 == kind.group && key.1 == kind.kind)
             .map(|key| key.2.clone())
             .collect();
-        let keep = &keep;
+        let wanted = &wanted;
         async move {
             let in_wave = |meta: &ObjectMeta| namespaces.contains(&meta.namespace);
-            let both = |meta: &ObjectMeta| in_wave(meta) || keep(meta);
+            let both = |meta: &ObjectMeta| in_wave(meta) || wanted(meta);
             let listed = collect_where(client, std::slice::from_ref(kind), scope, both, options).await;
             (kind.clone(), namespaces, listed)
         }
@@ -186,18 +192,34 @@ pub async fn relist(
         }
     };
     let (mut listed, shared_lists, flux, every_crd, stayers) = futures::join!(
-        collect_where(client, &kinds, scope, &keep, options),
+        collect_where(client, &kinds, scope, &wanted, options),
         shared_lists,
         list_flux(session, scope),
         collect_where(client, &crds, scope, |_: &ObjectMeta| true, options),
         stayers
     );
+    let mut owned = Collection::default();
+    take_owned(&mut listed, &keep, &mut owned);
+    owned
+        .objects
+        .extend(every_crd.objects.iter().filter(|o| has_owners(&o.meta)).cloned());
+    owned.objects.extend(
+        flux.objects
+            .iter()
+            .map(|(o, _)| o)
+            .filter(|o| has_owners(&o.meta))
+            .cloned(),
+    );
     listed.objects.extend(every_crd.objects);
     listed.failures.extend(every_crd.failures);
     let mut relisted = Relisted::default();
     for (kind, namespaces, found) in shared_lists {
+        owned
+            .objects
+            .extend(found.objects.iter().filter(|o| has_owners(&o.meta)).cloned());
         split_wave(&kind, &namespaces, found, &keep, &mut listed, &mut relisted.wave);
     }
+    let owned_complete = listed.not_served.is_empty() && flux.failed.is_empty();
     // CRDs the wave deletes were listed with it: every one of them is needed too.
     let wave_crds = relisted
         .wave
@@ -216,8 +238,27 @@ pub async fn relist(
         async move { collect_where(client, &again, scope, keep, options).await }
     };
     session.settle_not_served(&mut listed, relist).await;
+    relisted.owned = owned_complete.then_some(owned);
     relisted.declaring = Declaring::of(listed, flux, stayers);
     relisted
+}
+
+/// Whether an object has an owner reference.
+fn has_owners(meta: &ObjectMeta) -> bool {
+    meta.owner_references.as_ref().is_some_and(|r| !r.is_empty())
+}
+
+/// Moves out of `listed` what only has owners (listed for [`Relisted::owned`]) into `owned`,
+/// copying there what `keep` holds and has owners too.
+fn take_owned(listed: &mut Collection, keep: &dyn Fn(&ObjectMeta) -> bool, owned: &mut Collection) {
+    let (kept, only_owned): (Vec<Listed>, Vec<Listed>) = std::mem::take(&mut listed.objects)
+        .into_iter()
+        .partition(|o| keep(&o.meta));
+    owned
+        .objects
+        .extend(kept.iter().filter(|o| has_owners(&o.meta)).cloned());
+    owned.objects.extend(only_owned);
+    listed.objects = kept;
 }
 
 impl Declaring {

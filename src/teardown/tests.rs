@@ -100,6 +100,14 @@ impl World {
     }
 
     fn teardown(&self, named: &[&str]) -> PrunePlan {
+        let ids: Vec<ObjectId> = named
+            .iter()
+            .map(|n| ObjectId::new(KS_GROUP, "Kustomization", Some("flux-system"), n))
+            .collect();
+        self.teardown_ids(&ids)
+    }
+
+    fn teardown_ids(&self, named: &[ObjectId]) -> PrunePlan {
         let graph = build(
             &self.inputs,
             &BuildOptions {
@@ -113,14 +121,7 @@ impl World {
             objects: &self.objects,
             tracked: &tracked,
         };
-        let named: Vec<usize> = named
-            .iter()
-            .map(|n| {
-                graph
-                    .find(&ObjectId::new(KS_GROUP, "Kustomization", Some("flux-system"), n))
-                    .unwrap()
-            })
-            .collect();
+        let named: Vec<usize> = named.iter().map(|id| graph.find(id).unwrap()).collect();
         let chosen = teardown_closure(&graph, &named);
         plan(&snapshot, &catalog(), chosen, Vec::new(), Mode::Teardown(Vec::new())).unwrap()
     }
@@ -411,4 +412,48 @@ fn planned_dependencies_are_every_need_inferred_ones_too() {
     let of_cr: Vec<&str> = depends[&graph.nodes[0].id].iter().map(|id| id.name.as_str()).collect();
     assert_eq!(of_cr, ["operator"]);
     assert_eq!(depends.len(), 1);
+}
+
+/// Argo CD writes `<namespace>_<name>` tracking ids for an Application outside its control-plane
+/// namespace and the name alone for one inside (argo-cd `util/argo/argo.go` `AppInstanceName`;
+/// the id format of `util/argo/resource_tracking.go`: `<app>:<group>/<Kind>:<namespace>/<name>`).
+/// A teardown of `team/web` takes what `team_web` tracks, never what a name-only `web` id tracks,
+/// even when the control-plane Application `web` is not listed.
+#[test]
+fn an_application_outside_the_control_plane_never_takes_a_name_only_id() {
+    let mut world = World::new();
+    let app = ObjectId::new("argoproj.io", "Application", Some("team"), "web");
+    world.add("argoproj.io", "Application", Some("team"), "web", &[]);
+    for (name, instance) in [("mine", "team_web"), ("control-planes", "web")] {
+        let id = format!("{instance}:/ConfigMap:shop/{name}");
+        world.add_with(
+            "",
+            "ConfigMap",
+            Some("shop"),
+            name,
+            &[],
+            &[(crate::trackers::ARGOCD_TRACKING_ID, id.as_str())],
+        );
+    }
+    let plan = world.teardown_ids(std::slice::from_ref(&app));
+    assert_eq!(names(&plan), vec![vec!["mine"], vec!["web"]]);
+    // Without a `<namespace>_<name>` id in the cluster nothing proves `team` is outside the
+    // control plane: the one Application of that name keeps the name-only id (Known gaps).
+    let mut alone = World::new();
+    alone.add("argoproj.io", "Application", Some("team"), "web", &[]);
+    alone.add_with(
+        "",
+        "ConfigMap",
+        Some("shop"),
+        "control-planes",
+        &[],
+        &[(
+            crate::trackers::ARGOCD_TRACKING_ID,
+            "web:/ConfigMap:shop/control-planes",
+        )],
+    );
+    assert_eq!(
+        names(&alone.teardown_ids(&[app])),
+        vec![vec!["control-planes"], vec!["web"]]
+    );
 }
