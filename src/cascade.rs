@@ -223,7 +223,9 @@ pub fn cascade_of(catalog: &Catalog, holder: &ObjectId, held: &Collection, plann
 
 /// The cascades of the plan that would take something beyond it — of its Namespaces and CRDs
 /// (their content), and of its objects as owners ([`owners::owner_cascades`]) — and the victims as
-/// listed (the plan's graph makes nodes of them: see [`crate::live::LiveGraph::add_victims`]).
+/// listed, with what a planned object controls that may run a controller
+/// ([`owners::controlled_children`]; the plan's graph makes nodes of them all: see
+/// [`crate::live::LiveGraph::add_victims`]).
 pub async fn find_cascades(
     client: &Client,
     catalog: &Catalog,
@@ -268,6 +270,10 @@ pub async fn find_cascades(
         taken.extend(owned.objects.iter().filter(|o| victims.contains(o.uid())).cloned());
         found.push(cascade);
     }
+    // What a planned object controls and may run a controller is a node too, no victim.
+    let mut nodes: HashSet<String> = taken.iter().map(|o| o.uid().to_string()).collect();
+    let controlled = owners::controlled_children(&owned.objects, &planned);
+    taken.extend(controlled.into_iter().filter(|o| nodes.insert(o.uid().to_string())));
     (found, taken)
 }
 

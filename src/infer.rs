@@ -68,6 +68,14 @@ const CONTROLLER_KINDS: [(&str, &str); 9] = [
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
 ];
 
+/// Whether objects of this kind can run or serve a controller (a workload, its ServiceAccount,
+/// RBAC, a Service): what a finalizer or a webhook can be matched to.
+pub fn runs_controllers(id: &ObjectId) -> bool {
+    CONTROLLER_KINDS
+        .iter()
+        .any(|(group, kind)| id.group == *group && id.kind == *kind)
+}
+
 /// Whether inference reads the whole object of this kind.
 pub fn needs_spec(group: &str, kind: &str) -> bool {
     SPEC_KINDS.contains(&(group, kind))

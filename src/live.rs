@@ -459,8 +459,10 @@ pub async fn flux_objects(session: &Session) -> Result<Vec<(Listed, serde_json::
 
 /// Looks the referenced nodes up: one that does not exist is marked missing; one that does gets
 /// the owners its metadata names (it dies with the plan when every one of them does, see
-/// [`Graph::dying_by_owners`]).
-async fn settle_references(session: &Session, graph: &mut Graph, objects: &HashMap<ObjectId, Listed>) {
+/// [`Graph::dying_by_owners`]), and the owners of every object of `objects` and of those that
+/// are no nodes are read up the chain ([`Graph::outside_owners`]). The plan's graph and the
+/// re-check's ([`crate::recheck::dependents::GraphNow`]) are settled by this one function.
+pub(crate) async fn settle_references(session: &Session, graph: &mut Graph, objects: &HashMap<ObjectId, Listed>) {
     let existing = existing_references(session, graph).await;
     graph.mark_referenced(|id| existing.contains_key(id));
     let mut refs: Vec<(Option<String>, OwnerReference)> = Vec::new();

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use petgraph::algo::{has_path_connecting, tarjan_scc, toposort, DfsSpace};
+use petgraph::algo::{has_path_connecting, tarjan_scc, DfsSpace};
 use petgraph::graph::{DiGraph, NodeIndex};
 
 use crate::graph::{EdgeKind, Graph};
@@ -27,10 +27,24 @@ pub struct Cycle {
 /// deleted. A dependency `from -> to` is such an edge. A tracking object (Kustomization,
 /// HelmRelease, inventory) goes after its members, so that it, and its `dependsOn`, is still
 /// there when a run is resumed; and when it depends on another, the other's members go after it.
+///
+/// A tracking object whose deletion deletes nothing itself ([`Graph::inert`]: a kpt inventory,
+/// an ApplySet parent) and that tracks the Namespace it lives in goes after that Namespace, as
+/// `kpt live destroy` does (cli-utils deletes the package's Namespaces, waits until they are
+/// gone, then deletes the inventory object, which its Namespace already took): its own
+/// Namespace edge is left out, or it would close the cycle inventory → Namespace → inventory.
 pub fn deletion_order(graph: &Graph) -> DiGraph<usize, ()> {
     let mut order = DiGraph::with_capacity(graph.nodes.len(), graph.edges.len() + graph.members.len());
     let indices: Vec<NodeIndex> = (0..graph.nodes.len()).map(|i| order.add_node(i)).collect();
-    for edge in graph.all_edges() {
+    let goes_with_its_namespace = |edge: &crate::graph::Edge| {
+        edge.kind == EdgeKind::Namespace
+            && graph.inert.contains_key(&edge.from)
+            && graph
+                .members
+                .iter()
+                .any(|m| m.owner == edge.from && m.member == edge.to)
+    };
+    for edge in graph.all_edges().filter(|e| !goes_with_its_namespace(e)) {
         order.add_edge(indices[edge.from], indices[edge.to], ());
     }
     for membership in &graph.members {
@@ -47,19 +61,15 @@ pub fn deletion_order(graph: &Graph) -> DiGraph<usize, ()> {
 }
 
 /// Plans the deletion of `targets` (node indices). Orders through every node of the graph, so a
-/// dependency that passes through an object outside the targets is still honoured.
+/// dependency that passes through an object outside the targets is still honoured. The order is
+/// sorted through its strongly connected components (its condensation): a cycle among objects
+/// the plan does not delete (say another package's inventory and the Namespace it lives in)
+/// orders what passes through it as one node and fails nothing; only a cycle that holds a
+/// target is reported, as a path through that target.
 pub fn plan_deletion(graph: &Graph, targets: &HashSet<usize>) -> Result<Plan, Cycle> {
     let order = planning_order(graph, targets);
-    let sorted = toposort(&order, None).map_err(|cycle| find_cycle(&order, cycle.node_id()))?;
-    let mut layer = vec![0usize; order.node_count()];
-    for node in sorted {
-        let next = layer[node.index()] + 1;
-        let successors: Vec<NodeIndex> = order.neighbors(node).collect();
-        for successor in successors {
-            layer[successor.index()] = layer[successor.index()].max(next);
-        }
-    }
-    let deepest = layer.iter().copied().max().unwrap_or(0);
+    let layer = layers(&order, targets)?;
+    let deepest = targets.iter().map(|&t| layer[t]).max().unwrap_or(0);
     let mut waves: Vec<Vec<usize>> = vec![Vec::new(); deepest + 1];
     for &target in targets {
         waves[layer[target]].push(target);
@@ -69,6 +79,40 @@ pub fn plan_deletion(graph: &Graph, targets: &HashSet<usize>) -> Result<Plan, Cy
         wave.sort_by(|a, b| graph.nodes[*a].id.cmp(&graph.nodes[*b].id));
     }
     Ok(Plan { waves })
+}
+
+/// The layer of every node of `order` (its longest path from a source, counted in strongly
+/// connected components), or the cycle through the first target that lies in a cyclic
+/// component (more than one node, or a node that needs itself).
+fn layers(order: &DiGraph<usize, ()>, targets: &HashSet<usize>) -> Result<Vec<usize>, Cycle> {
+    // Tarjan yields the components sinks first: reversed, each comes after all it depends on.
+    let mut components = tarjan_scc(order);
+    components.reverse();
+    let mut component_of = vec![0usize; order.node_count()];
+    for (c, members) in components.iter().enumerate() {
+        let cyclic = members.len() > 1 || members.iter().any(|&n| order.contains_edge(n, n));
+        if let Some(&target) = members.iter().find(|&&n| cyclic && targets.contains(&order[n])) {
+            return Err(find_cycle(order, target));
+        }
+        for &node in members {
+            component_of[node.index()] = c;
+        }
+    }
+    let mut component_layer = vec![0usize; components.len()];
+    for (c, members) in components.iter().enumerate() {
+        let next = component_layer[c] + 1;
+        for &node in members {
+            for successor in order.neighbors(node) {
+                let d = component_of[successor.index()];
+                if d != c {
+                    component_layer[d] = component_layer[d].max(next);
+                }
+            }
+        }
+    }
+    Ok((0..order.node_count())
+        .map(|n| component_layer[component_of[n]])
+        .collect())
 }
 
 /// The order the planner sorts for `targets`: [`deletion_order`] and the orders the targets'
@@ -114,17 +158,17 @@ pub fn plan_apply(graph: &Graph, targets: &HashSet<usize>) -> Result<Plan, Cycle
     Ok(plan)
 }
 
-/// Finds a cycle through the strongly connected component that holds `start`: the shortest
-/// walk (breadth first, inside the component) from the component's first node back to it. In a
-/// strongly connected component that walk always exists, so every step of the path is an edge
-/// of `order` and the path closes.
+/// Finds a cycle through `start`: the shortest walk (breadth first, inside the strongly
+/// connected component that holds it) from `start` back to it. In a strongly connected
+/// component that walk always exists, so every step of the path is an edge of `order`, the path
+/// closes, and it passes through `start` (the target a failed plan names).
 fn find_cycle(order: &DiGraph<usize, ()>, start: NodeIndex) -> Cycle {
     let component = tarjan_scc(order)
         .into_iter()
         .find(|scc| scc.contains(&start) && (scc.len() > 1 || order.contains_edge(start, start)))
         .unwrap_or_else(|| vec![start]);
     let members: HashSet<NodeIndex> = component.iter().copied().collect();
-    let first = component[0];
+    let first = start;
     let mut came_from: HashMap<NodeIndex, NodeIndex> = HashMap::new();
     let mut queue = VecDeque::from([first]);
     let mut closing = None;
@@ -354,6 +398,79 @@ mod tests {
         );
         let plan = plan_deletion(&graph, &all(&graph)).unwrap();
         assert_eq!(names(&graph, &plan), vec![vec!["app"], vec!["db"]]);
+    }
+
+    /// Issue 25, item 1a: a cycle among objects the plan does not delete fails nothing, and
+    /// what passes through it is still ordered.
+    #[test]
+    fn a_cycle_outside_the_targets_fails_nothing_and_still_orders_through() {
+        // p <-> q is a cycle; x needs p, q needs y: x goes before y through the cycle.
+        let graph = build(
+            &[
+                cm("p", &["q"]),
+                cm("q", &["p", "y"]),
+                cm("x", &["p"]),
+                cm("y", &[]),
+                cm("z", &[]),
+            ],
+            &BuildOptions::default(),
+        );
+        let targets: HashSet<usize> = ["x", "y", "z"]
+            .iter()
+            .filter_map(|n| graph.find(&ObjectId::new("", "ConfigMap", Some("t"), n)))
+            .collect();
+        let plan = plan_deletion(&graph, &targets).unwrap();
+        assert_eq!(names(&graph, &plan), vec![vec!["x", "z"], vec!["y"]]);
+    }
+
+    /// A cycle that holds a target fails, and the reported path passes through a target.
+    #[test]
+    fn a_cycle_through_a_target_is_reported_through_it() {
+        let graph = build(
+            &[cm("a", &["b"]), cm("b", &["c"]), cm("c", &["b"]), cm("d", &[])],
+            &BuildOptions::default(),
+        );
+        let c = graph.find(&ObjectId::new("", "ConfigMap", Some("t"), "c")).unwrap();
+        let d = graph.find(&ObjectId::new("", "ConfigMap", Some("t"), "d")).unwrap();
+        let cycle = plan_deletion(&graph, &[c, d].into_iter().collect()).unwrap_err();
+        assert!(cycle.path.contains(&c), "{cycle:?}");
+        assert_eq!(cycle.path.len(), 2, "{cycle:?}");
+    }
+
+    /// Issue 25, item 1b: a kpt package that holds the Namespace its own inventory lives in.
+    /// `kpt live destroy` deletes the members (the ConfigMap before its Namespace), then the
+    /// Namespace, then the inventory (which the Namespace already took): no cycle.
+    #[test]
+    fn a_kpt_inventory_goes_after_the_namespace_it_lives_in_and_tracks() {
+        let owned = |input: &mut NodeInput| {
+            input
+                .annotations
+                .insert("config.k8s.io/owning-inventory".into(), "inv-home".into());
+        };
+        let mut inventory = NodeInput {
+            id: ObjectId::new("kpt.dev", "ResourceGroup", Some("home"), "inventory"),
+            ..Default::default()
+        };
+        inventory
+            .labels
+            .insert("cli-utils.sigs.k8s.io/inventory-id".into(), "inv-home".into());
+        let mut namespace = NodeInput {
+            id: ObjectId::new("", "Namespace", None, "home"),
+            ..Default::default()
+        };
+        owned(&mut namespace);
+        let mut config_map = NodeInput {
+            id: ObjectId::new("", "ConfigMap", Some("home"), "a"),
+            ..Default::default()
+        };
+        owned(&mut config_map);
+        let options = BuildOptions {
+            members: true,
+            ..Default::default()
+        };
+        let graph = build(&[inventory, namespace, config_map], &options);
+        let plan = plan_deletion(&graph, &all(&graph)).unwrap();
+        assert_eq!(names(&graph, &plan), vec![vec!["a"], vec!["home"], vec!["inventory"]]);
     }
 
     /// A component whose walk can run into a dead end (1 -> 2 -> 1 while 3 closes the cycle):

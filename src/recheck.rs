@@ -31,7 +31,7 @@ use crate::session::Session;
 use crate::suspend::Suspensions;
 use crate::teardown::{tracker_key, PrunePlan};
 use crate::trackers::{Preset, Selection};
-use dependents::{argo_apps, needed_now, relist, Declaring, Relisted, Standing, WaveKey};
+use dependents::{argo_apps, graph_now, relist, Declaring, Relisted, Standing, WaveKey};
 
 /// The re-check of one run (see the module documentation).
 pub struct Recheck {
@@ -299,7 +299,9 @@ impl Recheck {
         }
         let standing = self.standing(&present);
         let build = crate::graph::BuildOptions::for_catalog(&self.catalog, false, self.infer);
-        let mut needed = needed_now(&declaring.objects, &present, &standing, &build, &declaring.bodies);
+        let mut now = graph_now(&declaring.objects, &present, &build, &declaring.bodies);
+        crate::live::settle_references(&self.session, &mut now.graph, &now.objects).await;
+        let mut needed = now.needed(&present, &standing);
         for (target, _) in passed {
             match needed.remove(&target.uid) {
                 Some(reason) => checked.dropped.push((target, reason)),

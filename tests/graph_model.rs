@@ -1570,3 +1570,192 @@ webhooks:
     }
     planned_wave(&lines, "ConfigMap", "settings");
 }
+
+/// Issue 25, item 3: an untracked operator Deployment that a planned object controls (an
+/// OLM-like ClusterServiceVersion, here stack `op`'s ConfigMap `csv`) is a node of the plan's
+/// graph: it dies with `csv`, and stack `op`'s Gizmo `g`, whose finalizer RBAC ties to that
+/// Deployment, goes before `csv`. In one wave, the garbage collector would take the operator
+/// while `g` waits for it, and `g` would hang for good.
+#[test]
+fn a_custom_resource_goes_before_the_owner_that_takes_its_untracked_operator() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gmcsv");
+    let f = flux.0.clone();
+    let op_ns = Namespace::new("gmcsv-op");
+    let o = op_ns.0.clone();
+    let run = unique("gmcsv");
+    let group = own_group(&run);
+    let resource = format!("gizmos.{group}");
+    let finalizer = format!("{group}/cleanup");
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &o);
+    leftovers.object("crd", &resource);
+    leftovers.object("clusterrole", &run);
+    leftovers.object("clusterrolebinding", &run);
+    let op = flux_labels("op", &f);
+    let kept_crd = crd(&group, "Gizmo", "gizmos", &op).replace(
+        "metadata: {name: ",
+        "metadata: {annotations: {kustomize.toolkit.fluxcd.io/prune: disabled}, name: ",
+    );
+    apply(&format!(
+        r#"{}{kept_crd}---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: csv, namespace: {o}, labels: {op}}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: controller, namespace: {o}, labels: {op}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {run}, labels: {op}}}
+rules: [{{apiGroups: [{group}], resources: [gizmos], verbs: [get, list, watch, update, patch]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {run}, labels: {op}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {run}}}
+subjects: [{{kind: ServiceAccount, name: controller, namespace: {o}}}]
+"#,
+        kustomization("op", &f, ""),
+    ));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    let csv_uid = uid_of("configmap", Some(&o), "csv");
+    apply(&format!(
+        r#"---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: controller
+  namespace: {o}
+  ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: csv, uid: {csv_uid}, controller: true, blockOwnerDeletion: true}}]
+spec:
+  selector: {{matchLabels: {{app: controller}}}}
+  template:
+    metadata: {{labels: {{app: controller}}}}
+    spec: {{serviceAccountName: controller, containers: [{{name: manager, image: example.invalid/operator}}]}}
+---
+apiVersion: {group}/v1
+kind: Gizmo
+metadata: {{name: g, namespace: {o}, labels: {op}, finalizers: [{finalizer}]}}
+"#
+    ));
+    let alive_ns = o.clone();
+    let operator = StandIn::start(&resource, Some(&o), "g", &finalizer, move || {
+        exists("deployment", Some(&alive_ns), "controller")
+    });
+
+    let planned = stack(&["prune", "-n", &f, "kustomization/op", "--dry-run", "-o", "json"]).expect_code(0);
+    let lines = json_lines(&planned.stdout);
+    assert!(
+        planned_wave(&lines, "Gizmo", "g") < planned_wave(&lines, "ConfigMap", "csv"),
+        "`csv` takes the operator `g` needs: {}",
+        planned.stdout
+    );
+    let why = planned_why(&lines, "Gizmo", "g");
+    assert!(why.contains(&format!("Deployment.apps/{o}/controller")), "{why}");
+    assert_eq!(
+        wave_of(&lines, "Deployment", "controller"),
+        None,
+        "no target: {}",
+        planned.stdout
+    );
+
+    let pruned = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/op",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    let finalized = operator.stop();
+    assert_eq!(pruned.code, 0, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
+    assert_eq!(finalized, 1, "the live operator finalized `g`");
+    assert!(!exists(&resource, Some(&o), "g"));
+    assert!(!exists("configmap", Some(&o), "csv"));
+    wait_until(Duration::from_secs(60), || {
+        !exists("deployment", Some(&o), "controller")
+    });
+}
+
+/// Issue 25, item 2: the re-check before a wave reads owners outside its graph, as the plan
+/// does. Stack `s` holds ConfigMaps `first` (held by a finalizer, before `p`) and `p`; the
+/// untracked `mid` is controlled by `p`, and the untracked `need` by `mid`. Once `first` is
+/// being deleted, stack `other`'s `user` starts to depend on `need`: the garbage collector would
+/// take `need` with `p`, so the re-check of `p`'s wave keeps `p`, saying why.
+#[test]
+fn the_recheck_keeps_an_owner_whose_untracked_chain_takes_a_new_need() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("gmrechain");
+    let n = ns.0.clone();
+    let hold = "graphmodel.example.com/hold";
+    let (s, other) = (flux_labels("s", &n), flux_labels("other", &n));
+    apply(&format!(
+        r#"{}{}---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: p, namespace: {n}, labels: {s}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: first
+  namespace: {n}
+  labels: {s}
+  finalizers: [{hold}]
+  annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/p}}
+"#,
+        kustomization("s", &n, ""),
+        kustomization("other", &n, "")
+    ));
+    let controlled = |name: &str, owner: &str, uid: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {n}, ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: {owner}, uid: {uid}, controller: true}}]}}\n"
+        )
+    };
+    apply(&controlled("mid", "p", &uid_of("configmap", Some(&n), "p")));
+    apply(&controlled("need", "mid", &uid_of("configmap", Some(&n), "mid")));
+
+    let mut child = spawn_stack(&[
+        "prune",
+        "-n",
+        &n,
+        "kustomization/s",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", &n, "first")
+    });
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: user, namespace: {n}, labels: {other}, annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/need}}}}\n"
+    ));
+    release_finalizers("configmap/first", &n);
+    let pruned = finish(child);
+    let lines = json_lines(&pruned.stdout);
+    let dropped = lines
+        .iter()
+        .find(|e| e["type"] == "event" && e["change"] == "dropped" && e["id"]["name"] == "p")
+        .and_then(|e| e["reason"].as_str())
+        .unwrap_or_else(|| panic!("p not dropped:\n{}\n{}", pruned.stdout, pruned.stderr))
+        .to_string();
+    assert!(
+        dropped.contains(&format!("needed by ConfigMap/{n}/user"))
+            && dropped.contains(&format!("ConfigMap/{n}/need dies with it"))
+            && dropped.contains("found by the re-check"),
+        "{dropped}"
+    );
+    assert!(!exists("configmap", Some(&n), "first"));
+    assert!(exists("configmap", Some(&n), "p"), "{}", pruned.stdout);
+    assert!(exists("configmap", Some(&n), "need"), "{}", pruned.stdout);
+}

@@ -330,6 +330,88 @@ fn a_kpt_orphan_prune_keeps_the_namespace_the_next_package_lives_in() {
     assert!(exists("namespace", None, &kns), "kpt keeps {kns}");
 }
 
+/// The order in which `kpt live destroy --dry-run` (cli-utils' destroyer) says it deletes
+/// objects: `kind/name`, as kpt prints them.
+fn kpt_destroy_order(package: &Path) -> Vec<String> {
+    let dry = kpt(&["live", "destroy", package.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(dry.code, 0, "{}\n{}", dry.stdout, dry.stderr);
+    dry.stdout
+        .lines()
+        .filter_map(|l| l.strip_suffix(" delete successful"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Issue 25, item 1b: a kpt package holds the Namespace its own inventory object lives in
+/// (inventory → Namespace → inventory in the graph). `kpt live destroy` deletes the package's
+/// objects, then that Namespace (which takes the inventory object), then finishes with the
+/// inventory: so does the teardown that names the inventory, with no cycle. Everything lives in
+/// Namespaces of this test's own, deleted when it ends: another binary's teardown meets the
+/// package in its graph and plans all the same.
+#[test]
+fn a_kpt_package_that_holds_its_inventory_s_namespace_is_torn_down_as_kpt_destroys_it() {
+    let _logs = start();
+    ensure_resource_group();
+    let home = unique("kpt-home");
+    let _home = Leftover("namespace", home.clone());
+    let package = files(&[
+        (
+            "ns.yaml",
+            &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {home}}}\n"),
+        ),
+        (
+            "a.yaml",
+            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a, namespace: {home}}}\n"),
+        ),
+    ]);
+    let id = unique("kpt-id");
+    kpt_live_apply(&package, &home, &id, true);
+    assert!(exists("resourcegroup", Some(&home), "inventory"));
+
+    // kpt's own order: the ConfigMap, then its Namespace (the inventory's); the inventory last.
+    let kpt_order = kpt_destroy_order(&package);
+    assert_eq!(
+        kpt_order,
+        vec!["configmap/a".to_string(), format!("namespace/{home}")],
+        "kpt live destroy --dry-run"
+    );
+
+    // The package's graph plans (no cycle).
+    let tracker = format!("kpt={id}");
+    let graph = stack(&["graph", "-A", "--tracker", &tracker, "--members", "--order", "delete"]);
+    assert_eq!(graph.code, 0, "{}\n{}", graph.stdout, graph.stderr);
+
+    let pruned = stack(&[
+        "prune",
+        "-n",
+        &home,
+        "resourcegroup/inventory",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "120s",
+    ]);
+    assert_eq!(pruned.code, 0, "{}\n{}", pruned.stdout, pruned.stderr);
+    let lines = json_lines(&pruned.stdout);
+    let wave = |kind: &str, name: &str| planned_wave(&lines, kind, name);
+    assert!(wave("ConfigMap", "a") < wave("Namespace", &home), "{}", pruned.stdout);
+    assert!(
+        wave("Namespace", &home) < wave("ResourceGroup", "inventory"),
+        "{}",
+        pruned.stdout
+    );
+    assert_eq!(
+        deleted_order(&pruned).first().map(String::as_str),
+        Some("ConfigMap/a"),
+        "{}",
+        pruned.stdout
+    );
+    wait_until(std::time::Duration::from_secs(60), || !exists("namespace", None, &home));
+    let listed = stack(&["list", "-A", "--tracker", &tracker, "-o", "name"]).expect_code(0);
+    assert_eq!(listed.stdout, "", "nothing of the package is left");
+}
+
 /// Issue 24 (kpt prune filters), b: the package held ConfigMaps `dep-target` and `user`; the
 /// next drops `dep-target` and gives `user` a `depends-on` naming it. kpt keeps `dep-target`:
 /// cli-utils `pkg/apply/filter/dependency-filter.go` (a dependent scheduled for apply).

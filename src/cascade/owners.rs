@@ -156,6 +156,29 @@ pub fn owner_cascades(
         .collect()
 }
 
+/// The objects among `owned` that a planned object controls (its owner reference with
+/// `controller: true`) and that can run a controller ([`crate::infer::runs_controllers`]: an
+/// operator Deployment a ClusterServiceVersion made, its ServiceAccount and RBAC), when they die
+/// with the plan. They are no victims (their owner's to take), but nodes of the plan's graph:
+/// a custom resource whose finalizer names such an operator goes before the owner that takes
+/// it (rule "what dies goes before what it needs", [`crate::graph::Graph::victim_orders`]).
+pub fn controlled_children(owned: &[Listed], planned: &Planned) -> Vec<Listed> {
+    let owners_of = owners_by_uid(owned);
+    owned
+        .iter()
+        .filter(|object| {
+            !planned.uids.contains(object.uid())
+                && !object.is_terminating()
+                && object
+                    .controller_owner()
+                    .is_some_and(|owner| planned.uids.contains(&owner.uid))
+                && crate::infer::runs_controllers(&object.id())
+                && dies_with_plan(&object.meta, &planned.uids, &owners_of)
+        })
+        .cloned()
+        .collect()
+}
+
 /// The first planned owner up the owner chain of the object with this UID (breadth first).
 fn planned_root(uid: &str, planned: &HashSet<String>, owners_of: &HashMap<String, Vec<String>>) -> Option<String> {
     let mut seen: HashSet<&str> = HashSet::new();

@@ -382,19 +382,29 @@ pub struct Standing {
     pub victims: HashSet<String>,
 }
 
-/// The wave's `candidates` (objects as they are now) that an object that stays depends on, by
-/// UID, each with the reason: the planner's needed-by-staying rule over `declaring`, on a graph
-/// built as the plan's was (`options`: [`BuildOptions::for_catalog`], inference included, so that
-/// a custom resource made since the plan keeps the operator its finalizer names). `bodies` holds
-/// the whole objects inference reads (see [`Declaring::bodies`]): a webhook made since the plan
-/// keeps the Service and workloads that serve it.
-pub fn needed_now(
+/// The graph the re-check judges a wave on: the wave's objects as they are now and the objects
+/// that declare dependencies, built as the plan's was. [`crate::live::settle_references`] then
+/// reads what the plan read beside its graph — the referenced objects' owners and the owners
+/// outside the graph up the chain ([`crate::graph::Graph::outside_owners`]) — so that a need that
+/// dies through an untracked owner chain made since the plan is seen by the planner's own rule.
+pub struct GraphNow {
+    /// The graph.
+    pub graph: crate::graph::Graph,
+    /// The listed object of each of its selected nodes.
+    pub objects: HashMap<crate::identity::ObjectId, Listed>,
+}
+
+/// Builds the [`GraphNow`] of a wave: `candidates` (its objects as they are now) and `declaring`,
+/// with `options` ([`BuildOptions::for_catalog`], inference included, so that a custom resource
+/// made since the plan keeps the operator its finalizer names) and `bodies`, the whole objects
+/// inference reads (see [`Declaring::bodies`]: a webhook made since the plan keeps the Service
+/// and workloads that serve it).
+pub fn graph_now(
     declaring: &[(Listed, Vec<crate::identity::ObjectId>)],
     candidates: &[Listed],
-    standing: &Standing,
     options: &BuildOptions,
     bodies: &HashMap<crate::identity::ObjectId, serde_json::Value>,
-) -> BTreeMap<String, String> {
+) -> GraphNow {
     let inputs: Vec<NodeInput> = candidates
         .iter()
         .map(|o| (o, &[][..]))
@@ -404,41 +414,57 @@ pub fn needed_now(
             ..input_of(object, depends_on)
         })
         .collect();
-    let graph = build(&inputs, options);
-    let objects: HashMap<crate::identity::ObjectId, &Listed> = declaring
+    let objects = declaring
         .iter()
-        .map(|(o, _)| (o.id(), o))
-        .chain(candidates.iter().map(|o| (o.id(), o)))
+        .map(|(o, _)| (o.id(), o.clone()))
+        .chain(candidates.iter().map(|o| (o.id(), o.clone())))
         .collect();
-    let owners_of: HashMap<String, Vec<String>> = objects
-        .values()
-        .map(|o| {
-            let owners = o
-                .meta
-                .owner_references
-                .iter()
-                .flatten()
-                .map(|r| r.uid.clone())
-                .collect();
-            (o.uid().to_string(), owners)
-        })
-        .collect();
-    let wave: HashSet<usize> = candidates.iter().filter_map(|o| graph.find(&o.id())).collect();
-    let stays = |index: usize| {
-        graph.nodes[index].status == NodeStatus::Selected
-            && objects.get(&graph.nodes[index].id).is_some_and(|o| {
-                !standing.leaving.contains(o.uid())
-                    && !standing.victims.contains(o.uid())
-                    && !dies_with_plan(&o.meta, &standing.planned, &owners_of)
+    GraphNow {
+        graph: build(&inputs, options),
+        objects,
+    }
+}
+
+impl GraphNow {
+    /// The wave's `candidates` that an object that stays depends on, by UID, each with the
+    /// reason: the planner's needed-by-staying rule ([`needed_by_staying`], which follows owner
+    /// chains with [`crate::graph::Graph::dying_by_owners`]).
+    pub fn needed(&self, candidates: &[Listed], standing: &Standing) -> BTreeMap<String, String> {
+        let graph = &self.graph;
+        let mut owners_of: HashMap<String, Vec<String>> = graph.outside_owners.clone();
+        owners_of.extend(self.objects.values().map(|o| {
+            let owners = o.meta.owner_references.iter().flatten().map(|r| r.uid.clone());
+            (o.uid().to_string(), owners.collect())
+        }));
+        let wave: HashSet<usize> = candidates.iter().filter_map(|o| graph.find(&o.id())).collect();
+        let stays = |index: usize| {
+            graph.nodes[index].status == NodeStatus::Selected
+                && self.objects.get(&graph.nodes[index].id).is_some_and(|o| {
+                    !standing.leaving.contains(o.uid())
+                        && !standing.victims.contains(o.uid())
+                        && !dies_with_plan(&o.meta, &standing.planned, &owners_of)
+                })
+        };
+        needed_by_staying(graph, &wave, stays)
+            .into_iter()
+            .filter_map(|(index, why)| {
+                let object = self.objects.get(&graph.nodes[index].id)?;
+                Some((object.uid().to_string(), format!("{why} (found by the re-check)")))
             })
-    };
-    needed_by_staying(&graph, &wave, stays)
-        .into_iter()
-        .filter_map(|(index, why)| {
-            let object = objects.get(&graph.nodes[index].id)?;
-            Some((object.uid().to_string(), format!("{why} (found by the re-check)")))
-        })
-        .collect()
+            .collect()
+    }
+}
+
+/// [`GraphNow::needed`] of [`graph_now`], without reading the cluster for owners and
+/// references (what the re-check reads with [`crate::live::settle_references`] in between).
+pub fn needed_now(
+    declaring: &[(Listed, Vec<crate::identity::ObjectId>)],
+    candidates: &[Listed],
+    standing: &Standing,
+    options: &BuildOptions,
+    bodies: &HashMap<crate::identity::ObjectId, serde_json::Value>,
+) -> BTreeMap<String, String> {
+    graph_now(declaring, candidates, options, bodies).needed(candidates, standing)
 }
 
 fn input_of(object: &Listed, depends_on: &[crate::identity::ObjectId]) -> NodeInput {
