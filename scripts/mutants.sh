@@ -20,14 +20,16 @@ fi
 restore() { git checkout -q -- src/ tests/world_props.proptest-regressions; }
 trap restore EXIT
 
-# Runs world_props; prints the first line of its failure, or SURVIVED.
+# Runs world_props, its output kept in target/mutants/NAME.log; prints the first line of its
+# failure and the cases that passed before it, or SURVIVED.
+mkdir -p target/mutants
 verdict() {
-  local log
-  log=$(mktemp)
+  local log="target/mutants/$1.log"
   if cargo test -q --test world_props >"$log" 2>&1; then
     echo "SURVIVED"
   else
-    grep -m1 -o 'Test failed: .*' "$log" | cut -c14-160 || echo "failed (see $log)"
+    (grep -m1 -o 'Test failed: .*' "$log" || echo "failed") | cut -c14-200
+    grep -m1 -o 'successes: [0-9]*' "$log" || true
   fi
 }
 
@@ -39,8 +41,8 @@ for patch in tests/world/mutants/"${1:-}"*.patch; do
   git apply "$patch"
   # Build under the shared lock (scripts/test.sh builds alone; helpers share the machine).
   flock /tmp/cargo.lock nice -n 5 cargo test -q --no-run --test world_props 2>/dev/null
-  all=$(verdict)
-  alone=$(WORLD_ONLY="$target" verdict)
+  all=$(verdict "$name")
+  alone=$(WORLD_ONLY="$target" verdict "$name.inv$target")
   echo "$name" >&2
   echo "  every invariant:   $all" >&2
   echo "  invariant $target alone: $alone" >&2

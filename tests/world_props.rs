@@ -531,7 +531,15 @@ fn orphans_start(world: &World, cluster: &Cluster) -> Option<Start> {
     let mut start = Start {
         chosen: HashMap::new(),
         kept: Vec::new(),
-        mode: Mode::Orphans(None, Default::default()),
+        // `pruning::orphan_planning`: the tracker named and what the desired set needs.
+        mode: Mode::Orphans(
+            Some(tracker.clone()),
+            desired
+                .manifests
+                .as_ref()
+                .map(|set| set.needs.clone())
+                .unwrap_or_default(),
+        ),
         members: false,
     };
     for classified in classify(&selected, &desired) {

@@ -74,7 +74,11 @@ pub fn marking(world: &World, index: usize) -> Marking {
         || label("kapp.k14s.io/app").is_some_and(|_| !stacks.iter().any(|s| world.stacks[*s].tool == Tool::Kapp))
         || label("fluxcd.io/sync-gc-mark")
             .is_some_and(|_| !stacks.iter().any(|s| world.stacks[*s].tool == Tool::FluxV1))
-        || label("flux.weave.works/stack").is_some();
+        // Flux v1's legacy stack label is Flux v1's own mark: a sync set that marks the object
+        // with its gc mark for the object itself collects it whatever that label says
+        // (fluxcd/flux 1.x `pkg/cluster/kubernetes/sync.go` `AllowedForGC` reads the gc mark
+        // alone).
+        || label("flux.weave.works/stack").is_some_and(|_| !stacks.iter().any(|s| world.stacks[*s].tool == Tool::FluxV1));
     Marking { stacks, other }
 }
 
