@@ -43,7 +43,11 @@
 //!   the owners that are no nodes (`Graph::outside_owners`) and keeps the planned owner;
 //! - F4: the same gap for webhooks: a teardown's graph lists every webhook configuration (a
 //!   stayer) but not the untracked Service it calls, so the tracked operator Deployment behind
-//!   that Service is deleted while the webhook (`failurePolicy: Fail`) stays.
+//!   that Service is deleted while the webhook (`failurePolicy: Fail`) stays;
+//! - F5 (fixed, always checked): `--tracker flux-v1=SET` deleted an operator whose custom
+//!   resource stays with its finalizer: each Flux v1 gc mark hashes the object's own id, so
+//!   inference put the operator and its CRD in no common stack; gc-marked objects are one stack
+//!   for inference now (`infer::stack_keys`).
 //!
 //! Not emulated: new dependents and contents in the re-check (`Recheck::judge_dependents`,
 //! `judge_content`, `judge_owned`), `--keep-cascading`, orphans under `-l` alone
