@@ -867,7 +867,13 @@ fn check(world: &World) -> Result<(), String> {
     // The re-check before each wave, on the world changed between two waves: what the change
     // made stay is dropped (invariant 1 on the changed world).
     if let Some((next, deleted, _)) = world::recheck::run_changed(world, &planned).filter(|_| only(1)) {
-        check_allowed(&next, &deleted).map_err(|e| format!("invariant 1 after the change: {e}"))?;
+        check_allowed(&next, &deleted).map_err(|e| {
+            let (after, change) = world
+                .change
+                .unwrap_or((0, world::Change::Keep { object: 0, marker: 0 }));
+            let aimed = world::recheck::aim(world, &planned, after % (planned.waves.len() - 1), change);
+            format!("invariant 1 after the change {aimed:?} (after wave {after}): {e}")
+        })?;
     }
     Ok(())
 }
@@ -957,6 +963,15 @@ fn world_stats() {
         }
         if !planned.cascades.is_empty() {
             *counts.entry(format!("{tool}: names victims")).or_default() += 1;
+        }
+        if let Some((_, deleted, dropped)) = world::recheck::run_changed(&world, &planned) {
+            *counts.entry(format!("{tool}: changed between waves")).or_default() += 1;
+            if !dropped.is_empty() {
+                *counts.entry(format!("{tool}: the re-check drops some")).or_default() += 1;
+            }
+            if !deleted.is_empty() {
+                *counts.entry(format!("{tool}: deletes after the change")).or_default() += 1;
+            }
         }
     }
     eprintln!("{counts:#?}");

@@ -23,7 +23,7 @@ use kubectl_stack::recheck::keeps_record_beside;
 use kubectl_stack::teardown::{tracker_key, PrunePlan};
 use kubectl_stack::trackers::marks;
 
-use super::{Entry, World};
+use super::{Change, Entry, World};
 
 /// One torn-down stack's answer for one object (`recheck::StackClaim`).
 #[derive(Default)]
@@ -152,6 +152,41 @@ fn withhold(plan: &PrunePlan, dropped: &ObjectId, withheld: &mut HashSet<ObjectI
     }
 }
 
+/// The change aimed at what it can change: an object's change at an object of the waves after
+/// it, a policy's change at a torn-down Flux Kustomization (the generated index, modulo their
+/// count). Without such an object or stack, the change as generated.
+pub fn aim(world: &World, plan: &PrunePlan, after: usize, change: Change) -> Change {
+    let later: Vec<usize> = plan.waves[after + 1..]
+        .iter()
+        .flatten()
+        .filter_map(|t| world.present().find(|&i| world.id(i) == t.id))
+        .collect();
+    let flux: Vec<usize> = (0..world.stacks.len())
+        .filter(|&s| {
+            world.stacks[s].tool == super::Tool::Flux
+                && plan.waves.iter().flatten().any(|t| t.id == world.tracker_id(s))
+        })
+        .collect();
+    let object = |o: usize| if later.is_empty() { o } else { later[o % later.len()] };
+    let stack = |s: usize| if flux.is_empty() { s } else { flux[s % flux.len()] };
+    match change {
+        Change::Keep { object: o, marker } => Change::Keep {
+            object: object(o),
+            marker,
+        },
+        Change::Orphan { stack: s } => Change::Orphan { stack: stack(s) },
+        Change::NoPrune { stack: s } => Change::NoPrune { stack: stack(s) },
+        Change::Remark { object: o, stack } => Change::Remark {
+            object: object(o),
+            stack,
+        },
+        Change::SecondMark { object: o, stack } => Change::SecondMark {
+            object: object(o),
+            stack,
+        },
+    }
+}
+
 /// What the waves after the world's change delete, each re-checked on the changed world: the
 /// changed world, and the ids deleted after the change. `None`: no change happens (no change
 /// generated, not a teardown, or a plan of one wave).
@@ -161,7 +196,7 @@ pub fn run_changed(world: &World, plan: &PrunePlan) -> Option<(World, HashSet<Ob
         return None;
     }
     let after = after % (plan.waves.len() - 1);
-    let next = world.changed(change);
+    let next = world.changed(aim(world, plan, after, change));
     let catalog = crate::catalog();
     let mut gone: HashSet<ObjectId> = plan.waves[..=after].iter().flatten().map(|t| t.id.clone()).collect();
     let mut withheld: HashSet<ObjectId> = HashSet::new();
