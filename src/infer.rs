@@ -223,15 +223,33 @@ fn selects(selector: &serde_json::Map<String, Value>, labels: BTreeMap<String, S
 }
 
 fn stack_keys(input: &NodeInput) -> Vec<StackKey> {
-    let mut keys: Vec<StackKey> = marks(&object_meta(input))
+    let meta = object_meta(input);
+    let gc_mark = crate::trackers::flux_v1_gc_mark_of(&meta);
+    let mut keys: Vec<StackKey> = marks(&meta)
         .into_iter()
-        .map(|mark| StackKey::Mark(mark.preset, mark.value))
+        .map(|mark| match mark.preset {
+            // A Flux v1 gc mark hashes the sync set with the object's own id (fluxcd/flux 1.x
+            // `pkg/cluster/kubernetes/sync.go` `makeGCMark`): no two objects share it, so it
+            // names no stack. Every gc-marked object counts as one stack here: an operator and
+            // its CRD of one sync set stay together (a stack too many only adds needs).
+            Preset::FluxV1 if gc_mark == Some(mark.value.name.as_str()) => StackKey::Mark(
+                Preset::FluxV1,
+                MarkValue {
+                    name: FLUX_V1_GC_STACK.to_string(),
+                    namespace: None,
+                },
+            ),
+            _ => StackKey::Mark(mark.preset, mark.value),
+        })
         .collect();
     if let Some(folder) = &input.app {
         keys.push(StackKey::Folder(folder.clone()));
     }
     keys
 }
+
+/// The stack every Flux v1 gc-marked object counts in for inference (see [`stack_keys`]).
+const FLUX_V1_GC_STACK: &str = "fluxcd.io/sync-gc-mark";
 
 /// Every inferred edge of the inputs (input index = node index), before cycles are checked.
 pub fn candidates(inputs: &[NodeInput], known: &Known) -> Vec<Edge> {

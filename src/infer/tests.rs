@@ -105,6 +105,36 @@ fn a_finalizer_without_a_path_names_its_group_by_its_domain() {
 }
 
 #[test]
+fn flux_v1_gc_marked_objects_of_a_sync_set_are_one_stack() {
+    // Issue 29's generated worlds: `--tracker flux-v1=SET` deleted an operator whose custom
+    // resource stays, as each gc mark (a hash of the sync set and the object) seemed a stack.
+    let gc_marked = |mut input: NodeInput| {
+        let (namespace, kind, name) = (input.id.namespace.clone(), input.id.kind.clone(), input.id.name.clone());
+        let id = crate::trackers::flux_v1_resource_id(namespace.as_deref(), &kind, &name);
+        let mark = crate::trackers::flux_v1_gc_mark("apps", &id);
+        input.labels.insert("fluxcd.io/sync-gc-mark".into(), mark);
+        input
+    };
+    let mut cr = object("ops.example.com", "Gizmo", Some("app"), "g1", None);
+    cr.finalizers = vec!["ops.example.com/cleanup".into()];
+    let inputs = vec![
+        cr,
+        gc_marked(object(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            None,
+            "gizmos.ops.example.com",
+            None,
+        )),
+        gc_marked(deployment("op", "controller", json!({"app": "op"}), None)),
+    ];
+    assert_eq!(
+        inferred(&inputs, &options()),
+        vec![edge("g1", "controller", EdgeKind::InferredFinalizer)]
+    );
+}
+
+#[test]
 fn a_custom_resource_depends_on_the_controller_of_its_finalizers_stack() {
     let mut cr = object("ops.example.com", "Gizmo", Some("app"), "g1", Some("usage"));
     cr.finalizers = vec!["ops.example.com/cleanup".into()];

@@ -15,6 +15,7 @@
 //! `contains-group-kinds` and `additional-namespaces`).
 
 pub mod oracle;
+pub mod recheck;
 
 use std::collections::BTreeMap;
 
@@ -34,6 +35,8 @@ pub const TEAM: &str = "team";
 pub const CRD: &str = "apiextensions.k8s.io";
 pub const ARGO: &str = "argoproj.io";
 pub const ARGO_NS: &str = "argocd";
+pub const ADMISSION: &str = "admissionregistration.k8s.io";
+pub const STORAGE: &str = "storage.k8s.io";
 pub const STACKS: usize = 4;
 pub const OBJECTS: usize = 10;
 
@@ -52,6 +55,46 @@ pub enum Tool {
     /// name alone: argo-cd `util/argo/argo.go` `AppInstanceName`). An object's "record" bit here
     /// says whether its tracking id names the object itself (else it is a copy naming another).
     ArgoCd,
+    /// A kapp app `s<n>` in `app`: its app record is ConfigMap `app/s<n>` (label
+    /// `kapp.k14s.io/is-app`, `data.spec` naming the label value, carvel-dev/kapp
+    /// `pkg/kapp/app/labeled_app.go`, `recorded_app.go`); its objects carry label
+    /// `kapp.k14s.io/app: <id>`. An object's "record" bit says whether its
+    /// `kapp.k14s.io/identity` names the object itself (else a controller copied the label: kapp
+    /// calls it transient). No teardown: kubectl-stack tears down no kapp app.
+    Kapp,
+    /// A Flux v1 sync set `s<n>` (one `fluxd` with `--sync-garbage-collection`, its Deployment
+    /// `flux/s<n>`): its objects carry label `fluxcd.io/sync-gc-mark`, the sync set's mark for
+    /// the object (fluxcd/flux 1.x `pkg/cluster/kubernetes/sync.go` `makeGCMark`). An object's
+    /// "record" bit says whether the mark was made for the object itself (else it was copied from
+    /// another). No teardown.
+    FluxV1,
+}
+
+/// The kapp app label value (`kapp.k14s.io/app`) of stack `index`.
+pub fn kapp_id(index: usize) -> String {
+    format!("17000001{index:02}")
+}
+
+/// fluxcd/flux 1.x `pkg/cluster/kubernetes/sync.go` `makeGCMark`: `sha256.` and the unpadded
+/// base64url of sha256(sync set name, then the resource id), the resource id being
+/// `<namespace>:<kind>/<name>` with the kind in lower case and `<cluster>` for a cluster-scoped
+/// object (`pkg/resource/id.go` `MakeID`, `pkg/cluster/kubernetes/resource` `ClusterScope`).
+pub fn flux_v1_gc_mark(sync_set: &str, id: &ObjectId) -> String {
+    use base64::Engine;
+    use sha2::{Digest, Sha256};
+    let resource = format!(
+        "{}:{}/{}",
+        id.namespace.as_deref().unwrap_or("<cluster>"),
+        id.kind.to_lowercase(),
+        id.name
+    );
+    let mut hasher = Sha256::new();
+    hasher.update(sync_set.as_bytes());
+    hasher.update(resource.as_bytes());
+    format!(
+        "sha256.{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(hasher.finalize())
+    )
 }
 
 /// One generated stack.
@@ -143,6 +186,15 @@ pub enum Shape {
     Operator,
     /// Namespace `team`.
     Namespace,
+    /// The operator's ValidatingWebhookConfiguration `gizmo-check` (intercepting Gizmo updates
+    /// and deletes, `failurePolicy: Fail`), served by Service `ops/webhook`.
+    Webhook,
+    /// Service `ops/webhook`: the webhook's backend, selecting the operator's pods.
+    Backend,
+    /// PersistentVolumeClaim `app/data` of StorageClass `fast`.
+    Claim,
+    /// StorageClass `fast` (provisioner `csi.ops.example.com`).
+    StorageClass,
 }
 
 /// One generated object.
@@ -179,6 +231,22 @@ pub enum Entry {
     Orphans,
 }
 
+/// A change made to the world between two waves of a teardown, before the re-check of the
+/// next wave reads it again (`recheck::Recheck::judge`). Each makes more stay, never less.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// A keep marker ([`KEEP_MARKERS`]) is put on object `object`.
+    Keep { object: usize, marker: usize },
+    /// A Flux Kustomization's `spec.deletionPolicy` is set to `Orphan`.
+    Orphan { stack: usize },
+    /// A Flux Kustomization's `spec.prune` is set to `false` (its policy to `MirrorPrune`).
+    NoPrune { stack: usize },
+    /// Object `object` is re-marked: its marks are replaced by stack `stack`'s.
+    Remark { object: usize, stack: usize },
+    /// Object `object` gets stack `stack`'s mark besides its own.
+    SecondMark { object: usize, stack: usize },
+}
+
 /// A generated world and what runs on it.
 #[derive(Debug, Clone)]
 pub struct World {
@@ -189,6 +257,20 @@ pub struct World {
     /// Name the ApplySet parent's copy instead (when the named stack has one).
     pub name_copy: bool,
     pub entry: Entry,
+    /// What changes between waves (a teardown's re-check), and after which wave (modulo the
+    /// plan's waves).
+    pub change: Option<(usize, Change)>,
+}
+
+fn change() -> impl Strategy<Value = Change> {
+    let object = 0..OBJECTS + 7; // the regular objects and the seven special ones
+    prop_oneof![
+        2 => (object.clone(), 0..KEEP_MARKERS.len()).prop_map(|(object, marker)| Change::Keep { object, marker }),
+        1 => (0..STACKS).prop_map(|stack| Change::Orphan { stack }),
+        1 => (0..STACKS).prop_map(|stack| Change::NoPrune { stack }),
+        1 => (object.clone(), 0..STACKS).prop_map(|(object, stack)| Change::Remark { object, stack }),
+        1 => (object, 0..STACKS).prop_map(|(object, stack)| Change::SecondMark { object, stack }),
+    ]
 }
 
 fn stack() -> impl Strategy<Value = Stack> {
@@ -198,7 +280,9 @@ fn stack() -> impl Strategy<Value = Stack> {
             Just(Tool::FluxHelm),
             Just(Tool::Kpt),
             Just(Tool::ApplySet),
-            Just(Tool::ArgoCd)
+            Just(Tool::ArgoCd),
+            Just(Tool::Kapp),
+            Just(Tool::FluxV1)
         ],
         any::<bool>(),
         prop_oneof![
@@ -325,13 +409,30 @@ pub fn world() -> impl Strategy<Value = World> {
         prop::collection::vec(stack(), STACKS),
         regular,
         (object(Shape::Crd), object(Shape::Operator), object(Shape::Namespace)),
+        (
+            object(Shape::Webhook),
+            object(Shape::Backend),
+            object(Shape::Claim),
+            object(Shape::StorageClass),
+        ),
         0..STACKS,
         prop::bool::weighted(0.2),
         prop_oneof![3 => Just(Entry::Teardown), 1 => Just(Entry::Orphans)],
         prop::bool::weighted(0.3),
+        prop::option::weighted(0.5, (0..4usize, change())),
     )
         .prop_map(
-            |(mut stacks, mut objects, (crd, operator, namespace), named, name_copy, entry, focus)| {
+            |(
+                mut stacks,
+                mut objects,
+                (crd, operator, namespace),
+                (webhook, backend, claim, class),
+                named,
+                name_copy,
+                entry,
+                focus,
+                change,
+            )| {
                 for (index, stack) in stacks.iter_mut().enumerate() {
                     stack.depends_on.retain(|d| *d < index);
                     stack.depends_on.dedup();
@@ -347,13 +448,16 @@ pub fn world() -> impl Strategy<Value = World> {
                     object.owners.dedup();
                     object.depends_on = object.depends_on.filter(|target| *target < index);
                 }
-                let mut crd = crd;
-                if crd.controller {
-                    // Mostly the operator's stack ships its CRD (what infers the finalizer edge).
-                    crd.marks = operator.marks.clone();
-                    crd.recorded = operator.recorded;
+                let (mut crd, mut webhook, mut backend) = (crd, webhook, backend);
+                for shipped in [&mut crd, &mut webhook, &mut backend] {
+                    if shipped.controller {
+                        // Mostly the operator's stack ships its CRD (what infers the finalizer
+                        // edge), its webhook and the webhook's Service.
+                        shipped.marks = operator.marks.clone();
+                        shipped.recorded = operator.recorded;
+                    }
                 }
-                for mut special in [crd, operator, namespace] {
+                for mut special in [crd, operator, namespace, webhook, backend, claim, class] {
                     special.in_team = false;
                     special.marks.truncate(1); // one stack's CRD, operator, Namespace
                     special.owners.clear();
@@ -369,12 +473,18 @@ pub fn world() -> impl Strategy<Value = World> {
                     }
                 }
                 let name_copy = name_copy && stacks[named].tool == Tool::ApplySet && stacks[named].copy;
+                // kubectl-stack tears down no kapp app or Flux v1 sync set: their orphans only.
+                let entry = match stacks[named].tool {
+                    Tool::Kapp | Tool::FluxV1 => Entry::Orphans,
+                    _ => entry,
+                };
                 World {
                     stacks,
                     objects,
                     named,
                     name_copy,
                     entry,
+                    change,
                 }
             },
         )
@@ -390,6 +500,28 @@ pub fn inventory_id(index: usize) -> String {
 }
 
 impl World {
+    /// The world after `change`.
+    pub fn changed(&self, change: Change) -> World {
+        let mut next = self.clone();
+        match change {
+            Change::Keep { object, marker } => next.objects[object].keep = Some(marker),
+            Change::Orphan { stack } => next.stacks[stack].policy = Some("Orphan"),
+            Change::NoPrune { stack } => {
+                next.stacks[stack].prune = false;
+                next.stacks[stack].policy = Some("MirrorPrune");
+            }
+            Change::Remark { object, stack } => next.objects[object].marks = vec![stack],
+            Change::SecondMark { object, stack } => {
+                let marks = &mut next.objects[object].marks;
+                if !marks.contains(&stack) {
+                    marks.push(stack);
+                    marks.sort();
+                }
+            }
+        }
+        next
+    }
+
     /// The identity of object `index`.
     pub fn id(&self, index: usize) -> ObjectId {
         let object = &self.objects[index];
@@ -401,6 +533,10 @@ impl World {
             Shape::Crd => ObjectId::new(CRD, "CustomResourceDefinition", None, &format!("gizmos.{OPS}")),
             Shape::Operator => ObjectId::new("apps", "Deployment", Some("ops"), "operator"),
             Shape::Namespace => ObjectId::new("", "Namespace", None, TEAM),
+            Shape::Webhook => ObjectId::new(ADMISSION, "ValidatingWebhookConfiguration", None, "gizmo-check"),
+            Shape::Backend => ObjectId::new("", "Service", Some("ops"), "webhook"),
+            Shape::Claim => ObjectId::new("", "PersistentVolumeClaim", Some(APP), "data"),
+            Shape::StorageClass => ObjectId::new(STORAGE, "StorageClass", None, "fast"),
         }
     }
 
@@ -419,6 +555,8 @@ impl World {
             Tool::Kpt => ObjectId::new("", "ConfigMap", Some(APP), &name),
             Tool::ApplySet => ObjectId::new("", "Secret", Some(APP), &name),
             Tool::ArgoCd => ObjectId::new(ARGO, "Application", Some(ARGO_NS), &name),
+            Tool::Kapp => ObjectId::new("", "ConfigMap", Some(APP), &name),
+            Tool::FluxV1 => ObjectId::new("apps", "Deployment", Some("flux"), &name),
         }
     }
 
@@ -459,6 +597,37 @@ impl World {
                     labels.insert("applyset.kubernetes.io/part-of".into(), self.applyset_id(stack));
                 }
                 // argo-cd `util/argo/resource_tracking.go`: `<app>:<group>/<Kind>:<namespace>/<name>`.
+                // carvel-dev/kapp `pkg/kapp/resources/identity_annotation.go` (`v1Value`:
+                // `v1;<namespace>/<group>/<Kind>/<name>;<apiVersion>`); a copy names another.
+                Tool::Kapp => {
+                    labels.insert("kapp.k14s.io/app".into(), kapp_id(stack));
+                    let named = if self.recorded(stack, index) {
+                        id.name.clone()
+                    } else {
+                        "copied-from".into()
+                    };
+                    annotations.insert(
+                        "kapp.k14s.io/identity".into(),
+                        format!(
+                            "v1;{}/{}/{}/{named};{}",
+                            id.namespace.as_deref().unwrap_or(""),
+                            id.group,
+                            id.kind,
+                            api_version(&id.group, &id.kind)
+                        ),
+                    );
+                }
+                Tool::FluxV1 => {
+                    let of = if self.recorded(stack, index) {
+                        id.clone()
+                    } else {
+                        ObjectId {
+                            name: "copied-from".into(),
+                            ..id.clone()
+                        }
+                    };
+                    labels.insert("fluxcd.io/sync-gc-mark".into(), flux_v1_gc_mark(&name, &of));
+                }
                 Tool::ArgoCd => {
                     let named = if self.recorded(stack, index) {
                         id.name.clone()
@@ -610,6 +779,15 @@ impl World {
                     object["data"] = json!(data);
                 }
             }
+            Tool::Kapp => {
+                object["metadata"]["labels"] = json!({"kapp.k14s.io/is-app": ""});
+                object["data"] =
+                    json!({"spec": json!({"labelKey": "kapp.k14s.io/app", "labelValue": kapp_id(index)}).to_string()});
+            }
+            Tool::FluxV1 => {
+                let labels = json!({"app": format!("fluxd-{}", stack_name(index))});
+                object["spec"] = json!({"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "flux", "image": "fluxcd/flux:1.25.4", "args": ["--sync-garbage-collection", format!("--k8s-secret-name={}", stack_name(index))]}]}}});
+            }
             Tool::ArgoCd => {
                 object["metadata"]["finalizers"] = json!(["resources-finalizer.argocd.argoproj.io"]);
                 object["spec"] = json!({"project": "default", "destination": {"server": "https://kubernetes.default.svc"}, "source": {"repoURL": "https://example.com/repo.git", "path": "."}});
@@ -715,7 +893,7 @@ impl World {
                 })
             })
             .collect();
-        json!({
+        let mut body = json!({
             "apiVersion": api_version(&id.group, &id.kind),
             "kind": id.kind,
             "metadata": {
@@ -723,7 +901,12 @@ impl World {
                 "labels": labels, "annotations": annotations,
                 "ownerReferences": owners, "finalizers": self.finalizers(index),
             },
-        })
+        });
+        let fields = body.as_object_mut().expect("an object");
+        for (key, value) in spec_of(self.objects[index].shape) {
+            fields.insert(key.into(), value);
+        }
+        body
     }
 
     /// The world as the manifests that make it, then what runs on it, as YAML: a failing case
@@ -769,11 +952,49 @@ impl World {
             ""
         };
         let mut text = format!("# run: {run}{copy}\n");
+        if let (Entry::Teardown, Some((after, change))) = (self.entry, self.change) {
+            text.push_str(&format!(
+                "# then, after wave {after} (modulo the plan's waves), before the re-check of the next: {change:?}\n"
+            ));
+        }
         for document in documents {
             text.push_str("---\n");
             text.push_str(&serde_saphyr::to_string(&document).unwrap_or_else(|e| format!("# {e}\n")));
         }
         text
+    }
+}
+
+/// The fields besides `metadata` of an object of this shape, as its producer writes them: a
+/// Deployment's pod template (kubernetes `apps/v1`), a webhook configuration's `webhooks[]`
+/// (`admissionregistration.k8s.io/v1`: `clientConfig.service`, `rules`, `failurePolicy`), a
+/// Service's selector, a claim's `storageClassName`, a StorageClass's `provisioner`.
+fn spec_of(shape: Shape) -> Vec<(&'static str, Value)> {
+    let operator = json!({"app": "operator"});
+    match shape {
+        Shape::Operator => vec![(
+            "spec",
+            json!({"selector": {"matchLabels": operator}, "template": {"metadata": {"labels": operator}, "spec": {"containers": [{"name": "operator", "image": "ops/operator:1"}]}}}),
+        )],
+        Shape::Webhook => vec![(
+            "webhooks",
+            json!([{
+                "name": "check.gizmos.ops.example.com",
+                "clientConfig": {"service": {"namespace": "ops", "name": "webhook", "path": "/validate"}},
+                "rules": [{"apiGroups": [OPS], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE", "DELETE"], "resources": ["gizmos"], "scope": "Namespaced"}],
+                "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+            }]),
+        )],
+        Shape::Backend => vec![(
+            "spec",
+            json!({"selector": operator, "ports": [{"port": 443, "targetPort": 9443}]}),
+        )],
+        Shape::Claim => vec![(
+            "spec",
+            json!({"storageClassName": "fast", "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}),
+        )],
+        Shape::StorageClass => vec![("provisioner", json!("csi.ops.example.com"))],
+        _ => Vec::new(),
     }
 }
 

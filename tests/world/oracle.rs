@@ -7,7 +7,8 @@
 use std::collections::{BTreeMap, HashSet};
 
 use super::{
-    inventory_id, stack_name, Elsewhere, Shape, Tool, World, APP, APPLYSET_KINDS, FLUX, FLUX_HR, FLUX_NS, TEAM,
+    flux_v1_gc_mark, inventory_id, kapp_id, stack_name, Elsewhere, Shape, Tool, World, APP, APPLYSET_KINDS, FLUX,
+    FLUX_HR, FLUX_NS, TEAM,
 };
 use kubectl_stack::identity::ObjectId;
 
@@ -36,6 +37,16 @@ pub fn marking(world: &World, index: usize) -> Marking {
             }
             Tool::Kpt => annotation("config.k8s.io/owning-inventory") == Some(&inventory_id(stack)),
             Tool::ApplySet => label("applyset.kubernetes.io/part-of") == Some(&world.applyset_id(stack)),
+            Tool::Kapp => label("kapp.k14s.io/app") == Some(&kapp_id(stack)),
+            // The sync set's mark for the object itself or for another (a copied label).
+            Tool::FluxV1 => label("fluxcd.io/sync-gc-mark").is_some_and(|mark| {
+                let id = world.id(index);
+                let copied = ObjectId {
+                    name: "copied-from".into(),
+                    ..id.clone()
+                };
+                mark == flux_v1_gc_mark(&name, &id) || mark == flux_v1_gc_mark(&name, &copied)
+            }),
             Tool::ArgoCd => annotation("argocd.argoproj.io/tracking-id")
                 .and_then(|id| id.split_once(':'))
                 .is_some_and(|(app, _)| app == name),
@@ -60,8 +71,14 @@ pub fn marking(world: &World, index: usize) -> Marking {
         || kpt_other
         || annotation("argocd.argoproj.io/tracking-id")
             .is_some_and(|_| !stacks.iter().any(|s| world.stacks[*s].tool == Tool::ArgoCd))
-        || label("kapp.k14s.io/app").is_some()
-        || label("flux.weave.works/stack").is_some();
+        || label("kapp.k14s.io/app").is_some_and(|_| !stacks.iter().any(|s| world.stacks[*s].tool == Tool::Kapp))
+        || label("fluxcd.io/sync-gc-mark")
+            .is_some_and(|_| !stacks.iter().any(|s| world.stacks[*s].tool == Tool::FluxV1))
+        // Flux v1's legacy stack label is Flux v1's own mark: a sync set that marks the object
+        // with its gc mark for the object itself collects it whatever that label says
+        // (fluxcd/flux 1.x `pkg/cluster/kubernetes/sync.go` `AllowedForGC` reads the gc mark
+        // alone).
+        || label("flux.weave.works/stack").is_some_and(|_| !stacks.iter().any(|s| world.stacks[*s].tool == Tool::FluxV1));
     Marking { stacks, other }
 }
 
@@ -130,7 +147,25 @@ pub fn tool_deletes(world: &World, stack: usize, index: usize) -> bool {
         Tool::Kpt => kpt_deletes(world, stack, index),
         Tool::ApplySet => applyset_holds(world, stack, &world.id(index)),
         Tool::ArgoCd => argocd_deletes(world, stack, index),
+        // Never torn down (no teardown of theirs exists).
+        Tool::Kapp | Tool::FluxV1 => false,
     }
+}
+
+/// kapp deploy (carvel-dev/kapp `pkg/kapp/cmd/app/deploy.go`, existing resources of the app
+/// label not in the new configuration are deleted) skips transient resources: those whose
+/// `kapp.k14s.io/identity` does not name the resource itself
+/// (`pkg/kapp/resources/identity_annotation.go` `Valid`); `kapp.k14s.io/delete-strategy:
+/// orphan` (docs/apply.md) is a keep marker.
+fn kapp_prunes(world: &World, stack: usize, index: usize) -> bool {
+    world.recorded(stack, index)
+}
+
+/// Flux v1 garbage collection (fluxcd/flux 1.x `pkg/cluster/kubernetes/sync.go`
+/// `collectGarbage`, `AllowedForGC`): an object not in git whose `fluxcd.io/sync-gc-mark` is
+/// `makeGCMark(syncSet, its own resource id)`; a copied mark does not qualify.
+fn flux_v1_collects(world: &World, stack: usize, index: usize) -> bool {
+    world.recorded(stack, index)
 }
 
 /// Argo CD deleting an Application with `resources-finalizer.argocd.argoproj.io` (argo-cd
@@ -199,6 +234,8 @@ pub fn orphan_allows(world: &World, index: usize, strict: bool) -> bool {
         Tool::Kpt => world.recorded(stack, index),
         Tool::ApplySet => applyset_holds(world, stack, &world.id(index)),
         Tool::ArgoCd => argocd_deletes(world, stack, index),
+        Tool::Kapp => kapp_prunes(world, stack, index),
+        Tool::FluxV1 => flux_v1_collects(world, stack, index),
     };
     // `strict: false` leaves out the other marks (finding F1, fixed: the caller always asks
     // with `strict: true`).
