@@ -32,6 +32,10 @@ fn members_flux_would_orphan_stay_and_their_kustomization_goes() {
         member("left-too", n, "orphaner"),
         member("gone", n, "pruner"),
     ));
+    // Reconciled by kustomize-controller: without an inventory it deletes nothing.
+    for stack in ["keeper", "orphaner", "pruner"] {
+        record_flux_inventory(stack, n);
+    }
     let run = stack(&[
         "prune",
         "-n",
