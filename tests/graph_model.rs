@@ -328,6 +328,7 @@ kind: Gizmo
 metadata: {{name: o, namespace: {other_ns}, labels: {other8}, finalizers: [{finalizer}]}}
 "#
     ));
+    record_flux_inventories(&f);
     let alive_ns = op_ns.clone();
     let operator = StandIn::start(&resource, None, "", &finalizer, move || {
         exists("deployment", Some(&alive_ns), "controller")

@@ -672,9 +672,11 @@ pub fn record_flux_inventory(name: &str, namespace: &str) -> Vec<String> {
     };
     let items = list["items"].as_array().cloned().unwrap_or_default();
     let key = |item: &serde_json::Value, field: &str| item["metadata"][field].as_str().unwrap_or_default().to_string();
+    // The endpoints controller writes the Endpoints of a Service with a selector (with its
+    // labels); hand-written ones (a Service without a selector) were applied.
     let services: BTreeSet<(String, String)> = items
         .iter()
-        .filter(|item| item["kind"] == "Service")
+        .filter(|item| item["kind"] == "Service" && !item["spec"]["selector"].is_null())
         .map(|item| (key(item, "namespace"), key(item, "name")))
         .collect();
     let mut entries = BTreeMap::new();
