@@ -41,6 +41,14 @@ pub enum Recorded {
         /// The member label kubectl lists by (`applyset.kubernetes.io/part-of=<id>`).
         owner: Option<Tracker>,
     },
+    /// A Flux Kustomization with no `status.inventory` it can read: kustomize-controller deletes
+    /// nothing of it, on apply or on deletion (see [`crate::inventory::flux_record`]).
+    NoInventory {
+        /// The stack, for messages (e.g. `Kustomization flux-system/apps`).
+        stack: String,
+        /// Why (no `status.inventory`, an unreadable entry).
+        why: String,
+    },
 }
 
 impl Recorded {
@@ -52,6 +60,7 @@ impl Recorded {
                 kinds.contains(&(object.kind.group.clone(), object.kind.kind.clone()))
                     && object.namespace().is_none_or(|ns| namespaces.contains(ns))
             }
+            Recorded::NoInventory { .. } => false,
         }
     }
 
@@ -59,6 +68,7 @@ impl Recorded {
     pub fn still_marked(&self, object: &Listed) -> bool {
         let owner = match self {
             Recorded::Ids { owner, .. } | Recorded::ApplySet { owner, .. } => owner,
+            Recorded::NoInventory { .. } => return true,
         };
         owner.as_ref().is_none_or(|tracker| tracker.matches(&object.meta))
     }
@@ -67,6 +77,7 @@ impl Recorded {
     pub fn name(&self) -> &str {
         match self {
             Recorded::Ids { inventory, .. } | Recorded::ApplySet { inventory, .. } => inventory,
+            Recorded::NoInventory { stack, .. } => stack,
         }
     }
 
@@ -81,6 +92,10 @@ impl Recorded {
                 .collect(),
             name: self.name().to_string(),
             aliases: Vec::new(),
+            no_inventory: match self {
+                Recorded::NoInventory { why, .. } => Some(why.clone()),
+                _ => None,
+            },
         }
     }
 
@@ -89,6 +104,7 @@ impl Recorded {
         match self {
             Recorded::Ids { ids, .. } => ids.is_empty(),
             Recorded::ApplySet { kinds, .. } => kinds.is_empty(),
+            Recorded::NoInventory { .. } => true,
         }
     }
 }

@@ -145,6 +145,9 @@ pub struct MemberRecord {
     /// Marks that name the same stack by another tool's mark: a Flux HelmRelease's Helm release
     /// (as helm-controller names it). A teardown of the stack covers them.
     pub aliases: Vec<(crate::trackers::Preset, crate::trackers::MarkValue)>,
+    /// Why its tool deletes nothing of the stack whatever the marks say, when so: a Flux
+    /// Kustomization with no `status.inventory` it can read (see [`crate::inventory::flux_record`]).
+    pub no_inventory: Option<String>,
 }
 
 /// An object as the graph builder needs it.

@@ -19,7 +19,7 @@ use crate::session::Session;
 use crate::trackers::{MarkValue, Preset, Tracker, FLUX_KUSTOMIZATION};
 
 use applyset::{find_applyset_parent, load_applyset};
-pub use flux::{impersonation_of, read_flux, FluxStack};
+pub use flux::{flux_record, impersonation_of, read_flux, FluxRecord, FluxStack, NO_INVENTORY};
 pub use helm::helm_manifest;
 pub use helm::HelmRevision;
 use helm::{flux_helm_record, load_helm, no_helm_release};
@@ -163,7 +163,8 @@ impl From<Inventory> for StackRecord {
     }
 }
 
-/// Reads a live inventory the user named; a stack that keeps no record is an error.
+/// Reads a live inventory the user named; a stack that keeps no record is an error (a Flux
+/// Kustomization that records no `status.inventory` is a record of nothing: [`flux_record`]).
 pub async fn load(reference: &InventoryRef, session: &Session) -> Result<Inventory, UserError> {
     match reference {
         InventoryRef::Flux { name, namespace } => {
@@ -177,10 +178,8 @@ pub async fn load(reference: &InventoryRef, session: &Session) -> Result<Invento
                     .hint("check the name and namespace (`kubectl get kustomizations -A`)")
             })?;
             let renamed_by = flux_comparison(&stack, name, &namespace)?;
-            let mut inventory = stack.inventory.ok_or_else(|| {
-                UserError::failed(format!("Kustomization {namespace}/{name} has no status.inventory"))
-                    .hint("Flux records an inventory once a reconciliation succeeded; compare with -f/-k and --tracker instead")
-            })?;
+            // One that records no status.inventory is a record of nothing (see `flux_record`).
+            let mut inventory = stack.inventory;
             inventory.renamed_by = renamed_by;
             Ok(inventory)
         }

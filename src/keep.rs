@@ -60,6 +60,15 @@ pub enum KeepReason {
         /// The record.
         inventory: String,
     },
+    /// The Flux Kustomization that marks it records no `status.inventory` (or an entry
+    /// kustomize-controller cannot read): kustomize-controller deletes nothing without one
+    /// (`finalizerShouldDeleteResources`; see [`crate::inventory::flux_record`]).
+    NoInventory {
+        /// The stack.
+        stack: String,
+        /// What its record lacks.
+        why: String,
+    },
     /// The tracking tool's own rules would not delete it.
     ToolWouldKeep {
         /// Why, with the tool's rule.
@@ -122,6 +131,10 @@ impl fmt::Display for KeepReason {
             KeepReason::NotInInventory { inventory } => {
                 write!(f, "not in {inventory}: its tool deletes only what its record holds")
             }
+            KeepReason::NoInventory { stack, why } => write!(
+                f,
+                "{stack} {why}: kustomize-controller deletes nothing without an inventory it can read"
+            ),
             KeepReason::ToolWouldKeep { why } => write!(f, "{why}"),
             KeepReason::RecordUnreadable { why } => write!(f, "unknown: {why}"),
             KeepReason::Untracked => write!(
@@ -364,9 +377,17 @@ pub fn reason(object: &Listed, context: &Context) -> Option<KeepReason> {
 /// every stack that claims the object keeps a record and none holds it (a copy of the marks, an
 /// object a controller labelled): kustomize-controller deletes its `status.inventory`,
 /// helm-controller its release's manifest, cli-utils its inventory, kubectl its ApplySet's kinds
-/// and namespaces. A stack with no record leaves its marks to decide.
+/// and namespaces. A stack with no record leaves its marks to decide; a Flux Kustomization with
+/// no `status.inventory` it can read keeps everything ([`KeepReason::NoInventory`]).
 pub fn outside_record(object: &Listed, context: &Context) -> Option<KeepReason> {
     match &context.question {
+        Question::Orphan {
+            recorded: Some(Recorded::NoInventory { stack, why }),
+            ..
+        } => Some(KeepReason::NoInventory {
+            stack: stack.clone(),
+            why: why.clone(),
+        }),
         Question::Orphan {
             recorded: Some(recorded),
             compared,
@@ -391,12 +412,24 @@ pub fn outside_record(object: &Listed, context: &Context) -> Option<KeepReason> 
                 && claims
                     .iter()
                     .all(|claim| claim.record.is_some_and(|record| !record.ids.contains(&id)));
-            outside.then(|| KeepReason::NotInInventory {
-                inventory: claims
-                    .iter()
-                    .find_map(|c| c.record.map(|r| r.name.clone()))
-                    .unwrap_or_default(),
-            })
+            if !outside {
+                return None;
+            }
+            let no_inventory = claims.iter().find_map(|c| {
+                let why = c.record?.no_inventory.as_ref()?;
+                Some(KeepReason::NoInventory {
+                    stack: c.stack.to_string(),
+                    why: why.clone(),
+                })
+            });
+            Some(no_inventory.unwrap_or_else(|| {
+                KeepReason::NotInInventory {
+                    inventory: claims
+                        .iter()
+                        .find_map(|c| c.record.map(|r| r.name.clone()))
+                        .unwrap_or_default(),
+                }
+            }))
         }
     }
 }

@@ -205,7 +205,7 @@ fn warn_outside_scope(scope: &ListScope, desired: &Desired, target: Option<&str>
         Some(Recorded::ApplySet {
             namespaces, inventory, ..
         }) => (inventory.clone(), outside(&mut namespaces.iter().map(String::as_str))),
-        None => (String::new(), Vec::new()),
+        Some(Recorded::NoInventory { .. }) | None => (String::new(), Vec::new()),
     };
     if let Some(target) = target.filter(|t| *t != checked.as_str()) {
         if !in_record.iter().any(|ns| ns == target) {

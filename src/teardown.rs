@@ -262,7 +262,13 @@ pub fn plan(
     kept.sort_by(|a, b| a.id.cmp(&b.id));
     kept.dedup();
     let trackers_of = trackers_of(graph, &indices);
-    let kept_ids: HashSet<&ObjectId> = kept.iter().map(|k| &k.id).collect();
+    // A member kept because its Kustomization records no inventory needs no suspension: its
+    // controller's clean-up deletes nothing of it.
+    let kept_ids: HashSet<&ObjectId> = kept
+        .iter()
+        .filter(|k| !matches!(k.reason, KeepReason::NoInventory { .. }))
+        .map(|k| &k.id)
+        .collect();
     let keep_suspended = graph
         .members
         .iter()

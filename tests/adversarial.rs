@@ -108,6 +108,7 @@ metadata:
         lb = flux_labels("b", n),
     ));
     assert_eq!(kubectl(&["delete", "configmap", "cr", "-n", n, "--wait=false"]).code, 0);
+    record_flux_inventories(n);
     let run = stack(&["prune", "-n", n, "kustomization/a", "--yes", "--timeout", "30s"]).expect_code(0);
     assert!(exists("configmap", Some(n), "operator"), "{}", run.stderr);
     assert!(
@@ -144,6 +145,7 @@ metadata: {{name: base, namespace: {n}, labels: {la}}}
         a = ks("a", &n),
         la = flux_labels("a", &n),
     ));
+    record_flux_inventories(&n);
     let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
     wait_while_running(&mut child, Duration::from_secs(60), || {
         is_terminating("configmap", &n, "held")
@@ -204,6 +206,7 @@ spec:
     ]);
     assert_eq!(patched.code, 0, "{}", patched.stderr);
     std::thread::sleep(Duration::from_secs(2));
+    record_flux_inventories(n);
     let run = stack(&["prune", "-n", n, "kustomization/op", "--yes"]);
     assert!(exists("crd", None, &crd), "{}", run.stderr);
     assert!(run.stderr.contains("no version is served"), "{}", run.stderr);

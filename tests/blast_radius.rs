@@ -70,6 +70,7 @@ fn cascade_victims_are_named_and_survive_a_plain_yes() {
     let app = format!("{run}-shop");
     let (crd, group) = seed_stack_with_victims(&f, &app, &run);
 
+    record_flux_inventories(&f);
     let refused = stack(&["prune", "-n", &f, "kustomization/br", "--yes", "--timeout", "60s"]).expect_code(4);
     for line in [
         format!("Namespace/{app} would also delete 2 object(s) the plan does not delete:"),
@@ -163,6 +164,7 @@ fn an_accepted_cascade_deletes_the_namespace_with_its_victims() {
     create(&format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{name: handmade, namespace: {app}}}\n"
     ));
+    record_flux_inventories(&f);
     let run = stack(&[
         "prune",
         "-n",
@@ -237,6 +239,7 @@ fn a_parent_that_would_resurrect_is_named_and_refused_unless_held() {
     ));
     let ks = |name: &str| format!("Kustomization.kustomize.toolkit.fluxcd.io/{f}/{name}");
 
+    record_flux_inventories(&f);
     let refused = stack(&["prune", "-n", &f, "kustomization/shop", "--yes"]).expect_code(4);
     let named = format!("parent: {} (not suspended) applies {}", ks("apps"), ks("shop"));
     assert!(refused.stdout.lines().any(|l| l == named), "{}", refused.stdout);
@@ -340,6 +343,7 @@ fn a_saved_plan_runs_unchanged_and_is_refused_once_the_cluster_moved() {
     let same = dir.join("same.json");
     let moved = dir.join("moved.json");
 
+    record_flux_inventories(&f);
     let saved = stack(&[
         "prune",
         "-n",
@@ -416,6 +420,7 @@ fn an_untracked_newcomer_in_a_planned_namespace_stops_its_deletion_at_the_rechec
         "{ks}apiVersion: v1\nkind: Namespace\nmetadata: {{name: {app}, labels: {s}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: holder, namespace: {app}, labels: {s}, finalizers: [stack-test.example.com/hold]}}\n",
         ks = kustomization("nc", &f, "")
     ));
+    record_flux_inventories(&f);
     let mut command = stack_command(&cluster().admin);
     command
         .args([

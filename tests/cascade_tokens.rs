@@ -46,6 +46,7 @@ fn the_token_of_a_torn_down_service_account_does_not_refuse_the_teardown() {
     let f = &flux.0;
     let app = unique("tok-app");
     let token = seed_stack_with_account(f, &app);
+    record_flux_inventories(f);
     let run = stack(&["prune", "-n", f, "kustomization/s", "--yes", "--timeout", "60s"]).expect_code(0);
     assert!(
         !run.stdout.contains(&token) && !run.stderr.contains(&token),
@@ -69,6 +70,7 @@ fn an_untracked_secret_beside_the_token_still_refuses_the_teardown() {
     create(&format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{name: handmade, namespace: {app}}}\n"
     ));
+    record_flux_inventories(f);
     let refused = stack(&["prune", "-n", f, "kustomization/s", "--yes", "--timeout", "60s"]).expect_code(4);
     let shown = format!("{}\n{}", refused.stdout, refused.stderr);
     assert!(shown.contains(&format!("Secret/{app}/handmade (untracked)")), "{shown}");

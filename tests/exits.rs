@@ -22,6 +22,7 @@ fn three_wave_stack(f: &str) {
         ));
     }
     apply(&yaml);
+    record_flux_inventories(f);
 }
 
 /// Item 1: `prune -o json | head -n 1`: the reader goes away after the plan line; the prune still

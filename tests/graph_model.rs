@@ -208,6 +208,7 @@ data: {{only: copy}}
     ));
 
     // Named as a victim of the Namespace, and refused: nothing is deleted.
+    record_flux_inventories(&f);
     let refused = stack(&["prune", "-n", &f, "kustomization/s4", "--yes", "-o", "json"]).expect_code(4);
     let lines = json_lines(&refused.stdout);
     let cascades = plan_line(&lines)["cascades"].as_array().unwrap().clone();
@@ -327,6 +328,7 @@ kind: Gizmo
 metadata: {{name: o, namespace: {other_ns}, labels: {other8}, finalizers: [{finalizer}]}}
 "#
     ));
+    record_flux_inventories(&f);
     let alive_ns = op_ns.clone();
     let operator = StandIn::start(&resource, None, "", &finalizer, move || {
         exists("deployment", Some(&alive_ns), "controller")
@@ -358,6 +360,7 @@ metadata: {{name: o, namespace: {other_ns}, labels: {other8}, finalizers: [{fina
         planned_wave(&lines, "Gizmo", "u");
     }
 
+    record_flux_inventories(&f);
     let pruned = stack(&[
         "prune",
         "-n",
@@ -465,6 +468,7 @@ metadata: {{name: o, namespace: {other_ns}, labels: {other7}, finalizers: [{fina
         graph_edges(("Gizmo", &other_ns, "o"), ("Deployment", &op_ns, "controller")),
         ["inferredFinalizer"]
     );
+    record_flux_inventories(&f);
     let pruned = stack(&[
         "prune",
         "-n",
@@ -533,6 +537,7 @@ fn an_untracked_custom_resource_that_stays_keeps_its_operator() {
     // listed again, never a refusal for an "unlisted" kind, never taken as empty.
     let path = format!("/apis/{group}/v1/gizmos");
     let proxy = proxy::Proxy::start(&["--not-found-at", &format!("{path}=1")]);
+    record_flux_inventories(&f);
     let planned = stack_as(
         &proxy.kubeconfig,
         &["prune", "-n", &f, "kustomization/op5", "--dry-run", "-o", "json"],
@@ -612,6 +617,7 @@ fn allow_cascade_deletes_a_crd_before_the_operator_its_victim_needs() {
     ));
 
     // --keep-cascading keeps the CRD, so `stray` stays: it keeps its operator too.
+    record_flux_inventories(&f);
     let held = stack(&[
         "prune",
         "-n",
@@ -749,6 +755,7 @@ metadata: {{name: held, namespace: {stuck}, finalizers: [{finalizer}]}}
         kubectl(&["delete", &resource, "held", "-n", &stuck_ns.0, "--wait=false"]).code,
         0
     );
+    record_flux_inventories(&f);
     let json = stack(&["stuck", "-n", &stuck_ns.0, "-o", "json"]).expect_code(1).json();
     let item = json["stuck"]
         .as_array()
@@ -874,6 +881,7 @@ webhooks:
     let needed = format!(
         "needed by ValidatingWebhookConfiguration.admissionregistration.k8s.io/{webhook}, which is not pruned (inferred: webhook backend)"
     );
+    record_flux_inventories(&f);
     let planned = stack(&["prune", "-n", &f, "kustomization/s9", "--dry-run", "-o", "json"]).expect_code(0);
     let lines = json_lines(&planned.stdout);
     for (kind, name) in [("Service", "hook"), ("Deployment", "hook-server")] {
@@ -955,6 +963,7 @@ metadata:
         exists("deployment", Some(&alive_ns), "controller")
     });
 
+    record_flux_inventories(&f);
     let mut child = spawn_stack(&[
         "prune",
         "-n",
@@ -1055,6 +1064,7 @@ metadata:
         exists("deployment", Some(&alive_ns), "controller")
     });
 
+    record_flux_inventories(&f);
     let mut child = spawn_stack(&[
         "prune",
         "-n",
@@ -1161,6 +1171,7 @@ metadata:
         exists("deployment", Some(&alive_ns), "controller")
     });
 
+    record_flux_inventories(&f);
     let planned = stack(&["prune", "-n", &f, "kustomization/op", "--dry-run", "-o", "json"]).expect_code(0);
     let lines = json_lines(&planned.stdout);
     assert!(
@@ -1228,6 +1239,7 @@ metadata: {{name: user, namespace: {n}, labels: {other}, annotations: {{config.k
     apply(&format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: need, namespace: {n}, ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: mid, uid: {mid_uid}}}]}}\n"
     ));
+    record_flux_inventories(&n);
     let run = stack(&[
         "prune",
         "-n",
@@ -1321,6 +1333,7 @@ kind: ConfigMap
 metadata: {{name: x-ctl-made, namespace: {n}, ownerReferences: {by_y_ctl}}}
 "#
     ));
+    record_flux_inventories(&n);
     let refused = stack(&["prune", "-n", &n, "kustomization/sa", "--yes", "-o", "json"]).expect_code(4);
     let lines = json_lines(&refused.stdout);
     let cascades = plan_line(&lines)["cascades"].as_array().unwrap().clone();
@@ -1442,6 +1455,7 @@ metadata: {{name: stays, namespace: {other_ns}, labels: {other}, finalizers: [{g
         op_ns = op_ns.0,
         other_ns = other_ns.0,
     ));
+    record_flux_inventories(&f);
     let planned = stack(&["prune", "-n", &f, "kustomization/op", "--dry-run", "-o", "json"]).expect_code(0);
     let lines = json_lines(&planned.stdout);
     assert_eq!(wave_of(&lines, "Deployment", "op"), None, "{}", planned.stdout);
@@ -1539,6 +1553,7 @@ webhooks:
 "#,
         t = t.0,
     ));
+    record_flux_inventories(&f);
     let planned = stack(&["prune", "-n", &f, "kustomization/s11", "--dry-run", "-o", "json"]).expect_code(0);
     let lines = json_lines(&planned.stdout);
     let webhook_id = format!("ValidatingWebhookConfiguration.admissionregistration.k8s.io/{webhook}");

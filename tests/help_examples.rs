@@ -155,6 +155,8 @@ fn install_example_stacks(root: &Path) {
         "shop_storefront_apps_Deployment",
     ];
     set_flux_inventory("usage", "flux-system", &ids.map(String::from));
+    // The operator stack's record too (without one kustomize-controller deletes nothing).
+    record_flux_inventories("flux-system");
     let deleted = kubectl(&["delete", "database", "orders", "-n", "shop", "--wait=false"]);
     assert_eq!(deleted.code, 0, "{}", deleted.stderr);
 }

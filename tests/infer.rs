@@ -133,6 +133,7 @@ webhooks:
   admissionReviewVersions: ["v1"]
 "#
     ));
+    record_flux_inventories(&f);
     OperatorStacks {
         flux_ns,
         op_ns,
@@ -278,6 +279,7 @@ spec:
     ));
     // No server answers the aggregated API here: its group cannot be listed, which prune only
     // accepts with --skip-unlisted.
+    record_flux_inventories(&f);
     let pruned = stack(&[
         "prune",
         "-n",
@@ -393,6 +395,7 @@ spec:
         "external-provisioner.volume.kubernetes.io/finalizer",
         move || exists("deployment", Some(&driver_ns), "csi-controller"),
     );
+    record_flux_inventories(&f);
     let pruned = stack(&[
         "prune",
         "-n",

@@ -203,6 +203,7 @@ metadata: {{name: bystander-config, namespace: {f}, labels: {bystander}}}
         usage = flux_labels("usage", f),
         bystander = flux_labels("bystander", f),
     ));
+    record_flux_inventories(f);
     let pruned = stack(&[
         "prune",
         "-n",
@@ -296,6 +297,7 @@ metadata:
   ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: owner, uid: {owner_uid}, controller: true}}]
 "#
     ));
+    record_flux_inventories(f);
     let pruned = stack(&["prune", "-n", f, "kustomization/app", "--yes", "--timeout", "60s"]).expect_code(0);
     assert!(
         pruned.stderr.contains(&format!(
@@ -571,6 +573,7 @@ fn the_prompt_reads_a_line_and_only_y_or_yes_proceeds() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: orphan, namespace: {n}, labels: {{stack-test/run: {run}}}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: desired, namespace: {n}, labels: {{stack-test/run: {run}}}}}\n"
     ));
     let desired = desired_file();
+    record_flux_inventories(n);
     let command = format!(
         "env KUBECONFIG={} NO_COLOR=1 {} prune -n {n} -l stack-test/run={run} --untracked -f {}",
         cluster().admin.display(),
@@ -668,6 +671,7 @@ metadata: {{name: held, namespace: {f}, labels: {labels}, finalizers: [{HOLD}]}}
         labels = flux_labels("app", f)
     ));
     assert_eq!(field("kustomization", f, "app", ".spec.suspend"), "");
+    record_flux_inventories(f);
     let args = ["prune", "-n", f, "kustomization/app", "--yes", "--timeout", "3s"];
     stack(&args).expect_code(5);
     assert_eq!(
@@ -789,6 +793,7 @@ fn pagination_follows_every_page_of_a_kind() {
     }
     apply(&yaml);
     let selector = format!("stack-test/run={run}");
+    record_flux_inventories(n);
     let listed = stack(&[
         "list",
         "-n",
@@ -1185,6 +1190,7 @@ fn secret_data_never_appears_in_any_output_at_any_verbosity() {
     let selector = format!("stack-test/run={run}");
     for verbosity in ["0", "9"] {
         for output in ["table", "wide", "json", "yaml", "name"] {
+            record_flux_inventories(n);
             let listed = stack(&["list", "-n", n, "-l", &selector, "-o", output, "-v", verbosity]).expect_code(0);
             assert!(listed.stdout.contains("creds"), "{}", listed.stdout);
             assert_no_leak(&listed, &forms, &format!("list -o {output} -v {verbosity}"));

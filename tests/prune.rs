@@ -91,6 +91,9 @@ metadata: {{name: {app_ns}, labels: {usage}}}
         "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: {app_ns}, labels: {usage}}}\n"
     ));
     apply(&crs);
+    // Reconciled: kustomize-controller recorded what it applied (without an inventory it
+    // deletes nothing).
+    record_flux_inventories(&f);
     Stacks {
         flux_ns,
         app_ns,
@@ -832,6 +835,7 @@ metadata: {{name: b-part, namespace: {f}, labels: {b}}}
         b = label("b")
     ));
 
+    record_flux_inventories(f);
     let pruned = stack(&["prune", "-n", f, "kustomization/a", "--yes", "--timeout", "60s"]).expect_code(0);
     assert!(
         pruned

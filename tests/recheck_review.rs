@@ -46,6 +46,7 @@ metadata: {{name: base, namespace: {n}, labels: {la}}}
 
 /// Starts the teardown of stack `a`, waits until wave 1 is held, runs `meanwhile`, lets wave 1 go.
 fn teardown_a_while(n: &str, meanwhile: impl FnOnce()) -> Run {
+    record_flux_inventories(n);
     let mut child = spawn_stack(&["prune", "-n", n, "kustomization/a", "--yes", "--timeout", "60s"]);
     wait_while_running(&mut child, Duration::from_secs(60), || {
         is_terminating("configmap", n, "holder")

@@ -140,6 +140,7 @@ fn the_plan_is_rechecked_before_every_wave() {
     let app = unique("rechk-app");
     seed_held_stack(&f, &app);
 
+    record_flux_inventories(&f);
     let mut child = spawn_stack(&[
         "prune",
         "-n",
@@ -252,6 +253,7 @@ metadata:
         ka = kustomization("a", &f, "", ""),
         kb = kustomization("b", &f, "", ""),
     ));
+    record_flux_inventories(&f);
     let run = stack(&["prune", "-n", &f, "kustomization/a", "--yes", "--timeout", "60s"]).expect_code(0);
     assert!(!exists("configmap", Some(&f), "a-only"));
     assert!(!exists("kustomization", Some(&f), "a"));
@@ -359,6 +361,7 @@ fn suspensions_are_lifted_before_the_delete_or_reported_with_the_resume_command(
         flux_labels("s", &f),
     ));
     // The wave times out: the Kustomization stays suspended, and every output says how to resume.
+    record_flux_inventories(&f);
     let table = stack(&["prune", "-n", &f, "kustomization/s", "--yes", "--timeout", "2s"]).expect_code(5);
     let resume = format!(
         "kubectl -n {f} patch kustomizations.kustomize.toolkit.fluxcd.io/s --type merge -p '{{\"spec\":{{\"suspend\":false}},\"metadata\":{{\"annotations\":{{\"kubectl-stack/suspended-by\":null}}}}}}'"

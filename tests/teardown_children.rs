@@ -62,6 +62,7 @@ spec:
 "#
     ));
     let replica_set = "replicaset/web-1".to_string();
+    record_flux_inventories(n);
     let run = stack(&["prune", "-n", n, "kustomization/a", "--yes", "--timeout", "10s"]).expect_code(5);
     let stderr = &run.stderr;
     assert!(!exists("deployment", Some(n), "web"), "{stderr}");
@@ -121,6 +122,7 @@ fn held_child(n: &str, owners: &[(&str, &str, &str, String)]) {
 /// `--allow-cascade`, waited for: `settings` (the next wave) stays while `held` hangs, and the
 /// run says so (exit 5).
 fn assert_next_wave_waits_for_held(n: &str) {
+    record_flux_inventories(n);
     let refused = stack(&["prune", "-n", n, "kustomization/a", "--yes"]).expect_code(4);
     assert!(
         refused.stderr.contains(&format!("ConfigMap/{n}/held")),
@@ -220,6 +222,7 @@ fn an_object_with_a_live_second_owner_is_not_waited_for() {
         n,
         &[("Secret", "v1", "first", owner), ("ConfigMap", "v1", "live", live)],
     );
+    record_flux_inventories(n);
     let run = stack(&["prune", "-n", n, "kustomization/a", "--yes", "--timeout", "20s"]).expect_code(0);
     assert!(!exists("configmap", Some(n), "settings"), "{}", run.stderr);
     assert!(exists("configmap", Some(n), "held"), "{}", run.stderr);

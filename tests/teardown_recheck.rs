@@ -49,6 +49,7 @@ metadata: {{name: root, namespace: {n}, labels: {la}}}
         a = ks("a", &n),
         b = ks("b", &n),
     ));
+    record_flux_inventories(&n);
     let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
     wait_while_running(&mut child, Duration::from_secs(60), || {
         is_terminating("configmap", &n, "holder")
@@ -98,6 +99,7 @@ metadata:
         a = ks("a", &n),
         la = flux_labels("a", &n),
     ));
+    record_flux_inventories(&n);
     let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
     wait_while_running(&mut child, Duration::from_secs(60), || {
         is_terminating("configmap", &n, "holder")
@@ -170,6 +172,7 @@ spec:
 "#,
         a = ks("a", &n),
     ));
+    record_flux_inventories(&n);
     let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
     wait_while_running(&mut child, Duration::from_secs(60), || {
         is_terminating("configmap", &n, "holder")
@@ -242,6 +245,7 @@ volumeBindingMode: WaitForFirstConsumer
         a = ks("a", &n),
         c = class.1,
     ));
+    record_flux_inventories(&n);
     let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
     wait_while_running(&mut child, Duration::from_secs(60), || {
         is_terminating("configmap", &n, "holder")

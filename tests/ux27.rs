@@ -40,6 +40,7 @@ metadata:
     );
     let selector = format!("app={app}");
     let file = desired.display().to_string();
+    record_flux_inventories(&n.0);
     let orphans = stack(&["orphans", "-n", &n.0, "-l", &selector, "-f", &file]).expect_code(0);
     let said = &orphans.stderr;
     assert!(
@@ -112,6 +113,7 @@ metadata: {{name: settings, namespace: {shop}, labels: {labels}}}
     );
     let tracker = format!("flux=usage.{}", f.0);
     let file = next.display().to_string();
+    record_flux_inventories(&f.0);
     let run = stack(&["orphans", "-n", &here.0, "--tracker", &tracker, "-f", &file]).expect_code(0);
     let said = &run.stderr;
     assert!(
@@ -155,6 +157,7 @@ metadata: {{name: settings, namespace: {f}, labels: {labels}}}
         f = f.0,
         labels = flux_labels("usage", &f.0)
     ));
+    record_flux_inventories(&f.0);
     let run = stack(&["prune", "-n", &f.0, "kustomization/operator", "--dry-run=client"]).expect_code(0);
     let said = &run.stderr;
     let pulled = said
@@ -191,6 +194,7 @@ fn every_json_output_has_one_versioned_shape() {
         ),
     );
     let (file, tracker) = (desired.display().to_string(), format!("kapp={app}"));
+    record_flux_inventories(&n.0);
     let documents = [
         (
             stack(&["orphans", "-n", &n.0, "--tracker", &tracker, "-f", &file, "-o", "json"]),
@@ -370,6 +374,7 @@ metadata: {{name: operator-settings, namespace: {f}, labels: {operator}}}
         usage = flux_labels("usage", &f.0),
         operator = flux_labels("operator", &f.0),
     ));
+    record_flux_inventories(&f.0);
     let command = format!(
         "env KUBECONFIG={} NO_COLOR=1 {} prune -n {} kustomization/operator --dry-run=client",
         cluster().admin.display(),
@@ -474,6 +479,7 @@ metadata: {{name: after, namespace: {n}, labels: {{stack-test/run: {run}}}}}
         "ux27-int.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desired}\n",
     );
+    record_flux_inventories(n);
     let command = format!(
         "env KUBECONFIG={} NO_COLOR=1 {} prune -n {n} -l stack-test/run={run} --untracked -f {} --yes --timeout 120s",
         cluster().admin.display(),

@@ -388,6 +388,7 @@ fn read_member_records(world: &World, graph: &mut Graph, objects: &HashMap<Objec
                 ids: HashSet::new(),
                 name: "a record that cannot be read".into(),
                 aliases: Vec::new(),
+                no_inventory: None,
             },
         };
         graph.inventories.insert(index, record);

@@ -295,38 +295,27 @@ fn cannot_impersonate(id: &ObjectId, body: &Value, impersonation: &Impersonation
 
 /// A Flux Kustomization's `status.inventory`: on deletion, kustomize-controller's `finalize`
 /// deletes only these (`inventory.List(obj.Status.Inventory)`, fluxcd/kustomize-controller
-/// `internal/controller/kustomization_controller.go`). `None` for anything else, or when the
-/// inventory is missing (the labels then decide: see the README's known gaps). An inventory
-/// without entries (`status.inventory: {}`) is a record that holds nothing, never a missing one
-/// ([`flux_inventory_entries`]). An inventory
-/// with an entry that cannot be read is a record that holds nothing: kustomize-controller's
-/// `inventory.List` fails on it (cli-utils `ParseObjMetadata`, e.g. an RBAC name with `_`:
-/// fluxcd/kustomize-controller#901), so its `finalize` deletes nothing.
+/// `internal/controller/kustomization_controller.go`). `None` for anything else, or when its
+/// body was not read. An inventory without entries (`status.inventory: {}`) is a record that
+/// holds nothing; one that is missing, or has an entry that cannot be read, is a record that
+/// holds nothing and says why ([`super::MemberRecord::no_inventory`]): kustomize-controller
+/// deletes nothing without an inventory it can read ([`crate::inventory::flux_record`], the one
+/// reading `orphans` shares).
 pub fn flux_inventory_of(input: &NodeInput) -> Option<super::MemberRecord> {
     if (input.id.group.as_str(), input.id.kind.as_str()) != ("kustomize.toolkit.fluxcd.io", "Kustomization") {
         return None;
     }
-    let entries = flux_inventory_entries(input.body.as_ref()?)?;
-    let read: Result<HashSet<ObjectId>, String> = entries
-        .iter()
-        .map(|entry| {
-            let id = entry.get("id").and_then(Value::as_str).unwrap_or_default();
-            ObjectId::from_flux_inventory_id(id).ok_or_else(|| id.to_string())
-        })
-        .collect();
     let name = format!("the status.inventory of {}", input.id);
-    Some(match read {
-        Ok(ids) => super::MemberRecord {
+    Some(match crate::inventory::flux_record(input.body.as_ref()?) {
+        crate::inventory::FluxRecord::Ids(ids) => super::MemberRecord {
             ids,
             name,
-            aliases: Vec::new(),
+            ..Default::default()
         },
-        Err(entry) => super::MemberRecord {
-            ids: HashSet::new(),
-            name: format!(
-                "{name} (unreadable: entry {entry:?} is not <namespace>_<name>_<group>_<Kind>, and kustomize-controller then deletes nothing)"
-            ),
-            aliases: Vec::new(),
+        crate::inventory::FluxRecord::Nothing(why) => super::MemberRecord {
+            name,
+            no_inventory: Some(why),
+            ..Default::default()
         },
     })
 }
@@ -481,15 +470,28 @@ mod tests {
         let with = |status: serde_json::Value| {
             let mut input = node("kustomize.toolkit.fluxcd.io", "Kustomization", Some("flux"), "apps");
             input.body = Some(serde_json::json!({"spec": {"prune": true}, "status": status}));
-            flux_inventory_of(&input).map(|record| record.ids.len())
+            flux_inventory_of(&input).map(|record| (record.ids.len(), record.no_inventory.is_some()))
         };
-        assert_eq!(with(serde_json::json!({"inventory": {}})), Some(0));
-        assert_eq!(with(serde_json::json!({"inventory": {"entries": null}})), Some(0));
-        assert_eq!(with(serde_json::json!({"inventory": {"entries": []}})), Some(0));
-        assert_eq!(with(serde_json::json!({})), None);
+        assert_eq!(with(serde_json::json!({"inventory": {}})), Some((0, false)));
+        assert_eq!(
+            with(serde_json::json!({"inventory": {"entries": null}})),
+            Some((0, false))
+        );
+        assert_eq!(
+            with(serde_json::json!({"inventory": {"entries": []}})),
+            Some((0, false))
+        );
+        // No inventory at all: a record of nothing too, that says so (kustomize-controller
+        // `finalizerShouldDeleteResources`: `obj.Status.Inventory == nil` deletes nothing).
+        assert_eq!(with(serde_json::json!({})), Some((0, true)));
+        // An entry kustomize-controller cannot read: nothing either, and it says so.
+        assert_eq!(
+            with(serde_json::json!({"inventory": {"entries": [{"id": "bad", "v": "v1"}]}})),
+            Some((0, true))
+        );
         assert_eq!(
             with(serde_json::json!({"inventory": {"entries": [{"id": "flux_a__ConfigMap", "v": "v1"}]}})),
-            Some(1)
+            Some((1, false))
         );
     }
 

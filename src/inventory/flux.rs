@@ -1,5 +1,7 @@
 //! Flux Kustomizations: their `status.inventory` and `spec.targetNamespace`.
 
+use std::collections::HashSet;
+
 use kube::api::DynamicObject;
 use serde_json::Value;
 
@@ -14,8 +16,9 @@ use crate::trackers::{MarkValue, Preset, Tracker, FLUX_KUSTOMIZATION};
 
 /// A Flux Kustomization as the orphan rules read it.
 pub struct FluxStack {
-    /// Its `status.inventory`, when it records one.
-    pub inventory: Option<Inventory>,
+    /// Its `status.inventory`, as kustomize-controller reads it (see [`flux_record`]): one that
+    /// records none, or an entry it cannot read, is a record of nothing.
+    pub inventory: Inventory,
     /// Its `spec.targetNamespace`, when set (an empty one sets nothing, as in Flux).
     pub target_namespace: Option<String>,
     /// `spec.prune: false`: Flux deletes nothing it applied (fluxcd/kustomize-controller
@@ -58,7 +61,7 @@ fn renaming_fields(kustomization: &DynamicObject) -> Vec<&'static str> {
 impl FluxStack {
     pub(super) fn into_record(self) -> StackRecord {
         StackRecord {
-            recorded: self.inventory.map(|inventory| inventory.recorded),
+            recorded: Some(self.inventory.recorded),
             namespace_required: self.target_namespace.is_none(),
             target_namespace: self.target_namespace,
             default_namespace: None,
@@ -96,7 +99,7 @@ pub async fn read_flux(session: &Session, name: &str, namespace: &str) -> Result
     let impersonation = impersonation_of(session, &id, &object.data).await;
     Ok(Some(FluxStack {
         acts_elsewhere: crate::graph::flux_acts_elsewhere(&id, &object.data, false, &impersonation),
-        inventory: flux_inventory(&object, name, namespace, target_namespace.clone())?,
+        inventory: flux_inventory(&object, name, namespace, target_namespace.clone()),
         target_namespace,
         prune_disabled,
         renames: renaming_fields(&object),
@@ -134,28 +137,53 @@ fn target_namespace_of(kustomization: &DynamicObject) -> Option<String> {
         .map(str::to_string)
 }
 
+/// What kustomize-controller makes of a Kustomization that records no `status.inventory`.
+pub const NO_INVENTORY: &str = "records no status.inventory";
+
+/// A Flux Kustomization's `status.inventory` as kustomize-controller reads it, the one reading
+/// every path shares (orphans, a teardown's members, the re-check, a rerun).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FluxRecord {
+    /// The identities it recorded: on deletion its finalizer deletes only these, on apply it
+    /// prunes only these (none, for an inventory without entries).
+    Ids(HashSet<ObjectId>),
+    /// It deletes nothing of the stack, and why: no `status.inventory` at all, or an entry
+    /// `inventory.List` cannot read.
+    Nothing(String),
+}
+
+/// Reads a Kustomization's `status.inventory` (`body`, the whole object). kustomize-controller
+/// deletes nothing of a Kustomization without one: its finalizer's
+/// `finalizerShouldDeleteResources` ("A suspended Kustomization or one without an inventory will
+/// not delete resources": `obj.Status.Inventory == nil` returns false), and on apply
+/// `inventory.Diff` of an absent old inventory is empty (fluxcd/kustomize-controller
+/// `internal/controller/kustomization_controller.go`). An entry that cannot be read makes
+/// `inventory.List` fail (cli-utils `ParseObjMetadata`, e.g. an RBAC name with `_`:
+/// fluxcd/kustomize-controller#901), so it deletes nothing either.
+pub fn flux_record(body: &Value) -> FluxRecord {
+    let Some(entries) = crate::graph::flux_inventory_entries(body) else {
+        return FluxRecord::Nothing(NO_INVENTORY.to_string());
+    };
+    let read: Result<HashSet<ObjectId>, &str> = entries
+        .iter()
+        .map(|entry| {
+            let id = entry.get("id").and_then(Value::as_str).unwrap_or_default();
+            ObjectId::from_flux_inventory_id(id).ok_or(id)
+        })
+        .collect();
+    match read {
+        Ok(ids) => FluxRecord::Ids(ids),
+        Err(entry) => FluxRecord::Nothing(format!(
+            "records status.inventory entry {entry:?}, which is not <namespace>_<name>_<group>_<Kind>"
+        )),
+    }
+}
+
 /// Flux v2 (fluxcd/kustomize-controller `internal/controller/kustomization_controller.go`:
 /// `staleObjects := inventory.Diff(oldInventory, newInventory)`, then `prune`): the objects
-/// deleted are those of the previous `status.inventory` that the new inventory lacks.
-/// `None` when the Kustomization records none.
-fn flux_inventory(
-    object: &DynamicObject,
-    name: &str,
-    namespace: &str,
-    target_namespace: Option<String>,
-) -> Result<Option<Inventory>, UserError> {
-    let Some(entries) = crate::graph::flux_inventory_entries(&object.data) else {
-        return Ok(None);
-    };
-    let mut ids = Vec::new();
-    for entry in entries {
-        let id = entry.get("id").and_then(Value::as_str).unwrap_or_default();
-        ids.push(ObjectId::from_flux_inventory_id(id).ok_or_else(|| {
-            UserError::failed(format!(
-                "Kustomization {namespace}/{name}: inventory entry {id:?} is not <namespace>_<name>_<group>_<Kind>"
-            ))
-        })?);
-    }
+/// deleted are those of the previous `status.inventory` that the new inventory lacks. One that
+/// records none, or an entry it cannot read, deletes nothing ([`flux_record`]).
+fn flux_inventory(object: &DynamicObject, name: &str, namespace: &str, target_namespace: Option<String>) -> Inventory {
     let tracker = Tracker {
         preset: Preset::Flux,
         value: Some(MarkValue {
@@ -163,18 +191,25 @@ fn flux_inventory(
             namespace: Some(namespace.to_string()),
         }),
     };
-    Ok(Some(Inventory {
-        recorded: Recorded::Ids {
-            ids: ids.into_iter().collect(),
+    let recorded = match flux_record(&object.data) {
+        FluxRecord::Ids(ids) => Recorded::Ids {
+            ids,
             inventory: format!("the inventory of Kustomization {namespace}/{name}"),
             owner: Some(tracker.clone()),
         },
+        FluxRecord::Nothing(why) => Recorded::NoInventory {
+            stack: format!("Kustomization {namespace}/{name}"),
+            why,
+        },
+    };
+    Inventory {
+        recorded,
         tracker,
         target_namespace,
         default_namespace: None,
         renamed_by: None,
         record_namespace: None,
-    }))
+    }
 }
 
 #[cfg(test)]
@@ -203,9 +238,7 @@ mod tests {
             "ks",
             "flux-system",
             Some("apps".into()),
-        )
-        .unwrap()
-        .unwrap();
+        );
         assert_eq!(recorded.target_namespace.as_deref(), Some("apps"));
         let Recorded::Ids { ids, .. } = &recorded.recorded else {
             panic!("a Flux inventory records identities");

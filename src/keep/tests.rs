@@ -72,7 +72,7 @@ fn record(names: &[&str]) -> MemberRecord {
             .map(|n| ObjectId::new("", "ConfigMap", Some("web"), n))
             .collect(),
         name: "the status.inventory of apps".into(),
-        aliases: Vec::new(),
+        ..Default::default()
     }
 }
 
@@ -106,6 +106,51 @@ fn a_teardown_deletes_only_what_every_claiming_record_misses_not() {
     assert_eq!(
         outside_record(&flux_marked("a-copy"), &teardown(vec![claim(&stack, None)])),
         None
+    );
+}
+
+/// A Kustomization without a `status.inventory` it can read deletes nothing
+/// (kustomize-controller `finalizerShouldDeleteResources`): every path keeps what carries its
+/// marks, with the typed reason, and the JSON names it `noInventory`.
+#[test]
+fn a_kustomization_without_an_inventory_keeps_everything_it_marks() {
+    let stack = stack();
+    let nothing = MemberRecord {
+        no_inventory: Some(crate::inventory::NO_INVENTORY.to_string()),
+        ..record(&[])
+    };
+    let kept = outside_record(&flux_marked("a"), &teardown(vec![claim(&stack, Some(&nothing))]));
+    let expected = KeepReason::NoInventory {
+        stack: stack.to_string(),
+        why: "records no status.inventory".into(),
+    };
+    assert_eq!(kept.as_ref(), Some(&expected));
+    assert_eq!(expected.rule(), "noInventory");
+    assert_eq!(
+        expected.to_string(),
+        "Kustomization.kustomize.toolkit.fluxcd.io/flux-system/apps records no status.inventory: kustomize-controller deletes nothing without an inventory it can read"
+    );
+    // An orphan search under it: nothing is an orphan, whatever the desired set lacks.
+    let recorded = Recorded::NoInventory {
+        stack: "Kustomization flux-system/apps".into(),
+        why: crate::inventory::NO_INVENTORY.into(),
+    };
+    let context = Context {
+        question: Question::Orphan {
+            tracker: None,
+            recorded: Some(&recorded),
+            compared: true,
+            stack: None,
+            needs: None,
+        },
+        trackers: None,
+    };
+    let found = reason(&flux_marked("a"), &context).expect("kept");
+    assert_eq!(found.rule(), "noInventory");
+    // The record the plan reads from it says so too.
+    assert_eq!(
+        recorded.members([&flux_marked("a")]).no_inventory.as_deref(),
+        Some("records no status.inventory")
     );
 }
 

@@ -283,7 +283,7 @@ async fn read_member_records(session: &Session, live: &mut LiveGraph, chosen: im
                 crate::graph::MemberRecord {
                     ids: Default::default(),
                     name: format!("the record of {id}, which could not be read"),
-                    aliases: Vec::new(),
+                    ..Default::default()
                 }
             }
         };

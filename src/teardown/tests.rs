@@ -99,6 +99,25 @@ impl World {
         )
     }
 
+    /// Gives Kustomization `stack` the body kustomize-controller leaves once it applied what
+    /// now carries its labels: `spec`, and a `status.inventory` of those objects
+    /// (`<namespace>_<name>_<group>_<Kind>`). Without one it deletes nothing.
+    fn reconciled(&mut self, stack: &str, spec: serde_json::Value) {
+        let entries: Vec<serde_json::Value> = self
+            .inputs
+            .iter()
+            .filter(|i| i.labels.get(FLUX_KS_NAME).map(String::as_str) == Some(stack))
+            .map(|i| {
+                let ns = i.id.namespace.as_deref().unwrap_or_default();
+                let id = format!("{ns}_{}_{}_{}", i.id.name, i.id.group, i.id.kind);
+                serde_json::json!({"id": id, "v": "v1"})
+            })
+            .collect();
+        let id = ObjectId::new(KS_GROUP, "Kustomization", Some("flux-system"), stack);
+        let input = self.inputs.iter_mut().find(|i| i.id == id).expect("the Kustomization");
+        input.body = Some(serde_json::json!({"spec": spec, "status": {"inventory": {"entries": entries}}}));
+    }
+
     fn teardown(&self, named: &[&str]) -> PrunePlan {
         let ids: Vec<ObjectId> = named
             .iter()
@@ -168,8 +187,9 @@ fn members_flux_would_orphan_are_kept_and_their_kustomization_goes() {
         ),
     ] {
         let mut world = World::new();
-        world.ks("keeper", &[]).body = Some(serde_json::json!({ "spec": spec }));
+        world.ks("keeper", &[]);
         world.member("left", "keeper");
+        world.reconciled("keeper", spec);
         let plan = world.teardown(&["keeper"]);
         assert_eq!(names(&plan), vec![vec!["keeper"]]);
         assert_eq!(kept(&plan), vec!["left"]);
@@ -187,11 +207,29 @@ fn members_flux_would_orphan_are_kept_and_their_kustomization_goes() {
         serde_json::json!({}),
     ] {
         let mut world = World::new();
-        world.ks("pruner", &[]).body = Some(serde_json::json!({ "spec": spec }));
+        world.ks("pruner", &[]);
         world.member("gone", "pruner");
+        world.reconciled("pruner", spec.clone());
         let plan = world.teardown(&["pruner"]);
         assert_eq!(names(&plan), vec![vec!["gone"], vec!["pruner"]], "{spec}");
     }
+}
+
+/// kustomize-controller's `finalizerShouldDeleteResources`: "A suspended Kustomization or one
+/// without an inventory will not delete resources". Its members stay, with the reason.
+#[test]
+fn a_kustomization_without_an_inventory_deletes_only_itself() {
+    let mut world = World::new();
+    world.ks("bare", &[]).body = Some(serde_json::json!({"spec": {"prune": true}}));
+    world.member("labelled", "bare");
+    let plan = world.teardown(&["bare"]);
+    assert_eq!(names(&plan), vec![vec!["bare"]]);
+    assert_eq!(kept(&plan), vec!["labelled"]);
+    assert_eq!(plan.kept[0].reason.rule(), "noInventory", "{:?}", plan.kept);
+    // The same stack once reconciled deletes its member.
+    world.reconciled("bare", serde_json::json!({"prune": true}));
+    let plan = world.teardown(&["bare"]);
+    assert_eq!(names(&plan), vec![vec!["labelled"], vec!["bare"]]);
 }
 
 #[test]
