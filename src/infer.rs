@@ -411,9 +411,8 @@ fn webhook_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
                 .cloned()
                 .unwrap_or_default();
             for webhook in &webhooks {
-                let service = webhook.pointer("/clientConfig/service");
-                let str_of = |key: &str| service.and_then(|s| s.get(key)).and_then(Value::as_str);
-                let backend = objects.service_backend(str_of("namespace"), str_of("name"));
+                let (namespace, name) = webhook.get("clientConfig").and_then(service_of_client_config).unzip();
+                let backend = objects.service_backend(namespace.as_deref(), name.as_deref());
                 push_all(edges, index, backend.iter().copied(), EdgeKind::InferredWebhook);
                 runs_with(objects, &backend, edges);
                 let policy = webhook.get("failurePolicy").and_then(Value::as_str);
@@ -441,6 +440,25 @@ fn webhook_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
             }
         }
     }
+}
+
+/// The Service (namespace, name) an admission webhook's `clientConfig` calls: its `service`, or
+/// a `url` whose host is the Service's in-cluster name (`NAME.NAMESPACE.svc`, optionally followed
+/// by the cluster domain, as `svc.cluster.local`), which is how the API server resolves it.
+pub fn service_of_client_config(client_config: &Value) -> Option<(String, String)> {
+    if let Some(service) = client_config.get("service") {
+        let str_of = |key: &str| service.get(key).and_then(Value::as_str).map(str::to_string);
+        return Some((str_of("namespace")?, str_of("name")?));
+    }
+    let url = client_config.get("url").and_then(Value::as_str)?;
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let host = host.split(':').next()?.trim_end_matches('.');
+    let mut labels = host.split('.');
+    let (name, namespace, svc) = (labels.next()?, labels.next()?, labels.next()?);
+    let named = !name.is_empty() && !namespace.is_empty();
+    (named && svc.eq_ignore_ascii_case("svc")).then(|| (namespace.to_string(), name.to_string()))
 }
 
 fn strings(value: &Value, key: &str) -> Vec<String> {

@@ -796,3 +796,45 @@ fn a_custom_resource_whose_crd_is_no_node_depends_on_the_operator_rbac_names() {
     );
     assert!(!found.iter().any(|(from, _, _)| from == "plain"), "{found:?}");
 }
+
+/// Review finding F-C (issue 25, order review 6): a webhook whose `clientConfig.url` names a
+/// Service by its in-cluster host (`hook.t1.svc`) keeps that Service and its workload like the
+/// `service` form does; a URL outside the cluster names none.
+#[test]
+fn a_webhook_url_naming_an_in_cluster_service_has_that_backend() {
+    let cases = [
+        ("https://hook.op.svc:443/validate", true),
+        ("https://hook.op.svc.cluster.local/validate?x=1", true),
+        ("https://hook.op.svc", true),
+        ("https://hooks.example.com/validate", false),
+        ("https://hook.other.svc/validate", false),
+        ("not a url", false),
+        ("https://.op.svc/", false),
+    ];
+    for (url, backed) in cases {
+        let webhook = json!({"apiVersion": "admissionregistration.k8s.io/v1", "webhooks": [{
+            "name": "check.ops.example.com",
+            "clientConfig": {"url": url},
+            "failurePolicy": "Ignore"
+        }]});
+        let inputs = vec![
+            with_body(
+                object(
+                    "admissionregistration.k8s.io",
+                    "ValidatingWebhookConfiguration",
+                    None,
+                    "check",
+                    None,
+                ),
+                webhook,
+            ),
+            service("op", "hook", json!({"app": "hook"}), None),
+        ];
+        let found = inferred(&inputs, &options());
+        assert_eq!(
+            found.contains(&edge("check", "hook", EdgeKind::InferredWebhook)),
+            backed,
+            "{url}: {found:?}"
+        );
+    }
+}
