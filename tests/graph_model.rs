@@ -1657,6 +1657,7 @@ kind: Gizmo
 metadata: {{name: g, namespace: {o}, labels: {op}, finalizers: [{finalizer}]}}
 "#
     ));
+    record_flux_inventories(&f);
     let alive_ns = o.clone();
     let operator = StandIn::start(&resource, Some(&o), "g", &finalizer, move || {
         exists("deployment", Some(&alive_ns), "controller")
@@ -1737,6 +1738,7 @@ metadata:
     };
     apply(&controlled("mid", "p", &uid_of("configmap", Some(&n), "p")));
     apply(&controlled("need", "mid", &uid_of("configmap", Some(&n), "mid")));
+    record_flux_inventories(&n);
 
     let mut child = spawn_stack(&[
         "prune",
@@ -1755,6 +1757,7 @@ metadata:
     apply(&format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: user, namespace: {n}, labels: {other}, annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/need}}}}\n"
     ));
+    record_flux_inventory("other", &n);
     release_finalizers("configmap/first", &n);
     let pruned = finish(child);
     let lines = json_lines(&pruned.stdout);
