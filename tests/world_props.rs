@@ -651,6 +651,153 @@ fn check_waves(planned: &PrunePlan, graph: &Graph) -> Result<(), String> {
     Ok(())
 }
 
+/// Invariant 3, from the oracle's side: the needs the world holds (written here, apart from
+/// inference) order what dies, so that a need production's graph lacks is caught too. Who needs
+/// what: an object its `depends-on` target; a Gizmo, whose finalizer only the operator removes,
+/// that operator (the Deployment of a stack that holds their CRD); the webhook configuration
+/// (`failurePolicy: Fail` on Gizmo deletes) its backend Service and the operator behind it; a
+/// claim its StorageClass (its provisioner deletes the volume). When both die, the needing one
+/// must start dying in an earlier wave: a planned object in its wave, a cascade victim with the
+/// Namespace or CRD that takes it, an object whose owners all die after the last of them.
+fn check_death_order(world: &World, planned: &PrunePlan, dead: &BTreeMap<usize, Death>) -> Result<(), String> {
+    let waves = death_waves(world, planned, dead);
+    for (who, what, why) in oracle_needs(world, dead) {
+        // What dies because its need dies (the garbage collector takes an owned object after its
+        // owner) cannot go first, and needs nothing of it while it goes.
+        // Two objects the garbage collector takes go in its order, not the plan's.
+        let by_owners = |index| dead.get(&index) == Some(&Death::Owners);
+        if dies_through(world, dead, who, what) || by_owners(who) && by_owners(what) {
+            continue;
+        }
+        // Finding F2 (`WORLD_STRICT=F2`): an untracked object is no node of a teardown's graph.
+        let marking = oracle::marking(world, who);
+        if world.entry == Entry::Teardown && marking.stacks.is_empty() && !marking.other && !strict("F2") {
+            continue;
+        }
+        if let (Some(a), Some(b)) = (waves.get(&who), waves.get(&what)) {
+            if a >= b {
+                return Err(format!(
+                    "{} (dies in wave {a}) needs {} (dies in wave {b}): {why}",
+                    world.id(who),
+                    world.id(what)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether object `who` dies by the garbage collector through an owner chain that holds `what`.
+fn dies_through(world: &World, dead: &BTreeMap<usize, Death>, who: usize, what: usize) -> bool {
+    let mut seen = HashSet::new();
+    let mut stack = vec![who];
+    while let Some(index) = stack.pop() {
+        if dead.get(&index) != Some(&Death::Owners) || !seen.insert(index) {
+            continue;
+        }
+        for &owner in &world.objects[index].owners {
+            if owner == what {
+                return true;
+            }
+            stack.push(owner);
+        }
+    }
+    false
+}
+
+/// The needs of the world, as (who, what, why), by the oracle's own reading.
+fn oracle_needs(world: &World, dead: &BTreeMap<usize, Death>) -> Vec<(usize, usize, &'static str)> {
+    use world::Shape::{Backend, Claim, Crd, Gizmo, Operator, StorageClass, Webhook};
+    let position = |shape| world.objects.iter().position(|o| o.shape == shape && o.present);
+    let operator = match (position(Crd), position(Operator)) {
+        (Some(crd), Some(op)) => {
+            let (crd_stacks, op_stacks) = (oracle::marking(world, crd).stacks, oracle::marking(world, op).stacks);
+            crd_stacks.iter().any(|s| op_stacks.contains(s)).then_some(op)
+        }
+        _ => None,
+    };
+    let mut needs = Vec::new();
+    for index in world.present() {
+        // A depends-on orders what is applied and deleted by the plan (kpt's `depends-on`), not
+        // what a cascade takes with its owner or Namespace.
+        let planned = dead.get(&index) == Some(&Death::Planned);
+        if let Some(target) = world.objects[index].depends_on.filter(|_| planned) {
+            needs.push((index, target, "its depends-on target"));
+        }
+        if let (Gizmo { .. }, Some(op)) = (world.objects[index].shape, operator) {
+            needs.push((index, op, "the operator that removes its finalizer"));
+        }
+    }
+    if let (Some(hook), Some(backend)) = (position(Webhook), position(Backend)) {
+        needs.push((hook, backend, "the Service its webhook calls"));
+        // Finding F4 (`WORLD_STRICT=F4`): through an untracked Service, no edge ties the webhook
+        // to the operator in a teardown's graph.
+        let marking = oracle::marking(world, backend);
+        let untracked = world.entry == Entry::Teardown && marking.stacks.is_empty() && !marking.other;
+        if let Some(op) = position(Operator).filter(|_| !untracked || strict("F4")) {
+            needs.push((hook, op, "the operator behind its backend Service"));
+        }
+    }
+    if let (Some(claim), Some(class)) = (position(Claim), position(StorageClass)) {
+        needs.push((claim, class, "the StorageClass whose provisioner deletes its volume"));
+    }
+    needs
+}
+
+/// The wave in which each dying object starts to die (see [`check_death_order`]): the earliest
+/// of its own wave, the wave of the Namespace or CRD that takes it, and the wave after which
+/// all its owners are gone (the garbage collector deletes it then, and the run waits for what a
+/// planned owner controls).
+fn death_waves(world: &World, planned: &PrunePlan, dead: &BTreeMap<usize, Death>) -> HashMap<usize, usize> {
+    let wave_of: HashMap<&ObjectId, usize> = planned
+        .waves
+        .iter()
+        .enumerate()
+        .flat_map(|(wave, targets)| targets.iter().map(move |t| (&t.id, wave)))
+        .collect();
+    let team = wave_of.get(&ObjectId::new("", "Namespace", None, world::TEAM)).copied();
+    let crd = wave_of
+        .iter()
+        .filter(|(id, _)| id.kind == "CustomResourceDefinition")
+        .map(|(_, &w)| w)
+        .min();
+    let mut waves: HashMap<usize, usize> = HashMap::new();
+    for &index in dead.keys() {
+        let id = world.id(index);
+        let in_team = id.namespace.as_deref() == Some(world::TEAM);
+        let gizmo = matches!(world.objects[index].shape, world::Shape::Gizmo { .. });
+        let earliest = [
+            wave_of.get(&id).copied(),
+            team.filter(|_| in_team),
+            crd.filter(|_| gizmo),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        if let Some(wave) = earliest {
+            waves.insert(index, wave);
+        }
+    }
+    // Owners: after the last of them, once every owner's wave is known (to a fixed point).
+    loop {
+        let mut changed = false;
+        for &index in dead.keys() {
+            let owners = &world.objects[index].owners;
+            let last: Option<Vec<usize>> = owners.iter().map(|o| waves.get(o).copied()).collect();
+            let Some(last) = last.and_then(|w| w.into_iter().max()) else {
+                continue;
+            };
+            if waves.get(&index).is_none_or(|&wave| last < wave) {
+                waves.insert(index, last);
+                changed = true;
+            }
+        }
+        if !changed {
+            return waves;
+        }
+    }
+}
+
 /// Invariant 4: what stays keeps what it needs: its depends-on target, its operator (the
 /// Deployment of the stack of the CRD its finalizer names), and every need edge of the graph.
 fn check_needs(
@@ -858,6 +1005,7 @@ fn check(world: &World) -> Result<(), String> {
     }
     if only(3) {
         check_waves(&planned, &graph).map_err(|e| format!("invariant 3: {e}"))?;
+        check_death_order(world, &planned, &dead).map_err(|e| format!("invariant 3 (the world's needs): {e}"))?;
     }
     if only(4) {
         check_needs(world, &planned, &graph, &dead, &cluster).map_err(|e| format!("invariant 4: {e}"))?;
