@@ -131,10 +131,12 @@ impl fmt::Display for KeepReason {
             KeepReason::NotInInventory { inventory } => {
                 write!(f, "not in {inventory}: its tool deletes only what its record holds")
             }
-            KeepReason::NoInventory { stack, why } => write!(
+            // A Flux Kustomization's; a gone kpt inventory's or ApplySet parent's `why` names its tool.
+            KeepReason::NoInventory { stack, why } if stack.starts_with("Kustomization") => write!(
                 f,
                 "{stack} {why}: kustomize-controller deletes nothing without an inventory it can read"
             ),
+            KeepReason::NoInventory { stack, why } => write!(f, "{stack} {why}"),
             KeepReason::ToolWouldKeep { why } => write!(f, "{why}"),
             KeepReason::RecordUnreadable { why } => write!(f, "unknown: {why}"),
             KeepReason::Untracked => write!(

@@ -202,6 +202,64 @@ fn the_recheck_reads_the_stacks_policy_again() {
     assert!(exists("configmap", Some(f), "kept"), "{}", run.stderr);
 }
 
+/// Membership review 6, F3 (and F2 on this path): an orphan prune (`prune --tracker flux=NAME
+/// -f`) re-reads the stack's record and policy before each wave with the function the plan read
+/// them with (`inventory::record_of`): `spec.prune: false`, `spec.suspend: true` (a suspended
+/// stack prunes nothing) or a `status.inventory` that no longer lists the orphan, set while an
+/// earlier wave waits, keep the later wave's orphan.
+#[test]
+fn the_orphan_recheck_reads_the_stacks_record_and_policy_again() {
+    let _logs = start();
+    ensure_flux_crds();
+    let changes = [
+        ("prune", r#"{"spec":{"prune":false}}"#, "spec.prune: false"),
+        ("suspend", r#"{"spec":{"suspend":true}}"#, "suspended"),
+        ("record", "", "not in the inventory of Kustomization"),
+    ];
+    for (case, patch, said) in changes {
+        let flux = Namespace::new(&format!("orphan-re-{case}"));
+        let f = &flux.0;
+        let labels = flux_labels("pol", f);
+        apply(&format!(
+            "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: desired, namespace: {f}, labels: {labels}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kept, namespace: {f}, labels: {labels}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: slow\n  namespace: {f}\n  labels: {labels}\n  finalizers: [stack-test.example.com/hold]\n  annotations: {{config.kubernetes.io/depends-on: /namespaces/{f}/ConfigMap/kept}}\n",
+            kustomization("pol", f, "prune: true"),
+        ));
+        let recorded = record_flux_inventory("pol", f);
+        let desired = temp_file(
+            &unique("desired"),
+            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: desired, namespace: {f}}}\n"),
+        );
+        let tracker = format!("flux=pol.{f}");
+        let mut child = spawn_stack(&[
+            "prune",
+            "-n",
+            f,
+            "--tracker",
+            &tracker,
+            "-f",
+            desired.to_str().unwrap(),
+            "--yes",
+            "--timeout",
+            "60s",
+        ]);
+        wait_while_running(&mut child, Duration::from_secs(60), || {
+            is_terminating("configmap", f, "slow")
+        });
+        if patch.is_empty() {
+            let without: Vec<String> = recorded.into_iter().filter(|id| !id.contains("_kept_")).collect();
+            set_flux_inventory("pol", f, &without);
+        } else {
+            let patched = kubectl(&["patch", "kustomization", "pol", "-n", f, "--type", "merge", "-p", patch]);
+            assert_eq!(patched.code, 0, "{}", patched.stderr);
+        }
+        release_finalizers("configmap/slow", f);
+        let run = finish(child);
+        assert_eq!(run.code, 5, "{case}: dropped by the re-check:\n{}", run.stderr);
+        assert!(run.stderr.contains(said), "{case}: {}", run.stderr);
+        assert!(exists("configmap", Some(f), "kept"), "{case}: {}", run.stderr);
+    }
+}
+
 /// Item 5 (Helm): a HelmRelease teardown deletes what its Helm release records, never a copy
 /// that carries the release's labels and annotations.
 #[test]
