@@ -428,7 +428,7 @@ impl Recheck {
         let mut found = HashMap::new();
         for id in trackers {
             let now = match self.catalog.get(&id.group, &id.kind) {
-                Some(kind) => read_stack(&self.session, kind, id).await,
+                Some(kind) => read_stack(&self.session, kind, id, self.suspensions.holds(id)).await,
                 None => StackNow::Unreadable(format!("{} is no longer served", id.kind)),
             };
             found.insert(id.clone(), now);
@@ -654,10 +654,14 @@ impl Recheck {
         let mut ready = Vec::new();
         for target in std::mem::take(&mut checked.targets) {
             if self.keep_suspended.contains(&target.id) {
-                tracing::warn!(
-                    "{} is deleted while still suspended: a member of it stays, which its controller's clean-up would delete",
-                    target.id
-                );
+                // Only a suspension this run holds is "still" its own (none in a dry run, none on
+                // an object already being deleted when the run began).
+                if self.suspensions.holds(&target.id) {
+                    tracing::warn!(
+                        "{} is deleted while still suspended: a member of it stays, which its controller's clean-up would delete",
+                        target.id
+                    );
+                }
                 ready.push(target);
                 continue;
             }
@@ -902,8 +906,11 @@ fn changed(reason: &KeepReason) -> String {
 
 /// Reads a tracking object whole (its spec and status hold its tool's policy and record) and,
 /// for a tool that keeps its record beside it, that record, with the function the plan read it
-/// with ([`crate::inventory::uninstall_record_of`]).
-async fn read_stack(session: &Session, kind: &KindInfo, id: &ObjectId) -> StackNow {
+/// with ([`crate::inventory::uninstall_record_of`]). `ours`: this run suspended it and has not
+/// lifted that yet; its `spec.suspend` is then the run's own, lifted before its DELETE. Any other
+/// suspension — set by a user since the plan, or by another run, whatever annotation it carries
+/// — is the stack's policy: a suspended Flux stack deletes nothing of its members.
+async fn read_stack(session: &Session, kind: &KindInfo, id: &ObjectId, ours: bool) -> StackNow {
     let api = crate::collect::api_for(&session.connection.client, kind, id.namespace.as_deref());
     let object = match timed(
         "a stack",
@@ -915,11 +922,16 @@ async fn read_stack(session: &Session, kind: &KindInfo, id: &ObjectId) -> StackN
         Ok(Some(object)) => object,
         Err(err) => return StackNow::Unreadable(crate::error::root_cause(&err)),
     };
+    let mut annotations = object.metadata.annotations.clone().unwrap_or_default();
+    match ours {
+        true => annotations.insert(crate::suspend::SUSPENDED_BY.to_string(), "this run".to_string()),
+        false => annotations.remove(crate::suspend::SUSPENDED_BY),
+    };
     let mut input = crate::graph::NodeInput {
         id: id.clone(),
         body: serde_json::to_value(&object).ok(),
         labels: object.metadata.labels.clone().unwrap_or_default(),
-        annotations: object.metadata.annotations.clone().unwrap_or_default(),
+        annotations,
         ..Default::default()
     };
     if let Some(body) = &input.body {
