@@ -400,6 +400,9 @@ pub fn outside_record(object: &Listed, context: &Context) -> Option<KeepReason> 
                     inventory: recorded.name().to_string(),
                 });
             }
+            if let Some(why) = recorded.denied().get(&object.id()) {
+                return Some(KeepReason::ToolWouldKeep { why: why.clone() });
+            }
             (*compared && !recorded.still_marked(object)).then(|| KeepReason::ToolWouldKeep {
                 why: format!(
                     "in {} but no longer carries the tool's mark: the tool deletes only objects that still do",
@@ -410,6 +413,10 @@ pub fn outside_record(object: &Listed, context: &Context) -> Option<KeepReason> 
         Question::Orphan { recorded: None, .. } => None,
         Question::Teardown { claims } => {
             let id = object.id();
+            // A stack whose tool may not delete it (its impersonated account is denied) leaves it.
+            if let Some(why) = claims.iter().find_map(|c| c.record?.denied.get(&id)) {
+                return Some(KeepReason::ToolWouldKeep { why: why.clone() });
+            }
             let outside = !claims.is_empty()
                 && claims
                     .iter()

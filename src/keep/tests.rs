@@ -160,6 +160,7 @@ fn an_orphan_search_with_a_record_keeps_what_it_does_not_hold_or_that_lost_its_m
         ids: [ObjectId::new("", "ConfigMap", Some("web"), "a")].into(),
         inventory: "the inventory".into(),
         owner: Some(Tracker::parse("flux=apps.flux-system").expect("tracker")),
+        denied: Default::default(),
     };
     let context = |compared| Context {
         question: Question::Orphan {
