@@ -23,6 +23,10 @@ pub enum Recorded {
         ids: HashSet<ObjectId>,
         /// The record, for messages (e.g. `Kustomization flux-system/apps`).
         inventory: String,
+        /// Recorded objects the tool may not delete, each with why: a Flux Kustomization's
+        /// `spec.serviceAccountName` that exists but may not delete them (kustomize-controller
+        /// impersonates it; see [`crate::graph::Impersonation::Limited`]).
+        denied: std::collections::BTreeMap<ObjectId, String>,
         /// The mark a recorded object must still carry to be deleted (Flux deletes only stale
         /// objects with its owner labels, cli-utils only those whose `owning-inventory` is this
         /// inventory); `None` where the tool checks none (Helm).
@@ -92,10 +96,20 @@ impl Recorded {
                 .collect(),
             name: self.name().to_string(),
             aliases: Vec::new(),
+            denied: self.denied().clone(),
             no_inventory: match self {
                 Recorded::NoInventory { why, .. } => Some(why.clone()),
                 _ => None,
             },
+        }
+    }
+
+    /// The recorded objects its tool may not delete, each with why (see `Recorded::Ids::denied`).
+    pub fn denied(&self) -> &std::collections::BTreeMap<ObjectId, String> {
+        static NONE: std::collections::BTreeMap<ObjectId, String> = std::collections::BTreeMap::new();
+        match self {
+            Recorded::Ids { denied, .. } => denied,
+            _ => &NONE,
         }
     }
 
@@ -401,6 +415,7 @@ mod tests {
             ids: ids(&["applied", "removed"]),
             inventory: "Kustomization flux-system/apps".into(),
             owner: None,
+            denied: Default::default(),
         };
         let alone = Desired {
             recorded: Some(recorded.clone()),
@@ -438,6 +453,7 @@ mod tests {
             ids: ids(&["marked", "unmarked"]),
             inventory: "the inventory of Kustomization flux-system/apps".into(),
             owner: Some(owner),
+            denied: Default::default(),
         };
         let diff = Desired {
             recorded: Some(recorded),

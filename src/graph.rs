@@ -148,6 +148,9 @@ pub struct MemberRecord {
     /// Why its tool deletes nothing of the stack whatever the marks say, when so: a Flux
     /// Kustomization with no `status.inventory` it can read (see [`crate::inventory::flux_record`]).
     pub no_inventory: Option<String>,
+    /// Recorded members its tool may not delete, each with why: a Flux Kustomization's
+    /// `spec.serviceAccountName` may not delete them (see [`Impersonation::Limited`]).
+    pub denied: std::collections::BTreeMap<ObjectId, String>,
 }
 
 /// An object as the graph builder needs it.

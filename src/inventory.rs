@@ -292,7 +292,11 @@ async fn record_as(
         Preset::ApplySet if value.name.starts_with("applyset-") => {
             match find_applyset_parent(session, &value.name).await? {
                 Some(parent) => Ok(parent),
-                None => return Ok(StackRecord::default()),
+                None => Err(UserError::failed(format!(
+                    "no parent carries {}={} as its own id",
+                    crate::trackers::APPLYSET_ID,
+                    value.name
+                ))),
             }
         }
         // A parent given by name: kubectl's own prune reads that parent.
@@ -303,6 +307,10 @@ async fn record_as(
     match found {
         Ok(found) => Ok(found.into()),
         Err(err) if is_absent(&err) && preset == Preset::Helm => Err(no_helm_release(&value.name, &err)),
+        Err(err) if is_absent(&err) && matches!(preset, Preset::Kpt | Preset::ApplySet) => Ok(StackRecord {
+            recorded: Some(gone_record(preset, &value.name, &err)),
+            ..StackRecord::default()
+        }),
         Err(err) if is_absent(&err) => {
             tracing::debug!("no record for {}: {}", preset.name(), err.message);
             Ok(StackRecord {
@@ -312,6 +320,34 @@ async fn record_as(
         }
         Err(err) => Err(err),
     }
+}
+
+/// The record of a kpt inventory or ApplySet parent that is gone (a finished `kpt live destroy`,
+/// a deleted parent): its tool prunes nothing under that mark, so neither does kubectl-stack, and
+/// its labels never take over. cli-utils prunes only what the inventory object in the cluster
+/// lists (kubernetes-sigs/cli-utils `pkg/apply/prune/prune.go`: the prune set is the cluster
+/// inventory's objects; a new inventory lists none). kubectl prunes only the group-kinds the live
+/// parent lists (`applyset.kubernetes.io/contains-group-kinds`, read in `fetchParent`): with the
+/// parent gone, `kubectl apply --prune --applyset` re-creates it and prunes nothing (checked with
+/// kubectl 1.32 against a live cluster, `tests/orphans_record.rs`).
+fn gone_record(preset: Preset, name: &str, err: &UserError) -> Recorded {
+    let (stack, why) = match preset {
+        Preset::Kpt => (
+            format!("kpt inventory {name}"),
+            format!(
+                "is gone ({}): `kpt live apply` prunes only what the inventory object in the cluster lists, so it prunes nothing of it",
+                err.message
+            ),
+        ),
+        _ => (
+            format!("ApplySet {name}"),
+            format!(
+                "has no parent ({}): `kubectl apply --prune --applyset` prunes only the kinds the live parent lists, so it prunes nothing of it (it re-creates the parent)",
+                err.message
+            ),
+        ),
+    };
+    Recorded::NoInventory { stack, why }
 }
 
 /// A stack whose tool prunes nothing: none of its objects is an orphan (refused when named,

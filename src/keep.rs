@@ -131,10 +131,12 @@ impl fmt::Display for KeepReason {
             KeepReason::NotInInventory { inventory } => {
                 write!(f, "not in {inventory}: its tool deletes only what its record holds")
             }
-            KeepReason::NoInventory { stack, why } => write!(
+            // A Flux Kustomization's; a gone kpt inventory's or ApplySet parent's `why` names its tool.
+            KeepReason::NoInventory { stack, why } if stack.starts_with("Kustomization") => write!(
                 f,
                 "{stack} {why}: kustomize-controller deletes nothing without an inventory it can read"
             ),
+            KeepReason::NoInventory { stack, why } => write!(f, "{stack} {why}"),
             KeepReason::ToolWouldKeep { why } => write!(f, "{why}"),
             KeepReason::RecordUnreadable { why } => write!(f, "unknown: {why}"),
             KeepReason::Untracked => write!(
@@ -398,6 +400,9 @@ pub fn outside_record(object: &Listed, context: &Context) -> Option<KeepReason> 
                     inventory: recorded.name().to_string(),
                 });
             }
+            if let Some(why) = recorded.denied().get(&object.id()) {
+                return Some(KeepReason::ToolWouldKeep { why: why.clone() });
+            }
             (*compared && !recorded.still_marked(object)).then(|| KeepReason::ToolWouldKeep {
                 why: format!(
                     "in {} but no longer carries the tool's mark: the tool deletes only objects that still do",
@@ -408,6 +413,10 @@ pub fn outside_record(object: &Listed, context: &Context) -> Option<KeepReason> 
         Question::Orphan { recorded: None, .. } => None,
         Question::Teardown { claims } => {
             let id = object.id();
+            // A stack whose tool may not delete it (its impersonated account is denied) leaves it.
+            if let Some(why) = claims.iter().find_map(|c| c.record?.denied.get(&id)) {
+                return Some(KeepReason::ToolWouldKeep { why: why.clone() });
+            }
             let outside = !claims.is_empty()
                 && claims
                     .iter()

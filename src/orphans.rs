@@ -376,9 +376,18 @@ pub async fn tracker_record(selection: &Selection, session: &Session) -> Result<
             "namespaced manifests are compared in {target}, the Kustomization's targetNamespace (as kustomize-controller applies them)"
         );
     }
-    if let Some(recorded) = &found.recorded {
-        tracing::info!("comparing with {}", recorded.name());
-        return Ok(found);
+    match &found.recorded {
+        Some(Recorded::NoInventory { stack, why }) if !names_flux_stack(selection) => {
+            tracing::warn!(
+                "{stack} {why}: nothing it marks is an orphan (its labels do not take over); delete its leftovers by name, or apply the stack again with its tool to give it a record"
+            );
+            return Ok(found);
+        }
+        Some(recorded) => {
+            tracing::info!("comparing with {}", recorded.name());
+            return Ok(found);
+        }
+        None => {}
     }
     // A named Flux stack without a record is reported once its objects are listed
     // ([`refuse_missing_stack`]): not found, or judged by its labels.
@@ -455,7 +464,7 @@ async fn refuse_missing_stack(
 }
 
 /// Whether the preset's tool keeps a record of what it applied that bounds what it prunes.
-fn has_record(preset: Preset) -> bool {
+pub(crate) fn has_record(preset: Preset) -> bool {
     matches!(
         preset,
         Preset::Flux | Preset::FluxHelm | Preset::Helm | Preset::Kpt | Preset::ApplySet

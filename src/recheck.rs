@@ -10,6 +10,7 @@
 
 pub mod children;
 pub mod dependents;
+pub mod records;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -32,6 +33,7 @@ use crate::suspend::Suspensions;
 use crate::teardown::{tracker_key, PrunePlan};
 use crate::trackers::{Preset, Selection};
 use dependents::{argo_apps, graph_now, relist, Declaring, Relisted, Standing, WaveKey};
+use records::OrphanRecords;
 
 /// The re-check of one run (see the module documentation).
 pub struct Recheck {
@@ -206,6 +208,7 @@ impl Recheck {
             stacks: stacks_now,
             owned,
         } = self.read_again(&candidates).await;
+        let records = self.orphan_records(&candidates, &current).await;
         let mut passed = Vec::new();
         for target in candidates {
             if let Some(why) = &undiscovered {
@@ -222,7 +225,7 @@ impl Recheck {
                 ))
                 .map(|listed| listed.as_ref().map(|objects| objects.get(&target.id.name)));
             let verdict = match now {
-                Some(Ok(object)) => self.judge(&target, object, &stacks_now),
+                Some(Ok(object)) => self.judge(&target, object, &stacks_now, &records),
                 Some(Err(why)) => Some(format!("could not be re-checked: {why}")),
                 None => Some("could not be re-checked".to_string()),
             };
@@ -425,7 +428,7 @@ impl Recheck {
         let mut found = HashMap::new();
         for id in trackers {
             let now = match self.catalog.get(&id.group, &id.kind) {
-                Some(kind) => read_stack(&self.session, kind, id).await,
+                Some(kind) => read_stack(&self.session, kind, id, self.suspensions.holds(id)).await,
                 None => StackNow::Unreadable(format!("{} is no longer served", id.kind)),
             };
             found.insert(id.clone(), now);
@@ -510,7 +513,13 @@ impl Recheck {
     /// Why a target must not be deleted any more, judged on the object as it is now by the keep
     /// chain ([`crate::keep`]: the same rules as the plan, with its stacks' records and policies
     /// as they are now), then by the rules of a plan that has started.
-    fn judge(&self, target: &Target, now: Option<&Listed>, stacks_now: &HashMap<ObjectId, StackNow>) -> Option<String> {
+    fn judge(
+        &self,
+        target: &Target,
+        now: Option<&Listed>,
+        stacks_now: &HashMap<ObjectId, StackNow>,
+        orphan_records: &OrphanRecords,
+    ) -> Option<String> {
         // Gone already, or gone and re-created under the planned name (another UID): the planned
         // object is gone; the DELETE's UID precondition leaves the new one alone and says so.
         let object = now.filter(|o| o.uid() == target.uid)?;
@@ -534,6 +543,10 @@ impl Recheck {
         };
         // An orphan already being deleted was planned to be waited for.
         if let Some(reason) = keep::reason(object, &context).filter(|r| *r != KeepReason::Terminating) {
+            return Some(changed(&reason));
+        }
+        // An orphan's stacks, with their records and policies as they are now.
+        if let Some(reason) = orphan_records.reason(object, &context) {
             return Some(changed(&reason));
         }
         if tracker_key(object).is_none() {
@@ -561,6 +574,24 @@ impl Recheck {
             }
         }
         None
+    }
+
+    /// For an orphan prune, the stacks that mark the wave's objects (as listed again), with their
+    /// records read again ([`OrphanRecords`]); none for a teardown (its stacks are read by
+    /// [`Self::reread_stacks`]).
+    async fn orphan_records(&self, candidates: &[Target], current: &Reread) -> OrphanRecords {
+        if !self.torn_down.is_empty() {
+            return OrphanRecords::default();
+        }
+        let objects = candidates.iter().filter_map(|target| {
+            let key = (
+                target.kind.group.clone(),
+                target.kind.kind.clone(),
+                target.id.namespace.clone(),
+            );
+            current.get(&key)?.as_ref().ok()?.get(&target.id.name)
+        });
+        timed("the stacks' records", OrphanRecords::read(&self.session, objects)).await
     }
 
     /// The target's torn-down stacks as they are now, each with its record as it meets the
@@ -623,10 +654,14 @@ impl Recheck {
         let mut ready = Vec::new();
         for target in std::mem::take(&mut checked.targets) {
             if self.keep_suspended.contains(&target.id) {
-                tracing::warn!(
-                    "{} is deleted while still suspended: a member of it stays, which its controller's clean-up would delete",
-                    target.id
-                );
+                // Only a suspension this run holds is "still" its own (none in a dry run, none on
+                // an object already being deleted when the run began).
+                if self.suspensions.holds(&target.id) {
+                    tracing::warn!(
+                        "{} is deleted while still suspended: a member of it stays, which its controller's clean-up would delete",
+                        target.id
+                    );
+                }
                 ready.push(target);
                 continue;
             }
@@ -871,8 +906,11 @@ fn changed(reason: &KeepReason) -> String {
 
 /// Reads a tracking object whole (its spec and status hold its tool's policy and record) and,
 /// for a tool that keeps its record beside it, that record, with the function the plan read it
-/// with ([`crate::inventory::uninstall_record_of`]).
-async fn read_stack(session: &Session, kind: &KindInfo, id: &ObjectId) -> StackNow {
+/// with ([`crate::inventory::uninstall_record_of`]). `ours`: this run suspended it and has not
+/// lifted that yet; its `spec.suspend` is then the run's own, lifted before its DELETE. Any other
+/// suspension — set by a user since the plan, or by another run, whatever annotation it carries
+/// — is the stack's policy: a suspended Flux stack deletes nothing of its members.
+async fn read_stack(session: &Session, kind: &KindInfo, id: &ObjectId, ours: bool) -> StackNow {
     let api = crate::collect::api_for(&session.connection.client, kind, id.namespace.as_deref());
     let object = match timed(
         "a stack",
@@ -884,11 +922,16 @@ async fn read_stack(session: &Session, kind: &KindInfo, id: &ObjectId) -> StackN
         Ok(Some(object)) => object,
         Err(err) => return StackNow::Unreadable(crate::error::root_cause(&err)),
     };
+    let mut annotations = object.metadata.annotations.clone().unwrap_or_default();
+    match ours {
+        true => annotations.insert(crate::suspend::SUSPENDED_BY.to_string(), "this run".to_string()),
+        false => annotations.remove(crate::suspend::SUSPENDED_BY),
+    };
     let mut input = crate::graph::NodeInput {
         id: id.clone(),
         body: serde_json::to_value(&object).ok(),
         labels: object.metadata.labels.clone().unwrap_or_default(),
-        annotations: object.metadata.annotations.clone().unwrap_or_default(),
+        annotations,
         ..Default::default()
     };
     if let Some(body) = &input.body {

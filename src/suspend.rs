@@ -77,6 +77,12 @@ impl Suspensions {
         self.entries.iter().filter(|s| !s.lifted && !gone(&s.id)).collect()
     }
 
+    /// Whether this run suspended `id` (or took over an earlier run's suspension of it) and has
+    /// not lifted it: its `spec.suspend` is the run's own, not the stack's policy.
+    pub fn holds(&self, id: &ObjectId) -> bool {
+        self.entries.iter().any(|s| s.id == *id && !s.lifted)
+    }
+
     /// Lifts the suspension of `target` if prune set it. An error says why it could not.
     pub async fn lift(&mut self, client: &Client, target: &Target) -> Result<(), String> {
         let Some(entry) = self.entries.iter_mut().find(|s| s.id == target.id && !s.lifted) else {

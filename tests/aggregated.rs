@@ -148,7 +148,17 @@ metadata:
 apiVersion: stack-test.example.com/v1beta1
 kind: Gadget
 metadata: {{name: {run}-g, annotations: {{config.k8s.io/owning-inventory: {run}}}}}
-"#
+{}"#,
+        // The inventory records them: kpt prunes nothing its inventory does not list.
+        kpt_inventory(
+            n,
+            &run,
+            &[
+                format!("{n}_settings__ConfigMap"),
+                format!("{n}_w1_stack-test.example.com_Widget"),
+                format!("_{run}-g_stack-test.example.com_Gadget"),
+            ]
+        )
     ));
     let tracker = format!("kpt={run}");
     let desired = temp_file(

@@ -73,9 +73,11 @@ fn a_crd_deleted_while_discovery_runs_is_gone_not_a_gap() {
     let _logs = start();
     let ns = Namespace::new("race");
     let run = unique("r");
+    // The inventory records `stale`: kpt prunes nothing its inventory does not list.
     apply(&format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: stale, namespace: {}, annotations: {{config.k8s.io/owning-inventory: {run}}}}}\n",
-        ns.0
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: stale, namespace: {}, annotations: {{config.k8s.io/owning-inventory: {run}}}}}\n{}",
+        ns.0,
+        kpt_inventory(&ns.0, &run, &[format!("{}_stale__ConfigMap", ns.0)])
     ));
     let tracker = format!("kpt={run}");
     let cache = std::env::temp_dir().join(unique("race-cache"));

@@ -173,6 +173,10 @@ impl Stack {
         yaml.push_str(&object("hub-c", true, None));
         yaml.push_str(&object("keep", true, None));
         yaml.push_str(&object("other", false, None));
+        // The inventory records the tracked ones: kpt prunes nothing its inventory does not list.
+        let mut recorded: Vec<String> = (0..leaves).map(|i| format!("{n}_leaf-{i:03}__ConfigMap")).collect();
+        recorded.extend(["hub-b", "hub-c", "keep"].map(|name| format!("{n}_{name}__ConfigMap")));
+        yaml.push_str(&kpt_inventory(n, &run, &recorded));
         apply(&yaml);
         let desired = temp_file(
             "desired.yaml",
@@ -612,8 +616,9 @@ fn an_aggregated_api_that_is_down_is_named_at_once_and_reads_exit_3() {
     let ns = Namespace::new("down");
     let run = unique("d");
     apply(&format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: here, namespace: {}, annotations: {{config.k8s.io/owning-inventory: {run}}}}}\n",
-        ns.0
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: here, namespace: {}, annotations: {{config.k8s.io/owning-inventory: {run}}}}}\n{}",
+        ns.0,
+        kpt_inventory(&ns.0, &run, &[format!("{}_here__ConfigMap", ns.0)])
     ));
     let tracker = format!("kpt={run}");
     let down = DownApiService::register(&ns.0);

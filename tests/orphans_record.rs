@@ -643,3 +643,110 @@ fn a_restored_release_secret_whose_labels_lie_is_read_as_helm_reads_it() {
         "Helm's current release v2 never had it"
     );
 }
+
+/// Membership review 6, F1 (kpt): after a finished `kpt live destroy` of a package whose
+/// leftover copy still carries its `owning-inventory`, the inventory object is gone. A real
+/// `kpt live apply` then prunes nothing (cli-utils prunes only what the cluster inventory lists,
+/// and a new inventory lists nothing); `--tracker kpt=ID` says so and prunes nothing either,
+/// never falling back to the labels.
+#[test]
+fn a_gone_kpt_inventory_prunes_nothing_as_kpt_does() {
+    let _logs = start();
+    ensure_resource_group();
+    let ns = Namespace::new("f1r6-kpt");
+    let n = &ns.0;
+    let dir = std::env::temp_dir().join(unique("f1r6-pkg"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cm = |name: &str| format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {n}}}\n");
+    std::fs::write(dir.join("cm.yaml"), cm("a")).unwrap();
+    let id = unique("f1r6-inv");
+    kpt_live_apply(&dir, n, &id, false);
+    // A leftover that carries the inventory's mark (a hand copy, kept by a finished destroy).
+    create(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: leftover, namespace: {n}, annotations: {{config.k8s.io/owning-inventory: {id}}}}}\n"
+    ));
+    let dir_text = dir.to_str().unwrap();
+    let destroyed = kpt(&["live", "destroy", dir_text]);
+    assert_eq!(destroyed.code, 0, "{}\n{}", destroyed.stdout, destroyed.stderr);
+    assert!(exists("configmap", Some(n), "leftover"));
+    // The oracle: kpt itself, applying the package again, prunes nothing.
+    std::fs::write(dir.join("cm.yaml"), cm("a")).unwrap();
+    let dry = kpt(&["live", "apply", dir_text, "--install-resource-group=false", "--dry-run"]);
+    assert_eq!(dry.code, 0, "{}\n{}", dry.stdout, dry.stderr);
+    assert!(!dry.stdout.contains("prune successful"), "{}", dry.stdout);
+    let manifest = dir.join("cm.yaml");
+    let manifest = manifest.to_str().unwrap();
+    let tracker = format!("kpt={id}");
+    let found = stack(&["orphans", "-n", n, "--tracker", &tracker, "-f", manifest, "-o", "json"]).expect_code(0);
+    assert!(names(&found, "orphans").is_empty(), "{}", found.stdout);
+    assert!(
+        found.stderr.contains(&format!("kpt inventory {id} is gone")),
+        "{}",
+        found.stderr
+    );
+    assert!(!found.stderr.contains("falling back to its labels"), "{}", found.stderr);
+    stack(&["prune", "-n", n, "--tracker", &tracker, "-f", manifest, "--yes"]).expect_code(0);
+    assert!(
+        exists("configmap", Some(n), "leftover"),
+        "kpt prunes nothing of a gone inventory"
+    );
+}
+
+/// Membership review 6, F1 (ApplySet): with the parent gone, a real `kubectl apply --prune
+/// --applyset` re-creates it and prunes nothing (it prunes only the kinds the live parent lists;
+/// its own server dry run is the oracle); `--tracker applyset=PARENT` and `applyset=ID` prune
+/// nothing either and say why, never falling back to the `part-of` labels.
+#[test]
+fn a_gone_applyset_parent_prunes_nothing_as_kubectl_does() {
+    let _logs = start();
+    let ns = Namespace::new("f1r6-as");
+    let n = &ns.0;
+    let cm = |name: &str| format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {n}}}\n");
+    apply_applyset(n, "set", &(cm("a") + &cm("b")));
+    let id = kubectl(&[
+        "get",
+        "secret",
+        "set",
+        "-n",
+        n,
+        "-o",
+        r"jsonpath={.metadata.labels.applyset\.kubernetes\.io/id}",
+    ])
+    .expect_code(0)
+    .stdout;
+    assert!(id.starts_with("applyset-"), "{id}");
+    kubectl(&["delete", "secret", "set", "-n", n]).expect_code(0);
+    let dir = std::env::temp_dir().join(unique("f1r6-as"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let manifest = dir.join("a.yaml");
+    std::fs::write(&manifest, cm("a")).unwrap();
+    let manifest = manifest.to_str().unwrap();
+    // The oracle: kubectl's own server dry run prunes nothing with the parent gone.
+    let dry = kubectl(&[
+        "apply",
+        "-n",
+        n,
+        "--prune",
+        "--applyset=set",
+        "-f",
+        manifest,
+        "--dry-run=server",
+    ]);
+    assert_eq!(dry.code, 0, "{}", dry.stderr);
+    assert!(!dry.stdout.contains("pruned"), "{}", dry.stdout);
+    for tracker in ["applyset=set".to_string(), format!("applyset={id}")] {
+        let found = stack(&["orphans", "-n", n, "--tracker", &tracker, "-f", manifest, "-o", "json"]).expect_code(0);
+        assert!(names(&found, "orphans").is_empty(), "{tracker}: {}", found.stdout);
+        assert!(
+            found.stderr.contains("prunes nothing of it"),
+            "{tracker}: {}",
+            found.stderr
+        );
+        assert!(!found.stderr.contains("falling back to its labels"), "{}", found.stderr);
+        stack(&["prune", "-n", n, "--tracker", &tracker, "-f", manifest, "--yes"]).expect_code(0);
+        assert!(
+            exists("configmap", Some(n), "b"),
+            "{tracker}: kubectl prunes nothing without its parent"
+        );
+    }
+}

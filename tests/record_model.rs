@@ -202,6 +202,64 @@ fn the_recheck_reads_the_stacks_policy_again() {
     assert!(exists("configmap", Some(f), "kept"), "{}", run.stderr);
 }
 
+/// Membership review 6, F3 (and F2 on this path): an orphan prune (`prune --tracker flux=NAME
+/// -f`) re-reads the stack's record and policy before each wave with the function the plan read
+/// them with (`inventory::record_of`): `spec.prune: false`, `spec.suspend: true` (a suspended
+/// stack prunes nothing) or a `status.inventory` that no longer lists the orphan, set while an
+/// earlier wave waits, keep the later wave's orphan.
+#[test]
+fn the_orphan_recheck_reads_the_stacks_record_and_policy_again() {
+    let _logs = start();
+    ensure_flux_crds();
+    let changes = [
+        ("prune", r#"{"spec":{"prune":false}}"#, "spec.prune: false"),
+        ("suspend", r#"{"spec":{"suspend":true}}"#, "suspended"),
+        ("record", "", "not in the inventory of Kustomization"),
+    ];
+    for (case, patch, said) in changes {
+        let flux = Namespace::new(&format!("orphan-re-{case}"));
+        let f = &flux.0;
+        let labels = flux_labels("pol", f);
+        apply(&format!(
+            "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: desired, namespace: {f}, labels: {labels}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kept, namespace: {f}, labels: {labels}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: slow\n  namespace: {f}\n  labels: {labels}\n  finalizers: [stack-test.example.com/hold]\n  annotations: {{config.kubernetes.io/depends-on: /namespaces/{f}/ConfigMap/kept}}\n",
+            kustomization("pol", f, "prune: true"),
+        ));
+        let recorded = record_flux_inventory("pol", f);
+        let desired = temp_file(
+            &unique("desired"),
+            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: desired, namespace: {f}}}\n"),
+        );
+        let tracker = format!("flux=pol.{f}");
+        let mut child = spawn_stack(&[
+            "prune",
+            "-n",
+            f,
+            "--tracker",
+            &tracker,
+            "-f",
+            desired.to_str().unwrap(),
+            "--yes",
+            "--timeout",
+            "60s",
+        ]);
+        wait_while_running(&mut child, Duration::from_secs(60), || {
+            is_terminating("configmap", f, "slow")
+        });
+        if patch.is_empty() {
+            let without: Vec<String> = recorded.into_iter().filter(|id| !id.contains("_kept_")).collect();
+            set_flux_inventory("pol", f, &without);
+        } else {
+            let patched = kubectl(&["patch", "kustomization", "pol", "-n", f, "--type", "merge", "-p", patch]);
+            assert_eq!(patched.code, 0, "{}", patched.stderr);
+        }
+        release_finalizers("configmap/slow", f);
+        let run = finish(child);
+        assert_eq!(run.code, 5, "{case}: dropped by the re-check:\n{}", run.stderr);
+        assert!(run.stderr.contains(said), "{case}: {}", run.stderr);
+        assert!(exists("configmap", Some(f), "kept"), "{case}: {}", run.stderr);
+    }
+}
+
 /// Item 5 (Helm): a HelmRelease teardown deletes what its Helm release records, never a copy
 /// that carries the release's labels and annotations.
 #[test]
@@ -304,6 +362,12 @@ fn a_copy_of_an_applyset_parent_takes_nothing() {
     assert!(exists("configmap", Some(n), "a"), "{}\n{}", run.stdout, run.stderr);
     assert!(exists("configmap", Some(n), "b"), "{}\n{}", run.stdout, run.stderr);
     assert!(exists("secret", Some(n), "set"), "{}", run.stderr);
+    // Membership review 6, a minor: the copy is named once, not by every path that meets it.
+    let told = run
+        .stderr
+        .matches("a copy of another ApplySet parent is not a parent")
+        .count();
+    assert_eq!(told, 1, "{}", run.stderr);
 }
 
 /// Adversarial review, finding 1: a Kustomization that builds with `spec.namePrefix` (or
@@ -843,8 +907,11 @@ fn a_kustomization_that_cannot_impersonate_prunes_nothing() {
         member("ghost-cm", "ghost"),
         member("real-cm", "real"),
     ));
+    // An account that exists and may delete ConfigMaps here (membership review 6, F4: one that
+    // may not keeps them).
     apply(&format!(
-        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: builder, namespace: {n}}}\n"
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: builder, namespace: {n}}}\n{}",
+        may_delete_config_maps(n, "builder", "")
     ));
     set_flux_inventory("ghost", n, &[format!("{n}_ghost-cm__ConfigMap")]);
     set_flux_inventory("real", n, &[format!("{n}_real-cm__ConfigMap")]);
@@ -876,6 +943,77 @@ fn a_kustomization_that_cannot_impersonate_prunes_nothing() {
     assert!(!exists("kustomizations.kustomize.toolkit.fluxcd.io", Some(n), "ghost"));
     let control = stack(&["prune", "-n", n, "kustomization/real", "--yes"]).expect_code(0);
     assert!(!exists("configmap", Some(n), "real-cm"), "{}", control.stderr);
+}
+
+/// A Role and RoleBinding in `namespace` letting ServiceAccount `account` delete ConfigMaps
+/// (`names`: a YAML list of `resourceNames`, or "" for all of them).
+fn may_delete_config_maps(namespace: &str, account: &str, names: &str) -> String {
+    let names = match names {
+        "" => String::new(),
+        names => format!(", resourceNames: {names}"),
+    };
+    format!(
+        "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: {account}-delete, namespace: {namespace}}}\nrules: [{{apiGroups: [\"\"], resources: [configmaps], verbs: [get, list, delete]{names}}}]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {account}-delete, namespace: {namespace}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {account}-delete}}\nsubjects: [{{kind: ServiceAccount, name: {account}, namespace: {namespace}}}]\n"
+    )
+}
+
+/// Membership review 6, F4: a Kustomization's `spec.serviceAccountName` exists but may delete
+/// only ConfigMap `allowed`. kustomize-controller impersonates it to prune and to finalize, so
+/// its delete of `denied` fails and `denied` stays: the teardown keeps it (toolWouldKeep, the
+/// account named), and an orphan search against the stack calls it no orphan.
+#[test]
+fn a_member_the_impersonated_account_may_not_delete_is_kept() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("sa-limited");
+    let n = &ns.0;
+    let member = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {n}, labels: {}}}\n---\n",
+            flux_labels("lim", n)
+        )
+    };
+    apply(&format!(
+        "{}{}{}apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: deployer, namespace: {n}}}\n{}",
+        kustomization("lim", n, "prune: true, serviceAccountName: deployer"),
+        member("allowed"),
+        member("denied"),
+        may_delete_config_maps(n, "deployer", "[allowed]")
+    ));
+    record_flux_inventory("lim", n);
+    let desired = temp_file(
+        "other.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: other, namespace: {n}}}\n"),
+    );
+    let tracker = format!("flux=lim.{n}");
+    let found = stack(&[
+        "orphans",
+        "-n",
+        n,
+        "--tracker",
+        &tracker,
+        "-f",
+        desired.to_str().unwrap(),
+        "-o",
+        "name",
+    ])
+    .expect_code(1);
+    assert_eq!(found.stdout, "configmap/allowed\n", "{}", found.stderr);
+    let torn = stack(&["prune", "-n", n, "kustomization/lim", "--yes"]).expect_code(0);
+    assert!(!exists("configmap", Some(n), "allowed"), "{}", torn.stderr);
+    assert!(
+        exists("configmap", Some(n), "denied"),
+        "{}\n{}",
+        torn.stdout,
+        torn.stderr
+    );
+    let said = format!("system:serviceaccount:{n}:deployer (spec.serviceAccountName) may not delete");
+    assert!(
+        torn.stderr.contains(&said) || torn.stdout.contains(&said),
+        "{}\n{}",
+        torn.stdout,
+        torn.stderr
+    );
 }
 
 /// Second membership round, finding 3: `status.inventory: {}` is a record that holds nothing

@@ -325,3 +325,52 @@ metadata: {{name: base, namespace: {n}, labels: {la}}}
         "{stderr}"
     );
 }
+
+/// Membership review 6, F2: the re-check tells the run's own suspension of a Flux stack from
+/// anyone else's. Kustomization `pol` is already being deleted when the run starts (so the run
+/// suspends nothing of it) and still carries the `kubectl-stack/suspended-by` annotation of an
+/// earlier run that a `flux resume` left behind. While wave 1 waits, a user suspends it: a
+/// suspended Kustomization's deletion deletes nothing (kustomize-controller
+/// `finalizerShouldDeleteResources`: `!obj.Spec.Suspend`), so its member `kept` is dropped, and
+/// the run says why.
+#[test]
+fn a_suspension_set_since_the_plan_keeps_the_stacks_members() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("usersuspend");
+    let n = ns.0.clone();
+    let labels = flux_labels("pol", &n);
+    apply(&format!(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: pol\n  namespace: {n}\n  finalizers: [{HOLD}]\n  annotations: {{kubectl-stack/suspended-by: 'prune, pid 1, 2026-01-01T00:00:00Z'}}\nspec: {{prune: true, suspend: false}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kept, namespace: {n}, labels: {labels}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: slow\n  namespace: {n}\n  labels: {labels}\n  finalizers: [{HOLD}]\n  annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/kept}}\n"
+    ));
+    record_flux_inventories(&n);
+    kubectl(&["delete", "kustomization", "pol", "-n", &n, "--wait=false"]).expect_code(0);
+    let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/pol", "--yes", "--timeout", "15s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", &n, "slow")
+    });
+    let patched = kubectl(&[
+        "patch",
+        "kustomization",
+        "pol",
+        "-n",
+        &n,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"suspend":true}}"#,
+    ]);
+    assert_eq!(patched.code, 0, "{}", patched.stderr);
+    release_finalizers("configmap/slow", &n);
+    let run = finish(child);
+    release_finalizers("kustomization/pol", &n);
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(exists("configmap", Some(&n), "kept"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("is suspended (spec.suspend=true)"),
+        "{}",
+        run.stderr
+    );
+    // The run suspended nothing: it never says a suspension of its own is left.
+    assert!(!run.stderr.contains("still suspended"), "{}", run.stderr);
+}

@@ -289,6 +289,7 @@ fn record_of(world: &World, stack: usize, uninstall: bool) -> Result<Option<Reco
             ids: ids(),
             inventory: format!("the inventory of {}", stack_name(stack)),
             owner: Some(tracker),
+            denied: Default::default(),
         })),
         Tool::FluxHelm if spec.revisions.is_empty() => Err(()),
         Tool::FluxHelm if !uninstall && !spec.revisions.contains(&"deployed") => Err(()),
@@ -296,11 +297,13 @@ fn record_of(world: &World, stack: usize, uninstall: bool) -> Result<Option<Reco
             ids: ids(),
             inventory: format!("Helm release {APP}/{}", stack_name(stack)),
             owner: None,
+            denied: Default::default(),
         })),
         Tool::Kpt => Ok(Some(Recorded::Ids {
             ids: ids(),
             inventory: format!("inventory {}", world::inventory_id(stack)),
             owner: Some(tracker),
+            denied: Default::default(),
         })),
         // Argo CD keeps no record kubectl-stack reads: its marks decide.
         Tool::ArgoCd => Ok(None),
@@ -389,6 +392,7 @@ fn read_member_records(world: &World, graph: &mut Graph, objects: &HashMap<Objec
                 name: "a record that cannot be read".into(),
                 aliases: Vec::new(),
                 no_inventory: None,
+                denied: Default::default(),
             },
         };
         graph.inventories.insert(index, record);

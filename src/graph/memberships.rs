@@ -113,16 +113,27 @@ fn applyset_parent_id(input: &NodeInput) -> Option<MarkValue> {
         &input.id.group,
     );
     if *label != own {
-        tracing::warn!(
-            "{} carries {APPLYSET_ID}={label}, which is not its own id ({own}): a copy of another ApplySet parent is not a parent",
-            input.id
-        );
+        if first_time_copy(&input.id) {
+            tracing::warn!(
+                "{} carries {APPLYSET_ID}={label}, which is not its own id ({own}): a copy of another ApplySet parent is not a parent",
+                input.id
+            );
+        }
         return None;
     }
     Some(MarkValue {
         name: own,
         namespace: None,
     })
+}
+
+/// Whether the copy of an ApplySet parent `id` is met for the first time in this run: every path
+/// that asks for an object's mark meets it (the graph, each re-check), and the user is told once.
+fn first_time_copy(id: &ObjectId) -> bool {
+    static WARNED: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<ObjectId>>> =
+        std::sync::OnceLock::new();
+    let warned = WARNED.get_or_init(Default::default);
+    warned.lock().map_or(true, |mut warned| warned.insert(id.clone()))
 }
 
 /// Why a tracking object's controller would leave its members behind when it is deleted, read
@@ -249,8 +260,12 @@ pub enum Impersonation {
     /// Not looked up.
     #[default]
     NotLookedUp,
-    /// It exists.
+    /// It exists, and may delete every member its Kustomization records.
     Found,
+    /// It exists, but may not delete these recorded members (a SubjectAccessReview said so):
+    /// kustomize-controller's prune and its finalizer, impersonating it, fail on them, and they
+    /// stay (see [`crate::inventory::impersonation_of`]). Each with why.
+    Limited(std::collections::BTreeMap<ObjectId, String>),
     /// It does not exist (NotFound).
     Missing,
     /// It could not be read, and why.
@@ -280,7 +295,7 @@ fn cannot_impersonate(id: &ObjectId, body: &Value, impersonation: &Impersonation
         id.namespace.as_deref().unwrap_or_default()
     );
     match impersonation {
-        Impersonation::Found => None,
+        Impersonation::Found | Impersonation::Limited(_) => None,
         Impersonation::Missing => Some(format!(
             "{named}, which does not exist: kustomize-controller cannot impersonate it and prunes nothing"
         )),
@@ -310,6 +325,10 @@ pub fn flux_inventory_of(input: &NodeInput) -> Option<super::MemberRecord> {
         crate::inventory::FluxRecord::Ids(ids) => super::MemberRecord {
             ids,
             name,
+            denied: match &input.impersonation {
+                Impersonation::Limited(denied) => denied.clone(),
+                _ => Default::default(),
+            },
             ..Default::default()
         },
         crate::inventory::FluxRecord::Nothing(why) => super::MemberRecord {

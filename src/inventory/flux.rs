@@ -97,9 +97,13 @@ pub async fn read_flux(session: &Session, name: &str, namespace: &str) -> Result
     let prune_disabled = object.data.pointer("/spec/prune").and_then(Value::as_bool) == Some(false);
     let id = ObjectId::new(group, FLUX_KUSTOMIZATION.1, Some(namespace), name);
     let impersonation = impersonation_of(session, &id, &object.data).await;
+    let mut inventory = flux_inventory(&object, name, namespace, target_namespace.clone());
+    if let (Recorded::Ids { denied, .. }, Impersonation::Limited(limited)) = (&mut inventory.recorded, &impersonation) {
+        denied.clone_from(limited);
+    }
     Ok(Some(FluxStack {
         acts_elsewhere: crate::graph::flux_acts_elsewhere(&id, &object.data, false, &impersonation),
-        inventory: flux_inventory(&object, name, namespace, target_namespace.clone()),
+        inventory,
         target_namespace,
         prune_disabled,
         renames: renaming_fields(&object),
@@ -119,10 +123,80 @@ pub async fn impersonation_of(session: &Session, id: &ObjectId, body: &Value) ->
     };
     let api = crate::collect::api_for(&session.connection.client, kind, id.namespace.as_deref());
     match with_retries("get ServiceAccount", || api.get_metadata_opt(account)).await {
-        Ok(Some(_)) => Impersonation::Found,
-        Ok(None) => Impersonation::Missing,
-        Err(err) => Impersonation::Unreadable(session.connection.explain(&err).message),
+        Ok(Some(_)) => {}
+        Ok(None) => return Impersonation::Missing,
+        Err(err) => return Impersonation::Unreadable(session.connection.explain(&err).message),
     }
+    let FluxRecord::Ids(members) = flux_record(body) else {
+        return Impersonation::Found;
+    };
+    let user = format!(
+        "system:serviceaccount:{}:{account}",
+        id.namespace.as_deref().unwrap_or_default()
+    );
+    match denied_deletes(session, &user, members).await {
+        Ok(denied) if denied.is_empty() => Impersonation::Found,
+        Ok(denied) => Impersonation::Limited(denied),
+        Err(why) => Impersonation::Unreadable(format!("whether it may delete its members could not be asked ({why})")),
+    }
+}
+
+/// The recorded members that `user` (the ServiceAccount a Kustomization impersonates) may not
+/// delete, each with why, asked of the API server with a SubjectAccessReview per member: the
+/// authorizer kustomize-controller's impersonated DELETE meets (an impersonated user gets only
+/// `system:authenticated` as its group, fluxcd/pkg `runtime/client` impersonation). A member
+/// of a kind not served is not asked (it is gone, nothing to delete). An error when a review
+/// cannot be made: whether its prune would delete anything is then unknown.
+async fn denied_deletes(
+    session: &Session,
+    user: &str,
+    members: HashSet<ObjectId>,
+) -> Result<std::collections::BTreeMap<ObjectId, String>, String> {
+    use futures::stream::{StreamExt, TryStreamExt};
+    use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+    let api: kube::Api<SubjectAccessReview> = kube::Api::all(session.connection.client.clone());
+    let asks = members.into_iter().filter_map(|member| {
+        let kind = session.catalog.get(&member.group, &member.kind)?;
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(user.to_string()),
+                groups: Some(vec!["system:authenticated".to_string()]),
+                resource_attributes: Some(ResourceAttributes {
+                    verb: Some("delete".to_string()),
+                    group: Some(member.group.clone()),
+                    resource: Some(kind.plural.clone()),
+                    namespace: member.namespace.clone(),
+                    name: Some(member.name.clone()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        Some((member, review))
+    });
+    let answers: Vec<(ObjectId, bool)> = futures::stream::iter(asks)
+        .map(|(member, review)| {
+            let api = api.clone();
+            async move {
+                let params = kube::api::PostParams::default();
+                let answer = with_retries("review access", || api.create(&params, &review)).await;
+                answer
+                    .map(|done| (member, done.status.is_some_and(|s| s.allowed)))
+                    .map_err(|err| crate::error::root_cause(&err))
+            }
+        })
+        .buffer_unordered(8)
+        .try_collect()
+        .await?;
+    Ok(answers
+        .into_iter()
+        .filter(|(_, allowed)| !allowed)
+        .map(|(member, _)| {
+            let why = format!("{user} (spec.serviceAccountName) may not delete {member}: kustomize-controller, impersonating it, fails to delete it and it stays");
+            (member, why)
+        })
+        .collect())
 }
 
 /// A Kustomization's `spec.targetNamespace`; an empty one sets nothing (fluxcd/pkg
@@ -196,6 +270,7 @@ fn flux_inventory(object: &DynamicObject, name: &str, namespace: &str, target_na
             ids,
             inventory: format!("the inventory of Kustomization {namespace}/{name}"),
             owner: Some(tracker.clone()),
+            denied: Default::default(),
         },
         FluxRecord::Nothing(why) => Recorded::NoInventory {
             stack: format!("Kustomization {namespace}/{name}"),

@@ -139,6 +139,7 @@ fn already_uninstalled(release: &str, namespace: &str, version: i64) -> Inventor
             ids: Default::default(),
             inventory: format!("Helm release {namespace}/{release} v{version} (already uninstalled)"),
             owner: None,
+            denied: Default::default(),
         },
         tracker: Tracker {
             preset: Preset::Helm,
@@ -237,6 +238,7 @@ pub(super) async fn load_helm(
             inventory: record,
             // Helm deletes what the old manifest has and the new one lacks, marked or not.
             owner: None,
+            denied: Default::default(),
         },
         tracker: Tracker {
             preset: Preset::Helm,

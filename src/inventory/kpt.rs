@@ -95,6 +95,7 @@ pub(super) async fn load_kpt(session: &Session, id: &str) -> Result<Inventory, U
             ids: ids.into_iter().collect(),
             inventory: format!("inventory {id}"),
             owner: Some(tracker.clone()),
+            denied: Default::default(),
         },
         tracker,
         target_namespace: None,

@@ -160,6 +160,7 @@ fn an_orphan_search_with_a_record_keeps_what_it_does_not_hold_or_that_lost_its_m
         ids: [ObjectId::new("", "ConfigMap", Some("web"), "a")].into(),
         inventory: "the inventory".into(),
         owner: Some(Tracker::parse("flux=apps.flux-system").expect("tracker")),
+        denied: Default::default(),
     };
     let context = |compared| Context {
         question: Question::Orphan {
@@ -623,4 +624,39 @@ fn an_argo_cd_teardown_keeps_the_crds_of_its_application() {
         Some(KeepReason::ToolWouldKeep { why }) if why.contains("never deletes a CRD")
     ));
     assert_eq!(tool_rules(&crd, &orphan_question()), None);
+}
+
+/// Membership review 6, F4: a member the stack's impersonated account may not delete stays, on
+/// a teardown and in an orphan search alike, with the typed reason naming the account.
+#[test]
+fn what_the_impersonated_account_may_not_delete_is_kept_on_every_path() {
+    let stack = stack();
+    let id = ObjectId::new("", "ConfigMap", Some("web"), "a");
+    let why = "system:serviceaccount:flux-system:deployer (spec.serviceAccountName) may not delete it".to_string();
+    let limited = MemberRecord {
+        denied: [(id.clone(), why.clone())].into(),
+        ..record(&["a", "b"])
+    };
+    let context = teardown(vec![claim(&stack, Some(&limited))]);
+    let expected = Some(KeepReason::ToolWouldKeep { why: why.clone() });
+    assert_eq!(outside_record(&flux_marked("a"), &context), expected);
+    assert_eq!(outside_record(&flux_marked("b"), &context), None);
+    let recorded = Recorded::Ids {
+        ids: [id.clone(), ObjectId::new("", "ConfigMap", Some("web"), "b")].into(),
+        inventory: "the inventory".into(),
+        owner: None,
+        denied: [(id, why)].into(),
+    };
+    let search = Context {
+        question: Question::Orphan {
+            tracker: None,
+            recorded: Some(&recorded),
+            compared: true,
+            stack: None,
+            needs: None,
+        },
+        trackers: None,
+    };
+    assert_eq!(outside_record(&flux_marked("a"), &search), expected);
+    assert_eq!(outside_record(&flux_marked("b"), &search), None);
 }

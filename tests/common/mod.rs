@@ -992,3 +992,16 @@ pub fn event_at(lines: &[serde_json::Value], kind: &str, name: &str, change: &st
         })
         .unwrap_or_else(|| panic!("no {change} event for {kind}/{name}"))
 }
+
+/// A cli-utils/kpt inventory ConfigMap `inventory-ID` in `namespace`, labelled with the inventory
+/// id and recording `entries` (`<namespace>_<name>_<group>_<Kind>`, the keys cli-utils writes),
+/// as `kpt live apply` leaves it: a kpt stack a test marks by hand (`config.k8s.io/owning-inventory`)
+/// prunes only what its inventory records, and nothing at all without one. A YAML document to
+/// `apply` beside the objects.
+pub fn kpt_inventory(namespace: &str, id: &str, entries: &[String]) -> String {
+    let data: Vec<String> = entries.iter().map(|key| format!("\"{key}\": \"\"")).collect();
+    format!(
+        "\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: inventory-{id}, namespace: {namespace}, labels: {{cli-utils.sigs.k8s.io/inventory-id: {id}}}}}\ndata: {{{}}}\n",
+        data.join(", ")
+    )
+}
