@@ -46,7 +46,7 @@ const WORKLOAD_KINDS: [(&str, &str); 3] = [("apps", "Deployment"), ("apps", "Sta
 
 /// What runs pods a Service may select: the workloads, ReplicaSets, Jobs (by their pod
 /// template's labels) and bare Pods (by their own labels).
-const POD_KINDS: [(&str, &str); 6] = [
+pub const POD_KINDS: [(&str, &str); 6] = [
     ("apps", "Deployment"),
     ("apps", "StatefulSet"),
     ("apps", "DaemonSet"),
@@ -195,6 +195,45 @@ impl<'a> Objects<'a> {
                 }
         })
     }
+}
+
+/// The Services (namespace, name) a webhook configuration or an APIService calls, read from its
+/// whole body: each webhook's `clientConfig` ([`service_of_client_config`]) or the APIService's
+/// `spec.service`. Empty for any other kind, or without a body.
+pub fn services_called(input: &NodeInput) -> Vec<(String, String)> {
+    let Some(body) = &input.body else {
+        return Vec::new();
+    };
+    match (input.id.group.as_str(), input.id.kind.as_str()) {
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration") => body
+            .get("webhooks")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|webhook| webhook.get("clientConfig").and_then(service_of_client_config))
+            .collect(),
+        ("apiregistration.k8s.io", "APIService") => {
+            let service = body.pointer("/spec/service").filter(|s| !s.is_null());
+            let str_of = |key: &str| service?.get(key)?.as_str().map(str::to_string);
+            str_of("namespace").zip(str_of("name")).into_iter().collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Whether the Service of `namespace` whose whole body is `service` selects the pods `input`
+/// runs (a workload, a ReplicaSet, a Job, a Pod of that namespace): the rule inference serves
+/// webhooks and APIServices by ([`Objects::service_backend`]). A Service without a selector
+/// selects nothing.
+pub fn service_selects(namespace: &str, service: &Value, input: &NodeInput) -> bool {
+    let selector = service.pointer("/spec/selector").and_then(Value::as_object);
+    let Some(selector) = selector.filter(|s| !s.is_empty()) else {
+        return false;
+    };
+    let kind = (input.id.group.as_str(), input.id.kind.as_str());
+    POD_KINDS.contains(&kind)
+        && input.id.namespace.as_deref() == Some(namespace)
+        && pod_labels(input).is_some_and(|labels| selects(selector, labels))
 }
 
 /// The labels of the pods an object runs: a Pod's own, else its pod template's.

@@ -346,6 +346,9 @@ pub async fn graph_of_with(
     if infer {
         attach_specs(session, &mut inputs).await?;
     }
+    if stayers_wanted && infer {
+        add_backends(session, &mut inputs, &mut objects, &mut unlisted_stayers).await;
+    }
     let options = BuildOptions::for_catalog(&session.catalog, members, infer);
     let mut graph = build(&inputs, &options);
     settle_references(session, &mut graph, &objects).await;
@@ -360,6 +363,33 @@ pub async fn graph_of_with(
         inputs,
         build_options: options,
     })
+}
+
+/// Adds the untracked Services the webhook configurations and APIServices among `inputs` call,
+/// and the workloads those Services select ([`crate::stayers::backends`]), whole: the chain from
+/// a staying webhook to the tracked Deployment behind an untracked Service (order review 6, F4).
+/// What could not be read is a gap the caller reports.
+async fn add_backends(
+    session: &Session,
+    inputs: &mut Vec<NodeInput>,
+    objects: &mut HashMap<ObjectId, Listed>,
+    gaps: &mut Vec<String>,
+) {
+    let found = crate::stayers::backends(session, inputs).await;
+    for unlisted in &found.unlisted {
+        tracing::warn!(
+            "cannot read {}: what a webhook or APIService needs may be deleted ({})",
+            unlisted.kind,
+            unlisted.why
+        );
+        gaps.push(unlisted.kind.clone());
+    }
+    for (object, body) in found.objects {
+        if let std::collections::hash_map::Entry::Vacant(slot) = objects.entry(object.id()) {
+            inputs.push(crate::stayers::input_of_whole(&object, &body));
+            slot.insert(object);
+        }
+    }
 }
 
 /// A graph input from listed metadata.

@@ -11,7 +11,11 @@
 //!   CSI driver). They are few: every one is listed whole, in every namespace, as their needs are
 //!   read from their spec;
 //! - or it carries a finalizer that names an API group's controller
-//!   ([`needs_its_controller`]): while it stays, it needs the operator that serves that group.
+//!   ([`needs_its_controller`]): while it stays, it needs the operator that serves that group;
+//! - or it declares what it needs itself, with `config.kubernetes.io/depends-on`
+//!   ([`declares_a_need`]): while it stays, the objects it names stay (order review 6, F2);
+//! - or it is a Service a stayer calls, or runs the pods such a Service selects
+//!   ([`backends`]): the chain from a webhook to a tracked Deployment goes through it (F4).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -23,8 +27,12 @@ use serde_json::Value;
 use crate::collect::{collect_where, list_objects, Collection, ListOptions, ListScope, Listed};
 use crate::discovery::KindInfo;
 use crate::error::is_forbidden;
-use crate::graph::NodeInput;
+use crate::graph::{NodeInput, KPT_DEPENDS_ON};
 use crate::session::Session;
+
+mod backends;
+
+pub use backends::backends;
 
 /// The kinds whose every object is a stayer (see the module documentation): cluster-scoped or
 /// few, and each in need of what its spec names.
@@ -49,6 +57,17 @@ pub fn needs_its_controller(meta: &ObjectMeta) -> bool {
         .iter()
         .flatten()
         .any(|f| crate::infer::finalizer_domain(f).is_some())
+}
+
+/// Whether an untracked object is a stayer by what it carries: a finalizer that names an API
+/// group's controller ([`needs_its_controller`]) or its own `config.kubernetes.io/depends-on`.
+/// While it stays, it keeps what it needs; the plan and the re-check list it by this predicate.
+pub fn declares_a_need(meta: &ObjectMeta) -> bool {
+    needs_its_controller(meta)
+        || meta
+            .annotations
+            .as_ref()
+            .is_some_and(|annotations| annotations.contains_key(KPT_DEPENDS_ON))
 }
 
 /// A kind of [`STAYER_KINDS`] that could not be listed.
@@ -148,7 +167,8 @@ pub fn tracked_crds<'a>(objects: impl IntoIterator<Item = &'a Listed>) -> HashSe
 /// The group and kind of a CustomResourceDefinition.
 const CRD: (&str, &str) = ("apiextensions.k8s.io", "CustomResourceDefinition");
 
-/// The finalized stayers ([`needs_its_controller`]), as the plan and the re-check both look for
+/// The stayers by what they carry ([`declares_a_need`]: a finalizer naming a controller, their own
+/// `depends-on`), as the plan and the re-check both look for
 /// them: with `in_scope`, those of every listable kind in `scope`; and those of the `everywhere`
 /// kinds (the custom resources of the tracked CRDs, [`kinds_of_crds`]) in every namespace. The
 /// re-check's own listing covers the first part already (the same predicate over the same kinds
@@ -171,20 +191,14 @@ pub async fn list_finalized(
         false => Vec::new(),
     };
     let (mut found, elsewhere) = futures::join!(
-        collect_where(client, &scoped, scope, needs_its_controller, options),
-        collect_where(
-            client,
-            &everywhere,
-            &ListScope::AllNamespaces,
-            needs_its_controller,
-            options
-        )
+        collect_where(client, &scoped, scope, declares_a_need, options),
+        collect_where(client, &everywhere, &ListScope::AllNamespaces, declares_a_need, options)
     );
     found.objects.extend(elsewhere.objects);
     found.failures.extend(elsewhere.failures);
     found.not_served.extend(elsewhere.not_served);
     let relist = |again: Vec<Arc<KindInfo>>| async move {
-        collect_where(client, &again, &ListScope::AllNamespaces, needs_its_controller, options).await
+        collect_where(client, &again, &ListScope::AllNamespaces, declares_a_need, options).await
     };
     session.settle_not_served(&mut found, relist).await;
     let mut seen = HashSet::new();

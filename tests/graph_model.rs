@@ -1774,3 +1774,131 @@ metadata:
     assert!(exists("configmap", Some(&n), "p"), "{}", pruned.stdout);
     assert!(exists("configmap", Some(&n), "need"), "{}", pruned.stdout);
 }
+
+/// Order review 6, F2 (property-test finding F2): an untracked object that stays is a stayer, and
+/// its own `config.kubernetes.io/depends-on` keeps the member it names. Stack `s` tracks
+/// ConfigMaps `need` and `plain`; the untracked ConfigMap `user` depends on `need`. The teardown
+/// deletes `plain` and keeps `need`, naming `user` as the reason.
+#[test]
+fn an_untracked_objects_own_depends_on_keeps_the_member_it_names() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("gmf2");
+    let n = ns.0.clone();
+    let s = flux_labels("s", &n);
+    apply(&format!(
+        r#"{}---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: need, namespace: {n}, labels: {s}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: plain, namespace: {n}, labels: {s}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: user, namespace: {n}, annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/need}}}}
+"#,
+        kustomization("s", &n, "")
+    ));
+    record_flux_inventories(&n);
+    let run = stack(&[
+        "prune",
+        "-n",
+        &n,
+        "kustomization/s",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    let lines = json_lines(&run.stdout);
+    let why =
+        kept_reason(&lines, "ConfigMap", "need").unwrap_or_else(|| panic!("need kept: {}\n{}", run.stdout, run.stderr));
+    assert!(why.contains(&format!("needed by ConfigMap/{n}/user")), "{why}");
+    assert_eq!(wave_of(&lines, "ConfigMap", "need"), None);
+    planned_wave(&lines, "ConfigMap", "plain");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(exists("configmap", Some(&n), "need"), "{}", run.stderr);
+    assert!(exists("configmap", Some(&n), "user"), "{}", run.stderr);
+    assert!(!exists("configmap", Some(&n), "plain"), "{}", run.stderr);
+}
+
+/// Order review 6, F4 (property-test finding F4): an untracked Service between a staying webhook
+/// configuration (`failurePolicy: Fail`) and a tracked operator Deployment is read, so the
+/// Deployment it selects is kept while the webhook stays. Stack `s` tracks Deployment
+/// `hook-server` and ConfigMap `settings`; the Service `hook` and the webhook are untracked.
+#[test]
+fn an_untracked_service_between_a_staying_webhook_and_a_tracked_deployment_keeps_the_deployment() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("gmf4");
+    let n = ns.0.clone();
+    let run = unique("gmf4");
+    let webhook = format!("{run}-guard");
+    let mut leftovers = Leftovers::new();
+    leftovers.object("validatingwebhookconfiguration", &webhook);
+    let s = flux_labels("s", &n);
+    apply(&format!(
+        r#"{}---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: hook-server, namespace: {n}, labels: {s}}}
+spec:
+  selector: {{matchLabels: {{app: hook}}}}
+  template: {{metadata: {{labels: {{app: hook}}}}, spec: {{containers: [{{name: hook, image: example.invalid/hook}}]}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: settings, namespace: {n}, labels: {s}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: hook, namespace: {n}}}
+spec: {{selector: {{app: hook}}, ports: [{{port: 443, targetPort: 9443}}]}}
+"#,
+        kustomization("s", &n, "")
+    ));
+    apply(&format!(
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {{name: {webhook}}}
+webhooks:
+- name: guard.{run}.example.com
+  clientConfig: {{service: {{namespace: {n}, name: hook, path: /validate}}}}
+  rules: [{{apiGroups: [""], apiVersions: ["v1"], operations: ["DELETE"], resources: ["configmaps"]}}]
+  namespaceSelector: {{matchLabels: {{graphmodel-guarded: "{run}"}}}}
+  failurePolicy: Fail
+  sideEffects: None
+  admissionReviewVersions: ["v1"]
+"#
+    ));
+    record_flux_inventories(&n);
+    let pruned = stack(&[
+        "prune",
+        "-n",
+        &n,
+        "kustomization/s",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    let lines = json_lines(&pruned.stdout);
+    let needed = format!(
+        "needed by ValidatingWebhookConfiguration.admissionregistration.k8s.io/{webhook}, which is not pruned (inferred: webhook backend)"
+    );
+    assert_eq!(wave_of(&lines, "Deployment", "hook-server"), None, "{}", pruned.stdout);
+    assert_eq!(
+        kept_reason(&lines, "Deployment", "hook-server").as_deref(),
+        Some(needed.as_str())
+    );
+    planned_wave(&lines, "ConfigMap", "settings");
+    assert_eq!(pruned.code, 0, "{}", pruned.stderr);
+    assert!(exists("deployment", Some(&n), "hook-server"), "{}", pruned.stderr);
+    assert!(exists("service", Some(&n), "hook"));
+    assert!(!exists("configmap", Some(&n), "settings"));
+}
