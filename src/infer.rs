@@ -212,6 +212,10 @@ pub fn services_called(input: &NodeInput) -> Vec<(String, String)> {
             .flatten()
             .filter_map(|webhook| webhook.get("clientConfig").and_then(service_of_client_config))
             .collect(),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => conversion_client_config(body)
+            .and_then(service_of_client_config)
+            .into_iter()
+            .collect(),
         ("apiregistration.k8s.io", "APIService") => {
             let service = body.pointer("/spec/service").filter(|s| !s.is_null());
             let str_of = |key: &str| service?.get(key)?.as_str().map(str::to_string);
@@ -219,6 +223,20 @@ pub fn services_called(input: &NodeInput) -> Vec<(String, String)> {
         }
         _ => Vec::new(),
     }
+}
+
+/// The `clientConfig` of a CRD's conversion webhook, when its conversion strategy is `Webhook`:
+/// `spec.conversion.webhook.clientConfig` (`apiextensions.k8s.io/v1`) or
+/// `spec.conversion.webhookClientConfig` (`v1beta1`). The API server calls it to serve the CRD's
+/// objects in any version but the stored one, and to delete them.
+pub fn conversion_client_config(crd: &Value) -> Option<&Value> {
+    let conversion = crd.pointer("/spec/conversion")?;
+    if conversion.get("strategy").and_then(Value::as_str) != Some("Webhook") {
+        return None;
+    }
+    conversion
+        .pointer("/webhook/clientConfig")
+        .or_else(|| conversion.get("webhookClientConfig"))
 }
 
 /// Whether the Service of `namespace` whose whole body is `service` selects the pods `input`
@@ -297,6 +315,7 @@ pub fn candidates(inputs: &[NodeInput], known: &Known) -> Vec<Edge> {
     finalizer_edges(&objects, known, &mut edges);
     webhook_edges(&objects, known, &mut edges);
     api_service_edges(&objects, &mut edges);
+    conversion_edges(&objects, &mut edges);
     volume_edges(&objects, &mut edges);
     edges.retain(|e| e.from != e.to);
     edges.sort_by_key(|e| (e.from, e.to, e.kind));
@@ -572,6 +591,23 @@ fn api_service_edges(objects: &Objects, edges: &mut Vec<Edge>) {
                 });
             }
         }
+    }
+}
+
+/// 4. A CRD whose conversion webhook calls a Service ([`conversion_client_config`]) goes before
+///    that Service and the workloads behind it: while the CRD is there, reading, writing and
+///    deleting its objects in another version than the stored one calls that webhook.
+fn conversion_edges(objects: &Objects, edges: &mut Vec<Edge>) {
+    for index in objects.of_kind("apiextensions.k8s.io", "CustomResourceDefinition") {
+        let Some(body) = &objects.inputs[index].body else {
+            continue;
+        };
+        let Some((namespace, name)) = conversion_client_config(body).and_then(service_of_client_config) else {
+            continue;
+        };
+        let backend = objects.service_backend(Some(&namespace), Some(&name));
+        runs_with(objects, &backend, edges);
+        push_all(edges, index, backend, EdgeKind::InferredWebhook);
     }
 }
 

@@ -127,8 +127,48 @@ pub async fn list_whole(session: &Session) -> Whole {
             }),
         }
     }
+    conversion_crds(session, &mut whole).await;
     whole.objects.sort_by_key(|(listed, _)| listed.id());
     whole
+}
+
+/// Adds to `whole` every CRD whose conversion webhook calls a Service
+/// ([`crate::infer::conversion_client_config`]), with only that stanza of its body: CRD bodies are
+/// large (their schemas), so each page is trimmed as it arrives. While it stays, such a CRD needs
+/// that Service and what serves it (order review 6, F-D).
+async fn conversion_crds(session: &Session, whole: &mut Whole) {
+    let Some(kind) = session.catalog.get(CRD.0, CRD.1).cloned() else {
+        return;
+    };
+    let mut found = Vec::new();
+    let take = |page: Vec<kube::api::DynamicObject>| {
+        for object in page {
+            let Some(conversion) = conversion_stanza(&object.data) else {
+                continue;
+            };
+            let body = serde_json::json!({
+                "apiVersion": kind.api_version(),
+                "spec": {"conversion": conversion},
+            });
+            found.push((Listed::new(kind.clone(), object.metadata), body));
+        }
+    };
+    let query = crate::collect::ListQuery::default();
+    match crate::collect::list_object_pages(&session.connection.client, &kind, &query, take).await {
+        Ok(()) => whole.objects.extend(found),
+        Err(err) => whole.unlisted.push(Unlisted {
+            kind: kind.kind_with_group(),
+            forbidden: is_forbidden(&err),
+            why: crate::error::root_cause(&err),
+        }),
+    }
+}
+
+/// A CRD's `spec.conversion`, when it calls a webhook backed by a Service.
+fn conversion_stanza(crd: &Value) -> Option<Value> {
+    let client_config = crate::infer::conversion_client_config(crd)?;
+    crate::infer::service_of_client_config(client_config)?;
+    crd.pointer("/spec/conversion").cloned()
 }
 
 /// The graph input of a stayer listed whole: its metadata and its body, which inference reads.

@@ -1662,6 +1662,7 @@ metadata: {{name: g, namespace: {o}, labels: {op}, finalizers: [{finalizer}]}}
         exists("deployment", Some(&alive_ns), "controller")
     });
 
+    record_flux_inventories(&f);
     let planned = stack(&["prune", "-n", &f, "kustomization/op", "--dry-run", "-o", "json"]).expect_code(0);
     let lines = json_lines(&planned.stdout);
     assert!(
@@ -1737,6 +1738,7 @@ metadata:
     };
     apply(&controlled("mid", "p", &uid_of("configmap", Some(&n), "p")));
     apply(&controlled("need", "mid", &uid_of("configmap", Some(&n), "mid")));
+    record_flux_inventories(&n);
 
     let mut child = spawn_stack(&[
         "prune",
@@ -1900,5 +1902,89 @@ webhooks:
     assert_eq!(pruned.code, 0, "{}", pruned.stderr);
     assert!(exists("deployment", Some(&n), "hook-server"), "{}", pruned.stderr);
     assert!(exists("service", Some(&n), "hook"));
+    assert!(!exists("configmap", Some(&n), "settings"));
+}
+
+/// Order review 6, F-D: a CRD's conversion webhook (`spec.conversion.webhook.clientConfig`) keeps
+/// its backend while the CRD stays, as an admission webhook does. Stack `s` tracks Service `conv`,
+/// Deployment `conv-server` behind it and ConfigMap `settings`; the CRD, made by hand (as an
+/// operator or Helm's `crds/` makes one), is untracked. The teardown deletes `settings` only.
+#[test]
+fn a_crds_conversion_webhook_keeps_its_backend_while_the_crd_stays() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("gmfd");
+    let n = ns.0.clone();
+    let run = unique("gmfd");
+    let group = own_group(&run);
+    let crd_name = format!("widgets.{group}");
+    let mut leftovers = Leftovers::new();
+    leftovers.object("customresourcedefinition", &crd_name);
+    let s = flux_labels("s", &n);
+    apply(&format!(
+        r#"{}---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: conv-server, namespace: {n}, labels: {s}}}
+spec:
+  selector: {{matchLabels: {{app: conv}}}}
+  template: {{metadata: {{labels: {{app: conv}}}}, spec: {{containers: [{{name: conv, image: example.invalid/conv}}]}}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: conv, namespace: {n}, labels: {s}}}
+spec: {{selector: {{app: conv}}, ports: [{{port: 443, targetPort: 9443}}]}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: settings, namespace: {n}, labels: {s}}}
+"#,
+        kustomization("s", &n, "")
+    ));
+    apply(&format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {crd_name}}}
+spec:
+  group: {group}
+  names: {{kind: Widget, plural: widgets, singular: widget}}
+  scope: Namespaced
+  versions: [{{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}]
+  conversion:
+    strategy: Webhook
+    webhook:
+      conversionReviewVersions: ["v1"]
+      clientConfig: {{service: {{namespace: {n}, name: conv, path: /convert}}}}
+"#
+    ));
+    record_flux_inventories(&n);
+    let pruned = stack(&[
+        "prune",
+        "-n",
+        &n,
+        "kustomization/s",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    let lines = json_lines(&pruned.stdout);
+    let needed = format!(
+        "needed by CustomResourceDefinition.apiextensions.k8s.io/{crd_name}, which is not pruned (inferred: webhook backend)"
+    );
+    for (kind, name) in [("Service", "conv"), ("Deployment", "conv-server")] {
+        assert_eq!(wave_of(&lines, kind, name), None, "{}", pruned.stdout);
+        assert_eq!(
+            kept_reason(&lines, kind, name).as_deref(),
+            Some(needed.as_str()),
+            "{}",
+            pruned.stdout
+        );
+    }
+    planned_wave(&lines, "ConfigMap", "settings");
+    assert_eq!(pruned.code, 0, "{}", pruned.stderr);
+    assert!(exists("deployment", Some(&n), "conv-server"), "{}", pruned.stderr);
+    assert!(exists("service", Some(&n), "conv"));
     assert!(!exists("configmap", Some(&n), "settings"));
 }
