@@ -18,6 +18,7 @@ use crate::trackers::{marks, MarkValue, Preset};
 mod rbac;
 mod volumes;
 
+pub use rbac::{grants_an_operator_group, role_ref};
 use volumes::volume_edges;
 
 /// The kinds whose whole objects inference reads (the rest needs only metadata).

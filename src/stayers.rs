@@ -128,8 +128,58 @@ pub async fn list_whole(session: &Session) -> Whole {
         }
     }
     conversion_crds(session, &mut whole).await;
+    operator_rbac(session, &mut whole).await;
     whole.objects.sort_by_key(|(listed, _)| listed.id());
     whole
+}
+
+/// The RBAC kinds, roles first.
+const RBAC_KINDS: [&str; 4] = ["ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding"];
+
+/// Adds to `whole` the Roles and ClusterRoles that let update an operator's API group
+/// ([`crate::infer::grants_an_operator_group`]) and the bindings that grant them, tracked or not:
+/// what ties a custom resource's finalizer to the workload bound to them when no stack holds both
+/// its CRD and its operator (order review 6, F-B).
+async fn operator_rbac(session: &Session, whole: &mut Whole) {
+    let mut roles: HashSet<(String, Option<String>, String)> = HashSet::new();
+    for kind in RBAC_KINDS {
+        let Some(info) = session.catalog.get("rbac.authorization.k8s.io", kind).cloned() else {
+            continue;
+        };
+        let objects = match list_objects(&session.connection.client, &info, None, None).await {
+            Ok(objects) => objects,
+            Err(err) => {
+                whole.unlisted.push(Unlisted {
+                    kind: info.kind_with_group(),
+                    forbidden: is_forbidden(&err),
+                    why: crate::error::root_cause(&err),
+                });
+                continue;
+            }
+        };
+        for object in objects {
+            let namespace = object.metadata.namespace.clone();
+            let name = object.metadata.name.clone().unwrap_or_default();
+            let kept = match kind.ends_with("Binding") {
+                false => crate::infer::grants_an_operator_group(&object.data),
+                true => crate::infer::role_ref(&object.data).is_some_and(|(role, role_name)| {
+                    let scope = namespace.clone().filter(|_| role == "Role");
+                    roles.contains(&(role, scope, role_name))
+                }),
+            };
+            if !kept {
+                continue;
+            }
+            if !kind.ends_with("Binding") {
+                roles.insert((kind.to_string(), namespace, name));
+            }
+            let mut body = object.data;
+            if let Some(fields) = body.as_object_mut() {
+                fields.insert("apiVersion".into(), info.api_version().into());
+            }
+            whole.objects.push((Listed::new(info.clone(), object.metadata), body));
+        }
+    }
 }
 
 /// Adds to `whole` every CRD whose conversion webhook calls a Service

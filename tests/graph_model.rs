@@ -1988,3 +1988,75 @@ spec:
     assert!(exists("service", Some(&n), "conv"));
     assert!(!exists("configmap", Some(&n), "settings"));
 }
+
+/// Order review 6, F-B: RBAC that no stack tracks (a ClusterRole granting the CR's group, bound
+/// to the operator's ServiceAccount, made by hand or by an installer) still ties another stack's
+/// custom resource to the tracked operator Deployment: the teardown of `op` keeps it while the
+/// custom resource stays with its finalizer. The CRD is untracked too.
+#[test]
+fn untracked_rbac_ties_a_custom_resource_to_its_tracked_operator() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gmfb");
+    let f = flux.0.clone();
+    let run = unique("gmfb");
+    let group = own_group(&run);
+    let resource = format!("dbs.{group}");
+    let (op_ns, other_ns) = (Namespace::new("gmfb-op"), Namespace::new("gmfb-y"));
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &other_ns.0);
+    leftovers.object("crd", &resource);
+    leftovers.object("clusterrole", &format!("{run}-db"));
+    leftovers.object("clusterrolebinding", &format!("{run}-db"));
+    let (op, other) = (flux_labels("op", &f), flux_labels("other", &f));
+    apply(&crd(&group, "Db", "dbs", "{}"));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    apply(&format!(
+        r#"{}{}---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: op, namespace: {op_ns}, labels: {op}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {run}-db}}
+rules: [{{apiGroups: [{group}], resources: [dbs, dbs/finalizers], verbs: [get, list, watch, update, patch]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {run}-db}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {run}-db}}
+subjects: [{{kind: ServiceAccount, name: op, namespace: {op_ns}}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: op, namespace: {op_ns}, labels: {op}}}
+spec:
+  selector: {{matchLabels: {{app: op}}}}
+  template:
+    metadata: {{labels: {{app: op}}}}
+    spec: {{serviceAccountName: op, containers: [{{name: manager, image: example.invalid/operator}}]}}
+---
+apiVersion: {group}/v1
+kind: Db
+metadata: {{name: stays, namespace: {other_ns}, labels: {other}, finalizers: [{group}/cleanup]}}
+"#,
+        kustomization("op", &f, ""),
+        kustomization("other", &f, ""),
+        op_ns = op_ns.0,
+        other_ns = other_ns.0,
+    ));
+    record_flux_inventories(&f);
+    let planned = stack(&["prune", "-n", &f, "kustomization/op", "--dry-run", "-o", "json"]).expect_code(0);
+    let lines = json_lines(&planned.stdout);
+    assert_eq!(wave_of(&lines, "Deployment", "op"), None, "{}", planned.stdout);
+    assert_eq!(
+        kept_reason(&lines, "Deployment", "op"),
+        Some(format!(
+            "needed by Db.{group}/{}/stays, which is not pruned (inferred: finalizer)",
+            other_ns.0
+        )),
+        "{}",
+        planned.stdout
+    );
+}
