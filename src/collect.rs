@@ -15,7 +15,7 @@ use crate::trackers::Selection;
 
 mod pages;
 
-pub use pages::{api_for, list_metadata_pages, list_objects, list_query, ListQuery};
+pub use pages::{api_for, list_metadata_pages, list_object_pages, list_objects, list_query, ListQuery};
 
 /// Annotations that hold a copy of an object's content (a Secret's data included), by name:
 /// kubectl's (and Argo CD's client-side apply) last-applied copy; kapp's `original` copy and its

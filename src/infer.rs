@@ -18,6 +18,7 @@ use crate::trackers::{marks, MarkValue, Preset};
 mod rbac;
 mod volumes;
 
+pub use rbac::{grants_an_operator_group, role_ref};
 use volumes::volume_edges;
 
 /// The kinds whose whole objects inference reads (the rest needs only metadata).
@@ -46,7 +47,7 @@ const WORKLOAD_KINDS: [(&str, &str); 3] = [("apps", "Deployment"), ("apps", "Sta
 
 /// What runs pods a Service may select: the workloads, ReplicaSets, Jobs (by their pod
 /// template's labels) and bare Pods (by their own labels).
-const POD_KINDS: [(&str, &str); 6] = [
+pub const POD_KINDS: [(&str, &str); 6] = [
     ("apps", "Deployment"),
     ("apps", "StatefulSet"),
     ("apps", "DaemonSet"),
@@ -197,6 +198,63 @@ impl<'a> Objects<'a> {
     }
 }
 
+/// The Services (namespace, name) a webhook configuration or an APIService calls, read from its
+/// whole body: each webhook's `clientConfig` ([`service_of_client_config`]) or the APIService's
+/// `spec.service`. Empty for any other kind, or without a body.
+pub fn services_called(input: &NodeInput) -> Vec<(String, String)> {
+    let Some(body) = &input.body else {
+        return Vec::new();
+    };
+    match (input.id.group.as_str(), input.id.kind.as_str()) {
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration") => body
+            .get("webhooks")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|webhook| webhook.get("clientConfig").and_then(service_of_client_config))
+            .collect(),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => conversion_client_config(body)
+            .and_then(service_of_client_config)
+            .into_iter()
+            .collect(),
+        ("apiregistration.k8s.io", "APIService") => {
+            let service = body.pointer("/spec/service").filter(|s| !s.is_null());
+            let str_of = |key: &str| service?.get(key)?.as_str().map(str::to_string);
+            str_of("namespace").zip(str_of("name")).into_iter().collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The `clientConfig` of a CRD's conversion webhook, when its conversion strategy is `Webhook`:
+/// `spec.conversion.webhook.clientConfig` (`apiextensions.k8s.io/v1`) or
+/// `spec.conversion.webhookClientConfig` (`v1beta1`). The API server calls it to serve the CRD's
+/// objects in any version but the stored one, and to delete them.
+pub fn conversion_client_config(crd: &Value) -> Option<&Value> {
+    let conversion = crd.pointer("/spec/conversion")?;
+    if conversion.get("strategy").and_then(Value::as_str) != Some("Webhook") {
+        return None;
+    }
+    conversion
+        .pointer("/webhook/clientConfig")
+        .or_else(|| conversion.get("webhookClientConfig"))
+}
+
+/// Whether the Service of `namespace` whose whole body is `service` selects the pods `input`
+/// runs (a workload, a ReplicaSet, a Job, a Pod of that namespace): the rule inference serves
+/// webhooks and APIServices by ([`Objects::service_backend`]). A Service without a selector
+/// selects nothing.
+pub fn service_selects(namespace: &str, service: &Value, input: &NodeInput) -> bool {
+    let selector = service.pointer("/spec/selector").and_then(Value::as_object);
+    let Some(selector) = selector.filter(|s| !s.is_empty()) else {
+        return false;
+    };
+    let kind = (input.id.group.as_str(), input.id.kind.as_str());
+    POD_KINDS.contains(&kind)
+        && input.id.namespace.as_deref() == Some(namespace)
+        && pod_labels(input).is_some_and(|labels| selects(selector, labels))
+}
+
 /// The labels of the pods an object runs: a Pod's own, else its pod template's.
 fn pod_labels(input: &NodeInput) -> Option<BTreeMap<String, String>> {
     if (input.id.group.as_str(), input.id.kind.as_str()) == ("", "Pod") {
@@ -258,6 +316,7 @@ pub fn candidates(inputs: &[NodeInput], known: &Known) -> Vec<Edge> {
     finalizer_edges(&objects, known, &mut edges);
     webhook_edges(&objects, known, &mut edges);
     api_service_edges(&objects, &mut edges);
+    conversion_edges(&objects, &mut edges);
     volume_edges(&objects, &mut edges);
     edges.retain(|e| e.from != e.to);
     edges.sort_by_key(|e| (e.from, e.to, e.kind));
@@ -533,6 +592,23 @@ fn api_service_edges(objects: &Objects, edges: &mut Vec<Edge>) {
                 });
             }
         }
+    }
+}
+
+/// 4. A CRD whose conversion webhook calls a Service ([`conversion_client_config`]) goes before
+///    that Service and the workloads behind it: while the CRD is there, reading, writing and
+///    deleting its objects in another version than the stored one calls that webhook.
+fn conversion_edges(objects: &Objects, edges: &mut Vec<Edge>) {
+    for index in objects.of_kind("apiextensions.k8s.io", "CustomResourceDefinition") {
+        let Some(body) = &objects.inputs[index].body else {
+            continue;
+        };
+        let Some((namespace, name)) = conversion_client_config(body).and_then(service_of_client_config) else {
+            continue;
+        };
+        let backend = objects.service_backend(Some(&namespace), Some(&name));
+        runs_with(objects, &backend, edges);
+        push_all(edges, index, backend, EdgeKind::InferredWebhook);
     }
 }
 

@@ -325,13 +325,7 @@ pub async fn graph_of_with(
     // A finalized custom resource dies if its CRD or Namespace is deleted (a cascade victim, named
     // and guarded as any other); while they stay, it keeps what it needs.
     let would_die: Vec<ObjectId> = finalized.iter().map(Listed::id).collect();
-    // A stayer that is tracked too is a node already: its body is read with the others.
-    for (object, body) in stayers {
-        if let std::collections::hash_map::Entry::Vacant(slot) = objects.entry(object.id()) {
-            inputs.push(crate::stayers::input_of_whole(&object, &body));
-            slot.insert(object);
-        }
-    }
+    add_stayers(&mut inputs, &mut objects, stayers);
     for object in finalized {
         if let std::collections::hash_map::Entry::Vacant(slot) = objects.entry(object.id()) {
             inputs.push(input_from_listed(&object));
@@ -345,6 +339,9 @@ pub async fn graph_of_with(
     }
     if infer {
         attach_specs(session, &mut inputs).await?;
+    }
+    if stayers_wanted && infer {
+        add_backends(session, &mut inputs, &mut objects, &mut unlisted_stayers).await;
     }
     let options = BuildOptions::for_catalog(&session.catalog, members, infer);
     let mut graph = build(&inputs, &options);
@@ -360,6 +357,60 @@ pub async fn graph_of_with(
         inputs,
         build_options: options,
     })
+}
+
+/// Adds the stayers listed whole ([`crate::stayers::list_whole`]) that are no nodes yet. A stayer
+/// that is tracked too is a node already: its body is read with the others, except a CRD's
+/// (inference reads only its conversion stanza, which the stayers' listing kept), attached here.
+fn add_stayers(
+    inputs: &mut Vec<NodeInput>,
+    objects: &mut HashMap<ObjectId, Listed>,
+    stayers: Vec<(Listed, serde_json::Value)>,
+) {
+    let mut bodies: HashMap<ObjectId, serde_json::Value> = HashMap::new();
+    for (object, body) in stayers {
+        match objects.entry(object.id()) {
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                inputs.push(crate::stayers::input_of_whole(&object, &body));
+                slot.insert(object);
+            }
+            std::collections::hash_map::Entry::Occupied(_) => {
+                bodies.insert(object.id(), body);
+            }
+        }
+    }
+    for input in inputs.iter_mut().filter(|i| i.body.is_none()) {
+        if let Some(body) = bodies.remove(&input.id) {
+            input.body = Some(body);
+        }
+    }
+}
+
+/// Adds the untracked Services the webhook configurations and APIServices among `inputs` call,
+/// and the workloads those Services select ([`crate::stayers::backends`]), whole: the chain from
+/// a staying webhook to the tracked Deployment behind an untracked Service (order review 6, F4).
+/// What could not be read is a gap the caller reports.
+async fn add_backends(
+    session: &Session,
+    inputs: &mut Vec<NodeInput>,
+    objects: &mut HashMap<ObjectId, Listed>,
+    gaps: &mut Vec<String>,
+) {
+    let found = crate::stayers::backends(session, inputs).await;
+    for unlisted in &found.unlisted {
+        tracing::warn!(
+            "cannot read {}: what a webhook or APIService needs may be deleted ({})",
+            unlisted.kind,
+            unlisted.why
+        );
+        gaps.push(unlisted.kind.clone());
+    }
+    for (object, body) in found.objects {
+        if let std::collections::hash_map::Entry::Vacant(slot) = objects.entry(object.id()) {
+            inputs.push(crate::stayers::input_of_whole(&object, &body));
+            slot.insert(object);
+        }
+    }
 }
 
 /// A graph input from listed metadata.

@@ -329,7 +329,33 @@ impl Recheck {
                 declaring.bodies.insert(input.id, body);
             }
         }
+        self.read_backends(present, declaring).await;
         Ok(())
+    }
+
+    /// Adds the untracked Services the webhook configurations and APIServices call and the
+    /// workloads they select, whole, as the plan adds them ([`crate::stayers::backends`]).
+    async fn read_backends(&self, present: &[Listed], declaring: &mut Declaring) {
+        let inputs: Vec<crate::graph::NodeInput> = present
+            .iter()
+            .chain(declaring.objects.iter().map(|(o, _)| o))
+            .map(|o| {
+                let calls = crate::stayers::is_stayer_kind(&o.kind.group, &o.kind.kind);
+                crate::graph::NodeInput {
+                    body: declaring.bodies.get(&o.id()).filter(|_| calls).cloned(),
+                    ..crate::live::input_from_listed(o)
+                }
+            })
+            .collect();
+        let found = crate::stayers::backends(&self.session, &inputs).await;
+        for unlisted in found.unlisted.iter().filter(|u| !u.forbidden) {
+            tracing::warn!("re-check: cannot read {} ({})", unlisted.kind, unlisted.why);
+            declaring.failed.push(unlisted.kind.clone());
+        }
+        for (object, body) in found.objects {
+            declaring.bodies.insert(object.id(), body);
+            declaring.objects.push((object, Vec::new()));
+        }
     }
 
     /// Every object with an owner reference where the dependents of the wave's `candidates` can

@@ -11,7 +11,11 @@
 //!   CSI driver). They are few: every one is listed whole, in every namespace, as their needs are
 //!   read from their spec;
 //! - or it carries a finalizer that names an API group's controller
-//!   ([`needs_its_controller`]): while it stays, it needs the operator that serves that group.
+//!   ([`needs_its_controller`]): while it stays, it needs the operator that serves that group;
+//! - or it declares what it needs itself, with `config.kubernetes.io/depends-on`
+//!   ([`declares_a_need`]): while it stays, the objects it names stay (order review 6, F2);
+//! - or it is a Service a stayer calls, or runs the pods such a Service selects
+//!   ([`backends`]): the chain from a webhook to a tracked Deployment goes through it (F4).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -23,8 +27,12 @@ use serde_json::Value;
 use crate::collect::{collect_where, list_objects, Collection, ListOptions, ListScope, Listed};
 use crate::discovery::KindInfo;
 use crate::error::is_forbidden;
-use crate::graph::NodeInput;
+use crate::graph::{NodeInput, KPT_DEPENDS_ON};
 use crate::session::Session;
+
+mod backends;
+
+pub use backends::backends;
 
 /// The kinds whose every object is a stayer (see the module documentation): cluster-scoped or
 /// few, and each in need of what its spec names.
@@ -49,6 +57,17 @@ pub fn needs_its_controller(meta: &ObjectMeta) -> bool {
         .iter()
         .flatten()
         .any(|f| crate::infer::finalizer_domain(f).is_some())
+}
+
+/// Whether an untracked object is a stayer by what it carries: a finalizer that names an API
+/// group's controller ([`needs_its_controller`]) or its own `config.kubernetes.io/depends-on`.
+/// While it stays, it keeps what it needs; the plan and the re-check list it by this predicate.
+pub fn declares_a_need(meta: &ObjectMeta) -> bool {
+    needs_its_controller(meta)
+        || meta
+            .annotations
+            .as_ref()
+            .is_some_and(|annotations| annotations.contains_key(KPT_DEPENDS_ON))
 }
 
 /// A kind of [`STAYER_KINDS`] that could not be listed.
@@ -108,8 +127,98 @@ pub async fn list_whole(session: &Session) -> Whole {
             }),
         }
     }
+    conversion_crds(session, &mut whole).await;
+    operator_rbac(session, &mut whole).await;
     whole.objects.sort_by_key(|(listed, _)| listed.id());
     whole
+}
+
+/// The RBAC kinds, roles first.
+const RBAC_KINDS: [&str; 4] = ["ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding"];
+
+/// Adds to `whole` the Roles and ClusterRoles that let update an operator's API group
+/// ([`crate::infer::grants_an_operator_group`]) and the bindings that grant them, tracked or not:
+/// what ties a custom resource's finalizer to the workload bound to them when no stack holds both
+/// its CRD and its operator (order review 6, F-B).
+async fn operator_rbac(session: &Session, whole: &mut Whole) {
+    let mut roles: HashSet<(String, Option<String>, String)> = HashSet::new();
+    for kind in RBAC_KINDS {
+        let Some(info) = session.catalog.get("rbac.authorization.k8s.io", kind).cloned() else {
+            continue;
+        };
+        let objects = match list_objects(&session.connection.client, &info, None, None).await {
+            Ok(objects) => objects,
+            Err(err) => {
+                whole.unlisted.push(Unlisted {
+                    kind: info.kind_with_group(),
+                    forbidden: is_forbidden(&err),
+                    why: crate::error::root_cause(&err),
+                });
+                continue;
+            }
+        };
+        for object in objects {
+            let namespace = object.metadata.namespace.clone();
+            let name = object.metadata.name.clone().unwrap_or_default();
+            let kept = match kind.ends_with("Binding") {
+                false => crate::infer::grants_an_operator_group(&object.data),
+                true => crate::infer::role_ref(&object.data).is_some_and(|(role, role_name)| {
+                    let scope = namespace.clone().filter(|_| role == "Role");
+                    roles.contains(&(role, scope, role_name))
+                }),
+            };
+            if !kept {
+                continue;
+            }
+            if !kind.ends_with("Binding") {
+                roles.insert((kind.to_string(), namespace, name));
+            }
+            let mut body = object.data;
+            if let Some(fields) = body.as_object_mut() {
+                fields.insert("apiVersion".into(), info.api_version().into());
+            }
+            whole.objects.push((Listed::new(info.clone(), object.metadata), body));
+        }
+    }
+}
+
+/// Adds to `whole` every CRD whose conversion webhook calls a Service
+/// ([`crate::infer::conversion_client_config`]), with only that stanza of its body: CRD bodies are
+/// large (their schemas), so each page is trimmed as it arrives. While it stays, such a CRD needs
+/// that Service and what serves it (order review 6, F-D).
+async fn conversion_crds(session: &Session, whole: &mut Whole) {
+    let Some(kind) = session.catalog.get(CRD.0, CRD.1).cloned() else {
+        return;
+    };
+    let mut found = Vec::new();
+    let take = |page: Vec<kube::api::DynamicObject>| {
+        for object in page {
+            let Some(conversion) = conversion_stanza(&object.data) else {
+                continue;
+            };
+            let body = serde_json::json!({
+                "apiVersion": kind.api_version(),
+                "spec": {"conversion": conversion},
+            });
+            found.push((Listed::new(kind.clone(), object.metadata), body));
+        }
+    };
+    let query = crate::collect::ListQuery::default();
+    match crate::collect::list_object_pages(&session.connection.client, &kind, &query, take).await {
+        Ok(()) => whole.objects.extend(found),
+        Err(err) => whole.unlisted.push(Unlisted {
+            kind: kind.kind_with_group(),
+            forbidden: is_forbidden(&err),
+            why: crate::error::root_cause(&err),
+        }),
+    }
+}
+
+/// A CRD's `spec.conversion`, when it calls a webhook backed by a Service.
+fn conversion_stanza(crd: &Value) -> Option<Value> {
+    let client_config = crate::infer::conversion_client_config(crd)?;
+    crate::infer::service_of_client_config(client_config)?;
+    crd.pointer("/spec/conversion").cloned()
 }
 
 /// The graph input of a stayer listed whole: its metadata and its body, which inference reads.
@@ -148,7 +257,8 @@ pub fn tracked_crds<'a>(objects: impl IntoIterator<Item = &'a Listed>) -> HashSe
 /// The group and kind of a CustomResourceDefinition.
 const CRD: (&str, &str) = ("apiextensions.k8s.io", "CustomResourceDefinition");
 
-/// The finalized stayers ([`needs_its_controller`]), as the plan and the re-check both look for
+/// The stayers by what they carry ([`declares_a_need`]: a finalizer naming a controller, their own
+/// `depends-on`), as the plan and the re-check both look for
 /// them: with `in_scope`, those of every listable kind in `scope`; and those of the `everywhere`
 /// kinds (the custom resources of the tracked CRDs, [`kinds_of_crds`]) in every namespace. The
 /// re-check's own listing covers the first part already (the same predicate over the same kinds
@@ -171,20 +281,14 @@ pub async fn list_finalized(
         false => Vec::new(),
     };
     let (mut found, elsewhere) = futures::join!(
-        collect_where(client, &scoped, scope, needs_its_controller, options),
-        collect_where(
-            client,
-            &everywhere,
-            &ListScope::AllNamespaces,
-            needs_its_controller,
-            options
-        )
+        collect_where(client, &scoped, scope, declares_a_need, options),
+        collect_where(client, &everywhere, &ListScope::AllNamespaces, declares_a_need, options)
     );
     found.objects.extend(elsewhere.objects);
     found.failures.extend(elsewhere.failures);
     found.not_served.extend(elsewhere.not_served);
     let relist = |again: Vec<Arc<KindInfo>>| async move {
-        collect_where(client, &again, &ListScope::AllNamespaces, needs_its_controller, options).await
+        collect_where(client, &again, &ListScope::AllNamespaces, declares_a_need, options).await
     };
     session.settle_not_served(&mut found, relist).await;
     let mut seen = HashSet::new();

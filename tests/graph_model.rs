@@ -1663,6 +1663,7 @@ metadata: {{name: g, namespace: {o}, labels: {op}, finalizers: [{finalizer}]}}
         exists("deployment", Some(&alive_ns), "controller")
     });
 
+    record_flux_inventories(&f);
     let planned = stack(&["prune", "-n", &f, "kustomization/op", "--dry-run", "-o", "json"]).expect_code(0);
     let lines = json_lines(&planned.stdout);
     assert!(
@@ -1776,4 +1777,288 @@ metadata:
     assert!(!exists("configmap", Some(&n), "first"));
     assert!(exists("configmap", Some(&n), "p"), "{}", pruned.stdout);
     assert!(exists("configmap", Some(&n), "need"), "{}", pruned.stdout);
+}
+
+/// Order review 6, F2 (property-test finding F2): an untracked object that stays is a stayer, and
+/// its own `config.kubernetes.io/depends-on` keeps the member it names. Stack `s` tracks
+/// ConfigMaps `need` and `plain`; the untracked ConfigMap `user` depends on `need`. The teardown
+/// deletes `plain` and keeps `need`, naming `user` as the reason.
+#[test]
+fn an_untracked_objects_own_depends_on_keeps_the_member_it_names() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("gmf2");
+    let n = ns.0.clone();
+    let s = flux_labels("s", &n);
+    apply(&format!(
+        r#"{}---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: need, namespace: {n}, labels: {s}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: plain, namespace: {n}, labels: {s}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: user, namespace: {n}, annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/need}}}}
+"#,
+        kustomization("s", &n, "")
+    ));
+    record_flux_inventories(&n);
+    let run = stack(&[
+        "prune",
+        "-n",
+        &n,
+        "kustomization/s",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    let lines = json_lines(&run.stdout);
+    let why =
+        kept_reason(&lines, "ConfigMap", "need").unwrap_or_else(|| panic!("need kept: {}\n{}", run.stdout, run.stderr));
+    assert!(why.contains(&format!("needed by ConfigMap/{n}/user")), "{why}");
+    assert_eq!(wave_of(&lines, "ConfigMap", "need"), None);
+    planned_wave(&lines, "ConfigMap", "plain");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(exists("configmap", Some(&n), "need"), "{}", run.stderr);
+    assert!(exists("configmap", Some(&n), "user"), "{}", run.stderr);
+    assert!(!exists("configmap", Some(&n), "plain"), "{}", run.stderr);
+}
+
+/// Order review 6, F4 (property-test finding F4): an untracked Service between a staying webhook
+/// configuration (`failurePolicy: Fail`) and a tracked operator Deployment is read, so the
+/// Deployment it selects is kept while the webhook stays. Stack `s` tracks Deployment
+/// `hook-server` and ConfigMap `settings`; the Service `hook` and the webhook are untracked.
+#[test]
+fn an_untracked_service_between_a_staying_webhook_and_a_tracked_deployment_keeps_the_deployment() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("gmf4");
+    let n = ns.0.clone();
+    let run = unique("gmf4");
+    let webhook = format!("{run}-guard");
+    let mut leftovers = Leftovers::new();
+    leftovers.object("validatingwebhookconfiguration", &webhook);
+    let s = flux_labels("s", &n);
+    apply(&format!(
+        r#"{}---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: hook-server, namespace: {n}, labels: {s}}}
+spec:
+  selector: {{matchLabels: {{app: hook}}}}
+  template: {{metadata: {{labels: {{app: hook}}}}, spec: {{containers: [{{name: hook, image: example.invalid/hook}}]}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: settings, namespace: {n}, labels: {s}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: hook, namespace: {n}}}
+spec: {{selector: {{app: hook}}, ports: [{{port: 443, targetPort: 9443}}]}}
+"#,
+        kustomization("s", &n, "")
+    ));
+    apply(&format!(
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {{name: {webhook}}}
+webhooks:
+- name: guard.{run}.example.com
+  clientConfig: {{service: {{namespace: {n}, name: hook, path: /validate}}}}
+  rules: [{{apiGroups: [""], apiVersions: ["v1"], operations: ["DELETE"], resources: ["configmaps"]}}]
+  namespaceSelector: {{matchLabels: {{graphmodel-guarded: "{run}"}}}}
+  failurePolicy: Fail
+  sideEffects: None
+  admissionReviewVersions: ["v1"]
+"#
+    ));
+    record_flux_inventories(&n);
+    let pruned = stack(&[
+        "prune",
+        "-n",
+        &n,
+        "kustomization/s",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    let lines = json_lines(&pruned.stdout);
+    let needed = format!(
+        "needed by ValidatingWebhookConfiguration.admissionregistration.k8s.io/{webhook}, which is not pruned (inferred: webhook backend)"
+    );
+    assert_eq!(wave_of(&lines, "Deployment", "hook-server"), None, "{}", pruned.stdout);
+    assert_eq!(
+        kept_reason(&lines, "Deployment", "hook-server").as_deref(),
+        Some(needed.as_str())
+    );
+    planned_wave(&lines, "ConfigMap", "settings");
+    assert_eq!(pruned.code, 0, "{}", pruned.stderr);
+    assert!(exists("deployment", Some(&n), "hook-server"), "{}", pruned.stderr);
+    assert!(exists("service", Some(&n), "hook"));
+    assert!(!exists("configmap", Some(&n), "settings"));
+}
+
+/// Order review 6, F-D: a CRD's conversion webhook (`spec.conversion.webhook.clientConfig`) keeps
+/// its backend while the CRD stays, as an admission webhook does. Stack `s` tracks Service `conv`,
+/// Deployment `conv-server` behind it and ConfigMap `settings`; the CRD, made by hand (as an
+/// operator or Helm's `crds/` makes one), is untracked. The teardown deletes `settings` only.
+#[test]
+fn a_crds_conversion_webhook_keeps_its_backend_while_the_crd_stays() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("gmfd");
+    let n = ns.0.clone();
+    let run = unique("gmfd");
+    let group = own_group(&run);
+    let crd_name = format!("widgets.{group}");
+    let mut leftovers = Leftovers::new();
+    leftovers.object("customresourcedefinition", &crd_name);
+    let s = flux_labels("s", &n);
+    apply(&format!(
+        r#"{}---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: conv-server, namespace: {n}, labels: {s}}}
+spec:
+  selector: {{matchLabels: {{app: conv}}}}
+  template: {{metadata: {{labels: {{app: conv}}}}, spec: {{containers: [{{name: conv, image: example.invalid/conv}}]}}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: conv, namespace: {n}, labels: {s}}}
+spec: {{selector: {{app: conv}}, ports: [{{port: 443, targetPort: 9443}}]}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: settings, namespace: {n}, labels: {s}}}
+"#,
+        kustomization("s", &n, "")
+    ));
+    apply(&format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {crd_name}}}
+spec:
+  group: {group}
+  names: {{kind: Widget, plural: widgets, singular: widget}}
+  scope: Namespaced
+  versions: [{{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}]
+  conversion:
+    strategy: Webhook
+    webhook:
+      conversionReviewVersions: ["v1"]
+      clientConfig: {{service: {{namespace: {n}, name: conv, path: /convert}}}}
+"#
+    ));
+    record_flux_inventories(&n);
+    let pruned = stack(&[
+        "prune",
+        "-n",
+        &n,
+        "kustomization/s",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    let lines = json_lines(&pruned.stdout);
+    let needed = format!(
+        "needed by CustomResourceDefinition.apiextensions.k8s.io/{crd_name}, which is not pruned (inferred: webhook backend)"
+    );
+    for (kind, name) in [("Service", "conv"), ("Deployment", "conv-server")] {
+        assert_eq!(wave_of(&lines, kind, name), None, "{}", pruned.stdout);
+        assert_eq!(
+            kept_reason(&lines, kind, name).as_deref(),
+            Some(needed.as_str()),
+            "{}",
+            pruned.stdout
+        );
+    }
+    planned_wave(&lines, "ConfigMap", "settings");
+    assert_eq!(pruned.code, 0, "{}", pruned.stderr);
+    assert!(exists("deployment", Some(&n), "conv-server"), "{}", pruned.stderr);
+    assert!(exists("service", Some(&n), "conv"));
+    assert!(!exists("configmap", Some(&n), "settings"));
+}
+
+/// Order review 6, F-B: RBAC that no stack tracks (a ClusterRole granting the CR's group, bound
+/// to the operator's ServiceAccount, made by hand or by an installer) still ties another stack's
+/// custom resource to the tracked operator Deployment: the teardown of `op` keeps it while the
+/// custom resource stays with its finalizer. The CRD is untracked too.
+#[test]
+fn untracked_rbac_ties_a_custom_resource_to_its_tracked_operator() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gmfb");
+    let f = flux.0.clone();
+    let run = unique("gmfb");
+    let group = own_group(&run);
+    let resource = format!("dbs.{group}");
+    let (op_ns, other_ns) = (Namespace::new("gmfb-op"), Namespace::new("gmfb-y"));
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &other_ns.0);
+    leftovers.object("crd", &resource);
+    leftovers.object("clusterrole", &format!("{run}-db"));
+    leftovers.object("clusterrolebinding", &format!("{run}-db"));
+    let (op, other) = (flux_labels("op", &f), flux_labels("other", &f));
+    apply(&crd(&group, "Db", "dbs", "{}"));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    apply(&format!(
+        r#"{}{}---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: op, namespace: {op_ns}, labels: {op}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {run}-db}}
+rules: [{{apiGroups: [{group}], resources: [dbs, dbs/finalizers], verbs: [get, list, watch, update, patch]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {run}-db}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {run}-db}}
+subjects: [{{kind: ServiceAccount, name: op, namespace: {op_ns}}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: op, namespace: {op_ns}, labels: {op}}}
+spec:
+  selector: {{matchLabels: {{app: op}}}}
+  template:
+    metadata: {{labels: {{app: op}}}}
+    spec: {{serviceAccountName: op, containers: [{{name: manager, image: example.invalid/operator}}]}}
+---
+apiVersion: {group}/v1
+kind: Db
+metadata: {{name: stays, namespace: {other_ns}, labels: {other}, finalizers: [{group}/cleanup]}}
+"#,
+        kustomization("op", &f, ""),
+        kustomization("other", &f, ""),
+        op_ns = op_ns.0,
+        other_ns = other_ns.0,
+    ));
+    record_flux_inventories(&f);
+    let planned = stack(&["prune", "-n", &f, "kustomization/op", "--dry-run", "-o", "json"]).expect_code(0);
+    let lines = json_lines(&planned.stdout);
+    assert_eq!(wave_of(&lines, "Deployment", "op"), None, "{}", planned.stdout);
+    assert_eq!(
+        kept_reason(&lines, "Deployment", "op"),
+        Some(format!(
+            "needed by Db.{group}/{}/stays, which is not pruned (inferred: finalizer)",
+            other_ns.0
+        )),
+        "{}",
+        planned.stdout
+    );
 }

@@ -10,7 +10,8 @@
 //! a rerun on the world the first plan leaves. Each is planned with [`plan`] over the graph
 //! production builds. The glue production runs against a cluster is emulated here, narrowly:
 //! `live::planning_graph` (the tracked objects and the stayers: webhook configurations and
-//! claims, read whole with the other kinds inference reads), `pruning::teardown_planning` (the
+//! claims, read whole with the other kinds inference reads, the untracked objects that declare a
+//! need, and the Services the webhooks call with what those select), `pruning::teardown_planning` (the
 //! closure; `read_member_records`: each torn-down stack's record bounds its members),
 //! `pruning::plan_with_cascades` (what planned Namespaces and CRDs take, judged by
 //! [`cascade_of`], becomes nodes, and the plan is made again), `orphans::find` with a named
@@ -32,18 +33,22 @@
 //! A failing case prints the shrunk world as YAML, to replay against a test cluster. The
 //! mutants that each invariant catches are in `world/MUTANTS.md` (`scripts/mutants.sh`).
 //!
-//! Findings on main, left out of the default run and checked with `WORLD_STRICT=F2` (or `F4`):
+//! Findings, each fixed and checked in the default run:
 //! - F1 (fixed, always checked): an orphan prune under `--tracker PRESET=VALUE` with that stack's
 //!   record deleted an object another stack or tool marks too; the keep chain's "other stacks"
 //!   rule (`keep::marked_elsewhere`) keeps it now;
-//! - F2: a teardown's graph holds tracked objects and stayers only: an untracked object loses what
-//!   it depends on (`config.kubernetes.io/depends-on`) or the operator its finalizer names;
+//! - F2 (fixed, always checked): a teardown's graph held tracked objects and stayers only: an
+//!   untracked object lost what it depends on (`config.kubernetes.io/depends-on`) or the operator
+//!   its finalizer names; an untracked object that declares a need is a stayer now
+//!   (`stayers::declares_a_need`, listed by `stayers::list_finalized`);
 //! - F3 (fixed, always checked): a need that died with a planned owner through an owner chain of
 //!   untracked objects (a ReplicaSet between a Deployment and a Pod) was lost; the graph reads
 //!   the owners that are no nodes (`Graph::outside_owners`) and keeps the planned owner;
-//! - F4: the same gap for webhooks: a teardown's graph lists every webhook configuration (a
-//!   stayer) but not the untracked Service it calls, so the tracked operator Deployment behind
-//!   that Service is deleted while the webhook (`failurePolicy: Fail`) stays;
+//! - F4 (fixed, always checked): the same gap for webhooks: a teardown's graph listed every
+//!   webhook configuration (a stayer) but not the untracked Service it calls, so the tracked
+//!   operator Deployment behind that Service was deleted while the webhook (`failurePolicy:
+//!   Fail`) stayed; the Services stayers call, and what they select, are nodes now
+//!   (`stayers::backends`);
 //! - F5 (fixed, always checked): `--tracker flux-v1=SET` deleted an operator whose custom
 //!   resource stays with its finalizer: each Flux v1 gc mark hashes the object's own id, so
 //!   inference put the operator and its CRD in no common stack; gc-marked objects are one stack
@@ -69,8 +74,9 @@ use kubectl_stack::discovery::{Catalog, DiscoverySource, KindInfo};
 use kubectl_stack::graph::{build, BuildOptions, Graph, MemberRecord, NodeInput};
 use kubectl_stack::identity::ObjectId;
 use kubectl_stack::infer::SPEC_KINDS;
+use kubectl_stack::infer::{service_selects, services_called};
 use kubectl_stack::keep::{ComparedStack, KeepReason};
-use kubectl_stack::stayers::is_stayer_kind;
+use kubectl_stack::stayers::{declares_a_need, is_stayer_kind};
 use kubectl_stack::teardown::{members_of_gone, plan, teardown_closure, tracker_key, Kept, Mode, PrunePlan, Snapshot};
 use kubectl_stack::trackers::{is_tracked, Mark, MarkValue, Preset, Tracker};
 
@@ -123,6 +129,9 @@ struct Cluster {
     /// The node inputs of the untracked objects: nodes of an orphan prune's graph only (its
     /// bystanders are every object, `bystanders::list`).
     untracked: Vec<NodeInput>,
+    /// The untracked stayers by what they carry (`stayers::declares_a_need`): a teardown's graph
+    /// counts them as potential victims (`live::graph_of_with`, `would_die`).
+    potential: Vec<ObjectId>,
     catalog: Catalog,
 }
 
@@ -159,6 +168,7 @@ fn cluster(world: &World, gone: &HashSet<usize>) -> Cluster {
     let mut all = HashMap::new();
     let mut inputs = Vec::new();
     let mut untracked = Vec::new();
+    let mut potential = Vec::new();
     for index in (0..world.stacks.len()).filter(|i| !gone.contains(i)) {
         let body = world.tracker_body(index);
         let id = world.tracker_id(index);
@@ -186,21 +196,58 @@ fn cluster(world: &World, gone: &HashSet<usize>) -> Cluster {
         // `live::attach_specs`: inference reads the whole objects of its kinds.
         let spec = SPEC_KINDS.contains(&(id.group.as_str(), id.kind.as_str()));
         let input = input_of(&listed, spec.then_some(body));
-        // `live::planning_graph`: the tracked objects, and the stayers (`stayers::list`: every
-        // webhook configuration, APIService and volume claim, untracked too).
-        if is_tracked(&listed.meta) || is_stayer_kind(&id.group, &id.kind) {
+        // `live::planning_graph`: the tracked objects, and the stayers (`stayers::list_whole`:
+        // every webhook configuration, APIService and volume claim, untracked too;
+        // `stayers::list_finalized`: every object that declares a need, by its finalizer or its
+        // own depends-on).
+        let tracked = is_tracked(&listed.meta);
+        if !tracked && declares_a_need(&listed.meta) {
+            potential.push(id.clone());
+        }
+        if tracked || is_stayer_kind(&id.group, &id.kind) || declares_a_need(&listed.meta) {
             inputs.push(input);
         } else {
             untracked.push(input);
         }
         all.insert(id, listed);
     }
+    add_backends(&mut inputs, &mut untracked);
     Cluster {
         all,
         inputs,
         untracked,
+        potential,
         catalog,
     }
+}
+
+/// `stayers::backends`: the untracked Services the webhook configurations among `inputs` call,
+/// and what runs the pods those Services select, are nodes too.
+fn add_backends(inputs: &mut Vec<NodeInput>, untracked: &mut Vec<NodeInput>) {
+    let called: HashSet<(String, String)> = inputs.iter().flat_map(services_called).collect();
+    let is_called = |input: &NodeInput| {
+        input.id.kind == "Service"
+            && input.id.group.is_empty()
+            && called.contains(&(input.id.namespace.clone().unwrap_or_default(), input.id.name.clone()))
+    };
+    let (services, rest): (Vec<NodeInput>, Vec<NodeInput>) = std::mem::take(untracked).into_iter().partition(is_called);
+    let services: Vec<NodeInput> = services
+        .into_iter()
+        .chain(inputs.iter().filter(|i| is_called(i)).cloned())
+        .collect();
+    let selected = |input: &NodeInput| {
+        services.iter().any(|service| {
+            let namespace = service.id.namespace.as_deref().unwrap_or_default();
+            service
+                .body
+                .as_ref()
+                .is_some_and(|body| service_selects(namespace, body, input))
+        })
+    };
+    let (picked, rest): (Vec<NodeInput>, Vec<NodeInput>) = rest.into_iter().partition(|i| selected(i));
+    *untracked = rest;
+    let known: HashSet<ObjectId> = inputs.iter().map(|i| i.id.clone()).collect();
+    inputs.extend(services.into_iter().chain(picked).filter(|i| !known.contains(&i.id)));
 }
 
 impl Cluster {
@@ -233,7 +280,13 @@ impl Cluster {
                 .collect(),
         };
         let mut graph = build(&inputs, &options);
-        graph.victims = fresh.iter().filter_map(|id| graph.find(id)).collect();
+        // `live::graph_of_with` counts the stayers by what they carry as potential victims;
+        // `LiveGraph::add_victims` adds every victim found, a node already or not.
+        graph.victims = victims
+            .iter()
+            .chain(self.potential.iter().filter(|_| members))
+            .filter_map(|id| graph.find(id))
+            .collect();
         // `live::settle_references`: a referenced object that exists gets its owners.
         let referenced: Vec<ObjectId> = graph.referenced().map(|n| n.id.clone()).collect();
         for id in referenced {
@@ -579,14 +632,6 @@ fn planned_ids(planned: &PrunePlan) -> HashSet<ObjectId> {
     planned.waves.iter().flatten().map(|t| t.id.clone()).collect()
 }
 
-/// Whether the findings reported to the lead are checked too (`WORLD_STRICT=1`, or `WORLD_STRICT=F2`; they fail on
-/// main): F1, an orphan another stack or tool marks counts as kept; F2, what an untracked
-/// object depends on stays while it does; F3, what an object that stays needs does not die
-/// with a planned owner.
-fn strict(finding: &str) -> bool {
-    std::env::var("WORLD_STRICT").is_ok_and(|v| v == "1" || v.split(',').any(|f| f == finding))
-}
-
 /// Invariant 1: every planned object is one the oracles allow.
 fn check_allowed(world: &World, planned: &HashSet<ObjectId>) -> Result<(), String> {
     let torn = oracle::torn_down(world);
@@ -673,11 +718,6 @@ fn check_death_order(world: &World, planned: &PrunePlan, dead: &BTreeMap<usize, 
         if dies_through(world, dead, who, what) || by_owners(who) && by_owners(what) {
             continue;
         }
-        // Finding F2 (`WORLD_STRICT=F2`): an untracked object is no node of a teardown's graph.
-        let marking = oracle::marking(world, who);
-        if world.entry == Entry::Teardown && marking.stacks.is_empty() && !marking.other && !strict("F2") {
-            continue;
-        }
         if let (Some(a), Some(b)) = (waves.get(&who), waves.get(&what)) {
             if a >= b {
                 return Err(format!(
@@ -734,11 +774,7 @@ fn oracle_needs(world: &World, dead: &BTreeMap<usize, Death>) -> Vec<(usize, usi
     }
     if let (Some(hook), Some(backend)) = (position(Webhook), position(Backend)) {
         needs.push((hook, backend, "the Service its webhook calls"));
-        // Finding F4 (`WORLD_STRICT=F4`): through an untracked Service, no edge ties the webhook
-        // to the operator in a teardown's graph.
-        let marking = oracle::marking(world, backend);
-        let untracked = world.entry == Entry::Teardown && marking.stacks.is_empty() && !marking.other;
-        if let Some(op) = position(Operator).filter(|_| !untracked || strict("F4")) {
+        if let Some(op) = position(Operator) {
             needs.push((hook, op, "the operator behind its backend Service"));
         }
     }
@@ -831,23 +867,17 @@ fn check_needs(
     };
     for index in world.present().filter(|i| !dead.contains_key(i)) {
         let id = world.id(index);
-        // Finding F2 (`WORLD_STRICT=1` checks it): an untracked object is no node of a
-        // teardown's graph (`live::planning_graph` lists tracked objects and stayers), so what
-        // it depends on (its depends-on target, the operator its finalizer names) is deleted
-        // under it.
-        let untracked = || {
-            let marking = oracle::marking(world, index);
-            world.entry == Entry::Teardown && marking.stacks.is_empty() && !marking.other
-        };
+        // Finding F2 (fixed, always checked): an untracked object that declares a need (its own
+        // depends-on, a finalizer naming an operator) is a stayer (`stayers::declares_a_need`).
         // Finding F3 (fixed, always checked): a need that dies with a planned owner through an
         // owner chain of untracked objects keeps that owner (`Graph::outside_owners`).
-        if let Some(target) = world.objects[index].depends_on.filter(|_| strict("F2") || !untracked()) {
+        if let Some(target) = world.objects[index].depends_on {
             if dead.contains_key(&target) && !named.contains(&world.id(target)) {
                 return Err(format!("{id} stays, but {} it depends on is deleted", world.id(target)));
             }
         }
         let custom = matches!(world.objects[index].shape, world::Shape::Gizmo { .. });
-        if let Some(op) = operator.filter(|op| custom && dead.contains_key(op) && (strict("F2") || !untracked())) {
+        if let Some(op) = operator.filter(|op| custom && dead.contains_key(op)) {
             return Err(format!(
                 "{id} stays with its finalizer, but its operator {} is deleted",
                 world.id(op)
@@ -880,21 +910,12 @@ fn check_backends(world: &World, dead: &BTreeMap<usize, Death>, named: &HashSet<
         (position(Webhook), backend.and(position(Operator))),
         (position(Claim), position(StorageClass)),
     ];
-    // Finding F4 (`WORLD_STRICT=F4` checks it): a teardown's graph lists the stayers, not the
-    // untracked Service a webhook configuration calls, so the operator behind that Service is
-    // no need of the webhook there (`live::planning_graph`).
-    let untracked = |index: usize| {
-        let marking = oracle::marking(world, index);
-        marking.stacks.is_empty() && !marking.other
-    };
-    let through_untracked = world.entry == Entry::Teardown && backend.is_some_and(untracked) && !strict("F4");
-    for (at, (who, what)) in needs.into_iter().enumerate() {
+    // Finding F4 (fixed, always checked): the untracked Service a webhook configuration calls,
+    // and what its selector picks, are nodes of a teardown's graph (`stayers::backends`).
+    for (who, what) in needs {
         let (Some(who), Some(what)) = (who, what) else {
             continue;
         };
-        if at == 1 && through_untracked {
-            continue;
-        }
         if !dead.contains_key(&who) && dead.contains_key(&what) && !named.contains(&world.id(what)) {
             return Err(format!(
                 "{} stays, but {}, its backend, is deleted",

@@ -139,6 +139,20 @@ pub async fn list_query(
     Ok(found)
 }
 
+/// Lists whole objects of one kind, page by page, handing each page to `take` as it arrives: a
+/// caller that keeps only a part of each object holds one page of whole objects at a time.
+pub async fn list_object_pages(
+    client: &Client,
+    kind: &KindInfo,
+    query: &ListQuery<'_>,
+    take: impl FnMut(Vec<DynamicObject>),
+) -> Result<(), kube::Error> {
+    let api = api_for(client, kind, query.namespace);
+    let api = &api;
+    let what = format!("list {}", kind.kind_with_group());
+    paginate(&what, query, |params| async move { api.list(&params).await }, take).await
+}
+
 /// Lists whole objects of one kind (not only metadata), paginated, each page retried.
 pub async fn list_objects(
     client: &Client,

@@ -48,6 +48,28 @@ fn grants_updates(role: &NodeInput, group: &str) -> bool {
     })
 }
 
+/// Whether a Role or ClusterRole (its whole body) lets update or patch the objects of an API
+/// group an operator may serve: a group with a dot that is not one of Kubernetes' own
+/// (`*.k8s.io`, `*.kubernetes.io`). Such a role, and the bindings that grant it, tie a finalizer
+/// of that group to the workloads bound to it, tracked or not ([`crate::stayers`]).
+pub fn grants_an_operator_group(role: &Value) -> bool {
+    let rules = role.get("rules").and_then(Value::as_array).into_iter().flatten();
+    rules.into_iter().any(|rule| {
+        let verbs = strings_at(rule, "verbs");
+        let updates = verbs.iter().any(|v| matches!(v.as_str(), "update" | "patch" | "*"));
+        updates
+            && strings_at(rule, "apiGroups")
+                .iter()
+                .any(|group| group.contains('.') && !group.ends_with(".k8s.io") && !group.ends_with(".kubernetes.io"))
+    })
+}
+
+/// The (kind, name) of the role a RoleBinding or ClusterRoleBinding (its whole body) grants.
+pub fn role_ref(binding: &Value) -> Option<(String, String)> {
+    let field = |key: &str| binding.pointer(&format!("/roleRef/{key}")).and_then(Value::as_str);
+    Some((field("kind")?.to_string(), field("name")?.to_string()))
+}
+
 /// The roles that may update `group`'s objects.
 fn granting_roles(objects: &Objects, group: &str) -> HashSet<RoleKey> {
     objects

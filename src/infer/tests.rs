@@ -5,6 +5,7 @@ use serde_json::json;
 use super::*;
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+const CRD_GROUP: &str = "apiextensions.k8s.io";
 use crate::graph::{build, BuildOptions, NodeInput};
 
 fn object(group: &str, kind: &str, ns: Option<&str>, name: &str, stack: Option<&str>) -> NodeInput {
@@ -837,4 +838,60 @@ fn a_webhook_url_naming_an_in_cluster_service_has_that_backend() {
             "{url}: {found:?}"
         );
     }
+}
+
+#[test]
+fn a_crds_conversion_webhook_goes_before_its_backend() {
+    let conversion = |client_config: Value| json!({"spec": {"conversion": {"strategy": "Webhook", "webhook": {"clientConfig": client_config}}}});
+    let inputs = vec![
+        with_body(
+            object(
+                CRD_GROUP,
+                "CustomResourceDefinition",
+                None,
+                "gizmos.ops.example.com",
+                None,
+            ),
+            conversion(json!({"service": {"namespace": "ops", "name": "conv"}})),
+        ),
+        with_body(
+            object(
+                CRD_GROUP,
+                "CustomResourceDefinition",
+                None,
+                "widgets.ops.example.com",
+                None,
+            ),
+            json!({"spec": {"conversion": {"strategy": "None"}}}),
+        ),
+        with_body(
+            object(
+                CRD_GROUP,
+                "CustomResourceDefinition",
+                None,
+                "olds.ops.example.com",
+                None,
+            ),
+            json!({"spec": {"conversion": {"strategy": "Webhook",
+                "webhookClientConfig": {"url": "https://conv.ops.svc:443/convert"}}}}),
+        ),
+        service("ops", "conv", json!({"app": "conv"}), None),
+        deployment("ops", "conv-server", json!({"app": "conv"}), None),
+    ];
+    let mut found = inferred(&inputs, &options());
+    found.sort();
+    assert_eq!(
+        found,
+        vec![
+            edge("gizmos.ops.example.com", "conv", EdgeKind::InferredWebhook),
+            edge("gizmos.ops.example.com", "conv-server", EdgeKind::InferredWebhook),
+            edge("olds.ops.example.com", "conv", EdgeKind::InferredWebhook),
+            edge("olds.ops.example.com", "conv-server", EdgeKind::InferredWebhook),
+        ]
+    );
+    assert_eq!(
+        services_called(&inputs[0]),
+        vec![("ops".to_string(), "conv".to_string())]
+    );
+    assert!(services_called(&inputs[1]).is_empty());
 }

@@ -123,10 +123,10 @@ impl Declaring {
     }
 }
 
-/// Whether an object carries a finalizer that names an API group's controller: a stayer as at
-/// plan time ([`crate::stayers::needs_its_controller`]).
+/// Whether an object carries a finalizer that names an API group's controller, or its own
+/// `depends-on`: a stayer as at plan time ([`crate::stayers::declares_a_need`]).
 pub fn finalized_by_a_controller(meta: &ObjectMeta) -> bool {
-    crate::stayers::needs_its_controller(meta)
+    crate::stayers::declares_a_need(meta)
 }
 
 /// Whether a kind is CustomResourceDefinition (every CRD is listed again: what ties a finalizer
