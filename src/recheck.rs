@@ -296,7 +296,7 @@ impl Recheck {
             checked.targets.extend(passed.into_iter().map(|(target, _)| target));
             return;
         }
-        let apps = argo_apps(present.iter().map(|o| &o.meta));
+        let apps = argo_apps(present.iter().map(|o| &*o.meta));
         let mut declaring = declaring.for_apps(&apps);
         if self.infer {
             // The whole objects inference reads, as the plan read them (see `live::attach_specs`).
