@@ -343,7 +343,7 @@ mod tests {
     fn identity_includes_the_group() {
         // A ConfigMap kind in another group is another object; the same group is the desired one.
         let same = object("same");
-        let other_group = Listed::new(kind("other.example.com", "ConfigMap", true), object("same").meta);
+        let other_group = Listed::new(kind("other.example.com", "ConfigMap", true), *object("same").meta);
         let verdicts = classify(&[same, other_group], &desired(&["same"]));
         assert_eq!(verdicts[0].verdict, Verdict::Desired);
         assert_eq!(verdicts[1].verdict, Verdict::Orphan(OrphanReason::NotInDesiredSet));
@@ -368,7 +368,7 @@ mod tests {
         let sync_set = "git";
         let own_mark = crate::trackers::flux_v1_gc_mark(sync_set, "web:certificate/tls");
         let certificate = |group: &str, labels: &[(&str, &str)]| {
-            let mut listed = Listed::new(kind(group, "Certificate", true), object("tls").meta);
+            let mut listed = Listed::new(kind(group, "Certificate", true), *object("tls").meta);
             listed.meta.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
             listed
         };
@@ -403,7 +403,7 @@ mod tests {
         // Same name, other namespace or other kind: not the desired object.
         let mut elsewhere = object("same");
         elsewhere.meta.namespace = Some("other".into());
-        let secret = Listed::new(kind("", "Secret", true), object("same").meta);
+        let secret = Listed::new(kind("", "Secret", true), *object("same").meta);
         let verdicts = classify(&[elsewhere, secret, object("same")], &desired(&["same"]));
         assert!(verdicts[..2].iter().all(|v| matches!(v.verdict, Verdict::Orphan(_))));
         assert_eq!(verdicts[2].verdict, Verdict::Desired, "the control: same identity");
@@ -489,7 +489,7 @@ mod tests {
         };
         let mut elsewhere = object("elsewhere");
         elsewhere.meta.namespace = Some("other".into());
-        let secret = Listed::new(kind("", "Secret", true), object("s").meta);
+        let secret = Listed::new(kind("", "Secret", true), *object("s").meta);
         let verdicts = classify(&[object("cm"), elsewhere, secret], &diff);
         assert!(matches!(verdicts[0].verdict, Verdict::Orphan(_)));
         assert!(matches!(

@@ -137,8 +137,10 @@ fn decoded(value: &str) -> Option<Vec<u8>> {
 pub struct Listed {
     /// The kind, at the version it was listed with.
     pub kind: Arc<KindInfo>,
-    /// The object's metadata.
-    pub meta: ObjectMeta,
+    /// The object's metadata, boxed: a collection of many objects holds one pointer each in
+    /// its vector (a vector of the large struct itself, grown by doubling, held several times
+    /// its size), and each metadata exactly once.
+    pub meta: Box<ObjectMeta>,
 }
 
 impl Listed {
@@ -150,7 +152,10 @@ impl Listed {
         if kind.group.is_empty() && kind.kind == "Secret" {
             redact_secret_annotations(&mut meta);
         }
-        Self { kind, meta }
+        Self {
+            kind,
+            meta: Box::new(meta),
+        }
     }
 
     /// [`Listed::new`], holding only what `trim` keeps.
@@ -473,6 +478,12 @@ fn assemble(mut results: Vec<KindOutcome>) -> Collection {
     // Kind order (core group first) decides which copy of an object served twice is kept.
     results.sort_by_key(|(order, _, _)| *order);
     let mut collection = Collection::default();
+    // Sized once: the objects are moved in without the vector growing (and copying) meanwhile.
+    let total = results
+        .iter()
+        .map(|(_, _, listed)| listed.as_ref().map_or(0, Vec::len))
+        .sum();
+    collection.objects.reserve_exact(total);
     let mut seen_uids = HashSet::new();
     for (_, kind, listed) in results {
         match listed {

@@ -22,7 +22,7 @@ use crate::cascade::owners::{owned_around, owner_cascades, Counted};
 use crate::cascade::{contents, unknown_content, victims, Planned};
 use crate::classify::Recorded;
 use crate::collect::{collect_kinds, Collection, ListOptions, ListScope, Listed};
-use crate::discovery::{Catalog, KindInfo};
+use crate::discovery::{Catalog, KindInfo, KindsWatch};
 use crate::execute::{CheckedWave, Target, WaveGuard};
 use crate::graph::MemberRecord;
 use crate::identity::ObjectId;
@@ -72,6 +72,8 @@ pub struct Recheck {
     pub suspensions: Suspensions,
     /// Whether the plan inferred edges: the re-check infers the same.
     infer: bool,
+    /// The watch of CRDs and APIServices that says when the catalog must be discovered again.
+    kinds_watch: Option<Arc<KindsWatch>>,
 }
 
 impl Recheck {
@@ -113,6 +115,7 @@ impl Recheck {
             scope: session.scope.clone(),
             suspensions,
             infer: plan.infer,
+            kinds_watch: session.kinds_watch.clone(),
         }
     }
 
@@ -131,13 +134,34 @@ impl Recheck {
         Ok(())
     }
 
+    /// Whether the served kinds must be discovered again before this wave: always without a
+    /// watch of the CRDs and APIServices; with one, when it cannot vouch for the catalog (see
+    /// [`KindsWatch::take_change`]).
+    fn rediscover(&self) -> bool {
+        let Some(watch) = &self.kinds_watch else {
+            tracing::debug!("re-check: discovering the served kinds again (no watch of CRDs and APIServices)");
+            return true;
+        };
+        match watch.take_change(&self.catalog) {
+            Some(why) => {
+                tracing::debug!("re-check: discovering the served kinds again: {why}");
+                true
+            }
+            None => {
+                tracing::debug!("re-check: the served kinds are the plan's (no CRD or APIService changed)");
+                false
+            }
+        }
+    }
+
     /// Whether a re-check kept `target` from being deleted (dropped, or withheld for what it
     /// needs): a run that completes has not deleted it.
     pub fn kept_back(&self, target: &Target) -> bool {
         self.dropped.contains(&target.uid) || self.withheld.contains_key(&target.id)
     }
 
-    /// Discovers the served kinds again and reads the wave, what may depend on it and its stacks
+    /// Discovers the served kinds again (unless the watch of CRDs and APIServices vouches for the
+    /// catalog: [`Recheck::rediscover`]) and reads the wave, what may depend on it and its stacks
     /// again with them. The reads start with the discovery, from the kinds served before it, and
     /// are kept when discovery finds the same kinds; otherwise (a kind installed, changed or
     /// removed since) they are made again with what the server serves now.
@@ -148,14 +172,15 @@ impl Recheck {
         // The owned objects come from the wave's listing when its scope covers where the
         // candidates' dependents can be; otherwise they are listed beside it.
         let apart = !self.listing_holds_owned(candidates);
+        let rediscover = self.rediscover();
         let (fresh, mut listed, mut stacks, mut owned) = futures::join!(
-            timed("discovery", crate::discovery::discover(&client)),
+            timed("discovery", discover_if(&client, rediscover)),
             self.list_again(candidates),
             timed("the stacks' records", self.reread_stacks(candidates)),
             timed("the owned objects", list_apart(self, apart, candidates))
         );
         // Nothing is judged when the kinds could not be discovered again.
-        if let Err(why) = self.adopt(fresh) {
+        if let Err(why) = fresh.map_or(Ok(()), |fresh| self.adopt(fresh)) {
             return ReadAgain {
                 undiscovered: Some(why),
                 ..ReadAgain::default()
@@ -170,10 +195,7 @@ impl Recheck {
                 list_apart(self, apart, candidates)
             );
         }
-        tracing::debug!(
-            "re-check: kinds discovered and the wave read again in {:?}",
-            started.elapsed()
-        );
+        tracing::debug!("re-check: the wave read again in {:?}", started.elapsed());
         let (current, declaring, from_listing) = listed;
         let owned = match owned.or(from_listing) {
             Some(owned) => owned,
@@ -277,7 +299,7 @@ impl Recheck {
             checked.targets.extend(passed.into_iter().map(|(target, _)| target));
             return;
         }
-        let apps = argo_apps(present.iter().map(|o| &o.meta));
+        let apps = argo_apps(present.iter().map(|o| &*o.meta));
         let mut declaring = declaring.for_apps(&apps);
         if self.infer {
             // The whole objects inference reads, as the plan read them (see `live::attach_specs`).
@@ -725,6 +747,14 @@ impl Recheck {
 async fn list_apart(recheck: &Recheck, apart: bool, candidates: &[Target]) -> Option<Collection> {
     match apart {
         true => Some(recheck.list_owned(candidates).await),
+        false => None,
+    }
+}
+
+/// The served kinds discovered again, when `rediscover`.
+async fn discover_if(client: &Client, rediscover: bool) -> Option<Result<Catalog, kube::Error>> {
+    match rediscover {
+        true => Some(crate::discovery::discover(client).await),
         false => None,
     }
 }

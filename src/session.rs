@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::client::{connect, ConnectOptions, Connection};
 use crate::collect::{collect_kinds, sort_objects, Collection, KindFailure, ListFailure, ListOptions, ListScope};
-use crate::discovery::{discover_cached, CacheUse, Catalog, DiskCache, KindInfo};
+use crate::discovery::{discover_cached, CacheUse, Catalog, DiskCache, KindInfo, KindsWatch};
 use crate::error::{root_cause, UserError};
 use crate::identity::ObjectId;
 use crate::trackers::{applyset_id, Preset, Selection};
@@ -23,6 +23,8 @@ pub struct SessionOptions {
     pub discovery_cache: CacheUse,
     /// List in every namespace.
     pub all_namespaces: bool,
+    /// Watch the CRDs and APIServices from before discovery ([`Session::kinds_watch`]).
+    pub watch_kinds: bool,
 }
 
 /// A connection plus the server's catalog of kinds: what every live command starts from.
@@ -36,6 +38,9 @@ pub struct Session {
     pub scope: ListScope,
     /// Where discovery is cached on disk (kubectl's cache, or `--cache-dir`), if anywhere.
     pub cache: Option<DiskCache>,
+    /// The watch of CRDs and APIServices started before the catalog was discovered, when the
+    /// session was opened to run waves: it says when the catalog may be out of date.
+    pub kinds_watch: Option<Arc<KindsWatch>>,
 }
 
 impl Session {
@@ -46,6 +51,11 @@ impl Session {
         let connection = connect(&options.connect).await?;
         let cache =
             cache_root(options.cache_dir.as_deref()).map(|root| DiskCache::for_server(&root, &connection.server));
+        // Started before discovery: a change after it is an event of the watch.
+        let kinds_watch = match options.watch_kinds {
+            true => Some(Arc::new(KindsWatch::start(&connection.client).await)),
+            false => None,
+        };
         let catalog = discover_cached(&connection.client, cache.as_ref(), options.discovery_cache)
             .await
             .map_err(|err| connection.explain(&err))?;
@@ -73,6 +83,7 @@ impl Session {
             catalog: Arc::new(catalog),
             scope,
             cache,
+            kinds_watch,
         })
     }
 }

@@ -184,7 +184,7 @@ pub fn plan(
             (o.uid().to_string(), owners)
         })
         .collect();
-    let argocd_outside = crate::graph::argocd_outside_namespaces(snapshot.objects.values().map(|o| &o.meta));
+    let argocd_outside = crate::graph::argocd_outside_namespaces(snapshot.objects.values().map(|o| &*o.meta));
     let mut torn_down = TornDown::default();
     loop {
         let before = targets.len();

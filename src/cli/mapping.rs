@@ -38,6 +38,7 @@ impl From<&GlobalArgs> for SessionOptions {
             cache_dir: global.cache_dir.clone(),
             discovery_cache: global.discovery_cache,
             all_namespaces: global.all_namespaces,
+            watch_kinds: false,
         }
     }
 }

@@ -37,7 +37,10 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
     } else {
         read_manifests(&args.desired.manifests, crate::manifest::Reading::Desired)?
     };
-    let mut session = Session::open(global).await?;
+    let mut options = crate::session::SessionOptions::from(global);
+    // The waves' re-checks reuse the plan's discovery while no CRD or APIService changes.
+    options.watch_kinds = args.dry_run != DryRun::Client && args.plan_out.is_none();
+    let mut session = Session::open(options).await?;
     let format = match args.output {
         PruneOutput::Json => Format::Json,
         PruneOutput::Table | PruneOutput::Wide => Format::Table,

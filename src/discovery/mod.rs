@@ -12,11 +12,13 @@ mod aggregated;
 mod cache;
 mod lists;
 mod per_group;
+mod watch;
 
 pub use aggregated::{discover_aggregated, read_aggregated};
 pub use cache::{cache_dir_for, default_cache_root, discover_cached, CacheUse, DiskCache, CACHE_TTL};
 pub use lists::ServerLists;
 pub use per_group::{discover_per_group, read_per_group};
+pub use watch::KindsWatch;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
