@@ -421,6 +421,31 @@ fn finalizer_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
             }
         }
     }
+    let operators: BTreeSet<usize> = controllers
+        .values()
+        .chain(of_groups.values())
+        .flatten()
+        .copied()
+        .collect();
+    operators_run_with(objects, &operators, edges);
+}
+
+/// The edges from the operators that finalize objects to the permissions they finalize with
+/// (order review 6, F-A): the ServiceAccount their pods run as, its bindings and their roles
+/// ([`rbac::runtime_needs`], without the Secrets and ConfigMaps its pods read, which a running
+/// operator no longer needs). A custom resource goes before its operator and the operator before
+/// its RBAC, whichever stack holds it; an operator that stays keeps it.
+fn operators_run_with(objects: &Objects, operators: &BTreeSet<usize>, edges: &mut Vec<Edge>) {
+    for &workload in operators.iter().filter(|&&i| objects.is(i, &POD_KINDS)) {
+        let permissions = rbac::runtime_needs(objects, workload)
+            .into_iter()
+            .filter(|&(_, to)| !matches!(objects.inputs[to].id.kind.as_str(), "Secret" | "ConfigMap"));
+        edges.extend(permissions.map(|(from, to)| Edge {
+            from,
+            to,
+            kind: EdgeKind::InferredRunsWith,
+        }));
+    }
 }
 
 /// The controller objects of a CRD: those of its stack, else those of the stacks of the

@@ -2062,3 +2062,126 @@ metadata: {{name: stays, namespace: {other_ns}, labels: {other}, finalizers: [{g
         planned.stdout
     );
 }
+
+/// Order review 6, F-A: the RBAC an operator finalizes with goes after the custom resources it
+/// finalizes, whichever stack tracks it. Stack `op` holds the CRD, the operator Deployment and
+/// its ServiceAccount; stack `rbac` the ClusterRole and ClusterRoleBinding of that account;
+/// stack `use` a Gizmo with the operator's finalizer. Torn down together, the Gizmo goes
+/// first, then the operator, then its binding and role: the stand-in operator finalizes only
+/// while its Deployment and its binding exist. Torn down without `op`, the operator stays and
+/// keeps its binding and role.
+#[test]
+fn an_operators_rbac_from_another_stack_goes_after_the_custom_resources_it_finalizes() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gmfa");
+    let f = flux.0.clone();
+    let op_ns = Namespace::new("gmfa-op");
+    let o = op_ns.0.clone();
+    let run = unique("gmfa");
+    let group = own_group(&run);
+    let resource = format!("gizmos.{group}");
+    let finalizer = format!("{group}/cleanup");
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &o);
+    leftovers.object("crd", &resource);
+    leftovers.object("clusterrole", &run);
+    leftovers.object("clusterrolebinding", &run);
+    let (op, rbac, usage) = (flux_labels("op", &f), flux_labels("rbac", &f), flux_labels("use", &f));
+    apply(&format!(
+        r#"{}{}{}{}---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: controller, namespace: {o}, labels: {op}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: controller, namespace: {o}, labels: {op}}}
+spec:
+  selector: {{matchLabels: {{app: controller}}}}
+  template:
+    metadata: {{labels: {{app: controller}}}}
+    spec: {{serviceAccountName: controller, containers: [{{name: manager, image: example.invalid/operator}}]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {run}, labels: {rbac}}}
+rules: [{{apiGroups: [{group}], resources: [gizmos], verbs: [get, list, watch, update, patch]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {run}, labels: {rbac}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {run}}}
+subjects: [{{kind: ServiceAccount, name: controller, namespace: {o}}}]
+"#,
+        kustomization("op", &f, ""),
+        kustomization("rbac", &f, ""),
+        kustomization("use", &f, ""),
+        crd(&group, "Gizmo", "gizmos", &op),
+    ));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    apply(&format!(
+        "apiVersion: {group}/v1\nkind: Gizmo\nmetadata: {{name: g, namespace: {o}, labels: {usage}, finalizers: [{finalizer}]}}\n"
+    ));
+    record_flux_inventories(&f);
+
+    // Without `op`: the operator stays, and keeps what it finalizes with.
+    let kept = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/use",
+        "kustomization/rbac",
+        "--dry-run",
+        "-o",
+        "json",
+    ])
+    .expect_code(0);
+    let lines = json_lines(&kept.stdout);
+    assert_eq!(wave_of(&lines, "ClusterRoleBinding", &run), None, "{}", kept.stdout);
+    let why = kept_reason(&lines, "ClusterRoleBinding", &run).unwrap_or_default();
+    assert!(
+        why.contains(&format!("Deployment.apps/{o}/controller")),
+        "{why}\n{}",
+        kept.stdout
+    );
+
+    // All three: the Gizmo, then the operator, then its binding and role.
+    let all = [
+        "prune",
+        "-n",
+        &f,
+        "kustomization/use",
+        "kustomization/rbac",
+        "kustomization/op",
+    ];
+    let planned = stack(&[&all[..], &["--dry-run", "-o", "json"]].concat()).expect_code(0);
+    let lines = json_lines(&planned.stdout);
+    let wave = |kind: &str, name: &str| planned_wave(&lines, kind, name);
+    assert!(
+        wave("Gizmo", "g") < wave("Deployment", "controller"),
+        "{}",
+        planned.stdout
+    );
+    assert!(
+        wave("Deployment", "controller") < wave("ClusterRoleBinding", &run),
+        "{}",
+        planned.stdout
+    );
+    assert!(
+        wave("ClusterRoleBinding", &run) < wave("ClusterRole", &run),
+        "{}",
+        planned.stdout
+    );
+
+    let (alive_ns, binding) = (o.clone(), run.clone());
+    let operator = StandIn::start(&resource, Some(&o), "g", &finalizer, move || {
+        exists("deployment", Some(&alive_ns), "controller") && exists("clusterrolebinding", None, &binding)
+    });
+    let pruned = stack(&[&all[..], &["--yes", "-o", "json", "--timeout", "60s"]].concat());
+    let finalized = operator.stop();
+    assert_eq!(pruned.code, 0, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
+    assert_eq!(finalized, 1, "the operator finalized `g` with its RBAC");
+    assert!(!exists("crd", None, &resource), "the CRD went after its Gizmo");
+    assert!(!exists("clusterrolebinding", None, &run));
+}

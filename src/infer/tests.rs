@@ -895,3 +895,71 @@ fn a_crds_conversion_webhook_goes_before_its_backend() {
     );
     assert!(services_called(&inputs[1]).is_empty());
 }
+
+/// Order review 6, F-A: an operator finalizes with the permissions its ServiceAccount is bound
+/// to, whichever stack holds them. Stack `op` holds the CRD and the operator Deployment, stack
+/// `rbac` the ClusterRoleBinding and ClusterRole of the operator's account, stack `use` a Gizmo
+/// with the operator's finalizer: the Gizmo goes before the operator, and the operator before its
+/// account's binding and role (an operator that stays keeps them), but not before the Secrets and
+/// ConfigMaps its pods read.
+#[test]
+fn an_operator_needs_the_rbac_it_finalizes_with_from_any_stack() {
+    let mut gizmo = object("ops.example.com", "Gizmo", Some("app"), "g", Some("use"));
+    gizmo.finalizers = vec!["ops.example.com/cleanup".into()];
+    let operator = with_body(
+        object("apps", "Deployment", Some("op"), "operator", Some("op")),
+        json!({"spec": {"template": {"metadata": {"labels": {"app": "operator"}}, "spec": {
+            "serviceAccountName": "operator",
+            "volumes": [{"name": "cfg", "configMap": {"name": "operator-config"}}]
+        }}}}),
+    );
+    let inputs = vec![
+        object(
+            CRD_GROUP,
+            "CustomResourceDefinition",
+            None,
+            "gizmos.ops.example.com",
+            Some("op"),
+        ),
+        operator,
+        object("", "ServiceAccount", Some("op"), "operator", Some("op")),
+        object("", "ConfigMap", Some("op"), "operator-config", Some("op")),
+        with_body(
+            object(RBAC_GROUP, "ClusterRoleBinding", None, "operator", Some("rbac")),
+            json!({"roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": "operator"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "operator", "namespace": "op"}]}),
+        ),
+        object(RBAC_GROUP, "ClusterRole", None, "operator", Some("rbac")),
+        gizmo,
+    ];
+    let graph = build(&inputs, &options());
+    let mut found: Vec<(String, String, EdgeKind)> = graph
+        .inferred
+        .iter()
+        .map(|e| {
+            (
+                graph.nodes[e.from].id.kind.clone(),
+                graph.nodes[e.to].id.kind.clone(),
+                e.kind,
+            )
+        })
+        .collect();
+    found.sort();
+    found.dedup();
+    assert!(
+        found.contains(&edge("Gizmo", "Deployment", EdgeKind::InferredFinalizer)),
+        "{found:?}"
+    );
+    let runs_with: Vec<_> = found
+        .into_iter()
+        .filter(|e| e.2 == EdgeKind::InferredRunsWith)
+        .collect();
+    assert_eq!(
+        runs_with,
+        vec![
+            edge("ClusterRoleBinding", "ClusterRole", EdgeKind::InferredRunsWith),
+            edge("Deployment", "ClusterRoleBinding", EdgeKind::InferredRunsWith),
+            edge("Deployment", "ServiceAccount", EdgeKind::InferredRunsWith),
+        ]
+    );
+}
