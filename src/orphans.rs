@@ -247,6 +247,9 @@ async fn named_record(
         return Ok(StackRecord::default());
     };
     let loaded = inventory::load(&InventoryRef::parse(reference)?, session).await?;
+    if let Recorded::NoInventory { stack, why } = &loaded.recorded {
+        tracing::warn!("{stack} {why}: nothing it records is an orphan");
+    }
     if selection.tracker.is_none() && selection.user_selector.is_none() {
         selection.tracker = Some(loaded.tracker.clone());
     }

@@ -750,3 +750,87 @@ fn a_gone_applyset_parent_prunes_nothing_as_kubectl_does() {
         );
     }
 }
+
+/// Membership review 24, item 1: an ApplySet parent whose `contains-group-kinds` lists a kind
+/// the cluster does not serve. A real kubectl refuses the whole prune ("could not find mapping
+/// for kind") and prunes nothing: `orphans`, `prune --inventory` and a teardown of the parent
+/// keep every member and say which kind is unserved.
+#[test]
+fn an_applyset_listing_an_unserved_kind_prunes_nothing_as_kubectl_does() {
+    let _logs = start();
+    let ns = Namespace::new("r24-as");
+    let n = &ns.0;
+    let cm = |name: &str| format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {n}}}\n");
+    apply_applyset(n, "myset", &(cm("a1") + &cm("a2")));
+    kubectl(&[
+        "annotate",
+        "secret",
+        "myset",
+        "-n",
+        n,
+        "--overwrite",
+        "applyset.kubernetes.io/contains-group-kinds=ConfigMap,Gadget.nope.io",
+    ])
+    .expect_code(0);
+    let dir = std::env::temp_dir().join(unique("r24-as"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let manifest = dir.join("a.yaml");
+    std::fs::write(&manifest, cm("a1")).unwrap();
+    let manifest = manifest.to_str().unwrap();
+    // The oracle: kubectl refuses to prune with this parent.
+    let dry = kubectl(&[
+        "apply",
+        "-n",
+        n,
+        "--prune",
+        "--applyset=myset",
+        "-f",
+        manifest,
+        "--dry-run=server",
+    ]);
+    assert_ne!(dry.code, 0, "{}", dry.stdout);
+    assert!(dry.stderr.contains("could not find mapping"), "{}", dry.stderr);
+    let found = stack(&[
+        "orphans",
+        "-n",
+        n,
+        "--inventory",
+        "applyset=secrets/myset",
+        "-f",
+        manifest,
+        "-o",
+        "json",
+    ])
+    .expect_code(0);
+    assert!(names(&found, "orphans").is_empty(), "{}", found.stdout);
+    assert!(found.stderr.contains("Gadget.nope.io"), "{}", found.stderr);
+    stack(&[
+        "prune",
+        "-n",
+        n,
+        "--inventory",
+        "applyset=secrets/myset",
+        "-f",
+        manifest,
+        "--yes",
+    ])
+    .expect_code(0);
+    assert!(
+        exists("configmap", Some(n), "a2"),
+        "kubectl prunes nothing with this parent"
+    );
+    let plan = stack(&["prune", "-n", n, "secret/myset", "--dry-run=client", "-o", "json"]);
+    assert!(
+        plan.stdout.contains("Gadget.nope.io"),
+        "{}\n{}",
+        plan.stdout,
+        plan.stderr
+    );
+    stack(&["prune", "-n", n, "secret/myset", "--yes"]);
+    for name in ["a1", "a2"] {
+        assert!(
+            exists("configmap", Some(n), name),
+            "{name}: the teardown keeps every member"
+        );
+    }
+}

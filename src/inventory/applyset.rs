@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{get_object, list_labelled, Inventory};
 use crate::classify::Recorded;
-use crate::discovery::KindInfo;
+use crate::discovery::{Catalog, KindInfo};
 use crate::error::UserError;
 use crate::session::Session;
 use crate::trackers::{applyset_id, MarkValue, Preset, Tracker, APPLYSET_ID};
@@ -34,7 +34,7 @@ pub(super) async fn load_applyset(session: &Session, parent: &str) -> Result<Inv
         .hint("kubectl refuses such a parent too; name the parent whose id it is"));
     }
     kubectl_tooling(&object, &kind)?;
-    Ok(applyset_inventory(&object, &kind))
+    Ok(applyset_inventory(&object, &kind, &session.catalog))
 }
 
 /// The tooling annotation kubectl requires on a parent it prunes with: present, and `kubectl`
@@ -87,7 +87,7 @@ pub(super) async fn find_applyset_parent(session: &Session, id: &str) -> Result<
             let namespace = object.metadata.namespace.clone().unwrap_or_default();
             if applyset_id(&name, &namespace, &kind.kind, &kind.group) == id {
                 kubectl_tooling(&object, kind)?;
-                parents.push(applyset_inventory(&object, kind));
+                parents.push(applyset_inventory(&object, kind, &session.catalog));
             }
         }
     }
@@ -101,8 +101,11 @@ pub(super) async fn find_applyset_parent(session: &Session, id: &str) -> Result<
     Ok(parents.pop())
 }
 
-/// What an ApplySet parent records: its group-kinds and namespaces.
-fn applyset_inventory(object: &DynamicObject, kind: &KindInfo) -> Inventory {
+/// What an ApplySet parent records: its group-kinds and namespaces. A parent that lists a
+/// group-kind the cluster does not serve records nothing kubectl prunes: kubectl refuses the
+/// whole prune ("could not find mapping for kind in applyset.kubernetes.io/contains-group-kinds",
+/// kubernetes/kubectl `pkg/cmd/apply/applyset.go` `parseGroupKinds`), so every member stays.
+fn applyset_inventory(object: &DynamicObject, kind: &KindInfo, catalog: &Catalog) -> Inventory {
     let name = object.metadata.name.clone().unwrap_or_default();
     let namespace = object.metadata.namespace.as_deref().filter(|_| kind.namespaced);
     let annotations = object.metadata.annotations.clone().unwrap_or_default();
@@ -142,17 +145,42 @@ fn applyset_inventory(object: &DynamicObject, kind: &KindInfo) -> Inventory {
             namespace: None,
         }),
     };
-    Inventory {
-        recorded: Recorded::ApplySet {
+    let inventory = format!("ApplySet parent {}/{name}", kind.kind_with_group());
+    let recorded = match unserved_kinds(&kinds, catalog) {
+        Some(unserved) => Recorded::NoInventory {
+            why: format!(
+                "lists {unserved} in applyset.kubernetes.io/contains-group-kinds, which the cluster does not serve: `kubectl apply --prune --applyset` refuses to prune with it (\"could not find mapping for kind\"), so it prunes nothing of it; serve that kind again or remove it from the annotation, then prune"
+            ),
+            stack: inventory,
+        },
+        None => Recorded::ApplySet {
             kinds,
             namespaces,
-            inventory: format!("ApplySet parent {}/{name}", kind.kind_with_group()),
+            inventory,
             owner: Some(tracker.clone()),
         },
+    };
+    Inventory {
+        recorded,
         tracker,
         target_namespace: None,
         default_namespace: None,
         renamed_by: None,
         record_namespace: None,
     }
+}
+
+/// The listed group-kinds (`Kind.group`, as the annotation writes them) the cluster does not
+/// serve, comma-separated and sorted; `None` when it serves them all.
+fn unserved_kinds(kinds: &HashSet<(String, String)>, catalog: &Catalog) -> Option<String> {
+    let mut unserved: Vec<String> = kinds
+        .iter()
+        .filter(|(group, kind)| catalog.get(group, kind).is_none())
+        .map(|(group, kind)| match group.as_str() {
+            "" => kind.clone(),
+            group => format!("{kind}.{group}"),
+        })
+        .collect();
+    unserved.sort();
+    (!unserved.is_empty()).then(|| unserved.join(", "))
 }

@@ -141,10 +141,48 @@ pub async fn impersonation_of(session: &Session, id: &ObjectId, body: &Value) ->
     }
 }
 
+/// The SubjectAccessReview of `user` deleting `member` (of resource `plural`). The API server
+/// gives an impersonated `system:serviceaccount:NS:NAME` (fluxcd/pkg `runtime/client`
+/// impersonation sets only the user) the groups `system:serviceaccounts`,
+/// `system:serviceaccounts:NS` and `system:authenticated` (k8s.io/apiserver
+/// `WithImpersonation`): a RoleBinding to any of them lets it delete.
+fn delete_review(
+    user: &str,
+    member: &ObjectId,
+    plural: &str,
+) -> k8s_openapi::api::authorization::v1::SubjectAccessReview {
+    use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+    let mut groups = Vec::new();
+    if let Some(namespace) = user
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'))
+        .map(|(namespace, _)| namespace)
+    {
+        groups.push("system:serviceaccounts".to_string());
+        groups.push(format!("system:serviceaccounts:{namespace}"));
+    }
+    groups.push("system:authenticated".to_string());
+    SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(user.to_string()),
+            groups: Some(groups),
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some("delete".to_string()),
+                group: Some(member.group.clone()),
+                resource: Some(plural.to_string()),
+                namespace: member.namespace.clone(),
+                name: Some(member.name.clone()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
 /// The recorded members that `user` (the ServiceAccount a Kustomization impersonates) may not
 /// delete, each with why, asked of the API server with a SubjectAccessReview per member: the
-/// authorizer kustomize-controller's impersonated DELETE meets (an impersonated user gets only
-/// `system:authenticated` as its group, fluxcd/pkg `runtime/client` impersonation). A member
+/// authorizer kustomize-controller's impersonated DELETE meets (see [`delete_review`]). A member
 /// of a kind not served is not asked (it is gone, nothing to delete). An error when a review
 /// cannot be made: whether its prune would delete anything is then unknown.
 async fn denied_deletes(
@@ -153,26 +191,11 @@ async fn denied_deletes(
     members: HashSet<ObjectId>,
 ) -> Result<std::collections::BTreeMap<ObjectId, String>, String> {
     use futures::stream::{StreamExt, TryStreamExt};
-    use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+    use k8s_openapi::api::authorization::v1::SubjectAccessReview;
     let api: kube::Api<SubjectAccessReview> = kube::Api::all(session.connection.client.clone());
     let asks = members.into_iter().filter_map(|member| {
         let kind = session.catalog.get(&member.group, &member.kind)?;
-        let review = SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(user.to_string()),
-                groups: Some(vec!["system:authenticated".to_string()]),
-                resource_attributes: Some(ResourceAttributes {
-                    verb: Some("delete".to_string()),
-                    group: Some(member.group.clone()),
-                    resource: Some(kind.plural.clone()),
-                    namespace: member.namespace.clone(),
-                    name: Some(member.name.clone()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let review = delete_review(user, &member, &kind.plural);
         Some((member, review))
     });
     let answers: Vec<(ObjectId, bool)> = futures::stream::iter(asks)
@@ -290,6 +313,31 @@ fn flux_inventory(object: &DynamicObject, name: &str, namespace: &str, target_na
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_delete_review_gives_the_service_account_the_groups_the_api_server_gives_it() {
+        let member = ObjectId {
+            group: "apps".into(),
+            kind: "Deployment".into(),
+            namespace: Some("web".into()),
+            name: "front".into(),
+        };
+        let review = delete_review("system:serviceaccount:flux-apps:deployer", &member, "deployments");
+        let body = serde_json::to_value(&review).expect("serializable");
+        assert_eq!(body["spec"]["user"], "system:serviceaccount:flux-apps:deployer");
+        assert_eq!(
+            body["spec"]["groups"],
+            serde_json::json!([
+                "system:serviceaccounts",
+                "system:serviceaccounts:flux-apps",
+                "system:authenticated"
+            ])
+        );
+        assert_eq!(
+            body["spec"]["resourceAttributes"],
+            serde_json::json!({"verb": "delete", "group": "apps", "resource": "deployments", "namespace": "web", "name": "front"})
+        );
+    }
 
     #[test]
     fn a_target_namespace_is_read_and_an_empty_one_sets_nothing() {

@@ -223,7 +223,11 @@ pub(super) async fn load_helm(
     // Helm keeps what its manifest marks `helm.sh/resource-policy: keep`, read from the release
     // manifest (helm/helm `pkg/action/resource_policy.go` `filterManifestsToKeep`): never a
     // member to delete, whatever the live object says.
+    let upgrade_unserved = (revision == HelmRevision::LastDeployed)
+        .then(|| unserved_entries(&manifests, &session.catalog))
+        .flatten();
     manifests.retain(|m| !helm_keeps(m));
+    let unserved = upgrade_unserved.or_else(|| unserved_entries(&manifests, &session.catalog));
     let scopes = Scopes::new(Some(&session.catalog), &manifests);
     let record = format!("Helm release {namespace}/{release} v{version}");
     let set = DesiredSet::from_manifests(
@@ -233,13 +237,7 @@ pub(super) async fn load_helm(
         Origin::Inventory(record.clone()),
     );
     Ok(Inventory {
-        recorded: Recorded::Ids {
-            ids: set.ids,
-            inventory: record,
-            // Helm deletes what the old manifest has and the new one lacks, marked or not.
-            owner: None,
-            denied: Default::default(),
-        },
+        recorded: release_record(set.ids, record, unserved),
         tracker: Tracker {
             preset: Preset::Helm,
             value: Some(MarkValue {
@@ -252,6 +250,48 @@ pub(super) async fn load_helm(
         renamed_by: None,
         record_namespace: None,
     })
+}
+
+/// What a release records: its manifest's objects, or nothing when the manifest holds a kind
+/// the cluster does not serve (`unserved`): Helm then builds no objects and deletes nothing,
+/// on uninstall ("unable to build kubernetes objects for delete") and on upgrade ("current
+/// release manifest contains removed kubernetes api(s)"; helm/helm `pkg/action`).
+fn release_record(
+    ids: std::collections::HashSet<crate::identity::ObjectId>,
+    record: String,
+    unserved: Option<String>,
+) -> Recorded {
+    match unserved {
+        Some(entries) => Recorded::NoInventory {
+            why: format!(
+                "holds {entries} in its manifest, a kind the cluster does not serve: Helm builds none of its objects and deletes nothing of it, on uninstall or upgrade; serve that kind again (or fix the release with the helm-mapkubeapis plugin), then prune"
+            ),
+            stack: record,
+        },
+        None => Recorded::Ids {
+            ids,
+            inventory: record,
+            // Helm deletes what the old manifest has and the new one lacks, marked or not.
+            owner: None,
+            denied: Default::default(),
+        },
+    }
+}
+
+/// The `apiVersion`/`kind` of the manifests whose kind the cluster does not serve, sorted and
+/// comma-separated; `None` when it serves them all.
+fn unserved_entries(manifests: &[crate::manifest::Manifest], catalog: &crate::discovery::Catalog) -> Option<String> {
+    let mut unserved: Vec<String> = manifests
+        .iter()
+        .filter(|m| {
+            let group = m.api_version.rsplit_once('/').map_or("", |(group, _)| group);
+            catalog.get(group, &m.kind).is_none()
+        })
+        .map(|m| format!("{} {}", m.api_version, m.kind))
+        .collect();
+    unserved.sort();
+    unserved.dedup();
+    (!unserved.is_empty()).then(|| unserved.join(", "))
 }
 
 /// Every stored revision of a release, as Helm's Secrets driver reads them (helm/helm
@@ -375,6 +415,25 @@ mod tests {
         let long = "x".repeat(50);
         let refused = helm_release_of(&long, "apps", &serde_json::json!({"spec": {"targetNamespace": "shop"}}));
         assert_eq!(refused.unwrap_err().code, crate::error::exit::REFUSED);
+    }
+
+    #[test]
+    fn a_release_whose_manifest_holds_an_unserved_kind_records_nothing() {
+        let catalog = crate::discovery::Catalog::new(
+            vec![crate::fixtures::kind("", "ConfigMap", true)],
+            vec![],
+            crate::discovery::DiscoverySource::PerGroup,
+        );
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: nope.io/v1\nkind: Gadget\nmetadata: {name: g}\n";
+        let manifests = parse_text(text, "test").unwrap();
+        let unserved = unserved_entries(&manifests, &catalog);
+        assert_eq!(unserved.as_deref(), Some("nope.io/v1 Gadget"));
+        assert!(unserved_entries(&manifests[..1], &catalog).is_none());
+        let recorded = release_record(Default::default(), "Helm release apps/web v1".into(), unserved);
+        match recorded {
+            Recorded::NoInventory { why, .. } => assert!(why.contains("nope.io/v1 Gadget"), "{why}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
