@@ -326,16 +326,26 @@ pub fn candidates(inputs: &[NodeInput], known: &Known) -> Vec<Edge> {
 
 /// The edges from a backend's workloads to what they run with (see [`rbac::runtime_needs`]).
 fn runs_with(objects: &Objects, backend: &[usize], edges: &mut Vec<Edge>) {
-    for &workload in backend.iter().filter(|&&i| objects.is(i, &POD_KINDS)) {
-        edges.extend(
-            rbac::runtime_needs(objects, workload)
-                .into_iter()
-                .map(|(from, to)| Edge {
-                    from,
-                    to,
-                    kind: EdgeKind::InferredRunsWith,
-                }),
-        );
+    runs_with_where(objects, backend.iter().copied(), edges, |_| true);
+}
+
+/// [`runs_with`] for the `workloads` among `candidates`, keeping the needs whose target `keep`
+/// accepts.
+fn runs_with_where(
+    objects: &Objects,
+    candidates: impl IntoIterator<Item = usize>,
+    edges: &mut Vec<Edge>,
+    keep: impl Fn(&NodeInput) -> bool,
+) {
+    for workload in candidates.into_iter().filter(|&i| objects.is(i, &POD_KINDS)) {
+        let needs = rbac::runtime_needs(objects, workload)
+            .into_iter()
+            .filter(|&(_, to)| keep(&objects.inputs[to]));
+        edges.extend(needs.map(|(from, to)| Edge {
+            from,
+            to,
+            kind: EdgeKind::InferredRunsWith,
+        }));
     }
 }
 
@@ -436,16 +446,9 @@ fn finalizer_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
 /// operator no longer needs). A custom resource goes before its operator and the operator before
 /// its RBAC, whichever stack holds it; an operator that stays keeps it.
 fn operators_run_with(objects: &Objects, operators: &BTreeSet<usize>, edges: &mut Vec<Edge>) {
-    for &workload in operators.iter().filter(|&&i| objects.is(i, &POD_KINDS)) {
-        let permissions = rbac::runtime_needs(objects, workload)
-            .into_iter()
-            .filter(|&(_, to)| !matches!(objects.inputs[to].id.kind.as_str(), "Secret" | "ConfigMap"));
-        edges.extend(permissions.map(|(from, to)| Edge {
-            from,
-            to,
-            kind: EdgeKind::InferredRunsWith,
-        }));
-    }
+    runs_with_where(objects, operators.iter().copied(), edges, |need| {
+        !matches!(need.id.kind.as_str(), "Secret" | "ConfigMap")
+    });
 }
 
 /// The controller objects of a CRD: those of its stack, else those of the stacks of the

@@ -681,12 +681,7 @@ fn check_victims(world: &World, planned: &PrunePlan, dead: &BTreeMap<usize, Deat
 /// Invariant 3: every edge among what is deleted orders the waves (a dependent goes in an
 /// earlier wave).
 fn check_waves(planned: &PrunePlan, graph: &Graph) -> Result<(), String> {
-    let wave_of: HashMap<&ObjectId, usize> = planned
-        .waves
-        .iter()
-        .enumerate()
-        .flat_map(|(wave, targets)| targets.iter().map(move |t| (&t.id, wave)))
-        .collect();
+    let wave_of = waves_of(planned);
     for edge in graph.all_edges() {
         let (from, to) = (&graph.nodes[edge.from].id, &graph.nodes[edge.to].id);
         if let (Some(a), Some(b)) = (wave_of.get(from), wave_of.get(to)) {
@@ -698,6 +693,25 @@ fn check_waves(planned: &PrunePlan, graph: &Graph) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The wave of each planned object.
+fn waves_of(planned: &PrunePlan) -> HashMap<&ObjectId, usize> {
+    planned
+        .waves
+        .iter()
+        .enumerate()
+        .flat_map(|(wave, targets)| targets.iter().map(move |t| (&t.id, wave)))
+        .collect()
+}
+
+/// The operator of the Gizmos: the Deployment of a stack that holds their CRD (infer.rs rule
+/// 1's definition, restated: a finalizer of the CRD's group is served by that stack).
+fn gizmo_operator(world: &World) -> Option<usize> {
+    let position = |shape| world.objects.iter().position(|o| o.shape == shape && o.present);
+    let (crd, op) = (position(world::Shape::Crd)?, position(world::Shape::Operator)?);
+    let (crd_stacks, op_stacks) = (oracle::marking(world, crd).stacks, oracle::marking(world, op).stacks);
+    crd_stacks.iter().any(|s| op_stacks.contains(s)).then_some(op)
 }
 
 /// Invariant 3, from the oracle's side: the needs the world holds (written here, apart from
@@ -751,15 +765,9 @@ fn dies_through(world: &World, dead: &BTreeMap<usize, Death>, who: usize, what: 
 
 /// The needs of the world, as (who, what, why), by the oracle's own reading.
 fn oracle_needs(world: &World, dead: &BTreeMap<usize, Death>) -> Vec<(usize, usize, &'static str)> {
-    use world::Shape::{Backend, Claim, Crd, Gizmo, Operator, StorageClass, Webhook};
+    use world::Shape::{Backend, Claim, Gizmo, Operator, StorageClass, Webhook};
     let position = |shape| world.objects.iter().position(|o| o.shape == shape && o.present);
-    let operator = match (position(Crd), position(Operator)) {
-        (Some(crd), Some(op)) => {
-            let (crd_stacks, op_stacks) = (oracle::marking(world, crd).stacks, oracle::marking(world, op).stacks);
-            crd_stacks.iter().any(|s| op_stacks.contains(s)).then_some(op)
-        }
-        _ => None,
-    };
+    let operator = gizmo_operator(world);
     let mut needs = Vec::new();
     for index in world.present() {
         // A depends-on orders what is applied and deleted by the plan (kpt's `depends-on`), not
@@ -789,12 +797,7 @@ fn oracle_needs(world: &World, dead: &BTreeMap<usize, Death>) -> Vec<(usize, usi
 /// all its owners are gone (the garbage collector deletes it then, and the run waits for what a
 /// planned owner controls).
 fn death_waves(world: &World, planned: &PrunePlan, dead: &BTreeMap<usize, Death>) -> HashMap<usize, usize> {
-    let wave_of: HashMap<&ObjectId, usize> = planned
-        .waves
-        .iter()
-        .enumerate()
-        .flat_map(|(wave, targets)| targets.iter().map(move |t| (&t.id, wave)))
-        .collect();
+    let wave_of = waves_of(planned);
     let team = wave_of.get(&ObjectId::new("", "Namespace", None, world::TEAM)).copied();
     let crd = wave_of
         .iter()
@@ -855,16 +858,7 @@ fn check_needs(
         .collect();
     let dead_ids: HashSet<ObjectId> = dead.keys().map(|&i| world.id(i)).collect();
     let dies = |id: &ObjectId| dead_ids.contains(id) || !cluster.all.contains_key(id);
-    let position = |shape| world.objects.iter().position(|o| o.shape == shape && o.present);
-    // The operator of the Gizmos: the Deployment of a stack that holds their CRD (infer.rs
-    // rule 1's definition, restated: a finalizer of the CRD's group is served by that stack).
-    let operator = match (position(world::Shape::Crd), position(world::Shape::Operator)) {
-        (Some(crd), Some(op)) => {
-            let (crd_stacks, op_stacks) = (oracle::marking(world, crd).stacks, oracle::marking(world, op).stacks);
-            crd_stacks.iter().any(|s| op_stacks.contains(s)).then_some(op)
-        }
-        _ => None,
-    };
+    let operator = gizmo_operator(world);
     for index in world.present().filter(|i| !dead.contains_key(i)) {
         let id = world.id(index);
         // Finding F2 (fixed, always checked): an untracked object that declares a need (its own
