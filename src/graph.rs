@@ -256,6 +256,11 @@ pub struct Graph {
     /// Inferred dependencies ([`crate::infer`]): they order, they never pull an object into a
     /// teardown.
     pub inferred: Vec<Edge>,
+    /// Inferred needs that order nothing: each would close a cycle with declared edges, which
+    /// win the order ([`crate::infer::add_acyclic`]). They still keep: what stays keeps what it
+    /// needs whether or not the need can order a plan (a webhook of a stack that depends on
+    /// its backend's stack).
+    pub unordered: Vec<Edge>,
     /// Memberships (with `--members`).
     pub members: Vec<Membership>,
     /// Tracking objects whose controller leaves their members behind when they are deleted
@@ -339,6 +344,14 @@ impl Graph {
     /// Every dependency, declared and inferred.
     pub fn all_edges(&self) -> impl Iterator<Item = &Edge> {
         self.edges.iter().chain(self.inferred.iter())
+    }
+
+    /// Every need (what the keep rules read): the needs among [`Graph::all_edges`] and the
+    /// inferred needs that order nothing ([`Graph::unordered`]).
+    pub fn needs(&self) -> impl Iterator<Item = &Edge> {
+        self.all_edges()
+            .chain(self.unordered.iter())
+            .filter(|e| e.kind.is_need())
     }
 
     /// Why an object goes before others in a plan only because of inferred edges: the first of

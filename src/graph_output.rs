@@ -167,8 +167,7 @@ pub fn json(graph: &Graph, plan: Option<&Plan>, cycle: Option<&Cycle>) -> Value 
                    "name": node.id.name, "status": node.status})
         })
         .collect();
-    let mut document =
-        json!({"nodes": nodes, "edges": graph.all_edges().collect::<Vec<_>>(), "members": graph.members});
+    let mut document = json!({"nodes": nodes, "edges": graph.all_edges().collect::<Vec<_>>(), "unordered": graph.unordered, "members": graph.members});
     if let Some(plan) = plan {
         document["waves"] = json!(plan.waves);
     }

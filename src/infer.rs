@@ -300,6 +300,18 @@ fn stack_keys(input: &NodeInput) -> Vec<StackKey> {
             _ => StackKey::Mark(mark.preset, mark.value),
         })
         .collect();
+    // A gc-marked object whose Flux v1 mark is another (its legacy `flux.weave.works/stack`
+    // label) is of the gc-marked stack too.
+    let gc_stack = StackKey::Mark(
+        Preset::FluxV1,
+        MarkValue {
+            name: FLUX_V1_GC_STACK.to_string(),
+            namespace: None,
+        },
+    );
+    if gc_mark.is_some() && !keys.contains(&gc_stack) {
+        keys.push(gc_stack);
+    }
     if let Some(folder) = &input.app {
         keys.push(StackKey::Folder(folder.clone()));
     }

@@ -67,8 +67,19 @@ pub fn deletion_order(graph: &Graph) -> DiGraph<usize, ()> {
 /// orders what passes through it as one node and fails nothing; only a cycle that holds a
 /// target is reported, as a path through that target.
 pub fn plan_deletion(graph: &Graph, targets: &HashSet<usize>) -> Result<Plan, Cycle> {
-    let order = planning_order(graph, targets);
-    let layer = layers(&order, targets)?;
+    plan_deletion_told(graph, targets).map(|(plan, _)| plan)
+}
+
+/// [`plan_deletion`], with what no order of waves can satisfy (see [`add_victim_orders`]), to
+/// tell before asking.
+pub fn plan_deletion_told(graph: &Graph, targets: &HashSet<usize>) -> Result<(Plan, Vec<String>), Cycle> {
+    let mut order = deletion_order(graph);
+    let unsatisfied = add_victim_orders(graph, targets, &mut order);
+    layered(graph, targets, &order).map(|plan| (plan, unsatisfied))
+}
+
+fn layered(graph: &Graph, targets: &HashSet<usize>, order: &DiGraph<usize, ()>) -> Result<Plan, Cycle> {
+    let layer = layers(order, targets)?;
     let deepest = targets.iter().map(|&t| layer[t]).max().unwrap_or(0);
     let mut waves: Vec<Vec<usize>> = vec![Vec::new(); deepest + 1];
     for &target in targets {
@@ -127,16 +138,17 @@ pub fn planning_order(graph: &Graph, targets: &HashSet<usize>) -> DiGraph<usize,
 /// Namespace or CRD that takes a victim goes before what the victim needs). One that would close
 /// a cycle — a victim that needs what its own Namespace holds — is left out with a warning: no
 /// order of waves helps it.
-fn add_victim_orders(graph: &Graph, targets: &HashSet<usize>, order: &mut DiGraph<usize, ()>) {
+fn add_victim_orders(graph: &Graph, targets: &HashSet<usize>, order: &mut DiGraph<usize, ()>) -> Vec<String> {
     let orders = graph.victim_orders(targets);
+    let mut unsatisfied = Vec::new();
     if orders.is_empty() {
-        return;
+        return unsatisfied;
     }
     let mut space = DfsSpace::new(&*order);
     for o in orders {
         let (before, after) = (NodeIndex::new(o.before), NodeIndex::new(o.after));
         if has_path_connecting(&*order, after, before, Some(&mut space)) {
-            tracing::warn!(
+            let told = format!(
                 "{} goes with {} and {} ({}), but {} cannot be gone before {} is deleted: it may hang on its finalizers",
                 graph.nodes[o.victim].id,
                 graph.nodes[o.holder].id,
@@ -145,10 +157,15 @@ fn add_victim_orders(graph: &Graph, targets: &HashSet<usize>, order: &mut DiGrap
                 graph.nodes[o.before].id,
                 graph.nodes[o.after].id,
             );
+            tracing::warn!("{told}");
+            unsatisfied.push(told);
         } else {
             order.add_edge(before, after, ());
         }
     }
+    unsatisfied.sort();
+    unsatisfied.dedup();
+    unsatisfied
 }
 
 /// The apply order: the deletion waves reversed.

@@ -597,31 +597,7 @@ impl Recheck {
         if let Some(reason) = orphan_records.reason(object, &context) {
             return Some(changed(&reason));
         }
-        if tracker_key(object).is_none() {
-            let now = crate::trackers::marks(&object.meta);
-            let was_tracked = target.tracked_by != "<none>"; // `--untracked` plans untracked objects
-            if now.is_empty() && was_tracked {
-                return Some("no tool tracks it any more (changed since the plan)".to_string());
-            }
-            // An orphan is its stack's: relabelled since the plan (adopted by another stack), its
-            // old stack's tool would no longer delete it.
-            let marks_now = crate::trackers::describe_marks(&object.meta);
-            if self.torn_down.is_empty() && was_tracked && marks_now != target.tracked_by {
-                return Some(format!(
-                    "its tracking marks changed since the plan ({} -> {marks_now})",
-                    target.tracked_by
-                ));
-            }
-            if !self.torn_down.is_empty() {
-                if let Some(why) = tracked_elsewhere(&object.meta, &self.torn_down) {
-                    return Some(format!("{why} (changed since the plan)"));
-                }
-            }
-            if !self.torn_down.is_empty() && !now.iter().any(|m| self.torn_down.covers(m)) {
-                return Some("no stack being torn down tracks it any more (changed since the plan)".to_string());
-            }
-        }
-        None
+        marks_changed(object, target, &self.torn_down)
     }
 
     /// For an orphan prune, the stacks that mark the wave's objects (as listed again), with their
@@ -838,6 +814,47 @@ impl WaveGuard for Recheck {
             self.options,
         ))
     }
+}
+
+/// Rule of the re-check: why a planned object's trackers' marks no longer allow its deletion
+/// (the plan read other marks). A tracking object (a stack's own parent) is judged by its
+/// record instead. `torn_down`: the stacks a teardown deletes the members of (empty for an
+/// orphan prune).
+pub fn marks_changed(object: &Listed, target: &Target, torn_down: &TornDown) -> Option<String> {
+    if tracker_key(object).is_some() {
+        return None;
+    }
+    let now = crate::trackers::marks(&object.meta);
+    let was_tracked = target.tracked_by != "<none>"; // `--untracked` plans untracked objects
+    if now.is_empty() && was_tracked {
+        return Some("no tool tracks it any more (changed since the plan)".to_string());
+    }
+    let marks_now = crate::trackers::describe_marks(&object.meta);
+    let relabelled = was_tracked && marks_now != target.tracked_by;
+    // An orphan is its stack's: relabelled since the plan (adopted by another stack), its old
+    // stack's tool would no longer delete it.
+    if torn_down.is_empty() {
+        return relabelled.then(|| {
+            format!(
+                "its tracking marks changed since the plan ({} -> {marks_now})",
+                target.tracked_by
+            )
+        });
+    }
+    if let Some(why) = tracked_elsewhere(&object.meta, torn_down) {
+        return Some(format!("{why} (changed since the plan)"));
+    }
+    if !now.iter().any(|m| torn_down.covers(m)) {
+        return Some("no stack being torn down tracks it any more (changed since the plan)".to_string());
+    }
+    // A teardown's member marked since the plan by another torn-down stack (or by one already
+    // deleted by this run): the plan asked the tools of the marks it read, not this one's.
+    relabelled.then(|| {
+        format!(
+            "its tracking marks changed since the plan ({} -> {marks_now})",
+            target.tracked_by
+        )
+    })
 }
 
 #[cfg(test)]

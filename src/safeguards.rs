@@ -65,7 +65,8 @@ pub fn needed_by_staying(
     let by_owners = graph.dying_by_owners(|index| planned.contains(&index));
     // One edge set: declared, structural and inferred (a CR that stays needs the operator its
     // finalizer names; an untracked webhook that stays needs its backend).
-    for Edge { from, to, kind } in graph.all_edges().filter(|e| e.kind.is_need()) {
+    // An inferred need that orders nothing (it would close a cycle) keeps all the same.
+    for Edge { from, to, kind } in graph.needs() {
         if planned.contains(from) || !staying(*from) {
             continue;
         }

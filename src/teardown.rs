@@ -1,7 +1,7 @@
 //! Planning a prune: which objects a teardown (named stacks) or an orphan prune deletes, which
 //! it keeps and why, and in which waves. Every rule that keeps an object is a function of
 //! [`crate::safeguards`]; this module applies them until nothing changes, then plans the waves
-//! with the one planner, [`crate::plan::plan_deletion`].
+//! with the one planner, [`crate::plan::plan_deletion_told`].
 
 mod closure;
 mod keeps;
@@ -19,7 +19,7 @@ use crate::identity::ObjectId;
 use crate::keep::{self, Claim, KeepReason, Question, Trackers};
 use crate::keep::{tracked_elsewhere, TornDown};
 use crate::parents::find_parents;
-use crate::plan::plan_deletion;
+use crate::plan::plan_deletion_told;
 use crate::safeguards::{dies_with_plan, needed_by_staying};
 use crate::trackers::{MarkValue, Preset, Tracker};
 
@@ -242,10 +242,13 @@ pub fn plan(
         (Vec::new(), Vec::new())
     };
     let indices: HashSet<usize> = targets.keys().copied().collect();
-    let order = plan_deletion(graph, &indices).map_err(|cycle| {
+    let mut warnings = warnings;
+    warnings.extend(unordered_needs(graph, &indices));
+    let (order, unsatisfied) = plan_deletion_told(graph, &indices).map_err(|cycle| {
         UserError::new(exit::CYCLE, format!("dependency cycle: {}", cycle_path(graph, &cycle)))
             .hint("no deletion order exists; fix the dependsOn/depends-on annotations")
     })?;
+    warnings.extend(unsatisfied);
     let waves = order
         .waves
         .iter()
@@ -296,6 +299,26 @@ pub fn plan(
         cascades: Vec::new(),
         parents,
     })
+}
+
+/// Rule "what dies goes before what it needs", where it cannot hold: an inferred need between
+/// two planned objects that the declared order contradicts (declared edges win the order, see
+/// [`Graph::unordered`]) is told before asking, e.g. a claim of a stack whose declared
+/// dependent holds its StorageClass.
+fn unordered_needs(graph: &Graph, planned: &HashSet<usize>) -> Vec<String> {
+    graph
+        .unordered
+        .iter()
+        .filter(|e| e.kind.is_need() && planned.contains(&e.from) && planned.contains(&e.to))
+        .map(|e| {
+            format!(
+                "{} needs {} ({}), but the declared order deletes it first: check the stacks' dependsOn",
+                graph.nodes[e.from].id,
+                graph.nodes[e.to].id,
+                e.kind.label()
+            )
+        })
+        .collect()
 }
 
 /// For each member of a planned tracking object, its planned trackers.
@@ -368,7 +391,7 @@ fn keep_out(graph: &Graph, targets: &mut BTreeMap<usize, String>, kept: &mut Vec
 /// custom resource the re-check drops keeps the operator its finalizer names).
 fn planned_dependencies(graph: &Graph, planned: &HashSet<usize>) -> HashMap<ObjectId, Vec<ObjectId>> {
     let mut depends: HashMap<ObjectId, Vec<ObjectId>> = HashMap::new();
-    for edge in graph.all_edges().filter(|e| e.kind.is_need()) {
+    for edge in graph.needs() {
         if planned.contains(&edge.from) && planned.contains(&edge.to) {
             depends
                 .entry(graph.nodes[edge.from].id.clone())

@@ -301,11 +301,13 @@ impl Cluster {
                 graph.set_owners(index, &owners);
             }
         }
-        // `live::settle_owner_chain`: the owners of the objects that are no nodes, up the chain.
+        // `live::settle_owner_chain`: the owners of the objects that are no nodes with a UID (a
+        // referenced node has none), up the chain.
+        let node_uids: HashSet<String> = graph.nodes.iter().filter_map(|n| n.uid.clone()).collect();
         let outside: Vec<(String, Vec<String>)> = self
             .all
             .values()
-            .filter(|o| graph.find(&o.id()).is_none())
+            .filter(|o| !node_uids.contains(o.uid()))
             .map(|o| {
                 let owners = o.meta.owner_references.iter().flatten().map(|r| r.uid.clone());
                 (o.uid().to_string(), owners.collect())
@@ -732,8 +734,27 @@ fn check_death_order(world: &World, planned: &PrunePlan, dead: &BTreeMap<usize, 
         if dies_through(world, dead, who, what) || by_owners(who) && by_owners(what) {
             continue;
         }
+        // A need the stacks' declared order contradicts (the stack of `what` depends on the
+        // stack of `who`, so it goes first, entirely) has no order; the plan must say so.
+        if declared_first(world, what, who) {
+            let planned_both = [who, what].iter().all(|i| dead.get(i) == Some(&Death::Planned));
+            let (a, b) = (world.id(who).to_string(), world.id(what).to_string());
+            if planned_both && !planned.warnings.iter().any(|w| w.contains(&a) && w.contains(&b)) {
+                return Err(format!(
+                    "{a} needs {b} ({why}) against the declared order, and the plan does not say so"
+                ));
+            }
+            continue;
+        }
+        // No order of waves satisfies every need (the plan's victim orders closed a cycle): the
+        // plan must tell which one it could not keep.
+        let (who_id, what_id) = (world.id(who).to_string(), world.id(what).to_string());
+        let told = planned
+            .warnings
+            .iter()
+            .any(|w| w.contains(&who_id) && w.contains(&what_id));
         if let (Some(a), Some(b)) = (waves.get(&who), waves.get(&what)) {
-            if a >= b {
+            if a >= b && !told {
                 return Err(format!(
                     "{} (dies in wave {a}) needs {} (dies in wave {b}): {why}",
                     world.id(who),
@@ -743,6 +764,30 @@ fn check_death_order(world: &World, planned: &PrunePlan, dead: &BTreeMap<usize, 
         }
     }
     Ok(())
+}
+
+/// Whether a stack that marks object `first` depends (Flux `dependsOn`, transitively) on a
+/// stack that marks object `then`: its teardown deletes `first`'s stack, members included,
+/// before `then`.
+fn declared_first(world: &World, first: usize, then: usize) -> bool {
+    let depends_on = |from: usize, to: usize| {
+        let mut seen = HashSet::new();
+        let mut stack = vec![from];
+        while let Some(s) = stack.pop() {
+            if !seen.insert(s) {
+                continue;
+            }
+            for &next in &world.stacks[s].depends_on {
+                if next == to {
+                    return true;
+                }
+                stack.push(next);
+            }
+        }
+        false
+    };
+    let (a, b) = (&world.objects[first].marks, &world.objects[then].marks);
+    a.iter().any(|&x| b.iter().any(|&y| x != y && depends_on(x, y)))
 }
 
 /// Whether object `who` dies by the garbage collector through an owner chain that holds `what`.
@@ -879,7 +924,7 @@ fn check_needs(
         }
     }
     check_backends(world, dead, &named)?;
-    for edge in graph.all_edges().filter(|e| e.kind.is_need()) {
+    for edge in graph.needs() {
         let (from, to) = (&graph.nodes[edge.from].id, &graph.nodes[edge.to].id);
         if !dies(from) && dead_ids.contains(to) && !named.contains(to) && cluster.all.contains_key(to) {
             return Err(format!(

@@ -38,6 +38,21 @@ pub fn build(inputs: &[NodeInput], options: &BuildOptions) -> Graph {
             graph.edges.push(Edge { from, to, kind });
         }
     }
+    // A referred-to object lives in its Namespace (and its CRD) too: what dies with it (a
+    // Namespace of the plan) is ordered through these edges like any other.
+    let mut implicit = Vec::new();
+    for index in inputs.len()..graph.nodes.len() {
+        let referenced = NodeInput {
+            id: graph.nodes[index].id.clone(),
+            ..NodeInput::default()
+        };
+        implicit_edges(&graph, &referenced, options, index, &mut implicit);
+    }
+    for (from, target, kind) in implicit {
+        if let Some(to) = graph.find(&target).filter(|&to| to != from) {
+            graph.edges.push(Edge { from, to, kind });
+        }
+    }
     graph.edges.extend(sync_wave_edges(inputs));
     graph.edges.extend(kapp_edges(inputs));
     if options.members {
@@ -97,14 +112,16 @@ fn add_inferred(graph: &mut Graph, inputs: &[NodeInput], options: &BuildOptions)
         plurals: options.plurals.clone(),
     };
     let candidates = crate::infer::candidates(inputs, &known);
-    for dropped in crate::infer::add_acyclic(graph, candidates) {
+    let dropped = crate::infer::add_acyclic(graph, candidates);
+    for dropped in &dropped {
         tracing::warn!(
-            "inferred edge {} -> {} ({}) dropped: it would close a dependency cycle with declared ones, which win",
+            "inferred edge {} -> {} ({}) orders nothing: it would close a dependency cycle with declared ones, which win (it still keeps what it needs)",
             graph.nodes[dropped.from].id,
             graph.nodes[dropped.to].id,
             dropped.kind.label()
         );
     }
+    graph.unordered = dropped;
 }
 
 /// One input per identity, in first-seen order. A later definition of the same object is merged

@@ -36,6 +36,15 @@ impl Graph {
     pub fn dying_victims(&self, planned: impl Fn(usize) -> bool) -> HashMap<usize, Vec<usize>> {
         let held = self.held_victims(&planned);
         let mut dying = self.owned_victims(&planned, &held);
+        // What dies by ownership is taken by a planned Namespace or CRD it lives in as well,
+        // whichever goes first: both take it.
+        for edge in &self.edges {
+            if matches!(edge.kind, EdgeKind::Namespace | EdgeKind::Crd) && planned(edge.to) {
+                if let Some(holders) = dying.get_mut(&edge.from) {
+                    holders.push(edge.to);
+                }
+            }
+        }
         for (victim, holders) in held {
             let all = dying.entry(victim).or_default();
             all.extend(holders);
@@ -279,8 +288,19 @@ impl OwnerChain<'_> {
         let mut roots = Some(Vec::new());
         for owner in &owners {
             let found = match owner {
-                Owner::Node(node) if (self.planned)(*node) => Some(vec![*node]),
-                Owner::Node(node) if self.held.contains_key(node) => self.held.get(node).cloned(),
+                // A planned owner that its own planned owners take goes with them, maybe before
+                // its wave: each of them takes what it owns.
+                Owner::Node(node) if (self.planned)(*node) => {
+                    let mut takers = vec![*node];
+                    takers.extend(self.planned_owners(owner, on_path).unwrap_or_default());
+                    Some(takers)
+                }
+                // A victim that its planned owners take too goes with whichever comes first.
+                Owner::Node(node) if self.held.contains_key(node) => {
+                    let mut takers = self.held.get(node).cloned().unwrap_or_default();
+                    takers.extend(self.planned_owners(owner, on_path).unwrap_or_default());
+                    Some(takers)
+                }
                 other => self.planned_owners(other, on_path),
             };
             match (found, roots.as_mut()) {

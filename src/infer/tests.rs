@@ -133,6 +133,14 @@ fn flux_v1_gc_marked_objects_of_a_sync_set_are_one_stack() {
         inferred(&inputs, &options()),
         vec![edge("g1", "controller", EdgeKind::InferredFinalizer)]
     );
+    // The same with the operator's Flux v1 mark taken from its legacy `flux.weave.works/stack`
+    // label (a generated world: the operator was deleted while its custom resource stayed).
+    let mut legacy = inputs.clone();
+    legacy[2].labels.insert("flux.weave.works/stack".into(), "other".into());
+    assert_eq!(
+        inferred(&legacy, &options()),
+        vec![edge("g1", "controller", EdgeKind::InferredFinalizer)]
+    );
 }
 
 #[test]

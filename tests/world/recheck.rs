@@ -18,10 +18,9 @@ use kubectl_stack::discovery::Catalog;
 use kubectl_stack::execute::Target;
 use kubectl_stack::graph::{flux_inventory_of, orphans_members, owner_mark, MemberRecord, NodeInput};
 use kubectl_stack::identity::ObjectId;
-use kubectl_stack::keep::{self, tracked_elsewhere, Claim, Context, KeepReason, Question};
-use kubectl_stack::recheck::keeps_record_beside;
-use kubectl_stack::teardown::{tracker_key, PrunePlan};
-use kubectl_stack::trackers::marks;
+use kubectl_stack::keep::{self, Claim, Context, KeepReason, Question};
+use kubectl_stack::recheck::{self, keeps_record_beside};
+use kubectl_stack::teardown::PrunePlan;
 
 use super::{Change, Entry, World};
 
@@ -125,19 +124,7 @@ fn judge(
     if let Some(reason) = keep::reason(&object, &context).filter(|r| *r != KeepReason::Terminating) {
         return Some(reason.to_string());
     }
-    if tracker_key(&object).is_none() {
-        let now = marks(&object.meta);
-        if now.is_empty() && target.tracked_by != "<none>" {
-            return Some("no tool tracks it any more".into());
-        }
-        if let Some(why) = tracked_elsewhere(&object.meta, &plan.torn_down) {
-            return Some(why.to_string());
-        }
-        if !now.iter().any(|m| plan.torn_down.covers(m)) {
-            return Some("no stack being torn down tracks it any more".into());
-        }
-    }
-    None
+    recheck::marks_changed(&object, target, &plan.torn_down)
 }
 
 /// `Recheck::withhold_dependencies`.
