@@ -13,7 +13,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
 use secrecy::SecretString;
 
-use crate::error::{explain_client_build_error, explain_kube_error, UserError};
+use crate::error::{explain_client_build_error, explain_kube_error, ExecHung, UserError};
 
 mod kubeconfig;
 
@@ -401,16 +401,6 @@ async fn build_bounded(config: Config, bound: std::time::Duration, command: &str
             bound,
         }))),
     }
-}
-
-/// An exec credential plugin that did not return in time.
-#[derive(Debug, thiserror::Error)]
-#[error("exec: executable {command} did not return within {}s", .bound.as_secs())]
-pub struct ExecHung {
-    /// The plugin's command, as the kubeconfig names it.
-    pub command: String,
-    /// How long it was given.
-    pub bound: std::time::Duration,
 }
 
 fn check_names(kubeconfig: &Kubeconfig, args: &ConnectOptions) -> Result<(), UserError> {

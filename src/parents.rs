@@ -19,10 +19,10 @@ use serde::Serialize;
 use crate::collect::{api_for, Listed};
 use crate::discovery::KindInfo;
 use crate::graph::full_marks;
+use crate::graph::tracker_key;
 use crate::identity::ObjectId;
 use crate::keep::TornDown;
 use crate::retry::with_retries;
-use crate::teardown::tracker_key;
 use crate::trackers::{Mark, Preset, FLUX_KINDS};
 
 /// A live reconciler outside the plan that applies a planned object or another such parent.

@@ -16,11 +16,12 @@ use std::collections::{HashMap, HashSet};
 use kubectl_stack::collect::Listed;
 use kubectl_stack::discovery::Catalog;
 use kubectl_stack::execute::Target;
+use kubectl_stack::graph::tracker_key;
 use kubectl_stack::graph::{flux_inventory_of, orphans_members, owner_mark, MemberRecord, NodeInput};
 use kubectl_stack::identity::ObjectId;
 use kubectl_stack::keep::{self, tracked_elsewhere, Claim, Context, KeepReason, Question};
 use kubectl_stack::recheck::keeps_record_beside;
-use kubectl_stack::teardown::{tracker_key, PrunePlan};
+use kubectl_stack::teardown::PrunePlan;
 use kubectl_stack::trackers::marks;
 
 use super::{Change, Entry, World};
