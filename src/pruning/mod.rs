@@ -80,7 +80,7 @@ async fn finish_plan(
     plan.infer = request.infer;
     read_suspended(&session.connection.client, &mut plan.parents)
         .await
-        .map_err(UserError::failed)?;
+        .map_err(|err| UserError::failed(err.to_string()))?;
     Ok(plan)
 }
 
