@@ -21,7 +21,7 @@ use serde_json::Value;
 use crate::identity::ObjectId;
 
 pub use build::{build, merge_duplicates};
-pub use declared::{malformed_annotations, parse_depends_on, KappRule};
+pub use declared::{malformed_annotations, parse_depends_on, AnnotationError, KappRule};
 pub(crate) use memberships::object_meta;
 pub use memberships::{
     argocd_outside_namespaces, flux_acts_elsewhere, flux_inventory_entries, flux_inventory_of, full_mark, full_marks,
