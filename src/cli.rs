@@ -5,10 +5,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-mod duration;
 mod mapping;
 
-pub use duration::parse_duration;
+use crate::values::parse_duration;
 pub use mapping::{list_options, selection};
 
 /// Every command's help: what it does, usage, examples, then its own flags, then the connection

@@ -13,7 +13,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
 use secrecy::SecretString;
 
-use crate::error::{explain_client_build_error, explain_kube_error, UserError};
+use crate::error::{explain_client_build_error, explain_kube_error, ExecHung, UserError};
 
 mod kubeconfig;
 
@@ -256,8 +256,9 @@ pub fn build_config(resolved: Resolved, args: &ConnectOptions, proxy_env: &Proxy
     config.accept_invalid_certs = cluster.insecure_skip_tls_verify.unwrap_or(false);
     config.tls_server_name = cluster.tls_server_name.clone().filter(|n| !n.is_empty());
     config.disable_compression = cluster.disable_compression.unwrap_or(false);
-    config.proxy_url = proxy_for(&cluster_url, cluster.proxy_url.as_deref(), proxy_env)
-        .map_err(|err| UserError::failed(err).hint("fix the proxy setting (kubeconfig proxy-url, HTTPS_PROXY)"))?;
+    config.proxy_url = proxy_for(&cluster_url, cluster.proxy_url.as_deref(), proxy_env).map_err(|err| {
+        UserError::failed(err.to_string()).hint("fix the proxy setting (kubeconfig proxy-url, HTTPS_PROXY)")
+    })?;
     check_readable("client certificate", auth.client_certificate.as_deref())?;
     check_readable("client key", auth.client_key.as_deref())?;
     if let Some(exec) = auth.exec.as_mut() {
@@ -401,16 +402,6 @@ async fn build_bounded(config: Config, bound: std::time::Duration, command: &str
             bound,
         }))),
     }
-}
-
-/// An exec credential plugin that did not return in time.
-#[derive(Debug, thiserror::Error)]
-#[error("exec: executable {command} did not return within {}s", .bound.as_secs())]
-pub struct ExecHung {
-    /// The plugin's command, as the kubeconfig names it.
-    pub command: String,
-    /// How long it was given.
-    pub bound: std::time::Duration,
 }
 
 fn check_names(kubeconfig: &Kubeconfig, args: &ConnectOptions) -> Result<(), UserError> {

@@ -162,7 +162,7 @@ pub fn resolve(manifest: &Manifest, scopes: &Scopes, rule: NamespaceRule) -> Res
             location: locate(&manifest.source, &format!("kind: {}", manifest.kind)),
             kind: manifest.kind.clone(),
             name: manifest.name.clone(),
-            kind_with_group: crate::discovery::kind_with_group(&manifest.kind, group),
+            kind_with_group: crate::identity::kind_with_group(&manifest.kind, group),
         }),
     }
 }

@@ -137,7 +137,7 @@ pub fn explain_kube_error(err: &kube::Error, server: &str, user: &str) -> UserEr
             "the API server at {server} answered {} {}: {}",
             status.code, status.reason, status.message
         )),
-        kube::Error::HyperError(_) | kube::Error::Service(_) if crate::retry::is_connection_refused(err) => {
+        kube::Error::HyperError(_) | kube::Error::Service(_) if is_connection_refused(err) => {
             refused(server)
         }
         kube::Error::HyperError(_) | kube::Error::Service(_) => {
@@ -289,7 +289,7 @@ pub fn explain_client_build_error(err: &kube::Error, server: &str, exec_command:
             &ConnectionFailure::Credential(exec_failure_message(auth, exec_command)),
             server,
         ),
-        kube::Error::Service(inner) if inner.downcast_ref::<crate::client::ExecHung>().is_some() => {
+        kube::Error::Service(inner) if inner.downcast_ref::<ExecHung>().is_some() => {
             UserError::failed(format!(
                 "cannot get credentials for the API server at {server}: {}",
                 root_cause(err)
@@ -368,6 +368,33 @@ pub fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
         current = next;
     }
     text
+}
+
+/// An exec credential plugin that did not return in time.
+#[derive(Debug, thiserror::Error)]
+#[error("exec: executable {command} did not return within {}s", .bound.as_secs())]
+pub struct ExecHung {
+    /// The plugin's command, as the kubeconfig names it.
+    pub command: String,
+    /// How long it was given.
+    pub bound: std::time::Duration,
+}
+
+/// Whether the connection was refused (nothing listens at the address, or at the proxy's).
+pub fn is_connection_refused(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(error) = current {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return true;
+            }
+        }
+        if error.to_string().contains("Connection refused") {
+            return true;
+        }
+        current = error.source();
+    }
+    false
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 use crate::collect::api_for;
 use crate::discovery::KindInfo;
-use crate::error::{api_status, root_cause};
+use crate::error::{api_status, root_cause, LookupError};
 use crate::identity::ObjectId;
 use crate::retry::with_retries;
 
@@ -337,7 +337,7 @@ struct Tally {
 }
 
 /// Reports each delete's result and sorts the targets by it.
-fn tally(wave: usize, results: Vec<(Target, Result<Change, String>)>, observer: &mut dyn Observer) -> Tally {
+fn tally(wave: usize, results: Vec<(Target, Result<Change, DeleteError>)>, observer: &mut dyn Observer) -> Tally {
     let mut tally = Tally {
         pending: Vec::new(),
         deleted: Vec::new(),
@@ -358,7 +358,7 @@ fn tally(wave: usize, results: Vec<(Target, Result<Change, String>)>, observer: 
         ) {
             tally.deleted.push(target.clone());
         }
-        observer.event(&Event::new(wave, change, &target, result.err()));
+        observer.event(&Event::new(wave, change, &target, result.err().map(|e| e.to_string())));
     }
     tally
 }
@@ -368,7 +368,7 @@ async fn delete_wave(
     wave: &[Target],
     options: &ExecOptions,
     cancel: watch::Receiver<bool>,
-) -> Vec<(Target, Result<Change, String>)> {
+) -> Vec<(Target, Result<Change, DeleteError>)> {
     stream::iter(wave.iter().cloned())
         .map(|target| {
             let cancel = cancel.clone();
@@ -388,10 +388,42 @@ async fn delete_wave(
         .await
 }
 
+/// Why one DELETE failed; its text is what the report shows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeleteError {
+    /// The request failed for good: its root cause.
+    #[error("{0}")]
+    Failed(String),
+    /// It failed, and a try that got no answer may still land.
+    #[error("{0} (a try got no answer: the server may still delete it)")]
+    MayStillLand(String),
+    /// It failed, and the run was interrupted before it was retried.
+    #[error("{0} (not retried: interrupted)")]
+    Interrupted(String),
+    /// Answered NotFound or Conflict, and the name could not be read again to tell why.
+    #[error("the DELETE was answered {status} ({answer}) and the object could not be read again ({read})")]
+    Unverified {
+        /// The HTTP status (404 or 409).
+        status: u16,
+        /// What the server said.
+        answer: String,
+        /// Why the name could not be read.
+        read: LookupError,
+    },
+    /// Answered NotFound or Conflict, but the planned object is still there (a webhook refused it).
+    #[error("the DELETE was answered {status} ({answer}), but the planned object is still there with its UID")]
+    Refused {
+        /// The HTTP status (404 or 409).
+        status: u16,
+        /// What the server said.
+        answer: String,
+    },
+}
+
 /// Sends one DELETE with a UID precondition. NotFound means our object is gone (also when an
 /// earlier attempt's answer was lost); a precondition conflict means the name has another UID.
 /// A DELETE of which a try got no answer may still land: interrupted, it is reported so.
-pub async fn delete_one(client: &Client, target: &Target, options: &ExecOptions) -> Result<Change, String> {
+pub async fn delete_one(client: &Client, target: &Target, options: &ExecOptions) -> Result<Change, DeleteError> {
     use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     let api = api_for(client, &target.kind, target.id.namespace.as_deref());
     let params = delete_params(target, options);
@@ -419,16 +451,15 @@ pub async fn delete_one(client: &Client, target: &Target, options: &ExecOptions)
             Some(status @ (404 | 409)) => {
                 let retried = attempts.load(Relaxed) > 1;
                 let found = with_retries("get", || api.get_metadata_opt(&target.id.name)).await;
-                let found = found.map(|meta| meta.map(|m| m.metadata)).map_err(|e| root_cause(&e));
+                let found = found
+                    .map(|meta| meta.map(|m| m.metadata))
+                    .map_err(|e| LookupError::Failed(root_cause(&e)));
                 judge_refusal(status, retried, &target.uid, found, &root_cause(&err))
             }
             _ if lost && crate::retry::cancelled() => Ok(Change::MayStillLand),
-            _ if lost => Err(format!(
-                "{} (a try got no answer: the server may still delete it)",
-                root_cause(&err)
-            )),
-            _ if crate::retry::cancelled() => Err(format!("{} (not retried: interrupted)", root_cause(&err))),
-            _ => Err(root_cause(&err)),
+            _ if lost => Err(DeleteError::MayStillLand(root_cause(&err))),
+            _ if crate::retry::cancelled() => Err(DeleteError::Interrupted(root_cause(&err))),
+            _ => Err(DeleteError::Failed(root_cause(&err))),
         },
     }
 }
@@ -457,21 +488,24 @@ fn judge_refusal(
     status: u16,
     retried: bool,
     planned_uid: &str,
-    found: Result<Option<ObjectMeta>, String>,
+    found: Result<Option<ObjectMeta>, LookupError>,
     answer: &str,
-) -> Result<Change, String> {
+) -> Result<Change, DeleteError> {
     match found {
-        Err(read) => Err(format!(
-            "the DELETE was answered {status} ({answer}) and the object could not be read again ({read})"
-        )),
+        Err(read) => Err(DeleteError::Unverified {
+            status,
+            answer: answer.to_string(),
+            read,
+        }),
         // NotFound after an earlier attempt whose answer was lost: that attempt deleted it.
         Ok(None) if retried => Ok(Change::Deleted),
         Ok(None) => Ok(Change::AlreadyGone),
         Ok(Some(meta)) if meta.uid.as_deref() != Some(planned_uid) => Ok(Change::Replaced),
         Ok(Some(meta)) if meta.deletion_timestamp.is_some() => Ok(Change::AlreadyTerminating),
-        Ok(Some(_)) => Err(format!(
-            "the DELETE was answered {status} ({answer}), but the planned object is still there with its UID"
-        )),
+        Ok(Some(_)) => Err(DeleteError::Refused {
+            status,
+            answer: answer.to_string(),
+        }),
     }
 }
 
@@ -491,7 +525,12 @@ mod tests {
     fn a_refused_delete_of_the_planned_object_is_a_failure() {
         for status in [404, 409] {
             let judged = judge_refusal(status, false, "u1", Ok(Some(meta("u1", false))), "denied");
-            assert!(judged.is_err(), "{status}: {judged:?}");
+            assert_eq!(
+                judged.unwrap_err().to_string(),
+                format!(
+                    "the DELETE was answered {status} (denied), but the planned object is still there with its UID"
+                )
+            );
         }
     }
 
@@ -515,6 +554,18 @@ mod tests {
 
     #[test]
     fn an_unreadable_name_is_a_failure() {
-        assert!(judge_refusal(404, false, "u1", Err("timeout".into()), "nf").is_err());
+        let judged = judge_refusal(404, false, "u1", Err(LookupError::Failed("timeout".into())), "nf");
+        assert_eq!(
+            judged.unwrap_err().to_string(),
+            "the DELETE was answered 404 (nf) and the object could not be read again (timeout)"
+        );
+        assert_eq!(
+            DeleteError::MayStillLand("reset".into()).to_string(),
+            "reset (a try got no answer: the server may still delete it)"
+        );
+        assert_eq!(
+            DeleteError::Interrupted("reset".into()).to_string(),
+            "reset (not retried: interrupted)"
+        );
     }
 }

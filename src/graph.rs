@@ -21,11 +21,11 @@ use serde_json::Value;
 use crate::identity::ObjectId;
 
 pub use build::{build, merge_duplicates};
-pub use declared::{malformed_annotations, parse_depends_on, KappRule};
+pub use declared::{malformed_annotations, parse_depends_on, AnnotationError, KappRule};
 pub(crate) use memberships::object_meta;
 pub use memberships::{
     argocd_outside_namespaces, flux_acts_elsewhere, flux_inventory_entries, flux_inventory_of, full_mark, full_marks,
-    name_only_may_name, orphans_members, owner_mark, service_account_named, tracked_by_any, Impersonation,
+    name_only_may_name, orphans_members, owner_mark, service_account_named, tracked_by_any, tracker_key, Impersonation,
 };
 pub use victims::VictimOrder;
 

@@ -79,7 +79,7 @@ impl ObjectId {
 
     /// `Kind.group` (or `Kind` for core).
     pub fn kind_with_group(&self) -> String {
-        crate::discovery::kind_with_group(&self.kind, &self.group)
+        kind_with_group(&self.kind, &self.group)
     }
 
     /// `kind.group/name`, as `kubectl get -o name` prints it.
@@ -90,6 +90,15 @@ impl ObjectId {
         } else {
             format!("{kind}.{}/{}", self.group, self.name)
         }
+    }
+}
+
+/// `Kind.group`, or `Kind` for the core group.
+pub fn kind_with_group(kind: &str, group: &str) -> String {
+    if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{group}")
     }
 }
 

@@ -198,7 +198,7 @@ fn served<'a>(session: &'a Session, group: &str, kind: &str) -> Result<&'a KindI
     session.catalog.get(group, kind).map(|k| k.as_ref()).ok_or_else(|| {
         UserError::failed(format!(
             "the cluster does not serve {}",
-            crate::discovery::kind_with_group(kind, group)
+            crate::identity::kind_with_group(kind, group)
         ))
     })
 }

@@ -511,7 +511,7 @@ pub fn ambiguous_mark(meta: &ObjectMeta, trackers: Option<&Trackers>) -> Option<
 /// `--untracked`.)
 pub fn untracked(object: &Listed, context: &Context) -> Option<KeepReason> {
     let teardown = matches!(context.question, Question::Teardown { .. });
-    let untracked = !crate::trackers::is_tracked(&object.meta) && crate::teardown::tracker_key(object).is_none();
+    let untracked = !crate::trackers::is_tracked(&object.meta) && crate::graph::tracker_key(object).is_none();
     (teardown && untracked).then_some(KeepReason::Untracked)
 }
 

@@ -78,6 +78,7 @@ pub mod stuck;
 pub mod suspend;
 pub mod teardown;
 pub mod trackers;
+pub mod values;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

@@ -507,7 +507,18 @@ fn recorded_stacks_of(object: &Listed) -> Vec<(Preset, MarkValue)> {
 
 /// How the objects of one stack are judged: by its record and namespace rule, or, when it
 /// cannot be read, not at all (why).
-type StackJudgement = Result<Desired, String>;
+type StackJudgement = Result<Desired, Unjudged>;
+
+/// Why the objects of a stack are not judged by its record (they are unknown, never orphans).
+#[derive(Debug, thiserror::Error)]
+enum Unjudged {
+    /// Its record could not be read, or its tool would prune nothing of it now.
+    #[error(transparent)]
+    Record(UserError),
+    /// Manifests of it could not be placed in a namespace.
+    #[error("{0}")]
+    Unplaced(String),
+}
 
 /// `-l` alone (or a `--tracker` preset without a value): an object is judged as `--tracker
 /// PRESET=ITS-STACK` judges it, by the record of every stack its marks name (Flux
@@ -549,7 +560,7 @@ async fn classify_by_recorded_stack(
             }
             verdicts.push(match stacks.get(&key) {
                 Some(Ok(desired)) => classify_one(object, desired),
-                Some(Err(why)) => unknown_unless_desired(classify_one(object, base), why),
+                Some(Err(why)) => unknown_unless_desired(classify_one(object, base), &why.to_string()),
                 None => classify_one(object, base),
             });
         }
@@ -582,7 +593,7 @@ async fn stack_judgement(preset: &Preset, value: &MarkValue, judged: &Judged<'_>
         Ok(stack) => stack,
         Err(err) => {
             tracing::warn!("{}: its objects are not called orphans", err.message);
-            return Err(err.message);
+            return Err(Unjudged::Record(err));
         }
     };
     match &stack.recorded {
@@ -596,7 +607,7 @@ async fn stack_judgement(preset: &Preset, value: &MarkValue, judged: &Judged<'_>
     let manifests = resolve_manifests(judged.manifests, session, &stack);
     if let Some(why) = unplaced_words(&manifests) {
         tracing::warn!("{stack_name}: {why}");
-        return Err(why);
+        return Err(Unjudged::Unplaced(why));
     }
     Ok(Desired {
         manifests: Some(manifests),
@@ -800,16 +811,14 @@ async fn endpoints_source(object: &Listed, session: &Session) -> Option<String> 
 
 /// The StatefulSets of a namespace, each with its claim template names, or why they could not
 /// be listed.
-type ClaimTemplates = Result<Vec<(String, Vec<String>)>, String>;
+type ClaimTemplates = Result<Vec<(String, Vec<String>)>, kube::Error>;
 
 /// The StatefulSets of a namespace with their claim template names.
 async fn stateful_sets(session: &Session, namespace: &str) -> ClaimTemplates {
     let Some(kind) = session.catalog.get("apps", "StatefulSet") else {
         return Ok(Vec::new());
     };
-    let sets = crate::collect::list_objects(&session.connection.client, kind, Some(namespace), None)
-        .await
-        .map_err(|err| err.to_string())?;
+    let sets = crate::collect::list_objects(&session.connection.client, kind, Some(namespace), None).await?;
     Ok(sets
         .into_iter()
         .map(|set| {

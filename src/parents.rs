@@ -19,10 +19,10 @@ use serde::Serialize;
 use crate::collect::{api_for, Listed};
 use crate::discovery::KindInfo;
 use crate::graph::full_marks;
+use crate::graph::tracker_key;
 use crate::identity::ObjectId;
 use crate::keep::TornDown;
 use crate::retry::with_retries;
-use crate::teardown::tracker_key;
 use crate::trackers::{Mark, Preset, FLUX_KINDS};
 
 /// A live reconciler outside the plan that applies a planned object or another such parent.
@@ -138,13 +138,26 @@ pub fn recreating_parent<'a>(
     })
 }
 
+/// A Flux parent whose `spec.suspend` could not be read.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("cannot read {parent}: {cause}")]
+pub struct SuspendReadError {
+    /// The parent.
+    pub parent: ObjectId,
+    /// The root cause.
+    pub cause: String,
+}
+
 /// Reads `spec.suspend` of every Flux parent.
-pub async fn read_suspended(client: &Client, parents: &mut [Parent]) -> Result<(), String> {
+pub async fn read_suspended(client: &Client, parents: &mut [Parent]) -> Result<(), SuspendReadError> {
     for parent in parents.iter_mut().filter(|p| p.suspendable()) {
         let api = api_for(client, &parent.kind, parent.id.namespace.as_deref());
         let current = with_retries("get", || api.get_opt(&parent.id.name))
             .await
-            .map_err(|err| format!("cannot read {}: {}", parent.id, crate::error::root_cause(&err)))?;
+            .map_err(|err| SuspendReadError {
+                parent: parent.id.clone(),
+                cause: crate::error::root_cause(&err),
+            })?;
         parent.suspended = Some(
             current
                 .and_then(|o| o.data.pointer("/spec/suspend").and_then(serde_json::Value::as_bool))

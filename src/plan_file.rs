@@ -125,24 +125,38 @@ fn text(value: &Value, pointer: &str) -> String {
         .to_string()
 }
 
+/// Why a document is not a saved plan.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanFileError {
+    /// Another `apiVersion` or `kind`.
+    #[error("not a saved plan (apiVersion {API_VERSION}, kind {KIND})")]
+    NotAPlan,
+    /// An entry of `objects` has no `id`.
+    #[error("an object without an id")]
+    NoId,
+    /// An entry of `objects` has no `wave`.
+    #[error("an object without a wave")]
+    NoWave,
+    /// A wave number larger than this machine counts.
+    #[error("{0}")]
+    WaveOutOfRange(#[from] std::num::TryFromIntError),
+}
+
 /// Parses a saved plan.
-pub fn parse(document: &Value) -> Result<Saved, String> {
+pub fn parse(document: &Value) -> Result<Saved, PlanFileError> {
     if document.get("apiVersion").and_then(Value::as_str) != Some(API_VERSION)
         || document.get("kind").and_then(Value::as_str) != Some(KIND)
     {
-        return Err(format!("not a saved plan (apiVersion {API_VERSION}, kind {KIND})"));
+        return Err(PlanFileError::NotAPlan);
     }
     let list = |key: &str| document.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
     let mut objects = HashMap::new();
     for entry in list("objects") {
-        let id = entry.get("id").and_then(object_id).ok_or("an object without an id")?;
-        let wave = entry
-            .get("wave")
-            .and_then(Value::as_u64)
-            .ok_or("an object without a wave")?;
+        let id = entry.get("id").and_then(object_id).ok_or(PlanFileError::NoId)?;
+        let wave = entry.get("wave").and_then(Value::as_u64).ok_or(PlanFileError::NoWave)?;
         let saved = SavedObject {
             uid: text(&entry, "/uid"),
-            wave: usize::try_from(wave).map_err(|e| e.to_string())?,
+            wave: usize::try_from(wave)?,
         };
         objects.insert(id, saved);
     }
@@ -366,7 +380,17 @@ mod tests {
         };
         let found = changes(&saved, &grown, "https://k:6443");
         assert_eq!(found, vec!["ConfigMap/shop/c is new in the plan (member)".to_string()]);
-        assert!(parse(&json!({"kind": "Other"})).is_err());
+        assert_eq!(
+            parse(&json!({"kind": "Other"})).unwrap_err().to_string(),
+            format!("not a saved plan (apiVersion {API_VERSION}, kind {KIND})")
+        );
+        let document = |objects| json!({"apiVersion": API_VERSION, "kind": KIND, "objects": objects});
+        let no_wave = document(json!([{"id": {"group": "", "kind": "ConfigMap", "name": "c"}}]));
+        assert_eq!(parse(&no_wave).unwrap_err().to_string(), "an object without a wave");
+        assert_eq!(
+            parse(&document(json!([{"wave": 0}]))).unwrap_err().to_string(),
+            "an object without an id"
+        );
     }
 
     #[test]

@@ -38,9 +38,33 @@ impl ProxyEnv {
     }
 }
 
+/// A proxy URL that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProxyError {
+    /// The kubeconfig's `proxy-url` does not parse.
+    #[error("the kubeconfig's proxy-url {url:?} is not a URL: {cause}")]
+    NotAUrl {
+        /// The URL as written.
+        url: String,
+        /// Why it does not parse.
+        cause: String,
+    },
+    /// The kubeconfig's `proxy-url` has a scheme other than http, https or socks5.
+    #[error("the kubeconfig's proxy-url {url:?} has scheme {scheme:?}: it must be http, https or socks5")]
+    Scheme {
+        /// The URL as written.
+        url: String,
+        /// Its scheme (empty when it has none).
+        scheme: String,
+    },
+    /// The environment's proxy is not an address, even with `http://` before it.
+    #[error("invalid proxy address {0:?} in the environment")]
+    InvalidEnv(String),
+}
+
 /// The proxy for requests to `server`: the kubeconfig's `proxy-url` if given, else the
 /// environment's as Go applies it. An error names a proxy URL that cannot be used.
-pub fn proxy_for(server: &Uri, kubeconfig_proxy: Option<&str>, env: &ProxyEnv) -> Result<Option<Uri>, String> {
+pub fn proxy_for(server: &Uri, kubeconfig_proxy: Option<&str>, env: &ProxyEnv) -> Result<Option<Uri>, ProxyError> {
     if let Some(url) = kubeconfig_proxy.filter(|url| !url.trim().is_empty()) {
         return parse_kubeconfig_proxy(url).map(Some);
     }
@@ -65,22 +89,25 @@ pub fn proxy_for(server: &Uri, kubeconfig_proxy: Option<&str>, env: &ProxyEnv) -
 }
 
 /// client-go's `parseProxyURL`: a kubeconfig `proxy-url` must be http, https or socks5.
-fn parse_kubeconfig_proxy(url: &str) -> Result<Uri, String> {
+fn parse_kubeconfig_proxy(url: &str) -> Result<Uri, ProxyError> {
     let uri: Uri = url
         .trim()
         .parse()
-        .map_err(|err| format!("the kubeconfig's proxy-url {url:?} is not a URL: {err}"))?;
+        .map_err(|err: http::uri::InvalidUri| ProxyError::NotAUrl {
+            url: url.to_string(),
+            cause: err.to_string(),
+        })?;
     match uri.scheme_str() {
         Some("http" | "https" | "socks5") => Ok(uri),
-        other => Err(format!(
-            "the kubeconfig's proxy-url {url:?} has scheme {:?}: it must be http, https or socks5",
-            other.unwrap_or("")
-        )),
+        other => Err(ProxyError::Scheme {
+            url: url.to_string(),
+            scheme: other.unwrap_or("").to_string(),
+        }),
     }
 }
 
 /// Go's `parseProxy`: a value without a known scheme is taken as `http://VALUE`.
-fn parse_env_proxy(value: &str) -> Result<Uri, String> {
+fn parse_env_proxy(value: &str) -> Result<Uri, ProxyError> {
     let value = value.trim();
     if let Ok(uri) = value.parse::<Uri>() {
         if matches!(uri.scheme_str(), Some("http" | "https" | "socks5")) && uri.host().is_some() {
@@ -91,7 +118,7 @@ fn parse_env_proxy(value: &str) -> Result<Uri, String> {
         .parse::<Uri>()
         .ok()
         .filter(|uri| uri.host().is_some())
-        .ok_or_else(|| format!("invalid proxy address {value:?} in the environment"))
+        .ok_or_else(|| ProxyError::InvalidEnv(value.to_string()))
 }
 
 /// Go's `useProxy`: false for localhost, loopback addresses, and hosts `no_proxy` names.
@@ -243,7 +270,12 @@ mod tests {
             .as_deref(),
             Some("http://kubeconfig:8080/")
         );
-        assert!(proxy_for(&"https://x".parse().unwrap(), Some("ftp://p:1"), &ProxyEnv::default()).is_err());
+        assert_eq!(
+            proxy_for(&"https://x".parse().unwrap(), Some("ftp://p:1"), &ProxyEnv::default())
+                .unwrap_err()
+                .to_string(),
+            "the kubeconfig's proxy-url \"ftp://p:1\" has scheme \"ftp\": it must be http, https or socks5"
+        );
     }
 
     #[test]

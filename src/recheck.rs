@@ -21,16 +21,17 @@ use kube::Client;
 use crate::cascade::owners::{owned_around, owner_cascades, Counted};
 use crate::cascade::{contents, unknown_content, victims, Planned};
 use crate::classify::Recorded;
-use crate::collect::{collect_kinds, Collection, ListOptions, ListScope, Listed};
+use crate::collect::{collect_kinds, Collection, ListFailure, ListOptions, ListScope, Listed};
 use crate::discovery::{Catalog, KindInfo, KindsWatch};
 use crate::execute::{CheckedWave, Target, WaveGuard};
+use crate::graph::tracker_key;
 use crate::graph::MemberRecord;
 use crate::identity::ObjectId;
 use crate::keep::{self, Claim, Context, KeepReason, Question, Trackers};
 use crate::keep::{tracked_elsewhere, TornDown};
 use crate::session::Session;
 use crate::suspend::Suspensions;
-use crate::teardown::{tracker_key, PrunePlan};
+use crate::teardown::PrunePlan;
 use crate::trackers::{Preset, Selection};
 use dependents::{argo_apps, graph_now, relist, Declaring, Relisted, Standing, WaveKey};
 use records::OrphanRecords;
@@ -120,13 +121,8 @@ impl Recheck {
     }
 
     /// Takes the kinds discovered again as the catalog (see [`refreshed`]).
-    fn adopt(&mut self, fresh: Result<Catalog, kube::Error>) -> Result<(), String> {
-        let fresh = fresh.map_err(|e| {
-            format!(
-                "the kinds the server serves could not be read again ({})",
-                crate::error::root_cause(&e)
-            )
-        })?;
+    fn adopt(&mut self, fresh: Result<Catalog, kube::Error>) -> Result<(), Undiscovered> {
+        let fresh = fresh.map_err(|e| Undiscovered(crate::error::root_cause(&e)))?;
         self.catalog = Arc::new(refreshed(&self.catalog, fresh));
         // What lists through the session (the dependents, the stacks' records) lists what the
         // server serves now too.
@@ -550,7 +546,7 @@ impl Recheck {
             };
             let listed = collect_kinds(&self.client, &[kind], &scope, &Selection::everything(), self.options).await;
             let result = match listed.failures.first() {
-                Some(failure) => Err(failure.failure.to_string()),
+                Some(failure) => Err(failure.failure.clone()),
                 None => Ok(listed.objects.into_iter().map(|o| (o.name().to_string(), o)).collect()),
             };
             found.insert(key, result);
@@ -747,7 +743,7 @@ async fn timed<T>(what: &str, future: impl std::future::Future<Output = T>) -> T
 #[derive(Default)]
 struct ReadAgain {
     /// Why the served kinds could not be discovered again (nothing else is read then).
-    undiscovered: Option<String>,
+    undiscovered: Option<Undiscovered>,
     current: Reread,
     declaring: Declaring,
     stacks: HashMap<ObjectId, StackNow>,
@@ -755,8 +751,14 @@ struct ReadAgain {
     owned: Collection,
 }
 
-/// The wave's kinds as the re-check listed them, whole, by (group, kind, namespace) and name.
-pub type Reread = HashMap<WaveKey, Result<HashMap<String, Listed>, String>>;
+/// The wave's kinds as the re-check listed them, whole, by (group, kind, namespace) and name, or
+/// why a kind could not be listed.
+pub type Reread = HashMap<WaveKey, Result<HashMap<String, Listed>, ListFailure>>;
+
+/// The kinds the server serves could not be discovered again: nothing of the wave is judged.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the kinds the server serves could not be read again ({0})")]
+pub struct Undiscovered(String);
 
 /// The wave's (group, kind, namespace)s, each with the kind its targets were planned with.
 fn wave_groups(targets: &[Target]) -> BTreeMap<WaveKey, Arc<KindInfo>> {

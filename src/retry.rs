@@ -56,7 +56,7 @@ fn default_budget() -> Duration {
         let Ok(text) = std::env::var(BUDGET_ENV) else {
             return DEFAULT_BUDGET;
         };
-        crate::cli::parse_duration(&text).unwrap_or_else(|err| {
+        crate::values::parse_duration(&text).unwrap_or_else(|err| {
             tracing::warn!("{BUDGET_ENV} ignored: {err}");
             DEFAULT_BUDGET
         })
@@ -212,29 +212,12 @@ pub fn got_no_answer(err: &kube::Error) -> bool {
     matches!(
         err,
         kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_)
-    ) && !is_connection_refused(err)
+    ) && !crate::error::is_connection_refused(err)
 }
 
 /// Whether the request was abandoned when the run was interrupted.
 pub fn is_abandoned(err: &kube::Error) -> bool {
     matches!(err, kube::Error::Service(inner) if inner.downcast_ref::<Abandoned>().is_some())
-}
-
-/// Whether the connection was refused (nothing listens at the address, or at the proxy's).
-pub fn is_connection_refused(err: &(dyn std::error::Error + 'static)) -> bool {
-    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(error) = current {
-        if let Some(io) = error.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return true;
-            }
-        }
-        if error.to_string().contains("Connection refused") {
-            return true;
-        }
-        current = error.source();
-    }
-    false
 }
 
 /// One try, bounded by [`attempt_bound`] and abandoned when the run is interrupted.
@@ -283,7 +266,7 @@ fn refused_at_first_contact(err: &kube::Error) -> bool {
 }
 
 fn refused_before_any_answer(contacted: bool, err: &kube::Error) -> bool {
-    !contacted && is_connection_refused(err)
+    !contacted && crate::error::is_connection_refused(err)
 }
 
 /// Sleeps for `delay`, waking early when the retries are cancelled; whether they were.

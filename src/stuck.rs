@@ -4,23 +4,22 @@
 
 pub mod chains;
 mod controllers;
+mod evidence;
 mod waits;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashSet};
 
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use crate::collect::{api_for, Collection, Listed};
-use crate::discovery::Catalog;
-use crate::error::{is_not_found, root_cause, LookupError};
-use crate::identity::ObjectId;
-use crate::retry::with_retries;
+use crate::collect::{Collection, Listed};
+use crate::discovery::{Catalog, KindInfo};
 use crate::session::Session;
 use crate::trackers::marks;
+use evidence::{Evidence, FinalizerEvidence, FluxEvidence, Lookup, NamespaceEvidence, Read, TrackerEvidence};
 
 pub use chains::{explain, explain_blockers, Report};
+pub use evidence::DiagnosisContext;
 
 /// Finalizers that Kubernetes itself or well-known controllers own.
 const KNOWN_FINALIZERS: &[&str] = &[
@@ -121,142 +120,25 @@ pub struct Diagnosis {
     pub spec_finalizers: Vec<String>,
 }
 
-/// Whether a tracking object could be found.
-#[derive(Debug, Clone)]
-enum Lookup {
-    /// It is there, with its body.
-    Found(Box<(Listed, Value)>),
-    /// It is not (404).
-    Gone,
-    /// It could not be read (403 or another failure): unknown, never "gone".
-    Unknown(LookupError),
-}
-
-/// Shared facts for diagnosing many objects, fetched once, and what was looked up on the way.
-pub struct DiagnosisContext {
-    /// Flux Kustomizations and HelmReleases, with their whole body: listed everywhere, or read
-    /// one by one where listing everywhere was not allowed.
-    flux: HashMap<ObjectId, Lookup>,
-    /// Unavailable APIServices: name and why.
-    unavailable_api_services: Vec<(String, String)>,
-    /// CustomResourceDefinitions, whole.
-    crds: Vec<DynamicObject>,
-    /// Every object in a namespace (metadata), by namespace.
-    namespace_content: HashMap<String, Arc<Collection>>,
-    /// Objects anywhere that refer to a cluster-scoped owner, by the owner's UID.
-    cluster_dependents: HashMap<String, Arc<Collection>>,
-    /// Pods by namespace, whole, or why they could not be listed.
-    pods: HashMap<String, Result<Arc<Vec<DynamicObject>>, LookupError>>,
-    /// Deployments, StatefulSets and DaemonSets everywhere, or why they could not be listed.
-    workloads: Option<Result<Arc<Vec<controllers::Workload>>, LookupError>>,
-}
-
-impl DiagnosisContext {
-    /// Fetches the Flux objects, APIService availability and CRDs.
-    pub async fn load(session: &Session) -> Self {
-        let everywhere = Session {
-            scope: crate::collect::ListScope::AllNamespaces,
-            ..session.clone()
-        };
-        let flux = crate::live::flux_objects(&everywhere).await.unwrap_or_default();
-        let flux = flux
-            .into_iter()
-            .map(|(object, body)| (object.id(), Lookup::Found(Box::new((object, body)))))
-            .collect();
-        let unavailable_api_services = list_all(session, "apiregistration.k8s.io", "APIService")
-            .await
-            .into_iter()
-            .filter_map(|service| {
-                Some((
-                    service.metadata.name.clone().unwrap_or_default(),
-                    unavailable(&service.data)?,
-                ))
-            })
-            .collect();
-        let crds = list_all(session, "apiextensions.k8s.io", "CustomResourceDefinition").await;
-        Self {
-            flux,
-            unavailable_api_services,
-            crds,
-            namespace_content: HashMap::new(),
-            cluster_dependents: HashMap::new(),
-            pods: HashMap::new(),
-            workloads: None,
-        }
-    }
-
-    /// The CRD whose group a finalizer's domain names (the object's own kind's when it is in
-    /// that group), and who tracks it.
-    fn crd_for_finalizer(&self, finalizer: &str, kind: &crate::discovery::KindInfo) -> Option<(String, String)> {
-        let own = kind.crd_name();
-        let name_of = |crd: &DynamicObject| crd.metadata.name.clone().unwrap_or_default();
-        let in_group = |name: &str| {
-            name.split_once('.')
-                .is_some_and(|(_, group)| crate::infer::finalizer_names_group(finalizer, group))
-        };
-        let crd = self
-            .crds
-            .iter()
-            .find(|crd| name_of(crd) == own && in_group(&own))
-            .or_else(|| self.crds.iter().find(|crd| in_group(&name_of(crd))))?;
-        let tracked: Vec<String> = marks(&crd.metadata).iter().map(ToString::to_string).collect();
-        Some((name_of(crd), tracked.join(",")))
-    }
-
-    /// A Flux object: from the listing, else read on its own (the user may read its namespace
-    /// without listing everywhere). Forbidden or failed reads are unknown, never gone.
-    async fn flux_object(&mut self, session: &Session, id: &ObjectId) -> Lookup {
-        if let Some(found) = self.flux.get(id) {
-            return found.clone();
-        }
-        let lookup = match session.catalog.get(&id.group, &id.kind) {
-            None => Lookup::Gone,
-            Some(kind) => {
-                let api = api_for(&session.connection.client, kind, id.namespace.as_deref());
-                match with_retries("get", || api.get(&id.name)).await {
-                    Ok(object) => Lookup::Found(Box::new((Listed::new(kind.clone(), object.metadata), object.data))),
-                    Err(err) if is_not_found(&err) => Lookup::Gone,
-                    Err(err) => Lookup::Unknown(LookupError::from_request(&err)),
-                }
-            }
-        };
-        self.flux.insert(id.clone(), lookup.clone());
-        lookup
-    }
-
-    /// Every object in a namespace (metadata only), listed once.
-    async fn namespace_content(&mut self, session: &Session, namespace: &str) -> Arc<Collection> {
-        if let Some(found) = self.namespace_content.get(namespace) {
-            return Arc::clone(found);
-        }
-        let kinds: Vec<_> = session.catalog.listable().filter(|k| k.namespaced).cloned().collect();
-        let scope = crate::collect::ListScope::Namespace(namespace.to_string());
-        let collection = crate::collect::collect_kinds(
-            &session.connection.client,
-            &kinds,
-            &scope,
-            &crate::trackers::Selection::everything(),
-            Default::default(),
-        )
-        .await;
-        let collection = Arc::new(collection);
-        self.namespace_content
-            .insert(namespace.to_string(), Arc::clone(&collection));
-        collection
-    }
-}
-
-/// Every object of a cluster-wide kind; nothing when it is not served or may not be listed
-/// (a diagnosis then simply has less to say).
-async fn list_all(session: &Session, group: &str, kind: &str) -> Vec<DynamicObject> {
-    let Some(info) = session.catalog.get(group, kind) else {
-        return Vec::new();
+/// The CRD whose group a finalizer's domain names (the object's own kind's when it is in that
+/// group), and who tracks it (its marks, comma-separated).
+fn crd_for_finalizer(crds: &[DynamicObject], finalizer: &str, kind: &KindInfo) -> Option<(String, String)> {
+    let own = kind.crd_name();
+    let name_of = |crd: &DynamicObject| crd.metadata.name.clone().unwrap_or_default();
+    let in_group = |name: &str| {
+        name.split_once('.')
+            .is_some_and(|(_, group)| crate::infer::finalizer_names_group(finalizer, group))
     };
-    crate::collect::list_objects(&session.connection.client, info, None, None)
-        .await
-        .unwrap_or_default()
+    let crd = crds
+        .iter()
+        .find(|crd| name_of(crd) == own && in_group(&own))
+        .or_else(|| crds.iter().find(|crd| in_group(&name_of(crd))))?;
+    let tracked: Vec<String> = marks(&crd.metadata).iter().map(ToString::to_string).collect();
+    Some((name_of(crd), tracked.join(",")))
 }
 
+/// Why an APIService is unavailable (`reason: message` of its `Available` condition); `None`
+/// when it is available or says nothing.
 fn unavailable(service: &Value) -> Option<String> {
     let conditions = service.pointer("/status/conditions")?.as_array()?;
     let available = conditions
@@ -270,32 +152,30 @@ fn unavailable(service: &Value) -> Option<String> {
 }
 
 /// Why an object is stuck, as far as can be told: each finalizer with what it waits for, the
-/// GitOps object that tracks it, and for Flux objects and Namespaces what they need.
+/// GitOps object that tracks it, and for Flux objects and Namespaces what they need. Reads
+/// everything first ([`evidence::gather`]), then judges it ([`judge`]).
 pub async fn diagnose(session: &Session, context: &mut DiagnosisContext, object: &Listed) -> Diagnosis {
+    let evidence = evidence::gather(session, context, object).await;
+    judge(object, &evidence)
+}
+
+/// The diagnosis of an object from what was read about it.
+fn judge(object: &Listed, evidence: &Evidence) -> Diagnosis {
     let mut diagnosis = Diagnosis::default();
-    for finalizer in object.finalizers() {
-        diagnosis
-            .findings
-            .extend(finalizer_findings(session, context, object, finalizer).await);
+    for (finalizer, found) in &evidence.finalizers {
+        diagnosis.findings.extend(finalizer_findings(object, finalizer, found));
     }
-    if object.finalizers().is_empty() && object.kind.group.is_empty() && object.kind.kind == "Pod" {
-        diagnosis
-            .findings
-            .extend(waits::pod_without_finalizers(session, object).await);
+    if let Some(pod) = &evidence.pod {
+        diagnosis.findings.extend(waits::pod_without_finalizers(object, pod));
     }
-    diagnosis
-        .findings
-        .extend(tracker_findings(session, context, object).await);
-    let id = object.id();
-    if crate::trackers::FLUX_KINDS.contains(&(id.group.as_str(), id.kind.as_str())) {
-        if let Lookup::Found(found) = context.flux_object(session, &id).await {
-            diagnosis
-                .findings
-                .extend(flux_findings(session, context, &id, &found.1).await);
-        }
+    for tracker in &evidence.trackers {
+        diagnosis.findings.extend(tracker_findings(object, tracker));
     }
-    if id.group.is_empty() && id.kind == "Namespace" {
-        let (findings, spec_finalizers) = namespace_findings(session, context, &id.name).await;
+    if let Some(flux) = &evidence.flux {
+        diagnosis.findings.extend(flux_findings(flux));
+    }
+    if let Some(namespace) = &evidence.namespace {
+        let (findings, spec_finalizers) = namespace_findings(namespace);
         diagnosis.findings.extend(findings);
         diagnosis.spec_finalizers = spec_finalizers;
     }
@@ -303,46 +183,49 @@ pub async fn diagnose(session: &Session, context: &mut DiagnosisContext, object:
 }
 
 /// What one finalizer waits for.
-async fn finalizer_findings(
-    session: &Session,
-    context: &mut DiagnosisContext,
-    object: &Listed,
-    finalizer: &str,
-) -> Vec<Finding> {
-    if let Some(found) = waits::builtin(session, context, object, finalizer).await {
-        return found;
-    }
-    if let Some(found) = controllers::explain(session, context, object, finalizer).await {
-        return vec![found];
-    }
-    if !finalizer_accounted(finalizer, &session.catalog) {
-        return vec![Finding::about(
+fn finalizer_findings(object: &Listed, finalizer: &str, evidence: &FinalizerEvidence) -> Vec<Finding> {
+    match evidence {
+        FinalizerEvidence::Foreground(among) => vec![waits::foreground(object, among)],
+        FinalizerEvidence::Orphan(among) => vec![waits::orphan(object, among)],
+        FinalizerEvidence::CrdCleanup(found) => vec![waits::crd_cleanup(found)],
+        FinalizerEvidence::PvcProtection { pods, pod_kind } => {
+            vec![waits::pvc_protection(object, pods, pod_kind.as_ref())]
+        }
+        FinalizerEvidence::PvProtection(found) => vec![waits::pv_protection(found)],
+        FinalizerEvidence::Controller { controller, workloads } => {
+            vec![controllers::explain(finalizer, controller, workloads)]
+        }
+        FinalizerEvidence::Unaccounted => vec![Finding::about(
             finalizer,
             format!(
                 "finalizer {finalizer}: no installed API group or known controller accounts for it; nothing may ever \
                  remove it"
             ),
-        )];
+        )],
+        FinalizerEvidence::CrdController {
+            crd,
+            tracked,
+            workloads,
+        } => {
+            let owner = if tracked.is_empty() {
+                String::new()
+            } else {
+                format!(", tracked by {tracked}")
+            };
+            let state = controllers::stack_workloads(tracked, workloads.as_ref());
+            vec![Finding::about(
+                finalizer,
+                format!("finalizer {finalizer} belongs to the controller of CRD {crd}{owner}: {state}"),
+            )]
+        }
+        FinalizerEvidence::Unexplained => Vec::new(),
     }
-    if let Some((crd, tracked)) = context.crd_for_finalizer(finalizer, &object.kind) {
-        let owner = if tracked.is_empty() {
-            String::new()
-        } else {
-            format!(", tracked by {tracked}")
-        };
-        let state = controllers::stack_workloads(session, context, &tracked).await;
-        return vec![Finding::about(
-            finalizer,
-            format!("finalizer {finalizer} belongs to the controller of CRD {crd}{owner}: {state}"),
-        )];
-    }
-    Vec::new()
 }
 
 /// The state of a Flux object in words, when it is not simply there: gone, being deleted, or
 /// not known.
-async fn state_of(session: &Session, context: &mut DiagnosisContext, id: &ObjectId) -> Option<String> {
-    match context.flux_object(session, id).await {
+fn state_of(lookup: &Lookup) -> Option<String> {
+    match lookup {
         Lookup::Gone => Some("is gone".into()),
         Lookup::Found(found) if found.0.is_terminating() => Some("is itself being deleted".into()),
         Lookup::Found(_) => None,
@@ -351,61 +234,48 @@ async fn state_of(session: &Session, context: &mut DiagnosisContext, id: &Object
 }
 
 /// The GitOps object that tracks it, and that object's dependencies.
-async fn tracker_findings(session: &Session, context: &mut DiagnosisContext, object: &Listed) -> Vec<Finding> {
+fn tracker_findings(object: &Listed, evidence: &TrackerEvidence) -> Vec<Finding> {
+    let tracker = &evidence.tracker;
+    if let Some(state) = state_of(&evidence.lookup) {
+        return vec![Finding::general(format!("tracked by {tracker}, which {state}"))];
+    }
+    let Lookup::Found(tracker_object) = &evidence.lookup else {
+        return Vec::new();
+    };
     let mut found = Vec::new();
-    for mark in marks(&object.meta) {
-        let Some((group, kind)) = mark.preset.flux_kind() else {
-            continue;
-        };
-        let tracker = ObjectId::new(group, kind, mark.value.namespace.as_deref(), &mark.value.name);
-        if let Some(state) = state_of(session, context, &tracker).await {
-            found.push(Finding::general(format!("tracked by {tracker}, which {state}")));
-            continue;
-        }
-        let Lookup::Found(tracker_object) = context.flux_object(session, &tracker).await else {
-            continue;
-        };
-        let suspended = tracker_object.1.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
-        let recreating = (!suspended)
-            .then(|| crate::parents::recreating_parent(&object.meta, [&tracker_object.0]))
-            .flatten();
-        if let Some((parent, mark)) = recreating {
+    let suspended = tracker_object.1.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
+    let recreating = (!suspended)
+        .then(|| crate::parents::recreating_parent(&object.meta, [&tracker_object.0]))
+        .flatten();
+    if let Some((parent, mark)) = recreating {
+        found.push(Finding::general(format!(
+            "applied by {parent} ({mark}), which is live: it re-creates this object once it is gone; suspend it or tear it down first"
+        )));
+    }
+    for (dependency, lookup) in &evidence.dependencies {
+        if let Some(state) = state_of(lookup) {
             found.push(Finding::general(format!(
-                "applied by {parent} ({mark}), which is live: it re-creates this object once it is gone; suspend it or tear it down first"
+                "tracked by {tracker}, which dependsOn {dependency}, which {state}: the controller that would \
+                 remove its finalizers may have gone with it"
             )));
-        }
-        for dependency in crate::graph::NodeInput::flux_depends_on(&tracker, &tracker_object.1) {
-            if let Some(state) = state_of(session, context, &dependency).await {
-                found.push(Finding::general(format!(
-                    "tracked by {tracker}, which dependsOn {dependency}, which {state}: the controller that would \
-                     remove its finalizers may have gone with it"
-                )));
-            }
         }
     }
     found
 }
 
-async fn flux_findings(session: &Session, context: &mut DiagnosisContext, id: &ObjectId, body: &Value) -> Vec<Finding> {
+/// A Flux object's missing dependencies and kubeConfig Secret.
+fn flux_findings(evidence: &FluxEvidence) -> Vec<Finding> {
     let mut found = Vec::new();
-    for dependency in crate::graph::NodeInput::flux_depends_on(id, body) {
-        if let Some(state) = state_of(session, context, &dependency).await {
+    for (dependency, lookup) in &evidence.dependencies {
+        if let Some(state) = state_of(lookup) {
             found.push(Finding::general(format!("dependsOn {dependency}, which {state}")));
         }
     }
-    if let Some(secret) = body.pointer("/spec/kubeConfig/secretRef/name").and_then(Value::as_str) {
-        let namespace = id.namespace.as_deref().unwrap_or("default");
-        if let Some(secrets) = session.catalog.get("", "Secret") {
-            let api = api_for(&session.connection.client, secrets, Some(namespace));
-            if let Err(err) = with_retries("get kubeconfig secret", || api.get_metadata(secret)).await {
-                if is_not_found(&err) {
-                    found.push(Finding::general(format!(
-                        "kubeConfig Secret {namespace}/{secret} is missing: the controller cannot reach the target \
-                         cluster to clean up, so it never removes its finalizer"
-                    )));
-                }
-            }
-        }
+    if let Some((namespace, secret, Read::Gone)) = &evidence.kubeconfig_secret {
+        found.push(Finding::general(format!(
+            "kubeConfig Secret {namespace}/{secret} is missing: the controller cannot reach the target \
+             cluster to clean up, so it never removes its finalizer"
+        )));
     }
     found
 }
@@ -420,53 +290,21 @@ const NAMESPACE_CONDITIONS: &[&str] = &[
 
 /// A Namespace: its conditions, the APIServices behind a discovery failure, the content that
 /// remains (the objects it waits for), and its `spec.finalizers`.
-async fn namespace_findings(
-    session: &Session,
-    context: &mut DiagnosisContext,
-    name: &str,
-) -> (Vec<Finding>, Vec<String>) {
-    let mut found = Vec::new();
-    let Some(namespaces) = session.catalog.get("", "Namespace") else {
-        return (found, Vec::new());
+fn namespace_findings(evidence: &NamespaceEvidence) -> (Vec<Finding>, Vec<String>) {
+    let (namespace, unavailable_api_services, content) = match evidence {
+        NamespaceEvidence::NotServed => return (Vec::new(), Vec::new()),
+        NamespaceEvidence::Unreadable(why) => {
+            let text = format!("the Namespace could not be read ({why}): its conditions are not known");
+            return (vec![Finding::general(text)], Vec::new());
+        }
+        NamespaceEvidence::Read {
+            namespace,
+            unavailable_api_services,
+            content,
+        } => (namespace, unavailable_api_services, content),
     };
-    let api = api_for(&session.connection.client, namespaces, None);
-    let namespace = match with_retries("get namespace", || api.get(name)).await {
-        Ok(namespace) => namespace,
-        Err(err) => {
-            found.push(Finding::general(format!(
-                "the Namespace could not be read ({}): its conditions are not known",
-                root_cause(&err)
-            )));
-            return (found, Vec::new());
-        }
-    };
-    let conditions = namespace
-        .data
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let mut discovery_failed = false;
-    for condition in conditions {
-        let text = |key: &str| condition.get(key).and_then(Value::as_str).unwrap_or("").to_string();
-        if text("status") == "True" && NAMESPACE_CONDITIONS.contains(&text("type").as_str()) {
-            discovery_failed |= text("type") == "NamespaceDeletionDiscoveryFailure";
-            found.push(Finding::about(
-                "kubernetes",
-                format!("{}: {}", text("type"), text("message")),
-            ));
-        }
-    }
-    if discovery_failed || !context.unavailable_api_services.is_empty() {
-        for (service, why) in &context.unavailable_api_services {
-            found.push(Finding::about(
-                "kubernetes",
-                format!("APIService {service} is unavailable ({why}): the namespace controller cannot list its kinds"),
-            ));
-        }
-    }
-    let content = context.namespace_content(session, name).await;
-    if let Some(remaining) = content_remaining(&content) {
+    let mut found = namespace_conditions(namespace, unavailable_api_services);
+    if let Some(remaining) = content_remaining(content) {
         found.push(remaining);
     }
     let spec_finalizers: Vec<String> = namespace
@@ -485,6 +323,38 @@ async fn namespace_findings(
         ));
     }
     (found, spec_finalizers)
+}
+
+/// A Namespace's deletion conditions that are true, and the unavailable APIServices (when its
+/// discovery failed, or whenever any is unavailable).
+fn namespace_conditions(namespace: &DynamicObject, unavailable_api_services: &[(String, String)]) -> Vec<Finding> {
+    let mut found = Vec::new();
+    let conditions = namespace
+        .data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut discovery_failed = false;
+    for condition in conditions {
+        let text = |key: &str| condition.get(key).and_then(Value::as_str).unwrap_or("").to_string();
+        if text("status") == "True" && NAMESPACE_CONDITIONS.contains(&text("type").as_str()) {
+            discovery_failed |= text("type") == "NamespaceDeletionDiscoveryFailure";
+            found.push(Finding::about(
+                "kubernetes",
+                format!("{}: {}", text("type"), text("message")),
+            ));
+        }
+    }
+    if discovery_failed || !unavailable_api_services.is_empty() {
+        for (service, why) in unavailable_api_services {
+            found.push(Finding::about(
+                "kubernetes",
+                format!("APIService {service} is unavailable ({why}): the namespace controller cannot list its kinds"),
+            ));
+        }
+    }
+    found
 }
 
 /// Objects still in a namespace, counted by kind, with the finalizers that hold them; the
@@ -538,8 +408,15 @@ fn content_remaining(content: &Collection) -> Option<Finding> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::evidence::test_support::{kind, listed, object};
     use super::*;
-    use crate::discovery::{DiscoverySource, KindInfo};
+    use crate::discovery::DiscoverySource;
+    use crate::error::LookupError;
+    use crate::identity::ObjectId;
 
     fn catalog(groups: &[&str]) -> Catalog {
         let kinds = groups
@@ -580,5 +457,188 @@ mod tests {
         assert!(what_may_be_lost("service.kubernetes.io/load-balancer-cleanup").contains("load balancers"));
         assert!(what_may_be_lost("finalizers.fluxcd.io").contains("Flux does not prune"));
         assert!(what_may_be_lost("kubernetes").contains("namespace"));
+    }
+
+    fn kustomization(name: &str, spec: serde_json::Value, deleting: bool) -> Lookup {
+        let kinds = kind("kustomize.toolkit.fluxcd.io", "Kustomization", "kustomizations", true);
+        let mut meta = json!({"name": name, "namespace": "flux-system", "uid": format!("u-{name}")});
+        if deleting {
+            meta["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+        }
+        Lookup::Found(Box::new((listed(&kinds, meta), json!({ "spec": spec }))))
+    }
+
+    fn ks_id(name: &str) -> ObjectId {
+        ObjectId::new(
+            "kustomize.toolkit.fluxcd.io",
+            "Kustomization",
+            Some("flux-system"),
+            name,
+        )
+    }
+
+    fn config_map(meta: serde_json::Value) -> Listed {
+        listed(&kind("", "ConfigMap", "configmaps", true), meta)
+    }
+
+    #[test]
+    fn trackers_are_judged_by_their_state_and_dependencies() {
+        let stuck = config_map(json!({"name": "c", "namespace": "ns", "uid": "u-c"}));
+        let gone = TrackerEvidence {
+            tracker: ks_id("apps"),
+            lookup: Lookup::Gone,
+            dependencies: Vec::new(),
+        };
+        let texts = |found: Vec<Finding>| found.into_iter().map(|f| f.text).collect::<Vec<_>>();
+        assert_eq!(
+            texts(tracker_findings(&stuck, &gone)),
+            ["tracked by Kustomization.kustomize.toolkit.fluxcd.io/flux-system/apps, which is gone"]
+        );
+        let unknown = TrackerEvidence {
+            lookup: Lookup::Unknown(LookupError::Forbidden),
+            ..gone.clone()
+        };
+        assert!(texts(tracker_findings(&stuck, &unknown))[0].ends_with("which could not be checked (forbidden)"));
+        let live = TrackerEvidence {
+            lookup: kustomization("apps", json!({"suspend": true}), false),
+            dependencies: vec![
+                (ks_id("infra"), kustomization("infra", json!({}), true)),
+                (ks_id("base"), kustomization("base", json!({}), false)),
+            ],
+            ..gone
+        };
+        let found = texts(tracker_findings(&stuck, &live));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].contains("which dependsOn Kustomization.kustomize.toolkit.fluxcd.io/flux-system/infra, which is itself being deleted"), "{found:?}");
+    }
+
+    #[test]
+    fn a_flux_object_misses_its_dependencies_and_kubeconfig() {
+        let evidence = FluxEvidence {
+            dependencies: vec![(ks_id("infra"), Lookup::Gone)],
+            kubeconfig_secret: Some(("flux-system".into(), "remote".into(), Read::Gone)),
+        };
+        let found: Vec<String> = flux_findings(&evidence).into_iter().map(|f| f.text).collect();
+        assert_eq!(found.len(), 2);
+        assert_eq!(
+            found[0],
+            "dependsOn Kustomization.kustomize.toolkit.fluxcd.io/flux-system/infra, which is gone"
+        );
+        assert!(found[1].starts_with("kubeConfig Secret flux-system/remote is missing"));
+        let fine = FluxEvidence {
+            dependencies: vec![(ks_id("infra"), kustomization("infra", json!({}), false))],
+            kubeconfig_secret: Some(("flux-system".into(), "remote".into(), Read::Found(()))),
+        };
+        assert!(flux_findings(&fine).is_empty());
+    }
+
+    fn namespace(status: serde_json::Value, spec_finalizers: &[&str]) -> Box<DynamicObject> {
+        Box::new(object(json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"},
+            "spec": {"finalizers": spec_finalizers}, "status": status,
+        })))
+    }
+
+    #[test]
+    fn a_namespace_waits_for_its_content_and_names_unavailable_apis() {
+        let held = config_map(
+            json!({"name": "held", "namespace": "ns", "uid": "u-h", "finalizers": ["demo.example/x"],
+                                     "deletionTimestamp": "2024-01-01T00:00:00Z"}),
+        );
+        let plain = config_map(json!({"name": "plain", "namespace": "ns", "uid": "u-p"}));
+        let event = listed(
+            &kind("", "Event", "events", true),
+            json!({"name": "e", "namespace": "ns", "uid": "u-e"}),
+        );
+        let conditions = json!({"conditions": [
+            {"type": "NamespaceDeletionDiscoveryFailure", "status": "True", "message": "metrics.example/v1: 503"},
+            {"type": "NamespaceDeletionContentFailure", "status": "False", "message": "ignored"}]});
+        let evidence = NamespaceEvidence::Read {
+            namespace: namespace(conditions, &["kubernetes"]),
+            unavailable_api_services: vec![("v1.metrics.example".into(), "FailedDiscoveryCheck: 503".into())],
+            content: Arc::new(Collection {
+                objects: vec![held, plain, event],
+                ..Default::default()
+            }),
+        };
+        let (found, spec_finalizers) = namespace_findings(&evidence);
+        assert_eq!(spec_finalizers, ["kubernetes"]);
+        let texts: Vec<&str> = found.iter().map(|f| f.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            [
+                "NamespaceDeletionDiscoveryFailure: metrics.example/v1: 503",
+                "APIService v1.metrics.example is unavailable (FailedDiscoveryCheck: 503): the namespace controller \
+                 cannot list its kinds",
+                "content remaining: 2 ConfigMap (finalizers: demo.example/x); held by finalizers: ConfigMap/ns/held \
+                 (finalizer demo.example/x)",
+            ]
+        );
+        assert_eq!(found[2].waits_for.len(), 1);
+        assert!(found.iter().all(|f| f.finalizer.as_deref() == Some("kubernetes")));
+    }
+
+    #[test]
+    fn an_empty_namespace_waits_for_its_controller() {
+        let evidence = NamespaceEvidence::Read {
+            namespace: namespace(json!({}), &["kubernetes"]),
+            unavailable_api_services: Vec::new(),
+            content: Arc::new(Collection::default()),
+        };
+        let (found, _) = namespace_findings(&evidence);
+        assert_eq!(found.len(), 1);
+        assert!(
+            found[0].text.starts_with("spec.finalizers kubernetes not yet cleared"),
+            "{}",
+            found[0].text
+        );
+        let (unread, spec) = namespace_findings(&NamespaceEvidence::Unreadable(LookupError::Forbidden));
+        assert!(spec.is_empty());
+        assert_eq!(
+            unread[0].text,
+            "the Namespace could not be read (forbidden): its conditions are not known"
+        );
+        assert_eq!(namespace_findings(&NamespaceEvidence::NotServed).0.len(), 0);
+    }
+
+    #[test]
+    fn a_finalizer_in_a_crds_group_names_that_crd_and_its_stack() {
+        let crd = object(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.demo.example", "labels": {
+                "kustomize.toolkit.fluxcd.io/name": "operator", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}},
+        }));
+        let other = object(
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                                  "metadata": {"name": "gadgets.other.example"}}),
+        );
+        let widgets = kind("demo.example", "Widget", "widgets", true);
+        let (name, tracked) = crd_for_finalizer(&[other.clone(), crd], "demo.example/cleanup", &widgets).unwrap();
+        assert_eq!(name, "widgets.demo.example");
+        assert!(tracked.contains("operator"), "{tracked}");
+        assert!(crd_for_finalizer(&[other], "demo.example/cleanup", &widgets).is_none());
+        let stuck = listed(&widgets, json!({"name": "w", "namespace": "ns", "uid": "u-w"}));
+        let untracked = FinalizerEvidence::CrdController {
+            crd: "widgets.demo.example".into(),
+            tracked: String::new(),
+            workloads: None,
+        };
+        assert_eq!(
+            finalizer_findings(&stuck, "demo.example/cleanup", &untracked)[0].text,
+            "finalizer demo.example/cleanup belongs to the controller of CRD widgets.demo.example: is that controller running?"
+        );
+        let unaccounted = finalizer_findings(&stuck, "orphaned.example.org/x", &FinalizerEvidence::Unaccounted);
+        assert!(unaccounted[0]
+            .text
+            .contains("no installed API group or known controller accounts for it"));
+        assert!(finalizer_findings(&stuck, "x", &FinalizerEvidence::Unexplained).is_empty());
+    }
+
+    #[test]
+    fn unavailable_api_services_say_why() {
+        let down = json!({"status": {"conditions": [{"type": "Available", "status": "False", "reason": "R", "message": "m"}]}});
+        assert_eq!(unavailable(&down).as_deref(), Some("R: m"));
+        let up = json!({"status": {"conditions": [{"type": "Available", "status": "True"}]}});
+        assert_eq!(unavailable(&up), None);
     }
 }

@@ -13,7 +13,7 @@ use crate::desired::Needs;
 use crate::discovery::Catalog;
 use crate::error::{exit, UserError};
 use crate::execute::Target;
-use crate::graph::{owner_mark, Graph, NodeInput, NodeStatus};
+use crate::graph::{tracker_key, Graph, NodeStatus};
 use crate::graph_output::cycle_path;
 use crate::identity::ObjectId;
 use crate::keep::{self, Claim, KeepReason, Question, Trackers};
@@ -103,17 +103,6 @@ pub enum Mode {
     /// objects need (its tool's rules apply: the keep chain asks them of every planned orphan,
     /// as when it was classified).
     Orphans(Option<Tracker>, Needs),
-}
-
-/// The tracker key of a listed object that is a tracking object itself (Kustomization,
-/// HelmRelease, Argo CD Application, inventory object, ApplySet parent).
-pub fn tracker_key(object: &Listed) -> Option<(Preset, MarkValue)> {
-    owner_mark(&NodeInput {
-        id: object.id(),
-        labels: object.meta.labels.clone().unwrap_or_default(),
-        annotations: object.meta.annotations.clone().unwrap_or_default(),
-        ..Default::default()
-    })
 }
 
 /// Applies every safeguard to the chosen nodes until nothing changes, then plans the waves.

@@ -71,13 +71,14 @@ use kubectl_stack::classify::{classify, Desired, Recorded, Verdict};
 use kubectl_stack::collect::{Collection, Listed};
 use kubectl_stack::desired::{DesiredSet, Origin};
 use kubectl_stack::discovery::{Catalog, DiscoverySource, KindInfo};
+use kubectl_stack::graph::tracker_key;
 use kubectl_stack::graph::{build, BuildOptions, Graph, MemberRecord, NodeInput};
 use kubectl_stack::identity::ObjectId;
 use kubectl_stack::infer::SPEC_KINDS;
 use kubectl_stack::infer::{service_selects, services_called};
 use kubectl_stack::keep::{ComparedStack, KeepReason};
 use kubectl_stack::stayers::{declares_a_need, is_stayer_kind};
-use kubectl_stack::teardown::{members_of_gone, plan, teardown_closure, tracker_key, Kept, Mode, PrunePlan, Snapshot};
+use kubectl_stack::teardown::{members_of_gone, plan, teardown_closure, Kept, Mode, PrunePlan, Snapshot};
 use kubectl_stack::trackers::{is_tracked, Mark, MarkValue, Preset, Tracker};
 
 use world::oracle::{self, Death};

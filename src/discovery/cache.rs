@@ -303,7 +303,8 @@ async fn crd_names(client: &Client, catalog: &Catalog) -> Result<Vec<String>, ku
     let Some(kind) = catalog.get("apiextensions.k8s.io", "CustomResourceDefinition") else {
         return Ok(Vec::new());
     };
-    let api = crate::collect::api_for(client, kind, None);
+    // CRDs are cluster-scoped: the API of every namespace is theirs.
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(client.clone(), &kind.api_resource());
     let mut params = kube::api::ListParams::default().limit(500);
     let mut names = Vec::new();
     loop {

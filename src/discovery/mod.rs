@@ -86,16 +86,7 @@ impl KindInfo {
 
     /// `Kind.group`, or `Kind` for the core group, as kubectl prints kinds.
     pub fn kind_with_group(&self) -> String {
-        kind_with_group(&self.kind, &self.group)
-    }
-}
-
-/// `Kind.group`, or `Kind` for the core group.
-pub fn kind_with_group(kind: &str, group: &str) -> String {
-    if group.is_empty() {
-        kind.to_string()
-    } else {
-        format!("{kind}.{group}")
+        crate::identity::kind_with_group(&self.kind, &self.group)
     }
 }
 

@@ -105,21 +105,51 @@ pub struct KappRule<'a> {
     pub group: &'a str,
 }
 
+const KAPP_EXPECTED: &str = "expected \"(upsert|delete) (after|before) (upserting|deleting) GROUP\"";
+const DEPENDS_ON_EXPECTED: &str = "expected <group>/<kind>/<name> or <group>/namespaces/<namespace>/<kind>/<name>";
+
+/// What is wrong with a dependency annotation (a kapp change rule or a `depends-on` reference).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnnotationError {
+    /// A kapp change rule that is not four pieces.
+    #[error("{count} piece(s), {KAPP_EXPECTED}")]
+    KappPieces {
+        /// How many pieces it has.
+        count: usize,
+    },
+    /// A kapp change rule with a piece outside its fixed set, or an empty group.
+    #[error("{KAPP_EXPECTED}")]
+    KappUnknown,
+    /// A namespaced `depends-on` reference without its `namespaces` field.
+    #[error("reference {reference:?}: missing \"namespaces\" field, {DEPENDS_ON_EXPECTED}")]
+    MissingNamespaces {
+        /// The reference, trimmed.
+        reference: String,
+    },
+    /// A `depends-on` reference of the wrong length, or with an empty kind or name.
+    #[error("reference {reference:?}: {fields} field(s) or an empty kind or name, {DEPENDS_ON_EXPECTED}")]
+    BadReference {
+        /// The reference, trimmed.
+        reference: String,
+        /// How many `/`-separated fields it has.
+        fields: usize,
+    },
+}
+
 impl<'a> KappRule<'a> {
     /// Parses a rule as kapp does (`pkg/kapp/diffgraph/change_rule.go`: four pieces separated
     /// by one space, each from its fixed set, and a non-empty group).
-    pub fn parse(value: &'a str) -> Result<Self, String> {
-        let expected = "expected \"(upsert|delete) (after|before) (upserting|deleting) GROUP\"";
+    pub fn parse(value: &'a str) -> Result<Self, AnnotationError> {
         let pieces: Vec<&str> = value.trim().split(' ').collect();
         let [action, order, target_action, group] = pieces.as_slice() else {
-            return Err(format!("{} piece(s), {expected}", pieces.len()));
+            return Err(AnnotationError::KappPieces { count: pieces.len() });
         };
         let known = matches!(*action, "upsert" | "delete")
             && matches!(*order, "before" | "after")
             && matches!(*target_action, "upserting" | "deleting")
             && !group.is_empty();
         if !known {
-            return Err(expected.to_string());
+            return Err(AnnotationError::KappUnknown);
         }
         Ok(Self {
             action,
@@ -133,23 +163,19 @@ impl<'a> KappRule<'a> {
 /// Parses a `config.kubernetes.io/depends-on` value as cli-utils does
 /// (`pkg/object/dependson/strings.go`): references separated by `,`, each
 /// `<group>/<kind>/<name>` (cluster-scoped) or `<group>/namespaces/<namespace>/<kind>/<name>`.
-pub fn parse_depends_on(value: &str) -> Result<Vec<ObjectId>, String> {
+pub fn parse_depends_on(value: &str) -> Result<Vec<ObjectId>, AnnotationError> {
     value
         .split(',')
         .map(|reference| {
             let fields = reference.trim().split('/').count();
-            let expected = "expected <group>/<kind>/<name> or <group>/namespaces/<namespace>/<kind>/<name>";
             if fields == 5 && reference.trim().split('/').nth(1) != Some("namespaces") {
-                return Err(format!(
-                    "reference {:?}: missing \"namespaces\" field, {expected}",
-                    reference.trim()
-                ));
+                return Err(AnnotationError::MissingNamespaces {
+                    reference: reference.trim().to_string(),
+                });
             }
-            ObjectId::from_depends_on_ref(reference).ok_or_else(|| {
-                format!(
-                    "reference {:?}: {fields} field(s) or an empty kind or name, {expected}",
-                    reference.trim()
-                )
+            ObjectId::from_depends_on_ref(reference).ok_or_else(|| AnnotationError::BadReference {
+                reference: reference.trim().to_string(),
+                fields,
             })
         })
         .collect()
@@ -161,9 +187,9 @@ pub fn malformed_annotations(annotations: &BTreeMap<String, String>) -> Vec<(Str
     let mut found = Vec::new();
     for (key, value) in annotations {
         let problem = if key == KPT_DEPENDS_ON {
-            parse_depends_on(value).err()
+            parse_depends_on(value).err().map(|e| e.to_string())
         } else if key == KAPP_CHANGE_RULE || key.starts_with(&format!("{KAPP_CHANGE_RULE}.")) {
-            KappRule::parse(value).err()
+            KappRule::parse(value).err().map(|e| e.to_string())
         } else {
             None
         };
@@ -201,8 +227,21 @@ mod tests {
                 ObjectId::new("apps", "Deployment", Some("web"), "api")
             ]
         );
-        let missing = parse_depends_on("apps/web/Deployment/api/x").unwrap_err();
-        assert!(missing.contains("missing \"namespaces\" field"), "{missing}");
+        let missing = parse_depends_on("apps/web/Deployment/api/x").unwrap_err().to_string();
+        assert_eq!(
+            missing,
+            "reference \"apps/web/Deployment/api/x\": missing \"namespaces\" field, expected <group>/<kind>/<name> or \
+             <group>/namespaces/<namespace>/<kind>/<name>"
+        );
+        assert_eq!(
+            parse_depends_on("apps/Deployment").unwrap_err().to_string(),
+            "reference \"apps/Deployment\": 2 field(s) or an empty kind or name, expected <group>/<kind>/<name> or \
+             <group>/namespaces/<namespace>/<kind>/<name>"
+        );
+        assert_eq!(
+            KappRule::parse("upsert after").unwrap_err().to_string(),
+            "2 piece(s), expected \"(upsert|delete) (after|before) (upserting|deleting) GROUP\""
+        );
         for bad in ["", "a,", "apps/Deployment", "apps//x", "a/b/c/d"] {
             assert!(parse_depends_on(bad).is_err(), "{bad:?}");
         }

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 
 use super::{Membership, NodeInput};
+use crate::collect::Listed;
 use crate::identity::ObjectId;
 use crate::trackers::{applyset_id, marks, Mark, MarkValue, Preset, APPLYSET_ID};
 
@@ -97,6 +98,17 @@ pub fn owner_mark(input: &NodeInput) -> Option<(Preset, MarkValue)> {
                 .or_else(|| applyset_parent_id(input).map(|v| (Preset::ApplySet, v)))
         }
     }
+}
+
+/// The tracker key of a listed object that is a tracking object itself (Kustomization,
+/// HelmRelease, Argo CD Application, inventory object, ApplySet parent).
+pub fn tracker_key(object: &Listed) -> Option<(Preset, MarkValue)> {
+    owner_mark(&NodeInput {
+        id: object.id(),
+        labels: object.meta.labels.clone().unwrap_or_default(),
+        annotations: object.meta.annotations.clone().unwrap_or_default(),
+        ..Default::default()
+    })
 }
 
 /// The ApplySet id of a parent: its `applyset.kubernetes.io/id` label, only when that label is

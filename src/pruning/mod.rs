@@ -80,7 +80,7 @@ async fn finish_plan(
     plan.infer = request.infer;
     read_suspended(&session.connection.client, &mut plan.parents)
         .await
-        .map_err(UserError::failed)?;
+        .map_err(|err| UserError::failed(err.to_string()))?;
     Ok(plan)
 }
 
@@ -261,7 +261,7 @@ async fn read_member_records(session: &Session, live: &mut LiveGraph, chosen: im
         .filter(|index| !live.graph.inventories.contains_key(index))
         .filter_map(|index| {
             let object = live.objects.get(&live.graph.nodes[index].id)?;
-            let (preset, value) = crate::teardown::tracker_key(object)?;
+            let (preset, value) = crate::graph::tracker_key(object)?;
             crate::recheck::keeps_record_beside(preset).then_some((index, preset, value))
         })
         .collect();

@@ -321,7 +321,7 @@ fn split_wave(
     let key = |namespace: &Option<String>| (kind.group.clone(), kind.kind.clone(), namespace.clone());
     if let Some(failure) = found.failures.first() {
         for namespace in namespaces {
-            wave.insert(key(namespace), Err(failure.failure.to_string()));
+            wave.insert(key(namespace), Err(failure.failure.clone()));
         }
         listed.failures.extend(found.failures);
         return;

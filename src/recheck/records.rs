@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use crate::classify::Recorded;
 use crate::collect::Listed;
+use crate::error::UserError;
 use crate::keep::{self, Context, KeepReason, Question};
 use crate::session::Session;
 use crate::trackers::{marks, Mark};
@@ -17,7 +18,7 @@ use crate::trackers::{marks, Mark};
 /// nothing of it (a refusal of the plan's: `spec.prune: false`, suspended, ...) or it cannot be
 /// read.
 #[derive(Debug, Default)]
-pub struct OrphanRecords(HashMap<Mark, Result<Option<Recorded>, String>>);
+pub struct OrphanRecords(HashMap<Mark, Result<Option<Recorded>, UserError>>);
 
 impl OrphanRecords {
     /// Reads the record of every stack that marks one of `objects`, once each.
@@ -30,8 +31,7 @@ impl OrphanRecords {
                 }
                 let now = crate::inventory::record_of(mark.preset, &mark.value, session)
                     .await
-                    .map(|stack| stack.recorded)
-                    .map_err(|err| err.message);
+                    .map(|stack| stack.recorded);
                 found.insert(mark, now);
             }
         }
@@ -42,7 +42,9 @@ impl OrphanRecords {
     /// it now (`context`: the plan's orphan question, asked again with each record).
     pub fn reason(&self, object: &Listed, context: &Context) -> Option<KeepReason> {
         marks(&object.meta).iter().find_map(|mark| match self.0.get(mark)? {
-            Err(why) => Some(KeepReason::ToolWouldKeep { why: why.clone() }),
+            Err(why) => Some(KeepReason::ToolWouldKeep {
+                why: why.message.clone(),
+            }),
             Ok(None) => None,
             Ok(Some(recorded)) => {
                 let Question::Orphan {

@@ -2,14 +2,10 @@
 //! controller manager, CSI sidecars): which controller, and whether it runs, from what the
 //! cluster says (its Deployment, StatefulSet or DaemonSet and their ready replicas).
 
-use std::sync::Arc;
-
 use serde_json::Value;
 
-use super::{DiagnosisContext, Finding};
-use crate::collect::Listed;
-use crate::error::{root_cause, LookupError};
-use crate::session::Session;
+use super::evidence::Workloads;
+use super::Finding;
 
 /// The controller that removes a finalizer, and where it comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,7 +105,7 @@ pub(super) struct Workload {
 }
 
 impl Workload {
-    fn from(kind: &str, object: &kube::api::DynamicObject) -> Self {
+    pub(super) fn from(kind: &str, object: &kube::api::DynamicObject) -> Self {
         let number = |pointer: &str| object.data.pointer(pointer).and_then(Value::as_i64);
         let (desired, ready) = if kind == "DaemonSet" {
             (
@@ -160,70 +156,30 @@ impl Workload {
     }
 }
 
-/// Every Deployment, StatefulSet and DaemonSet, listed once; an error when one kind could
-/// not be listed (then whether a controller runs is not known).
-async fn workloads(session: &Session, context: &mut DiagnosisContext) -> Result<Arc<Vec<Workload>>, LookupError> {
-    if let Some(found) = &context.workloads {
-        return found.clone();
-    }
-    let mut found = Vec::new();
-    let mut failure = None;
-    for kind in ["Deployment", "StatefulSet", "DaemonSet"] {
-        let Some(info) = session.catalog.get("apps", kind) else {
-            continue;
-        };
-        match crate::collect::list_objects(&session.connection.client, info, None, None).await {
-            Ok(objects) => found.extend(objects.iter().map(|o| Workload::from(kind, o))),
-            Err(err) => {
-                failure = Some(LookupError::Unlisted {
-                    kinds: format!("{kind}s"),
-                    cause: root_cause(&err),
-                });
-                break;
-            }
-        }
-    }
-    let result = match failure {
-        Some(why) => Err(why),
-        None => Ok(Arc::new(found)),
-    };
-    context.workloads = Some(result.clone());
-    result
-}
-
 /// The finding for a finalizer a known controller removes: the controller, and whether it runs.
-pub(super) async fn explain(
-    session: &Session,
-    context: &mut DiagnosisContext,
-    object: &Listed,
-    finalizer: &str,
-) -> Option<Finding> {
-    let controller = known_for(finalizer, &object.kind.group, &object.kind.kind)?;
+pub(super) fn explain(finalizer: &str, controller: &Controller, workloads: &Workloads) -> Finding {
     let who = if controller.by_container {
         format!("{}'s {} sidecar", controller.project, controller.workload)
     } else {
         format!("{}'s {}", controller.project, controller.workload)
     };
-    let state = match workloads(session, context).await {
+    let state = match workloads {
         Err(why) => format!("whether it runs could not be checked ({why})"),
-        Ok(all) => running_state(&all, &controller),
+        Ok(all) => running_state(all, controller),
     };
-    Some(Finding::about(
-        finalizer,
-        format!("finalizer {finalizer} is removed by {who}: {state}"),
-    ))
+    Finding::about(finalizer, format!("finalizer {finalizer} is removed by {who}: {state}"))
 }
 
 /// Whether the workloads of the stack that also installed a CRD (its controller, most likely)
-/// run, in words; `tracked` is the CRD's marks, comma-separated.
-pub(super) async fn stack_workloads(session: &Session, context: &mut DiagnosisContext, tracked: &str) -> String {
+/// run, in words; `tracked` is the CRD's marks, comma-separated; `workloads` is `None` when
+/// they were not listed (the CRD is untracked).
+pub(super) fn stack_workloads(tracked: &str, workloads: Option<&Workloads>) -> String {
     const ASK: &str = "is that controller running?";
     if tracked.is_empty() {
         return ASK.to_string();
     }
-    let all = match workloads(session, context).await {
-        Ok(all) => all,
-        Err(_) => return ASK.to_string(),
+    let Some(Ok(all)) = workloads else {
+        return ASK.to_string();
     };
     let stack: Vec<&str> = tracked.split(',').collect();
     let beside: Vec<&Workload> = all
@@ -335,5 +291,50 @@ mod tests {
             &csi,
         );
         assert!(sidecar.starts_with("it runs"), "{sidecar}");
+    }
+
+    #[test]
+    fn a_known_controller_is_named_with_its_state() {
+        let flux = Controller::named("Flux", "kustomize-controller");
+        let unknown = explain(
+            "finalizers.fluxcd.io",
+            &flux,
+            &Err(crate::error::LookupError::Forbidden),
+        );
+        assert_eq!(unknown.finalizer.as_deref(), Some("finalizers.fluxcd.io"));
+        assert_eq!(
+            unknown.text,
+            "finalizer finalizers.fluxcd.io is removed by Flux's kustomize-controller: whether it runs could not be \
+             checked (forbidden)"
+        );
+        let csi = known("external-attacher/ebs").unwrap();
+        let found = explain("external-attacher/ebs", &csi, &Ok(std::sync::Arc::new(Vec::new())));
+        assert!(
+            found
+                .text
+                .contains("the CSI driver's csi-attacher sidecar: no Deployment"),
+            "{}",
+            found.text
+        );
+    }
+
+    #[test]
+    fn a_crds_stack_is_judged_by_its_workloads() {
+        let mut down = workload("Deployment", "operator", 0, &[]);
+        down.marks = vec!["flux:flux-system/operator".into()];
+        let all = Ok(std::sync::Arc::new(vec![down, workload("Deployment", "other", 1, &[])]));
+        assert_eq!(stack_workloads("", None), "is that controller running?");
+        assert_eq!(
+            stack_workloads("flux:flux-system/operator", Some(&all)),
+            "the stack's Deployment ns/operator has 0/1 ready: its controller is not running, so nothing removes the \
+             finalizer"
+        );
+        assert!(stack_workloads("flux:flux-system/elsewhere", Some(&all))
+            .contains("no Deployment, StatefulSet or DaemonSet of that stack"));
+        let unknown = Err(crate::error::LookupError::Forbidden);
+        assert_eq!(
+            stack_workloads("flux:flux-system/operator", Some(&unknown)),
+            "is that controller running?"
+        );
     }
 }

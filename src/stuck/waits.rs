@@ -1,19 +1,18 @@
-//! What the finalizers Kubernetes itself sets wait for, read from the cluster: the garbage
-//! collector's (`foregroundDeletion`, `orphan`), the CRD cleanup, PVC and PV protection, and a
-//! Pod that waits for its kubelet.
+//! What the finalizers Kubernetes itself sets wait for, judged from what was read
+//! ([`super::evidence`]): the garbage collector's (`foregroundDeletion`, `orphan`), the CRD
+//! cleanup, PVC and PV protection, and a Pod that waits for its kubelet.
 
 use std::sync::Arc;
 
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use super::{DiagnosisContext, Finding};
-use crate::collect::{api_for, Collection, ListScope, Listed};
-use crate::discovery::KindInfo;
-use crate::error::{is_not_found, root_cause, LookupError};
+use super::evidence::{CrdCleanup, PodEvidence, PvProtection, Read};
+use super::Finding;
+use crate::collect::{Collection, Listed};
+use crate::discovery::{Catalog, KindInfo};
+use crate::error::LookupError;
 use crate::render;
-use crate::retry::with_retries;
-use crate::session::Session;
 
 /// How many objects a finding names before it says "and N more".
 const NAMED: usize = 5;
@@ -67,67 +66,23 @@ fn plural(count: usize, one: &str, many: &str) -> String {
     }
 }
 
-/// The findings for a finalizer Kubernetes itself sets; `None` for any other finalizer.
-pub(super) async fn builtin(
-    session: &Session,
-    context: &mut DiagnosisContext,
-    object: &Listed,
-    finalizer: &str,
-) -> Option<Vec<Finding>> {
-    let found = match finalizer {
-        "foregroundDeletion" => foreground(session, context, object).await,
-        "orphan" => orphan(session, context, object).await,
-        "customresourcecleanup.apiextensions.k8s.io" => crd_cleanup(session, context, object).await,
-        "kubernetes.io/pvc-protection" => pvc_protection(session, context, object).await,
-        "kubernetes.io/pv-protection" => pv_protection(session, object).await,
-        _ => return None,
-    };
-    Some(vec![found])
-}
-
-/// Objects that name `owner` in their ownerReferences, and the kinds that could not be listed.
-async fn dependents(session: &Session, context: &mut DiagnosisContext, owner: &Listed) -> (Vec<Listed>, String) {
-    let uid = owner.uid().to_string();
-    let collection: Arc<Collection> = match owner.namespace() {
-        // Owner references never cross namespaces: a namespaced owner's dependents are beside it.
-        Some(namespace) => context.namespace_content(session, namespace).await,
-        None => match context.cluster_dependents.get(&uid) {
-            Some(found) => Arc::clone(found),
-            None => {
-                let kinds: Vec<_> = session.catalog.listable().cloned().collect();
-                let refers = |meta: &kube::core::ObjectMeta| {
-                    meta.owner_references
-                        .iter()
-                        .flatten()
-                        .any(|reference| reference.uid == uid)
-                };
-                let found = crate::collect::collect_where(
-                    &session.connection.client,
-                    &kinds,
-                    &ListScope::AllNamespaces,
-                    refers,
-                    Default::default(),
-                )
-                .await;
-                let found = Arc::new(found);
-                context.cluster_dependents.insert(uid.clone(), Arc::clone(&found));
-                found
-            }
-        },
-    };
-    let found = collection
+/// The objects among `among` that name `owner` in their ownerReferences, and (in words) the
+/// kinds that could not be listed.
+fn dependents(owner: &Listed, among: &Collection) -> (Vec<Listed>, String) {
+    let uid = owner.uid();
+    let found = among
         .objects
         .iter()
         .filter(|o| o.meta.owner_references.iter().flatten().any(|r| r.uid == uid))
         .cloned()
         .collect();
-    let unknown = if collection.failures.is_empty() {
+    let unknown = if among.failures.is_empty() {
         String::new()
     } else {
         format!(
             " ({} kind(s) could not be listed, so there may be more: {})",
-            collection.failures.len(),
-            kind_names(collection.failures.iter().map(|f| &f.kind))
+            among.failures.len(),
+            kind_names(among.failures.iter().map(|f| &f.kind))
         )
     };
     (found, unknown)
@@ -144,8 +99,8 @@ fn blocks_owner(dependent: &Listed, owner_uid: &str) -> bool {
 
 /// `foregroundDeletion`: the garbage collector deletes the dependents and removes this
 /// finalizer once none that has `blockOwnerDeletion` is left.
-async fn foreground(session: &Session, context: &mut DiagnosisContext, object: &Listed) -> Finding {
-    let (found, unknown) = dependents(session, context, object).await;
+pub(super) fn foreground(object: &Listed, among: &Collection) -> Finding {
+    let (found, unknown) = dependents(object, among);
     let blocking: Vec<Listed> = found.into_iter().filter(|d| blocks_owner(d, object.uid())).collect();
     if blocking.is_empty() {
         return Finding::about(
@@ -169,8 +124,8 @@ async fn foreground(session: &Session, context: &mut DiagnosisContext, object: &
 
 /// `orphan`: the garbage collector removes this owner from every dependent's ownerReferences,
 /// then the finalizer.
-async fn orphan(session: &Session, context: &mut DiagnosisContext, object: &Listed) -> Finding {
-    let (found, unknown) = dependents(session, context, object).await;
+pub(super) fn orphan(object: &Listed, among: &Collection) -> Finding {
+    let (found, unknown) = dependents(object, among);
     if found.is_empty() {
         return Finding::about(
             "orphan",
@@ -195,12 +150,12 @@ async fn orphan(session: &Session, context: &mut DiagnosisContext, object: &List
 
 /// The kind a CRD defines: as discovered, or (a terminating CRD may be gone from discovery)
 /// from its own spec, at its storage version.
-fn kind_of_crd(session: &Session, crd: &DynamicObject) -> Option<Arc<KindInfo>> {
+pub(super) fn kind_of_crd(catalog: &Catalog, crd: &DynamicObject) -> Option<Arc<KindInfo>> {
     let spec = crd.data.get("spec")?;
     let text = |pointer: &str| spec.pointer(pointer).and_then(Value::as_str).map(str::to_string);
     let group = text("/group")?;
     let kind = text("/names/kind")?;
-    if let Some(found) = session.catalog.get(&group, &kind) {
+    if let Some(found) = catalog.get(&group, &kind) {
         return Some(Arc::clone(found));
     }
     let versions = spec.get("versions").and_then(Value::as_array);
@@ -225,43 +180,19 @@ fn kind_of_crd(session: &Session, crd: &DynamicObject) -> Option<Arc<KindInfo>> 
 
 /// `customresourcecleanup.apiextensions.k8s.io`: the API server deletes every instance of the
 /// CRD's kind, and removes the finalizer when none is left.
-async fn crd_cleanup(session: &Session, context: &mut DiagnosisContext, object: &Listed) -> Finding {
+pub(super) fn crd_cleanup(evidence: &CrdCleanup) -> Finding {
     const FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
-    let crd = context
-        .crds
-        .iter()
-        .find(|crd| crd.metadata.uid.as_deref() == Some(object.uid()))
-        .cloned();
-    let crd = match crd {
-        Some(crd) => crd,
-        None => {
-            let api = api_for(&session.connection.client, &object.kind, None);
-            match with_retries("get", || api.get(object.name())).await {
-                Ok(crd) => crd,
-                Err(err) => {
-                    return Finding::about(
-                        FINALIZER,
-                        format!(
-                            "{FINALIZER}: the CRD could not be read ({}), so its instances are not known",
-                            root_cause(&err)
-                        ),
-                    )
-                }
-            }
+    let (crd, kind, listed) = match evidence {
+        CrdCleanup::Unreadable(why) => {
+            return Finding::about(
+                FINALIZER,
+                format!("{FINALIZER}: the CRD could not be read ({why}), so its instances are not known"),
+            )
         }
+        CrdCleanup::NoKind => return Finding::about(FINALIZER, format!("{FINALIZER}: the CRD's spec names no kind")),
+        CrdCleanup::Listed { crd, kind, instances } => (crd, kind, instances),
     };
-    let Some(kind) = kind_of_crd(session, &crd) else {
-        return Finding::about(FINALIZER, format!("{FINALIZER}: the CRD's spec names no kind"));
-    };
-    let listed = crate::collect::collect_kinds(
-        &session.connection.client,
-        std::slice::from_ref(&kind),
-        &ListScope::AllNamespaces,
-        &crate::trackers::Selection::everything(),
-        Default::default(),
-    )
-    .await;
-    let condition = terminating_condition(&crd);
+    let condition = terminating_condition(crd);
     if let Some(failure) = listed.failures.first() {
         return Finding::about(
             FINALIZER,
@@ -271,7 +202,7 @@ async fn crd_cleanup(session: &Session, context: &mut DiagnosisContext, object: 
             ),
         );
     }
-    let instances = listed.objects;
+    let instances = &listed.objects;
     if instances.is_empty() {
         return Finding::about(
             FINALIZER,
@@ -289,9 +220,9 @@ async fn crd_cleanup(session: &Session, context: &mut DiagnosisContext, object: 
             instances.len(),
             kind.kind,
             if all_deleting { "being deleted" } else { "there" },
-            describe_objects(&instances, false)
+            describe_objects(instances, false)
         ),
-        instances,
+        instances.clone(),
     )
 }
 
@@ -315,26 +246,6 @@ fn terminating_condition(crd: &DynamicObject) -> String {
         .unwrap_or_default()
 }
 
-/// Pods of a namespace, whole, listed once.
-async fn pods_in(
-    session: &Session,
-    context: &mut DiagnosisContext,
-    namespace: &str,
-) -> Result<Arc<Vec<DynamicObject>>, LookupError> {
-    if let Some(found) = context.pods.get(namespace) {
-        return found.clone();
-    }
-    let found = match session.catalog.get("", "Pod") {
-        None => Err(LookupError::NotServed("Pods".into())),
-        Some(kind) => crate::collect::list_objects(&session.connection.client, kind, Some(namespace), None)
-            .await
-            .map(Arc::new)
-            .map_err(|err| LookupError::Failed(root_cause(&err))),
-    };
-    context.pods.insert(namespace.to_string(), found.clone());
-    found
-}
-
 fn pod_claims(pod: &DynamicObject) -> impl Iterator<Item = &str> {
     pod.data
         .pointer("/spec/volumes")
@@ -348,7 +259,7 @@ fn pod_claims(pod: &DynamicObject) -> impl Iterator<Item = &str> {
         })
 }
 
-fn pod_node(pod: &DynamicObject) -> &str {
+pub(super) fn pod_node(pod: &DynamicObject) -> &str {
     pod.data
         .pointer("/spec/nodeName")
         .and_then(Value::as_str)
@@ -358,10 +269,14 @@ fn pod_node(pod: &DynamicObject) -> &str {
 /// `kubernetes.io/pvc-protection`: kube-controller-manager removes it when no scheduled Pod
 /// names the claim (`pkg/controller/volume/pvcprotection`: a Pod counts once it has a node,
 /// whatever its phase).
-async fn pvc_protection(session: &Session, context: &mut DiagnosisContext, object: &Listed) -> Finding {
+pub(super) fn pvc_protection(
+    object: &Listed,
+    pods: &Result<Arc<Vec<DynamicObject>>, LookupError>,
+    pod_kind: Option<&Arc<KindInfo>>,
+) -> Finding {
     const FINALIZER: &str = "kubernetes.io/pvc-protection";
     let namespace = object.namespace().unwrap_or_default().to_string();
-    let pods = match pods_in(session, context, &namespace).await {
+    let pods = match pods {
         Ok(pods) => pods,
         Err(why) => {
             return Finding::about(
@@ -372,7 +287,7 @@ async fn pvc_protection(session: &Session, context: &mut DiagnosisContext, objec
             )
         }
     };
-    let Some(pod_kind) = session.catalog.get("", "Pod") else {
+    let Some(pod_kind) = pod_kind else {
         return Finding::about(FINALIZER, format!("{FINALIZER}: the server does not serve Pods"));
     };
     let using: Vec<&DynamicObject> = pods
@@ -434,32 +349,40 @@ async fn pvc_protection(session: &Session, context: &mut DiagnosisContext, objec
     )
 }
 
-/// `kubernetes.io/pv-protection`: kube-controller-manager removes it once the volume is no
-/// longer `Bound` (`pkg/controller/volume/pvprotection`).
-async fn pv_protection(session: &Session, object: &Listed) -> Finding {
-    const FINALIZER: &str = "kubernetes.io/pv-protection";
-    let api = api_for(&session.connection.client, &object.kind, None);
-    let volume = match with_retries("get", || api.get(object.name())).await {
-        Ok(volume) => volume,
-        Err(err) => {
-            return Finding::about(
-                FINALIZER,
-                format!("{FINALIZER}: the volume could not be read ({})", root_cause(&err)),
-            )
-        }
-    };
-    let phase = volume
+/// The namespace and name of the claim a volume is bound to: `None` unless it is `Bound` and
+/// its `claimRef` names one.
+pub(super) fn bound_claim(volume: &DynamicObject) -> Option<(String, String)> {
+    if volume_phase(volume) != "Bound" {
+        return None;
+    }
+    Some((claim_ref(volume, "namespace")?, claim_ref(volume, "name")?))
+}
+
+fn volume_phase(volume: &DynamicObject) -> &str {
+    volume
         .data
         .pointer("/status/phase")
         .and_then(Value::as_str)
-        .unwrap_or("unknown");
-    let claim_text = |key: &str| {
-        volume
-            .data
-            .pointer(&format!("/spec/claimRef/{key}"))
-            .and_then(Value::as_str)
-            .map(str::to_string)
+        .unwrap_or("unknown")
+}
+
+fn claim_ref(volume: &DynamicObject, key: &str) -> Option<String> {
+    volume
+        .data
+        .pointer(&format!("/spec/claimRef/{key}"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// `kubernetes.io/pv-protection`: kube-controller-manager removes it once the volume is no
+/// longer `Bound` (`pkg/controller/volume/pvprotection`).
+pub(super) fn pv_protection(evidence: &PvProtection) -> Finding {
+    const FINALIZER: &str = "kubernetes.io/pv-protection";
+    let volume = match &evidence.volume {
+        Ok(volume) => volume,
+        Err(why) => return Finding::about(FINALIZER, format!("{FINALIZER}: the volume could not be read ({why})")),
     };
+    let phase = volume_phase(volume);
     if phase != "Bound" {
         return Finding::about(
             FINALIZER,
@@ -469,35 +392,34 @@ async fn pv_protection(session: &Session, object: &Listed) -> Finding {
             ),
         );
     }
-    let (Some(namespace), Some(name)) = (claim_text("namespace"), claim_text("name")) else {
+    let Some((namespace, name)) = bound_claim(volume) else {
         return Finding::about(
             FINALIZER,
             format!("{FINALIZER}: the volume is Bound but names no claim; the PV controller should release it"),
         );
     };
-    let Some(claims) = session.catalog.get("", "PersistentVolumeClaim") else {
-        return Finding::about(
-            FINALIZER,
-            format!("{FINALIZER}: the server does not serve PersistentVolumeClaims"),
-        );
-    };
-    let claims_api = api_for(&session.connection.client, claims, Some(&namespace));
-    let expected_uid = claim_text("uid");
-    let state = match with_retries("get", || claims_api.get_metadata(&name)).await {
-        Ok(claim) if expected_uid.is_none() || claim.metadata.uid == expected_uid => {
-            let claim = Listed::new(Arc::clone(claims), claim.metadata);
+    let expected_uid = claim_ref(volume, "uid");
+    let state = match &evidence.claim {
+        Some(Read::NotServed) => {
+            return Finding::about(
+                FINALIZER,
+                format!("{FINALIZER}: the server does not serve PersistentVolumeClaims"),
+            )
+        }
+        Some(Read::Found(claim)) if expected_uid.is_none() || claim.meta.uid == expected_uid => {
             return Finding::waiting(
                 FINALIZER,
                 format!(
                     "{FINALIZER}: the volume is Bound to claim {}",
-                    describe_object(&claim, false)
+                    describe_object(claim, false)
                 ),
-                vec![claim],
+                vec![claim.clone()],
             );
         }
-        Ok(_) => "was re-created (another UID)".to_string(),
-        Err(err) if is_not_found(&err) => "is gone".to_string(),
-        Err(err) => format!("could not be checked ({})", root_cause(&err)),
+        Some(Read::Found(_)) => "was re-created (another UID)".to_string(),
+        Some(Read::Gone) => "is gone".to_string(),
+        Some(Read::Failed(why)) => format!("could not be checked ({why})"),
+        None => "could not be checked (it was not read)".to_string(),
     };
     Finding::about(
         FINALIZER,
@@ -510,30 +432,21 @@ async fn pv_protection(session: &Session, object: &Listed) -> Finding {
 
 /// A Pod being deleted with no finalizers: it waits for its kubelet to confirm that its
 /// containers stopped (or for nothing, when it was never scheduled).
-pub(super) async fn pod_without_finalizers(session: &Session, object: &Listed) -> Vec<Finding> {
-    let api = api_for(&session.connection.client, &object.kind, object.namespace());
-    let Ok(pod) = with_retries("get", || api.get(object.name())).await else {
+pub(super) fn pod_without_finalizers(object: &Listed, evidence: &PodEvidence) -> Vec<Finding> {
+    let node = pod_node(&evidence.pod).to_string();
+    let Some(read) = evidence.node.as_ref().filter(|_| !node.is_empty()) else {
         return Vec::new();
     };
-    let node = pod_node(&pod).to_string();
-    if node.is_empty() {
-        return Vec::new();
-    }
     let command = format!(
         "kubectl delete pod {} -n {} --grace-period=0 --force",
         object.name(),
         object.namespace().unwrap_or_default()
     );
-    let node_state = match session.catalog.get("", "Node") {
-        None => "unknown".to_string(),
-        Some(nodes) => {
-            let nodes_api = api_for(&session.connection.client, nodes, None);
-            match with_retries("get", || nodes_api.get(&node)).await {
-                Err(err) if is_not_found(&err) => "missing".to_string(),
-                Err(err) => format!("unknown ({})", root_cause(&err)),
-                Ok(found) => node_ready(&found),
-            }
-        }
+    let node_state = match read {
+        Read::NotServed => "unknown".to_string(),
+        Read::Gone => "missing".to_string(),
+        Read::Failed(why) => format!("unknown ({why})"),
+        Read::Found(found) => node_ready(found),
     };
     let text = match node_state.as_str() {
         "missing" => format!(
@@ -566,7 +479,37 @@ fn node_ready(node: &DynamicObject) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
+    use super::super::evidence::test_support::{kind, listed, object};
     use super::*;
+    use crate::collect::{KindFailure, ListFailure};
+
+    fn owner() -> Listed {
+        let kinds = kind("demo.example", "Widget", "widgets", true);
+        listed(
+            &kinds,
+            json!({"name": "owner", "namespace": "ns", "uid": "u-owner",
+                   "deletionTimestamp": "2024-01-01T00:00:00Z", "finalizers": ["foregroundDeletion"]}),
+        )
+    }
+
+    fn dependent(name: &str, block: bool) -> Listed {
+        let kinds = kind("", "ConfigMap", "configmaps", true);
+        listed(
+            &kinds,
+            json!({"name": name, "namespace": "ns", "uid": format!("u-{name}"), "ownerReferences": [
+                {"apiVersion": "demo.example/v1", "kind": "Widget", "name": "owner", "uid": "u-owner",
+                 "blockOwnerDeletion": block}]}),
+        )
+    }
+
+    fn among(objects: Vec<Listed>) -> Collection {
+        Collection {
+            objects,
+            ..Default::default()
+        }
+    }
 
     #[test]
     fn long_lists_are_capped() {
@@ -586,5 +529,283 @@ mod tests {
         .unwrap();
         assert_eq!(pod_claims(&pod).collect::<Vec<_>>(), vec!["data"]);
         assert_eq!(pod_node(&pod), "n1");
+    }
+
+    #[test]
+    fn foreground_waits_only_for_blocking_dependents() {
+        let unrelated = listed(
+            &kind("", "ConfigMap", "configmaps", true),
+            json!({"name": "x", "uid": "u-x"}),
+        );
+        let found = foreground(
+            &owner(),
+            &among(vec![dependent("a", true), dependent("b", false), unrelated]),
+        );
+        assert_eq!(found.finalizer.as_deref(), Some("foregroundDeletion"));
+        assert_eq!(found.waits_for.len(), 1, "{}", found.text);
+        assert!(
+            found
+                .text
+                .starts_with("foregroundDeletion: waits for 1 dependent with blockOwnerDeletion: ConfigMap/ns/a"),
+            "{}",
+            found.text
+        );
+        let none = foreground(&owner(), &among(vec![dependent("b", false)]));
+        assert!(none.waits_for.is_empty());
+        assert!(
+            none.text
+                .contains("no dependent with blockOwnerDeletion is left; the garbage collector"),
+            "{}",
+            none.text
+        );
+    }
+
+    #[test]
+    fn unlisted_kinds_leave_dependents_unknown() {
+        let mut listed = among(Vec::new());
+        listed.failures.push(KindFailure {
+            kind: kind("demo.example", "Gadget", "gadgets", true),
+            failure: ListFailure::Forbidden,
+        });
+        let found = orphan(&owner(), &listed);
+        assert!(
+            found
+                .text
+                .contains("(1 kind(s) could not be listed, so there may be more: Gadget.demo.example)"),
+            "{}",
+            found.text
+        );
+    }
+
+    #[test]
+    fn orphan_waits_for_every_dependent() {
+        let found = orphan(&owner(), &among(vec![dependent("a", false), dependent("b", true)]));
+        assert_eq!(found.waits_for.len(), 2);
+        assert!(
+            found
+                .text
+                .starts_with("orphan: the garbage collector still has to remove this owner from 2 dependents"),
+            "{}",
+            found.text
+        );
+        let none = orphan(&owner(), &among(Vec::new()));
+        assert!(
+            none.text.starts_with("orphan: no dependent refers to it any more;"),
+            "{}",
+            none.text
+        );
+    }
+
+    fn crd(conditions: serde_json::Value) -> DynamicObject {
+        object(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.demo.example", "uid": "u-crd"},
+            "spec": {"group": "demo.example", "scope": "Namespaced",
+                     "names": {"kind": "Widget", "plural": "widgets", "singular": "widget"},
+                     "versions": [{"name": "v1alpha1", "storage": false}, {"name": "v2", "storage": true}]},
+            "status": {"conditions": conditions},
+        }))
+    }
+
+    #[test]
+    fn a_crd_undiscovered_gives_its_kind_from_its_spec() {
+        let catalog = Catalog::new(vec![], vec![], crate::discovery::DiscoverySource::PerGroup);
+        let found = kind_of_crd(&catalog, &crd(json!([]))).unwrap();
+        assert_eq!(
+            (found.kind.as_str(), found.version.as_str(), found.namespaced),
+            ("Widget", "v2", true)
+        );
+        let served = kind("demo.example", "Widget", "widgets", true);
+        let catalog = Catalog::new(
+            vec![(*served).clone()],
+            vec![],
+            crate::discovery::DiscoverySource::PerGroup,
+        );
+        assert_eq!(kind_of_crd(&catalog, &crd(json!([]))).unwrap().version, "v1");
+        assert!(kind_of_crd(
+            &catalog,
+            &object(json!({"apiVersion": "v1", "kind": "X", "metadata": {}, "spec": {}}))
+        )
+        .is_none());
+    }
+
+    #[test]
+    fn crd_cleanup_waits_for_the_instances() {
+        let widgets = kind("demo.example", "Widget", "widgets", true);
+        let instance = listed(
+            &widgets,
+            json!({"name": "w", "namespace": "ns", "uid": "u-w", "deletionTimestamp": "2024-01-01T00:00:00Z",
+                   "finalizers": ["demo.example/cleanup"]}),
+        );
+        let waiting = crd_cleanup(&CrdCleanup::Listed {
+            crd: Box::new(crd(json!([]))),
+            kind: Arc::clone(&widgets),
+            instances: among(vec![instance]),
+        });
+        assert_eq!(waiting.waits_for.len(), 1);
+        assert_eq!(
+            waiting.text,
+            "customresourcecleanup.apiextensions.k8s.io: waits for 1 Widget still being deleted: ns/w (finalizer demo.example/cleanup)"
+        );
+        let stuck =
+            json!([{"type": "Terminating", "status": "True", "reason": "InstanceDeletionFailed", "message": "boom"}]);
+        let empty = crd_cleanup(&CrdCleanup::Listed {
+            crd: Box::new(crd(stuck)),
+            kind: widgets,
+            instances: among(Vec::new()),
+        });
+        assert_eq!(
+            empty.text,
+            "customresourcecleanup.apiextensions.k8s.io: no Widget is left; the API server removes this finalizer \
+             (condition Terminating: InstanceDeletionFailed: boom)"
+        );
+        let unread = crd_cleanup(&CrdCleanup::Unreadable(LookupError::Forbidden));
+        assert!(
+            unread.text.contains("the CRD could not be read (forbidden)"),
+            "{}",
+            unread.text
+        );
+        assert!(crd_cleanup(&CrdCleanup::NoKind)
+            .text
+            .ends_with("the CRD's spec names no kind"));
+    }
+
+    fn pod(name: &str, node: Option<&str>, claim: &str) -> DynamicObject {
+        object(json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"nodeName": node, "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}]},
+            "status": {"phase": "Running"},
+        }))
+    }
+
+    fn claim(uid: &str) -> Listed {
+        listed(
+            &kind("", "PersistentVolumeClaim", "persistentvolumeclaims", true),
+            json!({"name": "data", "namespace": "ns", "uid": uid, "finalizers": ["kubernetes.io/pvc-protection"],
+                   "deletionTimestamp": "2024-01-01T00:00:00Z"}),
+        )
+    }
+
+    #[test]
+    fn pvc_protection_waits_for_scheduled_pods_only() {
+        let pods = kind("", "Pod", "pods", true);
+        let listed_pods = Ok(Arc::new(vec![
+            pod("runs", Some("n1"), "data"),
+            pod("pending", None, "data"),
+            pod("other", Some("n1"), "logs"),
+        ]));
+        let found = pvc_protection(&claim("u-c"), &listed_pods, Some(&pods));
+        assert_eq!(found.waits_for.len(), 1);
+        assert_eq!(
+            found.text,
+            "kubernetes.io/pvc-protection: waits for 1 Pod using the claim: ns/runs (Running on node n1) \
+             (1 Pod not scheduled to a node also name it; they do not count)"
+        );
+        let idle = pvc_protection(
+            &claim("u-c"),
+            &Ok(Arc::new(vec![pod("pending", None, "data")])),
+            Some(&pods),
+        );
+        assert!(idle.waits_for.is_empty());
+        assert!(
+            idle.text
+                .starts_with("kubernetes.io/pvc-protection: no scheduled Pod uses the claim (1 Pod"),
+            "{}",
+            idle.text
+        );
+        let unlisted = pvc_protection(&claim("u-c"), &Err(LookupError::Forbidden), Some(&pods));
+        assert!(
+            unlisted.text.contains("the Pods of ns could not be listed (forbidden)"),
+            "{}",
+            unlisted.text
+        );
+    }
+
+    fn volume(phase: &str, claim_ref: serde_json::Value) -> DynamicObject {
+        object(json!({
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv"},
+            "spec": {"claimRef": claim_ref}, "status": {"phase": phase},
+        }))
+    }
+
+    #[test]
+    fn pv_protection_follows_the_bound_claim() {
+        let bound = volume("Bound", json!({"namespace": "ns", "name": "data", "uid": "u-c"}));
+        assert_eq!(bound_claim(&bound), Some(("ns".to_string(), "data".to_string())));
+        let judge = |volume: &DynamicObject, claim: Option<Read<Listed>>| {
+            pv_protection(&PvProtection {
+                volume: Ok(volume.clone()),
+                claim,
+            })
+        };
+        let waits = judge(&bound, Some(Read::Found(claim("u-c"))));
+        assert_eq!(waits.waits_for.len(), 1);
+        assert!(
+            waits
+                .text
+                .starts_with("kubernetes.io/pv-protection: the volume is Bound to claim ns/data (finalizer"),
+            "{}",
+            waits.text
+        );
+        let recreated = judge(&bound, Some(Read::Found(claim("u-other"))));
+        assert!(recreated.waits_for.is_empty());
+        assert!(
+            recreated
+                .text
+                .contains("claim ns/data, which was re-created (another UID)"),
+            "{}",
+            recreated.text
+        );
+        assert!(judge(&bound, Some(Read::Gone))
+            .text
+            .contains("which is gone: the PV controller"));
+        assert!(judge(&bound, Some(Read::NotServed))
+            .text
+            .ends_with("does not serve PersistentVolumeClaims"));
+        let released = volume("Released", json!({"namespace": "ns", "name": "data"}));
+        assert_eq!(bound_claim(&released), None);
+        assert!(judge(&released, None)
+            .text
+            .contains("the volume is not Bound (phase Released)"));
+        let nameless = volume("Bound", json!({}));
+        assert!(judge(&nameless, None).text.contains("Bound but names no claim"));
+        let unread = pv_protection(&PvProtection {
+            volume: Err(LookupError::Forbidden),
+            claim: None,
+        });
+        assert_eq!(
+            unread.text,
+            "kubernetes.io/pv-protection: the volume could not be read (forbidden)"
+        );
+    }
+
+    #[test]
+    fn a_pod_without_finalizers_waits_for_its_kubelet() {
+        let pods = kind("", "Pod", "pods", true);
+        let stuck = listed(&pods, json!({"name": "runs", "namespace": "ns", "uid": "u-p"}));
+        let never_scheduled = PodEvidence {
+            pod: pod("runs", None, "data"),
+            node: None,
+        };
+        assert!(pod_without_finalizers(&stuck, &never_scheduled).is_empty());
+        let lost = PodEvidence {
+            pod: pod("runs", Some("n1"), "data"),
+            node: Some(Read::Gone),
+        };
+        let found = pod_without_finalizers(&stuck, &lost);
+        assert_eq!(
+            found[0].text,
+            "waits for the kubelet of node n1, which does not exist: nothing will confirm that the Pod stopped; \
+             kubectl delete pod runs -n ns --grace-period=0 --force removes it"
+        );
+        let ready = object(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+                                  "status": {"conditions": [{"type": "Ready", "status": "False"}]}}));
+        let down = PodEvidence {
+            pod: pod("runs", Some("n1"), "data"),
+            node: Some(Read::Found(ready)),
+        };
+        assert!(pod_without_finalizers(&stuck, &down)[0]
+            .text
+            .contains("(node Ready=False)"));
     }
 }

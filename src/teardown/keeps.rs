@@ -3,9 +3,10 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use super::{tracker_key, Kept, Snapshot};
+use super::{Kept, Snapshot};
 use crate::discovery::Catalog;
 use crate::graph::full_marks;
+use crate::graph::tracker_key;
 use crate::identity::ObjectId;
 use crate::keep::TornDown;
 use crate::keep::{ambiguous_mark, KeepReason, Trackers};

@@ -1,5 +1,5 @@
 use super::*;
-use crate::graph::{build, BuildOptions};
+use crate::graph::{build, BuildOptions, NodeInput};
 use crate::trackers::{FLUX_KS_NAME, FLUX_KS_NAMESPACE};
 use kube::core::ObjectMeta;
 use std::sync::Arc;
