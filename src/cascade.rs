@@ -15,7 +15,9 @@ use kube::core::ObjectMeta;
 use kube::Client;
 use serde::Serialize;
 
-use crate::collect::{collect_kinds, Collection, ListOptions, ListScope, Listed};
+use crate::collect::{
+    collect_kinds, list_metadata_pages, Collection, KindFailure, ListFailure, ListOptions, ListQuery, ListScope, Listed,
+};
 use crate::discovery::{Catalog, KindInfo};
 use crate::identity::ObjectId;
 use crate::safeguards::{dies_with_plan, made_by_control_plane, token_of_default_account, SERVICE_ACCOUNT_NAME};
@@ -82,7 +84,55 @@ pub async fn contents(
         ),
         _ => return None,
     };
-    Some(collect_kinds(client, &kinds, &scope, &Selection::everything(), options).await)
+    let mut held = collect_kinds(client, &kinds, &scope, &Selection::everything(), options).await;
+    if let ListScope::Namespace(namespace) = &scope {
+        read_token_types(client, catalog, namespace, &mut held).await;
+    }
+    Some(held)
+}
+
+/// The `type` of a ServiceAccount token Secret, which the token controller makes and deletes
+/// with its ServiceAccount.
+pub const SERVICE_ACCOUNT_TOKEN: &str = "kubernetes.io/service-account-token";
+
+/// Proves which Secrets of `namespace` are ServiceAccount token Secrets: metadata-only lists
+/// carry no `type`, so the Secrets of type [`SERVICE_ACCOUNT_TOKEN`] are listed apart (a field
+/// selector the API server serves for Secrets) and their UIDs recorded in
+/// [`Collection::service_account_tokens`]. A listing that fails is a failure of the Secret kind:
+/// the Namespace's content is then not known (order review 7: an Opaque Secret carrying a
+/// ServiceAccount's name and UID annotations is no token, and counts).
+async fn read_token_types(client: &Client, catalog: &Catalog, namespace: &str, held: &mut Collection) {
+    let Some(kind) = catalog.get("", "Secret").cloned() else {
+        return;
+    };
+    let fields = format!("type={SERVICE_ACCOUNT_TOKEN}");
+    let query = ListQuery {
+        namespace: Some(namespace),
+        fields: Some(&fields),
+        ..ListQuery::default()
+    };
+    let mut tokens = HashSet::new();
+    let take = |page: Vec<kube::core::PartialObjectMeta<kube::api::DynamicObject>>| {
+        tokens.extend(page.into_iter().filter_map(|secret| secret.metadata.uid));
+    };
+    match list_metadata_pages(client, &kind, &query, take).await {
+        Ok(()) => held.service_account_tokens.extend(tokens),
+        Err(err)
+            if held
+                .failures
+                .iter()
+                .any(|f| f.kind.kind == "Secret" && f.kind.group.is_empty()) =>
+        {
+            tracing::debug!("cannot list the token Secrets of {namespace}: {err}");
+        }
+        Err(err) => held.failures.push(KindFailure {
+            failure: match crate::error::is_forbidden(&err) {
+                true => ListFailure::Forbidden,
+                false => ListFailure::Error(crate::error::api_status(&err), crate::error::root_cause(&err)),
+            },
+            kind,
+        }),
+    }
 }
 
 /// What the plan deletes, as the victims judge needs it.
@@ -94,8 +144,9 @@ pub struct Planned {
     pub ids: HashSet<ObjectId>,
 }
 
-/// The victims among the objects a holder holds (`held`, as [`contents`] listed them).
-pub fn victims(held: &[Listed], planned: &Planned) -> Vec<Victim> {
+/// The victims among the objects a holder holds (`held`, as [`contents`] listed them; `tokens`:
+/// the UIDs of those proven ServiceAccount token Secrets, [`Collection::service_account_tokens`]).
+pub fn victims(held: &[Listed], tokens: &HashSet<String>, planned: &Planned) -> Vec<Victim> {
     let held_uids: HashSet<&str> = held.iter().map(Listed::uid).collect();
     let owners_of: HashMap<String, Vec<String>> = held
         .iter()
@@ -127,8 +178,10 @@ pub fn victims(held: &[Listed], planned: &Planned) -> Vec<Victim> {
             owners.peek().is_none() || !owners.all(|r| held_uids.contains(r.uid.as_str()))
         })
         .filter(|o| made_by_control_plane(&o.id(), &o.meta, &services).is_none())
-        .filter(|o| !token_of_default_account(&o.id(), &o.meta, &default_accounts))
-        .filter(|o| !token_of_planned_account(&o.id(), &o.meta, planned))
+        // Only a Secret proven of the token type is the token controller's: any Secret can carry
+        // a ServiceAccount's name and UID annotations.
+        .filter(|o| !tokens.contains(o.uid()) || !token_of_default_account(&o.id(), &o.meta, &default_accounts))
+        .filter(|o| !tokens.contains(o.uid()) || !token_of_planned_account(&o.id(), &o.meta, planned))
         .map(|o| Victim {
             id: o.id(),
             uid: o.uid().to_string(),
@@ -216,7 +269,7 @@ pub fn cascade_of(catalog: &Catalog, holder: &ObjectId, held: &Collection, plann
     let unlisted = unknown_content(catalog, holder, held, planned);
     Cascade {
         holder: holder.clone(),
-        victims: victims(&held.objects, planned),
+        victims: victims(&held.objects, &held.service_account_tokens, planned),
         unlisted,
     }
 }
@@ -332,7 +385,7 @@ mod tests {
             uids: ["uid-planned".to_string(), "uid-deploy".to_string()].into(),
             ids: HashSet::new(),
         };
-        let found: Vec<(String, String)> = victims(&held, &planned)
+        let found: Vec<(String, String)> = victims(&held, &HashSet::new(), &planned)
             .into_iter()
             .map(|v| (v.id.name, v.why))
             .collect();
@@ -444,7 +497,15 @@ mod tests {
             token("settings-token", "settings", "uid-settings"),
             object("Secret", "handmade", None, &[]),
         ];
-        let found: Vec<String> = victims(&held, &planned).into_iter().map(|v| v.id.name).collect();
+        let tokens: HashSet<String> = held
+            .iter()
+            .filter(|o| o.name().ends_with("-token"))
+            .map(|o| o.uid().to_string())
+            .collect();
+        let found: Vec<String> = victims(&held, &tokens, &planned)
+            .into_iter()
+            .map(|v| v.id.name)
+            .collect();
         assert_eq!(
             found,
             [
@@ -458,5 +519,39 @@ mod tests {
         let elsewhere = ObjectId::new("", "Secret", Some("other"), "builder-token");
         assert!(!token_of_planned_account(&elsewhere, &held[1].meta, &planned));
         assert!(token_of_planned_account(&held[1].id(), &held[1].meta, &planned));
+    }
+
+    /// Order review 7: an Opaque Secret that carries a planned ServiceAccount's name and UID
+    /// annotations (or the `default` account's) is no token Secret: only a Secret listed with
+    /// the token type ([`SERVICE_ACCOUNT_TOKEN`]) dies with its account or is the control
+    /// plane's. The annotations alone prove nothing.
+    #[test]
+    fn only_a_secret_proven_of_the_token_type_is_a_token() {
+        let planned = Planned {
+            uids: ["uid-builder".to_string()].into(),
+            ids: [ObjectId::new("", "ServiceAccount", Some("shop"), "builder")].into(),
+        };
+        let held = vec![
+            object("ServiceAccount", "builder", None, &[]),
+            token("builder-token", "builder", "uid-builder"),
+            token("forged", "builder", "uid-builder"),
+            object("ServiceAccount", "default", None, &[]),
+            token("default-token", "default", "uid-default"),
+            token("forged-default", "default", "uid-default"),
+        ];
+        let tokens: HashSet<String> = ["uid-builder-token".to_string(), "uid-default-token".to_string()].into();
+        let found: Vec<String> = victims(&held, &tokens, &planned)
+            .into_iter()
+            .map(|v| v.id.name)
+            .collect();
+        assert_eq!(found, ["forged", "forged-default"]);
+        let none_proven: Vec<String> = victims(&held, &HashSet::new(), &planned)
+            .into_iter()
+            .map(|v| v.id.name)
+            .collect();
+        assert_eq!(
+            none_proven,
+            ["builder-token", "default-token", "forged", "forged-default"]
+        );
     }
 }

@@ -339,6 +339,10 @@ pub struct Collection {
     /// How many objects `-l` selected that were left out only because no tool tracks them
     /// (see [`Selection::untracked_match`]).
     pub untracked_matches: usize,
+    /// The UIDs of the listed Secrets proven ServiceAccount token Secrets by a listing of that
+    /// type (metadata carries no `type`): filled by [`crate::cascade::contents`] for a
+    /// Namespace, empty otherwise.
+    pub service_account_tokens: HashSet<String>,
 }
 
 impl Collection {

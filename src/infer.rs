@@ -18,7 +18,7 @@ use crate::trackers::{marks, MarkValue, Preset};
 mod rbac;
 mod volumes;
 
-pub use rbac::{grants_an_operator_group, role_ref};
+pub use rbac::{grants_an_operator_group, may_name_an_operator, role_ref, BOOTSTRAPPING};
 use volumes::volume_edges;
 
 /// The kinds whose whole objects inference reads (the rest needs only metadata).
@@ -404,13 +404,18 @@ fn finalizer_in_crd_group(finalizer: &str, crd_name: &str) -> bool {
 ///    operator in different stacks), on those of the stacks whose workloads RBAC lets update the
 ///    group's objects ([`rbac`]). A custom resource whose CRD is no node (installed by Helm from
 ///    `crds/`, by an operator, or by a stack out of scope) whose finalizer names its own group
-///    depends on the controllers RBAC names for that group ([`controllers_by_rbac`]).
+///    depends on the controllers RBAC names for that group ([`controllers_by_rbac`]). A finalizer
+///    that names no CRD of the graph and no group of its object (Crossplane's
+///    `finalizer.managedresource.crossplane.io` on an `s3.aws.upbound.io` Bucket, or a name
+///    without a dot) falls back on RBAC too ([`by_rbac_fallback`]). An object tied to several
+///    operators goes before them all and, while it stays, keeps them all.
 fn finalizer_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
     let crds: Vec<usize> = objects
         .of_kind("apiextensions.k8s.io", "CustomResourceDefinition")
         .collect();
     let mut controllers: HashMap<usize, BTreeSet<usize>> = HashMap::new();
     let mut of_groups: HashMap<String, BTreeSet<usize>> = HashMap::new();
+    let mut fallbacks: HashMap<Fallback, BTreeSet<usize>> = HashMap::new();
     for (index, input) in objects.inputs.iter().enumerate() {
         // An operator may finalize built-in objects too (Rook's Secrets and ConfigMaps): for
         // those only a finalizer of the CRD's own group or a subdomain of it counts, never a
@@ -434,22 +439,120 @@ fn finalizer_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
                     push_all(edges, index, of_crd.iter().copied(), EdgeKind::InferredFinalizer);
                 }
             }
+            if named_crd {
+                continue;
+            }
             let group = &input.id.group;
-            if !named_crd && custom && finalizer_names_group(finalizer, group) {
+            if custom && finalizer_names_group(finalizer, group) {
                 let of_group = of_groups
                     .entry(group.clone())
                     .or_insert_with(|| controllers_by_rbac(objects, group));
                 push_all(edges, index, of_group.iter().copied(), EdgeKind::InferredFinalizer);
+                continue;
             }
+            let Some(fallback) = Fallback::of(finalizer, &input.id, custom, known) else {
+                continue;
+            };
+            let found = fallbacks
+                .entry(fallback)
+                .or_insert_with_key(|fallback| by_rbac_fallback(objects, fallback));
+            push_all(edges, index, found.iter().copied(), EdgeKind::InferredFinalizer);
         }
     }
     let operators: BTreeSet<usize> = controllers
         .values()
         .chain(of_groups.values())
+        .chain(fallbacks.values())
         .flatten()
         .copied()
         .collect();
     operators_run_with(objects, &operators, edges);
+}
+
+/// The finalizers that the garbage collector itself serves (`metadata.finalizers` of a
+/// foreground or orphaning delete), and the Namespace finalizer of the control plane: no
+/// operator removes them.
+const CONTROL_PLANE_FINALIZERS: [&str; 3] = ["foregroundDeletion", "orphan", "kubernetes"];
+
+/// Whether a finalizer is one an operator serves, as far as its name tells: any but the control
+/// plane's own ([`CONTROL_PLANE_FINALIZERS`]). A finalizer without a dot names no group, but an
+/// operator may use one all the same: inference ties it to its operator by RBAC
+/// ([`finalizer_edges`]).
+pub fn served_by_an_operator(finalizer: &str) -> bool {
+    !CONTROL_PLANE_FINALIZERS.contains(&finalizer)
+}
+
+/// Whether a finalizer's domain is one of Kubernetes' own (`kubernetes.io`, `k8s.io` or a
+/// subdomain): on a built-in object, a control-plane component (or a CSI sidecar, see
+/// [`volumes`]) serves it, not an operator.
+fn is_kubernetes_domain(domain: &str) -> bool {
+    ["kubernetes.io", "k8s.io"]
+        .iter()
+        .any(|own| domain == *own || domain.ends_with(&format!(".{own}")))
+}
+
+/// What the RBAC fallback of a finalizer asks ([`Fallback::of`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Fallback {
+    /// The object's API group and resource (plural): its operator may update it.
+    group: String,
+    resource: String,
+    /// A custom resource's (a rule for every resource of its group counts).
+    custom: bool,
+    /// A built-in object's finalizer domain, when it has one: the operator whose RBAC names that
+    /// domain's group is preferred.
+    domain: Option<String>,
+}
+
+impl Fallback {
+    /// The RBAC fallback of a finalizer that named no CRD of the graph and no group of its
+    /// object; `None` for a finalizer of the control plane's ([`CONTROL_PLANE_FINALIZERS`], and on
+    /// a built-in object one of a Kubernetes domain, [`is_kubernetes_domain`]).
+    fn of(finalizer: &str, id: &ObjectId, custom: bool, known: &Known) -> Option<Self> {
+        if !served_by_an_operator(finalizer) {
+            return None;
+        }
+        let domain = finalizer_domain(finalizer);
+        if !custom && domain.is_some_and(is_kubernetes_domain) {
+            return None;
+        }
+        Some(Self {
+            group: id.group.clone(),
+            resource: plural_of(known, &id.group, &id.kind),
+            custom,
+            domain: domain.filter(|_| !custom).map(str::to_string),
+        })
+    }
+}
+
+/// The controller objects that serve a finalizer by RBAC when it names no group of its object
+/// (order review 7): a built-in object's, first those of the workloads whose RBAC names the
+/// finalizer's domain as an operator's group ([`rbac::operators_of_domain`]); else, and for a
+/// custom resource, those of the workloads whose RBAC lets update that object's kind
+/// ([`rbac::writers_of`]: group and resource named, never through cluster-admin's `*`) — the
+/// one who removes a finalizer must be allowed to update its object. Each with the controller
+/// objects of its stack, as [`controllers_by_rbac`].
+fn by_rbac_fallback(objects: &Objects, fallback: &Fallback) -> BTreeSet<usize> {
+    let by_domain = fallback
+        .domain
+        .as_deref()
+        .map(|domain| rbac::operators_of_domain(objects, domain))
+        .unwrap_or_default();
+    let workloads = match by_domain.is_empty() {
+        false => by_domain,
+        true => rbac::writers_of(objects, &fallback.group, &fallback.resource, fallback.custom),
+    };
+    with_their_stacks(objects, workloads)
+}
+
+/// `workloads` and the controller objects of their stacks.
+fn with_their_stacks(objects: &Objects, workloads: BTreeSet<usize>) -> BTreeSet<usize> {
+    let mut found = BTreeSet::new();
+    for workload in workloads {
+        found.insert(workload);
+        found.extend(objects.controllers_of_stack(workload));
+    }
+    found
 }
 
 /// The edges from the operators that finalize objects to the permissions they finalize with
@@ -484,12 +587,7 @@ fn controllers_of_crd(objects: &Objects, crd: usize) -> BTreeSet<usize> {
 /// The workloads RBAC names as `group`'s controller ([`rbac::controllers_of_group`]) and the
 /// controller objects of their stacks.
 fn controllers_by_rbac(objects: &Objects, group: &str) -> BTreeSet<usize> {
-    let mut found = BTreeSet::new();
-    for workload in rbac::controllers_of_group(objects, group) {
-        found.insert(workload);
-        found.extend(objects.controllers_of_stack(workload));
-    }
-    found
+    with_their_stacks(objects, rbac::controllers_of_group(objects, group))
 }
 
 /// 2. A webhook configuration goes before the Service that serves it and the workloads behind

@@ -660,7 +660,7 @@ impl Recheck {
                 "its content could not be re-checked ({unknown} could not be listed)"
             ));
         }
-        let victim = victims(&held.objects, &self.planned)
+        let victim = victims(&held.objects, &held.service_account_tokens, &self.planned)
             .into_iter()
             .find(|v| !self.accepted_victims.contains(&v.uid))?;
         Some(format!(

@@ -50,13 +50,14 @@ pub fn is_stayer_kind(group: &str, kind: &str) -> bool {
 }
 
 /// Whether an object carries a finalizer that names an API group's controller (see
-/// [`crate::infer::finalizer_domain`]): tracked or not, while it stays it needs the operator
-/// that serves that group.
+/// [`crate::infer::finalizer_domain`]), or one without a dot that the control plane does not
+/// serve ([`crate::infer::served_by_an_operator`]): tracked or not, while it stays it needs the
+/// operator that serves it.
 pub fn needs_its_controller(meta: &ObjectMeta) -> bool {
     meta.finalizers
         .iter()
         .flatten()
-        .any(|f| crate::infer::finalizer_domain(f).is_some())
+        .any(|f| crate::infer::served_by_an_operator(f))
 }
 
 /// Whether an untracked object is a stayer by what it carries: a finalizer that names an API
@@ -136,10 +137,13 @@ pub async fn list_whole(session: &Session) -> Whole {
 /// The RBAC kinds, roles first.
 const RBAC_KINDS: [&str; 4] = ["ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding"];
 
-/// Adds to `whole` the Roles and ClusterRoles that let update an operator's API group
-/// ([`crate::infer::grants_an_operator_group`]) and the bindings that grant them, tracked or not:
-/// what ties a custom resource's finalizer to the workload bound to them when no stack holds both
-/// its CRD and its operator (order review 6, F-B).
+/// Adds to `whole` the Roles and ClusterRoles that may name an operator
+/// ([`crate::infer::may_name_an_operator`]: they let update an operator's API group, or write
+/// resources they name) and the bindings that grant them, tracked or not: what ties a custom
+/// resource's finalizer to the workload bound to them when no stack holds both its CRD and its
+/// operator (order review 6, F-B), a finalizer that names no group of its object to the
+/// workloads that may update it, and a volume to the provisioner that serves its driver (order
+/// review 7).
 async fn operator_rbac(session: &Session, whole: &mut Whole) {
     let mut roles: HashSet<(String, Option<String>, String)> = HashSet::new();
     for kind in RBAC_KINDS {
@@ -161,7 +165,12 @@ async fn operator_rbac(session: &Session, whole: &mut Whole) {
             let namespace = object.metadata.namespace.clone();
             let name = object.metadata.name.clone().unwrap_or_default();
             let kept = match kind.ends_with("Binding") {
-                false => crate::infer::grants_an_operator_group(&object.data),
+                false => {
+                    let labels = object.metadata.labels.as_ref();
+                    let (key, value) = crate::infer::BOOTSTRAPPING;
+                    let default = labels.and_then(|l| l.get(key)).is_some_and(|v| v == value);
+                    crate::infer::may_name_an_operator(&object.data, default)
+                }
                 true => crate::infer::role_ref(&object.data).is_some_and(|(role, role_name)| {
                     let scope = namespace.clone().filter(|_| role == "Role");
                     roles.contains(&(role, scope, role_name))

@@ -81,3 +81,36 @@ fn an_untracked_secret_beside_the_token_still_refuses_the_teardown() {
     assert!(exists("serviceaccount", Some(&app), "builder"));
     let _ = kubectl(&["delete", "namespace", &app, "--wait=false"]);
 }
+
+/// Order review 7, gap 4: an untracked Opaque Secret that carries the name and UID annotations
+/// of the ServiceAccount the teardown deletes is no token Secret (the token controller neither
+/// made it nor deletes it): the Namespace would take it, so it is named and the teardown refused.
+#[test]
+fn an_opaque_secret_with_a_service_accounts_annotations_still_refuses_the_teardown() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("tokf");
+    let f = &flux.0;
+    let app = unique("tokf-app");
+    let token = seed_stack_with_account(f, &app);
+    let uid = uid_of("serviceaccount", Some(&app), "builder");
+    create(&format!(
+        r#"apiVersion: v1
+kind: Secret
+type: Opaque
+metadata:
+  name: forged
+  namespace: {app}
+  annotations: {{kubernetes.io/service-account.name: builder, kubernetes.io/service-account.uid: "{uid}"}}
+"#
+    ));
+    record_flux_inventories(f);
+    let refused = stack(&["prune", "-n", f, "kustomization/s", "--yes", "--timeout", "60s"]);
+    let shown = format!("{}\n{}", refused.stdout, refused.stderr);
+    assert_eq!(refused.code, 4, "{shown}");
+    assert!(shown.contains(&format!("Secret/{app}/forged (untracked)")), "{shown}");
+    assert!(!shown.contains(&token), "{shown}");
+    assert!(exists("namespace", None, &app));
+    assert!(exists("secret", Some(&app), "forged"));
+    let _ = kubectl(&["delete", "namespace", &app, "--wait=false"]);
+}

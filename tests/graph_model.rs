@@ -2185,3 +2185,427 @@ subjects: [{{kind: ServiceAccount, name: controller, namespace: {o}}}]
     assert!(!exists("crd", None, &resource), "the CRD went after its Gizmo");
     assert!(!exists("clusterrolebinding", None, &run));
 }
+
+/// The ServiceAccount, a ClusterRole with `rules` bound to it, and the Deployment `name` running
+/// as it (with `pod` as its pod spec's containers), in `namespace`, all labelled `labels`.
+fn operator_with_rbac(namespace: &str, name: &str, role: &str, rules: &str, containers: &str, labels: &str) -> String {
+    format!(
+        r#"---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: {name}, namespace: {namespace}, labels: {labels}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {role}, labels: {labels}}}
+rules: {rules}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {role}, labels: {labels}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {role}}}
+subjects: [{{kind: ServiceAccount, name: {name}, namespace: {namespace}}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, namespace: {namespace}, labels: {labels}}}
+spec:
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec: {{serviceAccountName: {name}, containers: {containers}}}
+"#
+    )
+}
+
+const ONE_CONTAINER: &str = "[{name: manager, image: example.invalid/operator}]";
+
+/// Order review 7, gap 1: Crossplane's real finalizer `finalizer.managedresource.crossplane.io`
+/// sits on a provider's managed resource (here a Bucket of this run's group, as
+/// `s3.aws.upbound.io` Buckets carry it), and a second Bucket carries a finalizer without a dot.
+/// Neither names the Bucket's group; RBAC names the provider (its ClusterRole may write every
+/// resource of the group, as Crossplane's RBAC manager grants). The CRD is tracked by no stack.
+/// Stack `prov` holds the provider, `use` the Buckets: `graph` shows the edges, a teardown of
+/// `prov` alone keeps the provider for the Buckets that stay, and tearing both down deletes the
+/// Buckets first, while the provider finalizes them.
+#[test]
+fn a_finalizer_that_names_no_group_of_its_object_ties_it_to_the_operator_rbac_names() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm71");
+    let f = flux.0.clone();
+    let run = unique("gm71");
+    let group = own_group(&run);
+    let resource = format!("buckets.{group}");
+    let (op_ns, use_ns) = (format!("{run}-prov"), format!("{run}-use"));
+    let crossplane = "finalizer.managedresource.crossplane.io";
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &use_ns);
+    for namespace in [&op_ns, &use_ns] {
+        leftovers.object("namespace", namespace);
+    }
+    leftovers.object("crd", &resource);
+    leftovers.object("clusterrole", &format!("{run}-provider"));
+    leftovers.object("clusterrolebinding", &format!("{run}-provider"));
+    let (prov, usage) = (flux_labels("prov", &f), flux_labels("use", &f));
+    apply(&crd(&group, "Bucket", "buckets", "{}"));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    apply(&format!(
+        "{}{}---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {op_ns}, labels: {prov}}}\n{}",
+        kustomization("prov", &f, ""),
+        kustomization("use", &f, ""),
+        operator_with_rbac(
+            &op_ns,
+            "provider",
+            &format!("{run}-provider"),
+            &format!("[{{apiGroups: [{group}], resources: ['*'], verbs: ['*']}}]"),
+            ONE_CONTAINER,
+            &prov
+        ),
+    ));
+    apply(&format!(
+        r#"---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {use_ns}, labels: {usage}}}
+---
+apiVersion: {group}/v1
+kind: Bucket
+metadata: {{name: b-crossplane, namespace: {use_ns}, labels: {usage}, finalizers: [{crossplane}]}}
+---
+apiVersion: {group}/v1
+kind: Bucket
+metadata: {{name: b-dotless, namespace: {use_ns}, labels: {usage}, finalizers: [cleanup]}}
+"#
+    ));
+    for bucket in ["b-crossplane", "b-dotless"] {
+        assert_eq!(
+            graph_edges(("Bucket", &use_ns, bucket), ("Deployment", &op_ns, "provider")),
+            ["inferredFinalizer"],
+            "{bucket}"
+        );
+    }
+    record_flux_inventories(&f);
+    let planned = stack(&["prune", "-n", &f, "kustomization/prov", "--dry-run", "-o", "json"]).expect_code(0);
+    let lines = json_lines(&planned.stdout);
+    assert_eq!(wave_of(&lines, "Deployment", "provider"), None, "{}", planned.stdout);
+    let kept = kept_reason(&lines, "Deployment", "provider").unwrap_or_default();
+    assert!(
+        kept.contains(&format!("needed by Bucket.{group}/{use_ns}/b-")),
+        "{kept}"
+    );
+
+    let alive = |namespace: &str| {
+        let namespace = namespace.to_string();
+        move || exists("deployment", Some(&namespace), "provider")
+    };
+    let provider = StandIn::start(&resource, Some(&use_ns), "b-", crossplane, alive(&op_ns));
+    let dotless = StandIn::start(&resource, Some(&use_ns), "b-", "cleanup", alive(&op_ns));
+    let pruned = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/use",
+        "kustomization/prov",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    let finalized = provider.stop() + dotless.stop();
+    assert_eq!(pruned.code, 0, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
+    assert_eq!(finalized, 2, "the live provider finalized both Buckets");
+    let lines = json_lines(&pruned.stdout);
+    let provider_deleted = event_at(&lines, "Deployment", "provider", "deleted");
+    for bucket in ["b-crossplane", "b-dotless"] {
+        assert!(planned_wave(&lines, "Bucket", bucket) < planned_wave(&lines, "Deployment", "provider"));
+        assert!(
+            event_at(&lines, "Bucket", bucket, "gone") < provider_deleted,
+            "{bucket}"
+        );
+    }
+}
+
+/// Order review 7, gap 2: a built-in object (a Secret) carries the finalizer of an operator whose
+/// CRD is no node of the graph (none exists here): RBAC names the operator, whose ClusterRole
+/// may update objects of the finalizer's group. Stack `op` holds the operator, stack `use` a
+/// Secret with its finalizer; an untracked Secret with it waits in the Flux Namespace. While the
+/// untracked one stays it keeps the operator; once it is gone, tearing both stacks down deletes
+/// the tracked Secret first, while the operator finalizes it.
+#[test]
+fn a_built_in_object_finalized_by_an_operator_without_its_crd_is_tied_by_rbac() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm72");
+    let f = flux.0.clone();
+    let run = unique("gm72");
+    let group = own_group(&run);
+    let (op_ns, use_ns) = (format!("{run}-op"), format!("{run}-use"));
+    let finalizer = format!("{group}/protect");
+    let mut leftovers = Leftovers::new();
+    for namespace in [&op_ns, &use_ns] {
+        leftovers.object("namespace", namespace);
+    }
+    leftovers.object("clusterrole", &format!("{run}-operator"));
+    leftovers.object("clusterrolebinding", &format!("{run}-operator"));
+    let (op, usage) = (flux_labels("op", &f), flux_labels("use", &f));
+    apply(&format!(
+        r#"{}{}---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {op_ns}, labels: {op}}}
+{}---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {use_ns}, labels: {usage}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: s-tracked, namespace: {use_ns}, labels: {usage}, finalizers: [{finalizer}]}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: s-loose, namespace: {f}, finalizers: [{finalizer}]}}
+"#,
+        kustomization("op", &f, ""),
+        kustomization("use", &f, ""),
+        operator_with_rbac(
+            &op_ns,
+            "operator",
+            &format!("{run}-operator"),
+            &format!("[{{apiGroups: [{group}], resources: [gizmos, gizmos/finalizers], verbs: [get, list, watch, update, patch]}}]"),
+            ONE_CONTAINER,
+            &op
+        ),
+    ));
+    let release_loose = || {
+        let _ = kubectl(&[
+            "patch",
+            "secret",
+            "s-loose",
+            "-n",
+            &f,
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ]);
+    };
+    assert_eq!(
+        graph_edges(("Secret", &use_ns, "s-tracked"), ("Deployment", &op_ns, "operator")),
+        ["inferredFinalizer"]
+    );
+    record_flux_inventories(&f);
+    let planned = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/use",
+        "kustomization/op",
+        "--dry-run",
+        "-o",
+        "json",
+    ]);
+    let lines = json_lines(&planned.stdout);
+    let kept = kept_reason(&lines, "Deployment", "operator");
+    release_loose();
+    assert_eq!(
+        planned.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        planned.stdout, planned.stderr
+    );
+    assert_eq!(
+        kept,
+        Some(format!(
+            "needed by Secret/{f}/s-loose, which is not pruned (inferred: finalizer)"
+        )),
+        "{}",
+        planned.stdout
+    );
+    assert!(
+        wave_of(&lines, "Secret", "s-tracked") < wave_of(&lines, "Deployment", "operator")
+            || wave_of(&lines, "Deployment", "operator").is_none()
+    );
+    kubectl_ok(&["delete", "secret", "s-loose", "-n", &f, "--ignore-not-found"]);
+    wait_until(Duration::from_secs(30), || !exists("secret", Some(&f), "s-loose"));
+
+    let alive_ns = op_ns.clone();
+    let operator = StandIn::start("secrets", Some(&use_ns), "s-", &finalizer, move || {
+        exists("deployment", Some(&alive_ns), "operator")
+    });
+    let pruned = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/use",
+        "kustomization/op",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    let finalized = operator.stop();
+    assert_eq!(pruned.code, 0, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
+    assert_eq!(finalized, 1, "the live operator finalized the Secret");
+    let lines = json_lines(&pruned.stdout);
+    assert!(planned_wave(&lines, "Secret", "s-tracked") < planned_wave(&lines, "Deployment", "operator"));
+    assert!(event_at(&lines, "Secret", "s-tracked", "gone") < event_at(&lines, "Deployment", "operator", "deleted"));
+}
+
+/// Order review 7, gap 3: a CSI driver's controller in another stack (`ctrl`) than its CSIDriver
+/// and StorageClass (`storage`): its Deployment runs the `csi-provisioner` sidecar and names the
+/// driver (`--drivername=...`, as csi-driver-host-path's plugin does). Stack `data` holds a bound
+/// volume and claim, released by a stand-in driver only while that Deployment exists. `graph`
+/// shows the edge; tearing `ctrl` down alone keeps the controller for the volume that stays
+/// (it would be stranded); tearing all three down releases the volume before the controller goes.
+#[test]
+fn a_csi_controller_in_another_stack_than_its_driver_serves_the_volumes_to_the_end() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm73");
+    let f = flux.0.clone();
+    let run = unique("gm73");
+    let (csi_ns, data_ns) = (format!("{run}-csi"), format!("{run}-data"));
+    let driver = format!("{run}.csi.example.com");
+    let (class, volume) = (format!("{run}-fast"), format!("{run}-pv0"));
+    let mut leftovers = Leftovers::new();
+    for namespace in [&csi_ns, &data_ns] {
+        leftovers.object("namespace", namespace);
+    }
+    leftovers.object("csidriver", &driver);
+    leftovers.object("storageclass", &class);
+    leftovers.object("pv", &volume);
+    leftovers.object("clusterrole", &format!("{run}-provisioner"));
+    leftovers.object("clusterrolebinding", &format!("{run}-provisioner"));
+    let (storage, ctrl, data) = (
+        flux_labels("storage", &f),
+        flux_labels("ctrl", &f),
+        flux_labels("data", &f),
+    );
+    let containers = format!(
+        "[{{name: plugin, image: example.invalid/csi-plugin, args: ['--drivername={driver}', '--endpoint=unix:///csi/csi.sock']}}, \
+          {{name: csi-provisioner, image: 'registry.k8s.io/sig-storage/csi-provisioner:v3.6.0', args: ['--csi-address=/csi/csi.sock']}}]"
+    );
+    apply(&format!(
+        r#"{}{}{}---
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {{name: {driver}, labels: {storage}}}
+spec: {{attachRequired: false}}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {{name: {class}, labels: {storage}}}
+provisioner: {driver}
+reclaimPolicy: Retain
+---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {csi_ns}, labels: {ctrl}}}
+{}---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {data_ns}, labels: {data}}}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: {volume}
+  labels: {data}
+  annotations: {{pv.kubernetes.io/provisioned-by: {driver}}}
+  finalizers: [external-provisioner.volume.kubernetes.io/finalizer]
+spec:
+  capacity: {{storage: 1Gi}}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: {class}
+  csi: {{driver: {driver}, volumeHandle: vol-0}}
+  claimRef: {{namespace: {data_ns}, name: claim0}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: claim0, namespace: {data_ns}, labels: {data}}}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: {class}
+  volumeName: {volume}
+  resources: {{requests: {{storage: 1Gi}}}}
+"#,
+        kustomization("storage", &f, ""),
+        kustomization("ctrl", &f, ""),
+        kustomization("data", &f, ""),
+        operator_with_rbac(
+            &csi_ns,
+            "csi-controller",
+            &format!("{run}-provisioner"),
+            "[{apiGroups: [''], resources: [persistentvolumes], verbs: [get, list, watch, create, delete]}]",
+            &containers,
+            &ctrl
+        ),
+    ));
+    assert_eq!(
+        graph_edges(
+            ("PersistentVolume", "", &volume),
+            ("Deployment", &csi_ns, "csi-controller")
+        ),
+        ["inferredStorageDriver"]
+    );
+    record_flux_inventories(&f);
+    let planned = stack(&["prune", "-n", &f, "kustomization/ctrl", "--dry-run", "-o", "json"]).expect_code(0);
+    let lines = json_lines(&planned.stdout);
+    assert_eq!(
+        wave_of(&lines, "Deployment", "csi-controller"),
+        None,
+        "{}",
+        planned.stdout
+    );
+    let kept = kept_reason(&lines, "Deployment", "csi-controller").unwrap_or_default();
+    assert!(kept.contains("needed by Persistent"), "{kept}\n{}", planned.stdout);
+
+    // kube-controller-manager's protection controllers do not run on the test cluster.
+    let pvc_protection = StandIn::start(
+        "persistentvolumeclaims",
+        Some(&data_ns),
+        "claim",
+        "kubernetes.io/pvc-protection",
+        || true,
+    );
+    let pv_protection = StandIn::start("persistentvolumes", None, &run, "kubernetes.io/pv-protection", || true);
+    let driver_ns = csi_ns.clone();
+    let csi = StandIn::start(
+        "persistentvolumes",
+        None,
+        &run,
+        "external-provisioner.volume.kubernetes.io/finalizer",
+        move || exists("deployment", Some(&driver_ns), "csi-controller"),
+    );
+    let pruned = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/data",
+        "kustomization/ctrl",
+        "kustomization/storage",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "60s",
+    ]);
+    let released = csi.stop();
+    pvc_protection.stop();
+    pv_protection.stop();
+    assert_eq!(pruned.code, 0, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
+    assert_eq!(released, 1, "the live controller released the volume");
+    let lines = json_lines(&pruned.stdout);
+    assert!(planned_wave(&lines, "PersistentVolume", &volume) < planned_wave(&lines, "Deployment", "csi-controller"));
+    assert!(
+        planned_wave(&lines, "PersistentVolumeClaim", "claim0") < planned_wave(&lines, "Deployment", "csi-controller")
+    );
+    assert!(
+        event_at(&lines, "PersistentVolume", &volume, "gone")
+            < event_at(&lines, "Deployment", "csi-controller", "deleted")
+    );
+    assert!(!exists("pv", None, &volume));
+}

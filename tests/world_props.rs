@@ -520,6 +520,7 @@ fn plan_with_cascades(world: &World, cluster: &Cluster, start: &Start) -> Option
                 listed_kinds: 1,
                 not_served: Vec::new(),
                 untracked_matches: 0,
+                service_account_tokens: Default::default(),
             };
             let cascade = cascade_of(&cluster.catalog, holder, &collection, &done);
             victims.extend(cascade.victims.iter().map(|v| v.id.clone()));

@@ -60,8 +60,59 @@ pub fn grants_an_operator_group(role: &Value) -> bool {
         updates
             && strings_at(rule, "apiGroups")
                 .iter()
-                .any(|group| group.contains('.') && !group.ends_with(".k8s.io") && !group.ends_with(".kubernetes.io"))
+                .any(|group| is_operator_group(group))
     })
+}
+
+/// Whether a Role or ClusterRole (its whole body) may tie a finalizer or a volume to the
+/// workloads bound to it, and so is read whole with the stayers, tracked or not: it lets update
+/// an operator's API group ([`grants_an_operator_group`]), or it grants a write (`update`,
+/// `patch`, `create`, `delete`) on resources it names in a group it names — the RBAC fallback of
+/// finalizers that name no group of their object ([`writers_of`]) and of CSI provisioners
+/// ([`provisioner_workloads`]). `default` tells a role of the control plane's own defaults
+/// (`kubernetes.io/bootstrapping: rbac-defaults`): such a role names no operator by its
+/// built-in grants.
+pub fn may_name_an_operator(role: &Value, default: bool) -> bool {
+    if grants_an_operator_group(role) {
+        return true;
+    }
+    !default
+        && rules_of(role).any(|rule| {
+            let verbs = strings_at(rule, "verbs");
+            let writes = verbs
+                .iter()
+                .any(|v| matches!(v.as_str(), "update" | "patch" | "create" | "delete" | "*"));
+            writes
+                && strings_at(rule, "apiGroups").iter().any(|g| g != "*")
+                && strings_at(rule, "resources")
+                    .iter()
+                    .any(|r| r != "*" && !r.starts_with("*/"))
+        })
+}
+
+/// The label the API server puts on the roles and bindings it makes by itself.
+pub const BOOTSTRAPPING: (&str, &str) = ("kubernetes.io/bootstrapping", "rbac-defaults");
+
+fn rules_of(role: &Value) -> impl Iterator<Item = &Value> {
+    role.get("rules").and_then(Value::as_array).into_iter().flatten()
+}
+
+/// Whether a role is one of the control plane's defaults ([`BOOTSTRAPPING`]).
+fn is_default_role(role: &NodeInput) -> bool {
+    role.labels.get(BOOTSTRAPPING.0).map(String::as_str) == Some(BOOTSTRAPPING.1)
+}
+
+/// Whether one rule grants one of `verbs` (or `*`) on `resource` of `group`, both named
+/// explicitly: a rule for every group (`apiGroups: ["*"]`, as cluster-admin's) never counts, and
+/// one for every resource of the group (`resources: ["*"]`) only with `any_resource`.
+fn rule_grants(rule: &Value, group: &str, resource: &str, any_resource: bool, verbs: &[&str]) -> bool {
+    let verbs_granted = strings_at(rule, "verbs");
+    let verb_ok = verbs_granted.iter().any(|v| v == "*" || verbs.contains(&v.as_str()));
+    let group_ok = strings_at(rule, "apiGroups").iter().any(|g| g == group);
+    let resource_ok = strings_at(rule, "resources")
+        .iter()
+        .any(|r| r == resource || r.strip_suffix("/finalizers") == Some(resource) || (any_resource && r == "*"));
+    verb_ok && group_ok && resource_ok
 }
 
 /// The (kind, name) of the role a RoleBinding or ClusterRoleBinding (its whole body) grants.
@@ -145,7 +196,11 @@ fn account_of(workload: &NodeInput) -> Option<Account> {
 
 /// The workloads that run the controller of `group`, as RBAC says (see the module).
 pub(super) fn controllers_of_group(objects: &Objects, group: &str) -> BTreeSet<usize> {
-    let roles = granting_roles(objects, group);
+    workloads_of_roles(objects, granting_roles(objects, group))
+}
+
+/// The workloads whose ServiceAccount is bound to one of `roles`.
+fn workloads_of_roles(objects: &Objects, roles: HashSet<RoleKey>) -> BTreeSet<usize> {
     if roles.is_empty() {
         return BTreeSet::new();
     }
@@ -154,6 +209,142 @@ pub(super) fn controllers_of_group(objects: &Objects, group: &str) -> BTreeSet<u
         .filter(|&index| objects.is(index, &WORKLOAD_KINDS))
         .filter(|&index| account_of(&objects.inputs[index]).is_some_and(|a| accounts.contains(&a)))
         .collect()
+}
+
+/// The roles (nodes) one of whose rules `grants` accepts; the control plane's default roles
+/// ([`BOOTSTRAPPING`]) only with `defaults`.
+fn roles_where(objects: &Objects, defaults: bool, grants: impl Fn(&Value) -> bool) -> HashSet<RoleKey> {
+    objects
+        .inputs
+        .iter()
+        .filter(|input| input.id.group == RBAC && matches!(input.id.kind.as_str(), "Role" | "ClusterRole"))
+        .filter(|input| defaults || !is_default_role(input))
+        .filter(|input| input.body.as_ref().is_some_and(|body| rules_of(body).any(&grants)))
+        .map(|input| (input.id.kind.clone(), input.id.namespace.clone(), input.id.name.clone()))
+        .collect()
+}
+
+/// The workloads RBAC lets remove a finalizer from an object of `resource` (its plural) in
+/// `group`: bound to a role that may `update` or `patch` it (or its `finalizers` subresource),
+/// group and resource named explicitly. A rule for every group (cluster-admin's `*`) names no
+/// operator in particular, and would tie every object to every workload bound to it: it never
+/// counts. A rule for every resource of a named group counts for a custom group
+/// (`any_resource`: an operator's own group, as Crossplane's RBAC manager grants a provider),
+/// never for a built-in one (`""`, `apps`: every built-in object at once), nor does a default
+/// role of the control plane ([`BOOTSTRAPPING`]).
+pub(super) fn writers_of(objects: &Objects, group: &str, resource: &str, any_resource: bool) -> BTreeSet<usize> {
+    let roles = roles_where(objects, false, |rule| {
+        rule_grants(rule, group, resource, any_resource, &["update", "patch"])
+    });
+    workloads_of_roles(objects, roles)
+}
+
+/// The workloads RBAC names as the operator of a finalizer's domain: bound to a role that may
+/// update or patch the objects of an operator's API group (not one of Kubernetes' own) that is
+/// that domain or a parent of it (`ops.example.com` for `ops.example.com/cleanup` or
+/// `x.ops.example.com`). How a finalizer on a built-in object (a Secret) names the operator whose
+/// CRD is no node of the graph.
+pub(super) fn operators_of_domain(objects: &Objects, domain: &str) -> BTreeSet<usize> {
+    let roles = roles_where(objects, false, |rule| {
+        let verbs = strings_at(rule, "verbs");
+        verbs.iter().any(|v| matches!(v.as_str(), "update" | "patch" | "*"))
+            && strings_at(rule, "apiGroups")
+                .iter()
+                .any(|group| is_operator_group(group) && (domain == group || domain.ends_with(&format!(".{group}"))))
+    });
+    workloads_of_roles(objects, roles)
+}
+
+/// Whether an API group may be an operator's: it has a dot and is none of Kubernetes' own
+/// (`*.k8s.io`, `*.kubernetes.io`).
+fn is_operator_group(group: &str) -> bool {
+    group.contains('.') && !group.ends_with(".k8s.io") && !group.ends_with(".kubernetes.io")
+}
+
+/// The workloads that provision and delete volumes (an external provisioner, as a CSI driver's
+/// controller runs one): a container runs the `csi-provisioner` sidecar image
+/// (`registry.k8s.io/sig-storage/csi-provisioner:TAG`), or RBAC lets them `create` and `delete`
+/// PersistentVolumes by name (kubernetes-csi/external-provisioner `deploy/kubernetes/rbac.yaml`,
+/// `external-provisioner-runner`). A default role of the control plane (the volume binder's)
+/// never counts.
+pub(super) fn provisioner_workloads(objects: &Objects) -> BTreeSet<usize> {
+    let roles = roles_where(objects, false, |rule| {
+        rule_grants(rule, "", "persistentvolumes", false, &["create"])
+            && rule_grants(rule, "", "persistentvolumes", false, &["delete"])
+    });
+    let mut found = workloads_of_roles(objects, roles);
+    found.extend(
+        (0..objects.inputs.len())
+            .filter(|&index| objects.is(index, &WORKLOAD_KINDS))
+            .filter(|&index| pod_spec(&objects.inputs[index]).is_some_and(runs_a_csi_provisioner)),
+    );
+    found
+}
+
+/// Whether a pod spec runs the CSI external-provisioner sidecar: a container image whose last
+/// path segment, without its tag or digest, is `csi-provisioner`.
+fn runs_a_csi_provisioner(spec: &Value) -> bool {
+    ["initContainers", "containers"]
+        .iter()
+        .filter_map(|key| spec.get(*key).and_then(Value::as_array))
+        .flatten()
+        .filter_map(|container| container.get("image").and_then(Value::as_str))
+        .any(|image| {
+            let image = image.split('@').next().unwrap_or(image);
+            let last = image.rsplit('/').next().unwrap_or(image);
+            last.split(':').next() == Some("csi-provisioner")
+        })
+}
+
+/// Whether a workload names the volume driver `driver` in what it runs with: its labels or its
+/// pods' labels (`app.kubernetes.io/instance: hostpath.csi.k8s.io`), or a container's command,
+/// arguments or environment values (`--drivername=hostpath.csi.k8s.io`, a registration path
+/// `/var/lib/kubelet/plugins/ebs.csi.aws.com/csi.sock`, `PROVISIONER_NAME`), as a whole word
+/// between separators other than `.`, `-` and `_`.
+pub(super) fn names_driver(workload: &NodeInput, driver: &str) -> bool {
+    let word = |text: &str| {
+        text == driver
+            || text
+                .split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')))
+                .any(|part| part == driver)
+    };
+    if workload.labels.values().any(|v| word(v)) {
+        return true;
+    }
+    let Some(body) = workload.body.as_ref() else {
+        return false;
+    };
+    let template_labels = body
+        .pointer("/spec/template/metadata/labels")
+        .and_then(Value::as_object);
+    if template_labels
+        .into_iter()
+        .flatten()
+        .any(|(_, v)| v.as_str().is_some_and(word))
+    {
+        return true;
+    }
+    let Some(spec) = pod_spec(workload) else {
+        return false;
+    };
+    ["initContainers", "containers"]
+        .iter()
+        .filter_map(|key| spec.get(*key).and_then(Value::as_array))
+        .flatten()
+        .any(|container| {
+            let texts = ["command", "args"]
+                .iter()
+                .flat_map(|key| strings_at(container, key))
+                .chain(
+                    container
+                        .get("env")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|variable| variable.get("value").and_then(Value::as_str).map(str::to_string)),
+                );
+            texts.into_iter().any(|text| word(&text))
+        })
 }
 
 /// What a workload needs to run besides its Service (review finding F10 of issue 25): the

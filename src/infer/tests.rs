@@ -803,7 +803,12 @@ fn a_custom_resource_whose_crd_is_no_node_depends_on_the_operator_rbac_names() {
         found.contains(&edge("stays", "db-manager", EdgeKind::InferredFinalizer)),
         "{found:?}"
     );
-    assert!(!found.iter().any(|(from, _, _)| from == "plain"), "{found:?}");
+    // A finalizer that names no group of its object falls back on who may update it (order
+    // review 7): the only workload RBAC lets update Dbs.
+    assert!(
+        found.contains(&edge("plain", "op", EdgeKind::InferredFinalizer)),
+        "{found:?}"
+    );
 }
 
 /// Review finding F-C (issue 25, order review 6): a webhook whose `clientConfig.url` names a
@@ -970,4 +975,318 @@ fn an_operator_needs_the_rbac_it_finalizes_with_from_any_stack() {
             edge("Deployment", "ServiceAccount", EdgeKind::InferredRunsWith),
         ]
     );
+}
+
+/// A Deployment of stack `stack` in `op` whose pods run as ServiceAccount `account`, with `pod`
+/// merged into its pod spec.
+fn workload_as(name: &str, account: &str, stack: &str, pod: Value) -> NodeInput {
+    let mut spec = json!({"serviceAccountName": account});
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), pod.as_object()) {
+        spec.extend(extra.clone());
+    }
+    with_body(
+        object("apps", "Deployment", Some("op"), name, Some(stack)),
+        json!({"spec": {"template": {"spec": spec}}}),
+    )
+}
+
+/// A ClusterRole `name` with `rules`, and a ClusterRoleBinding of it to ServiceAccount
+/// `op/account`, both of stack `stack`.
+fn role_for(name: &str, account: &str, stack: &str, rules: Value) -> [NodeInput; 2] {
+    [
+        with_body(
+            object(RBAC_GROUP, "ClusterRole", None, name, Some(stack)),
+            json!({ "rules": rules }),
+        ),
+        with_body(
+            object(RBAC_GROUP, "ClusterRoleBinding", None, name, Some(stack)),
+            json!({"roleRef": {"kind": "ClusterRole", "name": name},
+                   "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": "op"}]}),
+        ),
+    ]
+}
+
+/// The targets of the inferred edges of `kind` from the object named `from`, sorted.
+fn targets(found: &[(String, String, EdgeKind)], from: &str, kind: EdgeKind) -> Vec<String> {
+    let mut to: Vec<String> = found
+        .iter()
+        .filter(|(f, _, k)| f == from && *k == kind)
+        .map(|(_, t, _)| t.clone())
+        .collect();
+    to.sort();
+    to.dedup();
+    to
+}
+
+/// Order review 7, gap 1: Crossplane's real finalizer `finalizer.managedresource.crossplane.io`
+/// on an `s3.aws.upbound.io` Bucket names no group of the Bucket, and a finalizer may have no dot
+/// at all. RBAC names the operator that finalizes it all the same: the workloads allowed to update
+/// Buckets (a rule for every resource of the named group counts, as Crossplane's RBAC manager
+/// grants a provider). Several such workloads are all needed; cluster-admin's `*` ties nothing,
+/// nor does the garbage collector's `foregroundDeletion`.
+#[test]
+fn a_finalizer_that_names_no_group_of_its_object_ties_it_to_who_may_update_it() {
+    let bucket = |name: &str, finalizer: &str| {
+        let mut bucket = object("s3.aws.upbound.io", "Bucket", Some("app"), name, Some("use"));
+        bucket.finalizers = vec![finalizer.into()];
+        bucket
+    };
+    let mut inputs = vec![
+        bucket("crossplane", "finalizer.managedresource.crossplane.io"),
+        bucket("dotless", "cleanup"),
+        bucket("foreground", "foregroundDeletion"),
+        object(
+            CRD_GROUP,
+            "CustomResourceDefinition",
+            None,
+            "buckets.s3.aws.upbound.io",
+            Some("crds"),
+        ),
+        workload_as("provider-aws-s3", "provider", "provider", json!({})),
+        workload_as("second-provider", "second", "second", json!({})),
+        workload_as("admin-tool", "admin", "tools", json!({})),
+        workload_as("other-provider", "other", "other", json!({})),
+    ];
+    inputs.extend(role_for(
+        "provider",
+        "provider",
+        "provider",
+        json!([{"apiGroups": ["s3.aws.upbound.io"], "resources": ["*"], "verbs": ["*"]}]),
+    ));
+    inputs.extend(role_for(
+        "second",
+        "second",
+        "second",
+        json!([{"apiGroups": ["s3.aws.upbound.io"], "resources": ["buckets/finalizers"], "verbs": ["update"]}]),
+    ));
+    inputs.extend(role_for(
+        "admin",
+        "admin",
+        "tools",
+        json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]),
+    ));
+    inputs.extend(role_for(
+        "other",
+        "other",
+        "other",
+        json!([{"apiGroups": ["ec2.aws.upbound.io"], "resources": ["*"], "verbs": ["*"]},
+               {"apiGroups": ["s3.aws.upbound.io"], "resources": ["buckets"], "verbs": ["get", "list", "watch"]}]),
+    ));
+    let mut options = options();
+    options.crd_names.insert(
+        ("s3.aws.upbound.io".into(), "Bucket".into()),
+        "buckets.s3.aws.upbound.io".into(),
+    );
+    let found = inferred(&inputs, &options);
+    for from in ["crossplane", "dotless"] {
+        let to = targets(&found, from, EdgeKind::InferredFinalizer);
+        assert!(to.contains(&"provider-aws-s3".to_string()), "{from}: {found:?}");
+        assert!(to.contains(&"second-provider".to_string()), "{from}: {found:?}");
+        assert!(!to.contains(&"admin-tool".to_string()), "{from}: {found:?}");
+        assert!(!to.contains(&"other-provider".to_string()), "{from}: {found:?}");
+    }
+    assert!(!found.iter().any(|(from, _, _)| from == "foreground"), "{found:?}");
+    // The operators need what they finalize with.
+    assert!(
+        found.contains(&edge("provider-aws-s3", "provider", EdgeKind::InferredRunsWith)),
+        "{found:?}"
+    );
+}
+
+/// Order review 7, gap 2: a built-in object (a Secret) finalized by an operator whose CRD is no
+/// node of the graph is tied to the operator RBAC names: first the one whose RBAC names the
+/// finalizer's domain as an operator group; for a finalizer with no such domain, those allowed
+/// to update Secrets by name — never through a rule for every core resource, nor a default role
+/// of the control plane. A Kubernetes-domain finalizer and the garbage collector's tie nothing.
+#[test]
+fn a_built_in_object_finalized_by_an_operator_without_a_crd_node_is_tied_by_rbac() {
+    let secret = |name: &str, finalizer: &str| {
+        let mut secret = object("", "Secret", Some("app"), name, Some("use"));
+        secret.finalizers = vec![finalizer.into()];
+        secret
+    };
+    let mut inputs = vec![
+        secret("by-domain", "ops.example.com/protect"),
+        secret("dotless", "protect"),
+        secret("kubernetes", "kubernetes.io/legacy-protection"),
+        secret("orphaning", "orphan"),
+        workload_as("operator", "operator", "op", json!({})),
+        workload_as("secrets-writer", "writer", "writer", json!({})),
+        workload_as("core-admin", "core-admin", "tools", json!({})),
+        workload_as("defaults", "defaults", "tools", json!({})),
+    ];
+    inputs.extend(role_for(
+        "operator",
+        "operator",
+        "op",
+        json!([{"apiGroups": ["ops.example.com"], "resources": ["gizmos"], "verbs": ["update"]},
+               {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["update"]}]),
+    ));
+    inputs.extend(role_for(
+        "writer",
+        "writer",
+        "writer",
+        json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "patch"]}]),
+    ));
+    inputs.extend(role_for(
+        "core-admin",
+        "core-admin",
+        "tools",
+        json!([{"apiGroups": [""], "resources": ["*"], "verbs": ["*"]}]),
+    ));
+    let [mut default_role, binding] = role_for(
+        "system:controller:token-cleaner",
+        "defaults",
+        "tools",
+        json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["delete", "update"]}]),
+    );
+    default_role
+        .labels
+        .insert(BOOTSTRAPPING.0.into(), BOOTSTRAPPING.1.into());
+    inputs.extend([default_role, binding]);
+    let found = inferred(&inputs, &options());
+    // Each workload with the controller objects of its stack (here its role, named alike).
+    assert_eq!(
+        targets(&found, "by-domain", EdgeKind::InferredFinalizer),
+        ["operator"],
+        "{found:?}"
+    );
+    assert_eq!(
+        targets(&found, "dotless", EdgeKind::InferredFinalizer),
+        ["secrets-writer", "writer"],
+        "{found:?}"
+    );
+    for untied in ["kubernetes", "orphaning"] {
+        assert!(!found.iter().any(|(from, _, _)| from == untied), "{untied}: {found:?}");
+    }
+    assert!(served_by_an_operator("protect"));
+    assert!(!served_by_an_operator("foregroundDeletion"));
+    assert!(!served_by_an_operator("orphan"));
+}
+
+/// Order review 7, gap 3: a CSI driver's controller in another stack than its CSIDriver and
+/// StorageClass. A volume goes before the provisioner workloads that serve its driver (a
+/// `csi-provisioner` sidecar, or RBAC that creates and deletes PersistentVolumes) and that name
+/// it (`--drivername=...`, as csi-driver-host-path's plugin does), not those that name another
+/// driver; when none names it and the driver's stacks run no workload, before those that name no
+/// known driver. An in-tree driver (`kubernetes.io/...`) has no provisioner workload.
+#[test]
+fn a_volume_goes_before_the_provisioner_that_serves_its_driver_in_any_stack() {
+    let hostpath = "hostpath.csi.k8s.io";
+    let volume = |name: &str, driver: &str| {
+        with_body(
+            object("", "PersistentVolume", None, name, Some("data")),
+            json!({"spec": {"csi": {"driver": driver, "volumeHandle": name}}}),
+        )
+    };
+    let sidecar = |driver: &str| {
+        json!({"containers": [
+            {"name": "hostpath", "image": "registry.k8s.io/sig-storage/hostpathplugin:v1.11.0",
+             "args": [format!("--drivername={driver}"), "--endpoint=$(CSI_ENDPOINT)"]},
+            {"name": "csi-provisioner", "image": "registry.k8s.io/sig-storage/csi-provisioner:v3.6.0",
+             "args": ["-v=5", "--csi-address=/csi/csi.sock"]}
+        ]})
+    };
+    let mut in_tree = object("", "PersistentVolume", None, "pv-in-tree", Some("data"));
+    in_tree.annotations.insert(
+        "pv.kubernetes.io/provisioned-by".into(),
+        "kubernetes.io/host-path".into(),
+    );
+    let mut inputs = vec![
+        volume("pv-hostpath", hostpath),
+        volume("pv-ebs", "ebs.csi.aws.com"),
+        in_tree,
+        object("storage.k8s.io", "CSIDriver", None, hostpath, Some("storage")),
+        with_body(
+            object(
+                "storage.k8s.io",
+                "StorageClass",
+                None,
+                "csi-hostpath-sc",
+                Some("storage"),
+            ),
+            json!({"provisioner": hostpath}),
+        ),
+        workload_as(
+            "csi-hostpathplugin",
+            "csi-hostpathplugin-sa",
+            "controller",
+            sidecar(hostpath),
+        ),
+        workload_as("other-csi", "other-sa", "other", sidecar("other.csi.example.com")),
+        with_body(
+            object("storage.k8s.io", "StorageClass", None, "other-sc", Some("other")),
+            json!({"provisioner": "other.csi.example.com"}),
+        ),
+        workload_as(
+            "ebs-csi-controller",
+            "ebs-csi-controller-sa",
+            "ebs",
+            json!({"containers": [{"name": "ebs-plugin", "image": "public.ecr.aws/ebs-csi-driver/aws-ebs-csi-driver:v1.25.0",
+                                    "args": ["controller", "--endpoint=$(CSI_ENDPOINT)"]}]}),
+        ),
+        workload_as("plain", "plain-sa", "plain", json!({})),
+    ];
+    inputs.extend(role_for(
+        "ebs-external-provisioner-role",
+        "ebs-csi-controller-sa",
+        "ebs",
+        json!([{"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]}]),
+    ));
+    inputs.push(object(
+        "",
+        "ServiceAccount",
+        Some("op"),
+        "csi-hostpathplugin-sa",
+        Some("controller"),
+    ));
+    let found = inferred(&inputs, &options());
+    let hostpath_targets = targets(&found, "pv-hostpath", EdgeKind::InferredStorageDriver);
+    assert!(
+        hostpath_targets.contains(&"csi-hostpathplugin".to_string()),
+        "{found:?}"
+    );
+    assert!(hostpath_targets.contains(&hostpath.to_string()), "{found:?}");
+    for unrelated in ["other-csi", "ebs-csi-controller", "plain"] {
+        assert!(!hostpath_targets.contains(&unrelated.to_string()), "{found:?}");
+    }
+    // With the controller objects of its stack, as a finalizer's operator found by RBAC.
+    assert_eq!(
+        targets(&found, "pv-ebs", EdgeKind::InferredStorageDriver),
+        ["ebs-csi-controller", "ebs-external-provisioner-role"],
+        "{found:?}"
+    );
+    assert!(!found.iter().any(|(from, _, _)| from == "pv-in-tree"), "{found:?}");
+    // The provisioner keeps (and goes before) what it runs with.
+    assert!(
+        found.contains(&edge(
+            "csi-hostpathplugin",
+            "csi-hostpathplugin-sa",
+            EdgeKind::InferredRunsWith
+        )),
+        "{found:?}"
+    );
+    let plugin = inputs.iter().find(|i| i.id.name == "csi-hostpathplugin").unwrap();
+    assert!(super::rbac::names_driver(plugin, hostpath));
+    assert!(!super::rbac::names_driver(plugin, "csi.k8s.io"));
+}
+
+/// Order review 7: the roles read whole with the stayers are those that may name an operator:
+/// an operator group's, or a write on resources a rule names; not cluster-admin's wildcards, and
+/// a control-plane default only for an operator group.
+#[test]
+fn roles_that_may_name_an_operator_are_read_whole() {
+    let role = |rules: Value| json!({ "rules": rules });
+    let secrets = role(json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["update"]}]));
+    assert!(may_name_an_operator(&secrets, false));
+    assert!(!may_name_an_operator(&secrets, true));
+    let provisioner =
+        role(json!([{"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["create", "delete"]}]));
+    assert!(may_name_an_operator(&provisioner, false));
+    let admin = role(json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]));
+    assert!(!may_name_an_operator(&admin, false));
+    let reader = role(json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]}]));
+    assert!(!may_name_an_operator(&reader, false));
+    let operator = role(json!([{"apiGroups": ["ops.example.com"], "resources": ["*"], "verbs": ["patch"]}]));
+    assert!(may_name_an_operator(&operator, true));
 }

@@ -84,8 +84,9 @@ fn bound_volume(objects: &Objects, claim: usize) -> Option<usize> {
 
 /// 4. PersistentVolumeClaims and PersistentVolumes go before the StorageClass their
 ///    `spec.storageClassName` names, and before their CSI driver: its CSIDriver, its
-///    StorageClasses, and the controller objects of the stacks that hold them. A claim goes
-///    before the volume it is bound to. While one stays, it keeps them all.
+///    StorageClasses, the controller objects of the stacks that hold them, and the provisioner
+///    workloads that serve it wherever they are ([`provisioners_of`]), with what those run with.
+///    A claim goes before the volume it is bound to. While one stays, it keeps them all.
 pub(super) fn volume_edges(objects: &Objects, edges: &mut Vec<Edge>) {
     let volumes: Vec<usize> = objects
         .of_kind("", "PersistentVolumeClaim")
@@ -111,8 +112,16 @@ pub(super) fn volume_edges(objects: &Objects, edges: &mut Vec<Edge>) {
             driver_objects.entry(provisioner.to_string()).or_default().insert(index);
         }
     }
+    let drivers: Vec<Option<String>> = volumes.iter().map(|&volume| driver_of(objects, volume)).collect();
+    let known_drivers: BTreeSet<&str> = driver_objects
+        .keys()
+        .map(String::as_str)
+        .chain(drivers.iter().flatten().map(String::as_str))
+        .collect();
+    let provisioners = super::rbac::provisioner_workloads(objects);
+    let mut serving = BTreeSet::new();
     let mut driver_cache: HashMap<String, BTreeSet<usize>> = HashMap::new();
-    for volume in volumes {
+    for (volume, driver) in volumes.into_iter().zip(drivers.iter()) {
         if let Some(class) = storage_class(objects, volume) {
             edges.push(Edge {
                 from: volume,
@@ -127,17 +136,50 @@ pub(super) fn volume_edges(objects: &Objects, edges: &mut Vec<Edge>) {
                 kind: EdgeKind::InferredVolume,
             });
         }
-        let Some(driver) = driver_of(objects, volume) else {
+        let Some(driver) = driver else {
             continue;
         };
         let targets = driver_cache.entry(driver.clone()).or_insert_with(|| {
-            let own = driver_objects.get(&driver).cloned().unwrap_or_default();
+            let own = driver_objects.get(driver).cloned().unwrap_or_default();
             let mut all = own.clone();
             for &object in &own {
                 all.extend(objects.controllers_of_stack(object));
             }
+            let by_workload = provisioners_of(objects, &provisioners, driver, &known_drivers, &all);
+            serving.extend(by_workload.iter().copied());
+            all.extend(super::with_their_stacks(objects, by_workload));
             all
         });
         push_all(edges, volume, targets.iter().copied(), EdgeKind::InferredStorageDriver);
     }
+    super::operators_run_with(objects, &serving, edges);
+}
+
+/// The provisioner workloads ([`super::rbac::provisioner_workloads`]) that serve `driver`
+/// (order review 7: a CSI driver's controller in another stack than its CSIDriver and
+/// StorageClass): those that name it ([`super::rbac::names_driver`]: an argument, an
+/// environment value, a label). When none does and `found` (the driver's objects and the
+/// controllers of their stacks) holds no workload either, those that name no known driver at all
+/// (AWS EBS's controller names its driver nowhere): a volume then keeps every such provisioner,
+/// and goes before them all. A driver of the control plane's (`kubernetes.io/...`) has none.
+fn provisioners_of(
+    objects: &Objects,
+    provisioners: &BTreeSet<usize>,
+    driver: &str,
+    known_drivers: &BTreeSet<&str>,
+    found: &BTreeSet<usize>,
+) -> BTreeSet<usize> {
+    if driver.starts_with("kubernetes.io/") {
+        return BTreeSet::new();
+    }
+    let names = |workload: usize, driver: &str| super::rbac::names_driver(&objects.inputs[workload], driver);
+    let named: BTreeSet<usize> = provisioners.iter().copied().filter(|&p| names(p, driver)).collect();
+    if !named.is_empty() || found.iter().any(|&index| objects.is(index, &super::WORKLOAD_KINDS)) {
+        return named;
+    }
+    provisioners
+        .iter()
+        .copied()
+        .filter(|&p| !known_drivers.iter().any(|known| names(p, known)))
+        .collect()
 }
