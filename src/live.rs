@@ -299,6 +299,7 @@ pub async fn graph_of_with(
         let mut input = input_from_listed(&object);
         input.depends_on = NodeInput::flux_depends_on(&input.id, &body);
         input.impersonation = crate::inventory::impersonation_of(session, &input.id, &body).await;
+        input.unmapped = crate::inventory::unmapped_entries(&body, &session.catalog);
         input.body = Some(body); // its deletion policy: see `graph::orphans_members`
         objects.insert(object.id(), object);
         inputs.push(input);
@@ -425,6 +426,7 @@ pub fn input_from_listed(object: &Listed) -> NodeInput {
         body: None,
         app: None,
         impersonation: Default::default(),
+        unmapped: Default::default(),
         owners: object
             .meta
             .owner_references

@@ -820,7 +820,7 @@ fn refreshed(earlier: &Catalog, fresh: Catalog) -> Catalog {
             kinds.push((**kind).clone());
         }
     }
-    Catalog::new(kinds, fresh.failures.clone(), fresh.source)
+    Catalog::new(kinds, fresh.failures.clone(), fresh.source).with_versions(fresh.served_versions())
 }
 
 impl WaveGuard for Recheck {
@@ -992,6 +992,7 @@ async fn read_stack(session: &Session, kind: &KindInfo, id: &ObjectId, ours: boo
     };
     if let Some(body) = &input.body {
         input.impersonation = crate::inventory::impersonation_of(session, id, body).await;
+        input.unmapped = crate::inventory::unmapped_entries(body, &session.catalog);
     }
     let leaves_members = crate::graph::orphans_members(&input);
     if let Some(record) = crate::graph::flux_inventory_of(&input) {
