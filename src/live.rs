@@ -492,11 +492,12 @@ pub async fn flux_objects(session: &Session) -> Result<Vec<(Listed, serde_json::
         };
         match list_objects(&session.connection.client, info, namespace, None).await {
             Ok(objects) => {
-                found.extend(
-                    objects
-                        .into_iter()
-                        .map(|o| (Listed::new(info.clone(), o.metadata), o.data)),
-                );
+                found.extend(objects.into_iter().map(|mut o| {
+                    // A suspended-by annotation counts only where it proves the
+                    // suspension is kubectl-stack's (read before managed fields go).
+                    crate::suspend::forget_unproven(&mut o.metadata, &o.data);
+                    (Listed::new(info.clone(), o.metadata), o.data)
+                }));
             }
             Err(err) if is_forbidden(&err) => {
                 tracing::warn!(
