@@ -150,6 +150,10 @@ pub fn orphans_members(input: &NodeInput) -> Option<String> {
     let body = input.body.as_ref()?;
     let spec = body.get("spec")?;
     let lifted = input.annotations.contains_key(crate::suspend::SUSPENDED_BY);
+    // A deletion policy the stack states is named before a suspension: both leave the members.
+    if let Some(why) = kustomization_policy(input, spec) {
+        return Some(why);
+    }
     if let Some(why) = flux_acts_elsewhere(&input.id, body, lifted, &input.impersonation) {
         return Some(format!("Flux would orphan it: {why}"));
     }
@@ -177,7 +181,13 @@ pub fn orphans_members(input: &NodeInput) -> Option<String> {
             )
         });
     }
-    if kind != ("kustomize.toolkit.fluxcd.io", "Kustomization") {
+    None
+}
+
+/// What a Kustomization's `spec.prune` and `spec.deletionPolicy` say of its members on deletion
+/// (see [`orphans_members`]); `None` for anything else, or when they are deleted.
+fn kustomization_policy(input: &NodeInput, spec: &Value) -> Option<String> {
+    if (input.id.group.as_str(), input.id.kind.as_str()) != ("kustomize.toolkit.fluxcd.io", "Kustomization") {
         return None;
     }
     let policy = spec
@@ -470,6 +480,10 @@ mod tests {
         assert!(why(&stack("HelmRelease", remote)).contains("spec.kubeConfig"));
         let paused = serde_json::json!({"spec": {"prune": true, "suspend": true}});
         assert!(why(&stack("Kustomization", paused.clone())).contains("suspended"));
+        // A deletion policy the stack states is named first (a user who set it mid-run also
+        // changed the spec, so the run's suspension is no longer proven: both leave the members).
+        let orphaning = serde_json::json!({"spec": {"prune": true, "suspend": true, "deletionPolicy": "Orphan"}});
+        assert!(why(&stack("Kustomization", orphaning)).contains("deletionPolicy=Orphan"));
         // A suspension this tool set is lifted before the stack goes.
         let mut lifted = stack("Kustomization", paused);
         lifted
