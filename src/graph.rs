@@ -24,8 +24,9 @@ pub use build::{build, merge_duplicates};
 pub use declared::{malformed_annotations, parse_depends_on, AnnotationError, KappRule};
 pub(crate) use memberships::object_meta;
 pub use memberships::{
-    argocd_outside_namespaces, flux_acts_elsewhere, flux_inventory_entries, flux_inventory_of, full_mark, full_marks,
-    name_only_may_name, orphans_members, owner_mark, service_account_named, tracked_by_any, tracker_key, Impersonation,
+    argocd_outside_namespaces, flux_acts_elsewhere, flux_controller, flux_inventory_entries, flux_inventory_of,
+    full_mark, full_marks, name_only_may_name, orphans_members, owner_mark, service_account_named, tracked_by_any,
+    tracker_key, Impersonation,
 };
 pub use victims::VictimOrder;
 
@@ -148,8 +149,9 @@ pub struct MemberRecord {
     /// Why its tool deletes nothing of the stack whatever the marks say, when so: a Flux
     /// Kustomization with no `status.inventory` it can read (see [`crate::inventory::flux_record`]).
     pub no_inventory: Option<String>,
-    /// Recorded members its tool may not delete, each with why: a Flux Kustomization's
-    /// `spec.serviceAccountName` may not delete them (see [`Impersonation::Limited`]).
+    /// Recorded members its tool may not delete, each with why: a Flux stack's
+    /// `spec.serviceAccountName` may not delete them (see [`Impersonation::Limited`]), or a
+    /// Kustomization records them at a version no longer served ([`NodeInput::unmapped`]).
     pub denied: std::collections::BTreeMap<ObjectId, String>,
 }
 
@@ -179,6 +181,10 @@ pub struct NodeInput {
     /// A Flux Kustomization's: whether the ServiceAccount it impersonates exists, as read with
     /// its body (see [`Impersonation`]).
     pub impersonation: Impersonation,
+    /// A Flux Kustomization's: the `status.inventory` entries recorded at a version the cluster
+    /// no longer serves, each with why (see [`crate::inventory::unmapped_entries`]), read with its
+    /// body: kustomize-controller cannot delete them.
+    pub unmapped: std::collections::BTreeMap<ObjectId, String>,
 }
 
 impl NodeInput {

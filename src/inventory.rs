@@ -19,7 +19,9 @@ use crate::session::Session;
 use crate::trackers::{MarkValue, Preset, Tracker, FLUX_KUSTOMIZATION};
 
 use applyset::{find_applyset_parent, load_applyset};
-pub use flux::{flux_record, impersonation_of, read_flux, FluxRecord, FluxStack, NO_INVENTORY};
+pub use flux::{
+    flux_record, impersonation_of, impersonation_over, read_flux, unmapped_entries, FluxRecord, FluxStack, NO_INVENTORY,
+};
 pub use helm::helm_manifest;
 pub use helm::HelmRevision;
 use helm::{flux_helm_record, load_helm, no_helm_release};

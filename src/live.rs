@@ -299,6 +299,7 @@ pub async fn graph_of_with(
         let mut input = input_from_listed(&object);
         input.depends_on = NodeInput::flux_depends_on(&input.id, &body);
         input.impersonation = crate::inventory::impersonation_of(session, &input.id, &body).await;
+        input.unmapped = crate::inventory::unmapped_entries(&body, &session.catalog);
         input.body = Some(body); // its deletion policy: see `graph::orphans_members`
         objects.insert(object.id(), object);
         inputs.push(input);
@@ -425,6 +426,7 @@ pub fn input_from_listed(object: &Listed) -> NodeInput {
         body: None,
         app: None,
         impersonation: Default::default(),
+        unmapped: Default::default(),
         owners: object
             .meta
             .owner_references
@@ -490,11 +492,12 @@ pub async fn flux_objects(session: &Session) -> Result<Vec<(Listed, serde_json::
         };
         match list_objects(&session.connection.client, info, namespace, None).await {
             Ok(objects) => {
-                found.extend(
-                    objects
-                        .into_iter()
-                        .map(|o| (Listed::new(info.clone(), o.metadata), o.data)),
-                );
+                found.extend(objects.into_iter().map(|mut o| {
+                    // A suspended-by annotation counts only where it proves the
+                    // suspension is kubectl-stack's (read before managed fields go).
+                    crate::suspend::forget_unproven(&mut o.metadata, &o.data);
+                    (Listed::new(info.clone(), o.metadata), o.data)
+                }));
             }
             Err(err) if is_forbidden(&err) => {
                 tracing::warn!(

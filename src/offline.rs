@@ -53,6 +53,7 @@ pub fn offline_graph(manifests: &[Manifest], namespace: &str, members: bool, inf
             owners: Vec::new(),
             // Offline, no ServiceAccount is looked up.
             impersonation: Default::default(),
+            unmapped: Default::default(),
         });
     }
     note_conflicting_duplicates(&inputs.iter().zip(sources).collect::<Vec<_>>());

@@ -472,7 +472,7 @@ impl Recheck {
         let mut found = HashMap::new();
         for id in trackers {
             let now = match self.catalog.get(&id.group, &id.kind) {
-                Some(kind) => read_stack(&self.session, kind, id, self.suspensions.holds(id)).await,
+                Some(kind) => read_stack(&self.session, kind, id, &self.suspensions).await,
                 None => StackNow::Unreadable(format!("{} is no longer served", id.kind)),
             };
             found.insert(id.clone(), now);
@@ -798,7 +798,7 @@ fn refreshed(earlier: &Catalog, fresh: Catalog) -> Catalog {
             kinds.push((**kind).clone());
         }
     }
-    Catalog::new(kinds, fresh.failures.clone(), fresh.source)
+    Catalog::new(kinds, fresh.failures.clone(), fresh.source).with_versions(fresh.served_versions())
 }
 
 impl WaveGuard for Recheck {
@@ -981,11 +981,18 @@ fn changed(reason: &KeepReason) -> String {
 
 /// Reads a tracking object whole (its spec and status hold its tool's policy and record) and,
 /// for a tool that keeps its record beside it, that record, with the function the plan read it
-/// with ([`crate::inventory::uninstall_record_of`]). `ours`: this run suspended it and has not
-/// lifted that yet; its `spec.suspend` is then the run's own, lifted before its DELETE. Any other
-/// suspension — set by a user since the plan, or by another run, whatever annotation it carries
-/// — is the stack's policy: a suspended Flux stack deletes nothing of its members.
-async fn read_stack(session: &Session, kind: &KindInfo, id: &ObjectId, ours: bool) -> StackNow {
+/// with ([`crate::inventory::uninstall_record_of`]). Its `spec.suspend` is the run's own, lifted
+/// before its DELETE, only while the object as read now still holds exactly this run's
+/// suspension ([`crate::suspend::Suspensions::holds_now`]: the run's own annotation value, and
+/// kubectl-stack alone set `spec.suspend`). Any other suspension — set by a user since the plan
+/// (even on a stack this run suspended), or by another run, whatever annotation it carries — is
+/// the stack's policy: a suspended Flux stack deletes nothing of its members.
+async fn read_stack(
+    session: &Session,
+    kind: &KindInfo,
+    id: &ObjectId,
+    suspensions: &crate::suspend::Suspensions,
+) -> StackNow {
     let api = crate::collect::api_for(&session.connection.client, kind, id.namespace.as_deref());
     let object = match timed(
         "a stack",
@@ -997,6 +1004,7 @@ async fn read_stack(session: &Session, kind: &KindInfo, id: &ObjectId, ours: boo
         Ok(Some(object)) => object,
         Err(err) => return StackNow::Unreadable(crate::error::root_cause(&err)),
     };
+    let ours = suspensions.holds_now(id, &object.metadata, crate::suspend::is_suspended(&object.data));
     let mut annotations = object.metadata.annotations.clone().unwrap_or_default();
     match ours {
         true => annotations.insert(crate::suspend::SUSPENDED_BY.to_string(), "this run".to_string()),
@@ -1011,6 +1019,7 @@ async fn read_stack(session: &Session, kind: &KindInfo, id: &ObjectId, ours: boo
     };
     if let Some(body) = &input.body {
         input.impersonation = crate::inventory::impersonation_of(session, id, body).await;
+        input.unmapped = crate::inventory::unmapped_entries(body, &session.catalog);
     }
     let leaves_members = crate::graph::orphans_members(&input);
     if let Some(record) = crate::graph::flux_inventory_of(&input) {

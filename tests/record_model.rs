@@ -1016,6 +1016,193 @@ fn a_member_the_impersonated_account_may_not_delete_is_kept() {
     );
 }
 
+/// Issue 24 (membership review 7, what was left): a HelmRelease's `spec.serviceAccountName` is
+/// impersonated by helm-controller for `helm uninstall` and `helm upgrade` (fluxcd/helm-controller
+/// `internal/controller/helmrelease_controller.go` `buildRESTClientGetter`:
+/// `kube.WithImpersonate(obj.Spec.ServiceAccountName, obj.GetNamespace())`), and Helm's deletes go
+/// on past one that is forbidden (helm/helm `pkg/kube/client.go` `Delete`: "Collect the error and
+/// continue on"). Its account here may delete only ConfigMap `allowed`: the teardown keeps
+/// `denied` (toolWouldKeep, the account named), an orphan search against the stack calls it no
+/// orphan; and a HelmRelease whose account does not exist uninstalls nothing
+/// (`reconcileReleaseDeletion` skips the uninstall), so its teardown keeps its member.
+#[test]
+fn a_helmrelease_member_its_impersonated_account_may_not_delete_is_kept() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("hr-sa");
+    let n = &ns.0;
+    let member = |name: &str, release: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {n}\n  labels: {{helm.toolkit.fluxcd.io/name: {release}, helm.toolkit.fluxcd.io/namespace: {n}, app.kubernetes.io/managed-by: Helm}}\n  annotations: {{meta.helm.sh/release-name: {release}, meta.helm.sh/release-namespace: {n}}}\n"
+        )
+    };
+    let release = |name: &str, account: &str| {
+        format!(
+            "---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {{name: {name}, namespace: {n}}}\nspec: {{serviceAccountName: {account}}}\n"
+        )
+    };
+    apply(&format!(
+        "{}{}{}{}{}---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: deployer, namespace: {n}}}\n{}",
+        release("lim", "deployer"),
+        release("ghost", "nobody"),
+        member("allowed", "lim"),
+        member("denied", "lim"),
+        member("ghost-cm", "ghost"),
+        may_delete_config_maps(n, "deployer", "[allowed]")
+    ));
+    let manifest = |names: &[&str]| {
+        names
+            .iter()
+            .map(|name| format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {n}}}\n"))
+            .collect::<String>()
+    };
+    helm_release(n, "lim", &manifest(&["allowed", "denied"]));
+    helm_release(n, "ghost", &manifest(&["ghost-cm"]));
+    set_helm_release_status("lim", n, "lim", n);
+    set_helm_release_status("ghost", n, "ghost", n);
+    let desired = temp_file(
+        "other.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: other, namespace: {n}}}\n"),
+    );
+    let tracker = format!("flux-helm=lim.{n}");
+    let found = stack(&[
+        "orphans",
+        "-n",
+        n,
+        "--tracker",
+        &tracker,
+        "-f",
+        desired.to_str().unwrap(),
+        "-o",
+        "name",
+    ])
+    .expect_code(1);
+    assert_eq!(found.stdout, "configmap/allowed\n", "{}", found.stderr);
+    let torn = stack(&["prune", "-n", n, "helmrelease/lim", "--yes"]).expect_code(0);
+    assert!(!exists("configmap", Some(n), "allowed"), "{}", torn.stderr);
+    assert!(
+        exists("configmap", Some(n), "denied"),
+        "{}\n{}",
+        torn.stdout,
+        torn.stderr
+    );
+    let said = format!("system:serviceaccount:{n}:deployer (spec.serviceAccountName) may not delete");
+    assert!(
+        torn.stderr.contains(&said) || torn.stdout.contains(&said),
+        "{}\n{}",
+        torn.stdout,
+        torn.stderr
+    );
+    assert!(
+        torn.stderr.contains("helm-controller, impersonating it"),
+        "{}",
+        torn.stderr
+    );
+    let ghost = stack(&["prune", "-n", n, "helmrelease/ghost", "--yes"]).expect_code(0);
+    assert!(
+        exists("configmap", Some(n), "ghost-cm"),
+        "{}\n{}",
+        ghost.stdout,
+        ghost.stderr
+    );
+    assert!(
+        ghost.stderr.contains("helm-controller cannot impersonate it"),
+        "{}",
+        ghost.stderr
+    );
+}
+
+/// Issue 24 (membership review 7, what was left): a record naming an object at a version the
+/// cluster no longer serves, while it serves the kind at another (`v1beta1` removed, `v1`
+/// served). kustomize-controller deletes each inventory entry at its recorded version through
+/// fluxcd/pkg `ssa` `DeleteAll` (`ssa/manager_delete.go`: the GET of an unmappable entry fails,
+/// "query failed", and the loop goes on): that member stays, the others go. Helm builds a
+/// release's whole manifest with a RESTMapper at each object's own version (helm/helm
+/// `pkg/kube/client.go` `Build`): one removed version fails the build, and neither `helm upgrade`
+/// ("current release manifest contains removed kubernetes api(s)") nor `helm uninstall` ("unable to
+/// build kubernetes objects for delete") deletes anything of the release.
+#[test]
+fn a_record_naming_a_version_no_longer_served_deletes_what_its_tool_would() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("vers");
+    let n = &ns.0;
+    let group = format!("{}.example.com", unique("vers"));
+    apply(&format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: widgets.{group}}}\nspec:\n  group: {group}\n  scope: Namespaced\n  names: {{kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}}\n  versions:\n  - name: v1beta1\n    served: false\n    storage: false\n    schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}\n  - name: v1\n    served: true\n    storage: true\n    schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}\n"
+    ));
+    wait_established(&["crd", &format!("widgets.{group}")], &format!("widgets.{group}"));
+    let flux = flux_labels("ks", n);
+    let helm = format!("{{helm.toolkit.fluxcd.io/name: web, helm.toolkit.fluxcd.io/namespace: {n}, app.kubernetes.io/managed-by: Helm}}");
+    let helm_notes = format!("{{meta.helm.sh/release-name: web, meta.helm.sh/release-namespace: {n}}}");
+    apply(&format!(
+        "{ks}apiVersion: {group}/v1\nkind: Widget\nmetadata: {{name: old, namespace: {n}, labels: {flux}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cm, namespace: {n}, labels: {flux}}}\n---\napiVersion: {group}/v1\nkind: Widget\nmetadata: {{name: hw, namespace: {n}, labels: {helm}, annotations: {helm_notes}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: hcm, namespace: {n}, labels: {helm}, annotations: {helm_notes}}}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {{name: web, namespace: {n}}}\nspec: {{}}\n",
+        ks = kustomization("ks", n, "prune: true"),
+    ));
+    patch_status(
+        "kustomization",
+        "ks",
+        n,
+        &format!(
+            r#"{{"status":{{"inventory":{{"entries":[{{"id":"{n}_old_{group}_Widget","v":"v1beta1"}},{{"id":"{n}_cm__ConfigMap","v":"v1"}}]}}}}}}"#
+        ),
+    );
+    helm_release(
+        n,
+        "web",
+        &format!("---\napiVersion: {group}/v1beta1\nkind: Widget\nmetadata: {{name: hw, namespace: {n}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: hcm, namespace: {n}}}\n"),
+    );
+    set_helm_release_status("web", n, "web", n);
+    let desired = temp_file(
+        "other.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: other, namespace: {n}}}\n"),
+    );
+    let orphans = |tracker: &str| {
+        stack(&[
+            "orphans",
+            "-n",
+            n,
+            "--tracker",
+            tracker,
+            "-f",
+            desired.to_str().unwrap(),
+            "-o",
+            "name",
+        ])
+    };
+    // Flux: the entry at v1beta1 is no orphan; the ConfigMap is.
+    let found = orphans(&format!("flux=ks.{n}")).expect_code(1);
+    assert_eq!(found.stdout, "configmap/cm\n", "{}", found.stderr);
+    // Helm: an upgrade fails to build the old manifest and prunes nothing.
+    let found = orphans(&format!("helm=web.{n}"));
+    assert_eq!(found.stdout, "", "{}", found.stderr);
+    assert!(
+        found.stderr.contains(&format!("{group}/v1beta1 Widget")),
+        "{}",
+        found.stderr
+    );
+    // Teardowns: kustomize-controller deletes the ConfigMap and cannot map the Widget; helm
+    // uninstall builds nothing and deletes nothing.
+    let torn = stack(&["prune", "-n", n, "kustomization/ks", "--yes"]).expect_code(0);
+    assert!(!exists("configmap", Some(n), "cm"), "{}", torn.stderr);
+    assert!(
+        exists(&format!("widgets.{group}"), Some(n), "old"),
+        "{}\n{}",
+        torn.stdout,
+        torn.stderr
+    );
+    assert!(torn.stderr.contains("no longer serves"), "{}", torn.stderr);
+    let torn = stack(&["prune", "-n", n, "helmrelease/web", "--yes"]).expect_code(0);
+    assert!(exists("configmap", Some(n), "hcm"), "{}\n{}", torn.stdout, torn.stderr);
+    assert!(
+        exists(&format!("widgets.{group}"), Some(n), "hw"),
+        "{}\n{}",
+        torn.stdout,
+        torn.stderr
+    );
+    let _ = kubectl(&["delete", "crd", &format!("widgets.{group}"), "--wait=false"]);
+}
+
 /// Second membership round, finding 3: `status.inventory: {}` is a record that holds nothing
 /// (kustomize-controller `finalizerShouldDeleteResources`: no entries, nothing deleted), never a
 /// missing record that lets the labels decide: the teardown keeps the labelled ConfigMap, and an

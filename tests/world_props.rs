@@ -153,6 +153,7 @@ fn input_of(listed: &Listed, body: Option<serde_json::Value>) -> NodeInput {
         body,
         app: None,
         impersonation: Default::default(),
+        unmapped: Default::default(),
         owners: listed
             .meta
             .owner_references

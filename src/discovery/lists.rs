@@ -51,7 +51,18 @@ impl ServerLists {
         }
         failures.sort_by(|a, b| a.group_version.cmp(&b.group_version));
         let kinds = served.iter().flat_map(choose_kinds).collect();
-        Catalog::new(kinds, failures, source)
+        let versions: Vec<(String, String, String)> = served
+            .iter()
+            .flat_map(|group| {
+                group.versions.iter().flat_map(move |(version, resources)| {
+                    resources
+                        .iter()
+                        .filter(|r| !r.plural.contains('/'))
+                        .map(move |r| (group.group.clone(), r.kind.clone(), version.clone()))
+                })
+            })
+            .collect();
+        Catalog::new(kinds, failures, source).with_versions(versions)
     }
 
     /// Every group version of the group list, in order.

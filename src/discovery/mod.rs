@@ -115,6 +115,9 @@ pub enum DiscoverySource {
 pub struct Catalog {
     kinds: Vec<Arc<KindInfo>>,
     by_group_kind: HashMap<(String, String), usize>,
+    /// Every version that serves each (group, kind), the chosen one included: what a tool's
+    /// RESTMapper can map an object written at another version to (see [`Catalog::serves_version`]).
+    versions: HashMap<(String, String), Vec<String>>,
     /// Group versions that could not be discovered; their kinds are missing from the catalog.
     pub failures: Vec<DiscoveryFailure>,
     /// How the catalog was obtained.
@@ -131,12 +134,54 @@ impl Catalog {
             .enumerate()
             .map(|(index, k)| ((k.group.clone(), k.kind.clone()), index))
             .collect();
+        let versions = kinds
+            .iter()
+            .map(|k| ((k.group.clone(), k.kind.clone()), vec![k.version.clone()]))
+            .collect();
         Self {
             kinds,
             by_group_kind,
+            versions,
             failures,
             source,
         }
+    }
+
+    /// The catalog, knowing that each `(group, kind, version)` of `served` is served too (a kind
+    /// served at several versions is chosen at one: see [`choose_kinds`]).
+    pub fn with_versions(mut self, served: impl IntoIterator<Item = (String, String, String)>) -> Self {
+        for (group, kind, version) in served {
+            let known = self.versions.entry((group, kind)).or_default();
+            if !known.contains(&version) {
+                known.push(version);
+            }
+        }
+        self
+    }
+
+    /// Every `(group, kind, version)` this catalog knows to be served.
+    pub fn served_versions(&self) -> impl Iterator<Item = (String, String, String)> + '_ {
+        self.versions.iter().flat_map(|((group, kind), versions)| {
+            versions
+                .iter()
+                .map(move |version| (group.clone(), kind.clone(), version.clone()))
+        })
+    }
+
+    /// Whether the server serves `kind` of `group` at `version`: what a tool that maps an object
+    /// by its recorded `apiVersion` (a RESTMapper's `RESTMapping(groupKind, version)`: Helm's
+    /// `Build`, Flux's controller-runtime client) can read and delete it with. A kind served
+    /// under two groups (Ingress) is looked up as [`Catalog::get`] does. An empty `version` maps
+    /// to the preferred one, so it is served whenever the kind is.
+    pub fn serves_version(&self, group: &str, kind: &str, version: &str) -> bool {
+        let Some(found) = self.get(group, kind) else {
+            return false;
+        };
+        version.is_empty()
+            || self
+                .versions
+                .get(&(found.group.clone(), found.kind.clone()))
+                .is_some_and(|versions| versions.iter().any(|v| v == version))
     }
 
     /// All kinds, core group first, then by group and kind.
@@ -283,6 +328,9 @@ pub async fn read_lists(client: &Client) -> Result<(ServerLists, DiscoverySource
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+        APIGroupList, APIResource, APIResourceList, GroupVersionForDiscovery,
+    };
 
     fn resource(plural: &str, kind: &str) -> ServedResource {
         ServedResource {
@@ -311,6 +359,65 @@ mod tests {
         let kinds = choose_kinds(&group);
         assert_eq!(kinds.len(), 1);
         assert_eq!(kinds[0].version, "v1");
+    }
+
+    /// A RESTMapper maps an object only at a version the server serves for its kind: the catalog
+    /// chooses one version per kind but knows every served one.
+    #[test]
+    fn every_served_version_of_a_kind_is_known() {
+        let lists = ServerLists {
+            groups: APIGroupList {
+                groups: vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroup {
+                    name: "example.com".into(),
+                    preferred_version: Some(GroupVersionForDiscovery {
+                        group_version: "example.com/v1".into(),
+                        version: "v1".into(),
+                    }),
+                    versions: ["v1", "v2beta1"]
+                        .into_iter()
+                        .map(|v| GroupVersionForDiscovery {
+                            group_version: format!("example.com/{v}"),
+                            version: v.into(),
+                        })
+                        .collect(),
+                    server_address_by_client_cidrs: None,
+                }],
+            },
+            resources: ["v1", "v2beta1"]
+                .into_iter()
+                .map(|v| {
+                    let list = APIResourceList {
+                        group_version: format!("example.com/{v}"),
+                        resources: vec![APIResource {
+                            name: "widgets".into(),
+                            kind: "Widget".into(),
+                            namespaced: true,
+                            singular_name: "widget".into(),
+                            verbs: vec!["list".into()],
+                            ..Default::default()
+                        }],
+                    };
+                    (format!("example.com/{v}"), Ok(list))
+                })
+                .collect(),
+        };
+        let catalog = lists.catalog(DiscoverySource::PerGroup);
+        assert_eq!(catalog.get("example.com", "Widget").unwrap().version, "v1");
+        assert!(catalog.serves_version("example.com", "Widget", "v1"));
+        assert!(catalog.serves_version("example.com", "Widget", "v2beta1"));
+        assert!(catalog.serves_version("example.com", "Widget", ""));
+        assert!(!catalog.serves_version("example.com", "Widget", "v1beta1"));
+        assert!(!catalog.serves_version("example.com", "Gadget", "v1"));
+        // A catalog built from chosen kinds alone knows each at its own version.
+        let chosen = Catalog::new(
+            vec![crate::fixtures::kind("apps", "Deployment", true)],
+            vec![],
+            DiscoverySource::PerGroup,
+        );
+        assert!(chosen.serves_version("apps", "Deployment", "v1"));
+        assert!(!chosen.serves_version("apps", "Deployment", "v1beta1"));
+        let more = chosen.with_versions([("apps".to_string(), "Deployment".to_string(), "v1beta2".to_string())]);
+        assert!(more.serves_version("apps", "Deployment", "v1beta2"));
     }
 
     #[test]

@@ -162,6 +162,10 @@ pub fn orphans_members(input: &NodeInput) -> Option<String> {
     let body = input.body.as_ref()?;
     let spec = body.get("spec")?;
     let lifted = input.annotations.contains_key(crate::suspend::SUSPENDED_BY);
+    // A deletion policy the stack states is named before a suspension: both leave the members.
+    if let Some(why) = kustomization_policy(input, spec) {
+        return Some(why);
+    }
     if let Some(why) = flux_acts_elsewhere(&input.id, body, lifted, &input.impersonation) {
         return Some(format!("Flux would orphan it: {why}"));
     }
@@ -189,7 +193,13 @@ pub fn orphans_members(input: &NodeInput) -> Option<String> {
             )
         });
     }
-    if kind != ("kustomize.toolkit.fluxcd.io", "Kustomization") {
+    None
+}
+
+/// What a Kustomization's `spec.prune` and `spec.deletionPolicy` say of its members on deletion
+/// (see [`orphans_members`]); `None` for anything else, or when they are deleted.
+fn kustomization_policy(input: &NodeInput, spec: &Value) -> Option<String> {
+    if (input.id.group.as_str(), input.id.kind.as_str()) != ("kustomize.toolkit.fluxcd.io", "Kustomization") {
         return None;
     }
     let policy = spec
@@ -284,13 +294,29 @@ pub enum Impersonation {
     Unreadable(String),
 }
 
-/// The ServiceAccount a Flux Kustomization (`body`) impersonates, `spec.serviceAccountName`
-/// (an empty one names none). `None` for any other object.
+/// The ServiceAccount a Flux Kustomization or HelmRelease (`body`) impersonates,
+/// `spec.serviceAccountName` (an empty one names none), always in the stack's own namespace:
+/// kustomize-controller's `NewImpersonator(..., obj.Spec.ServiceAccountName, obj.GetNamespace())`
+/// and helm-controller's `kube.WithImpersonate(obj.Spec.ServiceAccountName, obj.GetNamespace())`
+/// (fluxcd/helm-controller `internal/controller/helmrelease_controller.go`
+/// `buildRESTClientGetter`; `internal/kube/impersonate.go` `SetImpersonationConfig` sets only
+/// `rest.ImpersonationConfig{UserName: "system:serviceaccount:NS:NAME"}`). Both controllers fall
+/// back to their `--default-service-account` flag when it is empty; that flag is not read here
+/// (README, Known gaps). `None` for any other object.
 pub fn service_account_named<'a>(id: &ObjectId, body: &'a Value) -> Option<&'a str> {
-    let kustomization = (id.group.as_str(), id.kind.as_str()) == ("kustomize.toolkit.fluxcd.io", "Kustomization");
+    let flux = flux_controller(id).is_some();
     body.pointer("/spec/serviceAccountName")
         .and_then(Value::as_str)
-        .filter(|name| kustomization && !name.is_empty())
+        .filter(|name| flux && !name.is_empty())
+}
+
+/// The Flux controller that reconciles (and impersonates for) a Kustomization or HelmRelease.
+pub fn flux_controller(id: &ObjectId) -> Option<&'static str> {
+    match (id.group.as_str(), id.kind.as_str()) {
+        ("kustomize.toolkit.fluxcd.io", "Kustomization") => Some("kustomize-controller"),
+        ("helm.toolkit.fluxcd.io", "HelmRelease") => Some("helm-controller"),
+        _ => None,
+    }
 }
 
 /// kustomize-controller impersonates `spec.serviceAccountName` to apply and to prune; when that
@@ -298,10 +324,16 @@ pub fn service_account_named<'a>(id: &ObjectId, body: &'a Value) -> Option<&'a s
 /// its `finalize` prunes nothing ("skiping pruning, failed to find account to impersonate"), and a
 /// reconcile cannot build its client, so it prunes nothing on apply either
 /// (fluxcd/kustomize-controller `internal/controller/kustomization_controller.go` `finalize`;
-/// fluxcd/pkg `runtime/client/impersonator.go` `CanImpersonate`). One not read makes what it
-/// would prune unknown: nothing of it is deleted either.
+/// fluxcd/pkg `runtime/client/impersonator.go` `CanImpersonate`). helm-controller likewise
+/// confirms the impersonated ServiceAccount exists in the HelmRelease's namespace before it
+/// uninstalls, and skips the uninstall when it is not found (fluxcd/helm-controller
+/// `internal/controller/helmrelease_controller.go` `reconcileReleaseDeletion`: "Confirm any
+/// ServiceAccount used for impersonation exists before attempting to uninstall"); an upgrade
+/// impersonating an account that does not exist is kept to the same rule (it keeps more). One
+/// not read makes what it would prune unknown: nothing of it is deleted either.
 fn cannot_impersonate(id: &ObjectId, body: &Value, impersonation: &Impersonation) -> Option<String> {
     let account = service_account_named(id, body)?;
+    let controller = flux_controller(id).unwrap_or("its controller");
     let named = format!(
         "{id} impersonates ServiceAccount {}/{account} (spec.serviceAccountName)",
         id.namespace.as_deref().unwrap_or_default()
@@ -309,13 +341,13 @@ fn cannot_impersonate(id: &ObjectId, body: &Value, impersonation: &Impersonation
     match impersonation {
         Impersonation::Found | Impersonation::Limited(_) => None,
         Impersonation::Missing => Some(format!(
-            "{named}, which does not exist: kustomize-controller cannot impersonate it and prunes nothing"
+            "{named}, which does not exist: {controller} cannot impersonate it and prunes nothing"
         )),
         Impersonation::Unreadable(why) => Some(format!(
-            "{named}, which could not be read ({why}): whether kustomize-controller can impersonate it and prune is unknown"
+            "{named}, which could not be read ({why}): whether {controller} can impersonate it and prune is unknown"
         )),
         Impersonation::NotLookedUp => Some(format!(
-            "{named}, which was not looked up: whether kustomize-controller can impersonate it and prune is unknown"
+            "{named}, which was not looked up: whether {controller} can impersonate it and prune is unknown"
         )),
     }
 }
@@ -340,7 +372,10 @@ pub fn flux_inventory_of(input: &NodeInput) -> Option<super::MemberRecord> {
             denied: match &input.impersonation {
                 Impersonation::Limited(denied) => denied.clone(),
                 _ => Default::default(),
-            },
+            }
+            .into_iter()
+            .chain(input.unmapped.clone())
+            .collect(),
             ..Default::default()
         },
         crate::inventory::FluxRecord::Nothing(why) => super::MemberRecord {
@@ -457,6 +492,10 @@ mod tests {
         assert!(why(&stack("HelmRelease", remote)).contains("spec.kubeConfig"));
         let paused = serde_json::json!({"spec": {"prune": true, "suspend": true}});
         assert!(why(&stack("Kustomization", paused.clone())).contains("suspended"));
+        // A deletion policy the stack states is named first (a user who set it mid-run also
+        // changed the spec, so the run's suspension is no longer proven: both leave the members).
+        let orphaning = serde_json::json!({"spec": {"prune": true, "suspend": true, "deletionPolicy": "Orphan"}});
+        assert!(why(&stack("Kustomization", orphaning)).contains("deletionPolicy=Orphan"));
         // A suspension this tool set is lifted before the stack goes.
         let mut lifted = stack("Kustomization", paused);
         lifted
@@ -492,6 +531,37 @@ mod tests {
         // No account named: nothing to impersonate, nothing looked up.
         input.body = Some(serde_json::json!({"spec": {"prune": true, "serviceAccountName": ""}}));
         assert_eq!(orphans_members(&input), None);
+    }
+
+    /// helm-controller impersonates a HelmRelease's `spec.serviceAccountName` in the HelmRelease's
+    /// namespace, and skips `helm uninstall` when that account is not found (fluxcd/helm-controller
+    /// `reconcileReleaseDeletion`): the same rule as a Kustomization's, named for helm-controller.
+    #[test]
+    fn a_helmrelease_whose_service_account_is_missing_uninstalls_nothing() {
+        let mut input = node("helm.toolkit.fluxcd.io", "HelmRelease", Some("team"), "web");
+        let installed = serde_json::json!({"storageNamespace": "team", "history": [{"name": "web"}]});
+        input.body = Some(serde_json::json!({"spec": {"serviceAccountName": "deployer"}, "status": installed}));
+        assert_eq!(
+            service_account_named(&input.id, input.body.as_ref().unwrap()),
+            Some("deployer")
+        );
+        let with = |impersonation: Impersonation| {
+            let mut input = input.clone();
+            input.impersonation = impersonation;
+            orphans_members(&input)
+        };
+        assert_eq!(with(Impersonation::Found), None);
+        assert_eq!(with(Impersonation::Limited(Default::default())), None);
+        let missing = with(Impersonation::Missing).unwrap();
+        assert!(missing.contains("team/deployer"), "{missing}");
+        assert!(missing.contains("helm-controller cannot impersonate it"), "{missing}");
+        assert!(with(Impersonation::NotLookedUp).is_some());
+        // Not a Flux stack: its spec.serviceAccountName (a Pod's, say) names nothing impersonated.
+        let pod = node("", "Pod", Some("team"), "p");
+        assert_eq!(
+            service_account_named(&pod.id, &serde_json::json!({"spec": {"serviceAccountName": "x"}})),
+            None
+        );
     }
 
     /// An inventory present without entries is a record that holds nothing (kustomize-controller

@@ -98,8 +98,11 @@ pub async fn read_flux(session: &Session, name: &str, namespace: &str) -> Result
     let id = ObjectId::new(group, FLUX_KUSTOMIZATION.1, Some(namespace), name);
     let impersonation = impersonation_of(session, &id, &object.data).await;
     let mut inventory = flux_inventory(&object, name, namespace, target_namespace.clone());
-    if let (Recorded::Ids { denied, .. }, Impersonation::Limited(limited)) = (&mut inventory.recorded, &impersonation) {
-        denied.clone_from(limited);
+    if let Recorded::Ids { denied, .. } = &mut inventory.recorded {
+        if let Impersonation::Limited(limited) = &impersonation {
+            denied.clone_from(limited);
+        }
+        denied.extend(unmapped_entries(&object.data, &session.catalog));
     }
     Ok(Some(FluxStack {
         acts_elsewhere: crate::graph::flux_acts_elsewhere(&id, &object.data, false, &impersonation),
@@ -110,11 +113,35 @@ pub async fn read_flux(session: &Session, name: &str, namespace: &str) -> Result
     }))
 }
 
-/// Looks up the ServiceAccount a Flux Kustomization (`id`, its whole object `body`) impersonates
-/// (`spec.serviceAccountName`), as kustomize-controller's `CanImpersonate` does: a GET in the
-/// Kustomization's namespace. The one lookup every path that reads a Kustomization makes; the
-/// rule is [`crate::graph::flux_acts_elsewhere`]. `NotLookedUp` when it names none.
+/// Looks up the ServiceAccount a Flux Kustomization or HelmRelease (`id`, its whole object
+/// `body`) impersonates (`spec.serviceAccountName`), as kustomize-controller's `CanImpersonate`
+/// and helm-controller's `reconcileReleaseDeletion` do: a GET in the stack's namespace. The one
+/// lookup every path that reads a Flux stack makes; the rule is
+/// [`crate::graph::flux_acts_elsewhere`]. `NotLookedUp` when it names none. A Kustomization's
+/// members are its `status.inventory`, each asked of the API server as the account
+/// ([`impersonation_over`]); a HelmRelease's are its Helm release's, asked where that release is
+/// read (`flux_helm_record`).
 pub async fn impersonation_of(session: &Session, id: &ObjectId, body: &Value) -> Impersonation {
+    let members = match flux_record(body) {
+        FluxRecord::Ids(members) if crate::graph::flux_controller(id) == Some("kustomize-controller") => members,
+        _ => HashSet::new(),
+    };
+    impersonation_over(session, id, body, members).await
+}
+
+/// [`impersonation_of`] for the `members` its tool would delete: `Limited` with those the
+/// impersonated account may not delete (a SubjectAccessReview per member, [`delete_review`]).
+/// The one SubjectAccessReview path, for a Kustomization's inventory and a HelmRelease's Helm
+/// release alike: helm-controller runs `helm uninstall` and `helm upgrade` with the impersonated
+/// client (fluxcd/helm-controller `buildRESTClientGetter`), and Helm's deletes go on past one that
+/// fails (helm/helm `pkg/kube/client.go` `Delete`: every resource is tried, errors collected), so
+/// a member it may not delete stays.
+pub async fn impersonation_over(
+    session: &Session,
+    id: &ObjectId,
+    body: &Value,
+    members: HashSet<ObjectId>,
+) -> Impersonation {
     let Some(account) = crate::graph::service_account_named(id, body) else {
         return Impersonation::NotLookedUp;
     };
@@ -127,14 +154,15 @@ pub async fn impersonation_of(session: &Session, id: &ObjectId, body: &Value) ->
         Ok(None) => return Impersonation::Missing,
         Err(err) => return Impersonation::Unreadable(session.connection.explain(&err).message),
     }
-    let FluxRecord::Ids(members) = flux_record(body) else {
+    if members.is_empty() {
         return Impersonation::Found;
-    };
+    }
     let user = format!(
         "system:serviceaccount:{}:{account}",
         id.namespace.as_deref().unwrap_or_default()
     );
-    match denied_deletes(session, &user, members).await {
+    let controller = crate::graph::flux_controller(id).unwrap_or("its controller");
+    match denied_deletes(session, &user, controller, members).await {
         Ok(denied) if denied.is_empty() => Impersonation::Found,
         Ok(denied) => Impersonation::Limited(denied),
         Err(why) => Impersonation::Unreadable(format!("whether it may delete its members could not be asked ({why})")),
@@ -180,14 +208,15 @@ fn delete_review(
     }
 }
 
-/// The recorded members that `user` (the ServiceAccount a Kustomization impersonates) may not
+/// The recorded members that `user` (the ServiceAccount a Flux stack impersonates) may not
 /// delete, each with why, asked of the API server with a SubjectAccessReview per member: the
-/// authorizer kustomize-controller's impersonated DELETE meets (see [`delete_review`]). A member
+/// authorizer `controller`'s impersonated DELETE meets (see [`delete_review`]). A member
 /// of a kind not served is not asked (it is gone, nothing to delete). An error when a review
 /// cannot be made: whether its prune would delete anything is then unknown.
 async fn denied_deletes(
     session: &Session,
     user: &str,
+    controller: &str,
     members: HashSet<ObjectId>,
 ) -> Result<std::collections::BTreeMap<ObjectId, String>, String> {
     use futures::stream::{StreamExt, TryStreamExt};
@@ -216,7 +245,7 @@ async fn denied_deletes(
         .into_iter()
         .filter(|(_, allowed)| !allowed)
         .map(|(member, _)| {
-            let why = format!("{user} (spec.serviceAccountName) may not delete {member}: kustomize-controller, impersonating it, fails to delete it and it stays");
+            let why = format!("{user} (spec.serviceAccountName) may not delete {member}: {controller}, impersonating it, fails to delete it and it stays");
             (member, why)
         })
         .collect())
@@ -274,6 +303,43 @@ pub fn flux_record(body: &Value) -> FluxRecord {
             "records status.inventory entry {entry:?}, which is not <namespace>_<name>_<group>_<Kind>"
         )),
     }
+}
+
+/// The entries of a Kustomization's `status.inventory` (`body`, the whole object) recorded at a
+/// version the cluster no longer serves while it serves their kind at another (`v1beta1` removed,
+/// `v1` served), each with why: kustomize-controller cannot delete them. Its prune and its
+/// finalizer build each entry at its recorded version (`inventory.List`: the entry's `v`) and
+/// delete it through fluxcd/pkg `ssa` `DeleteAll`, which GETs each object first: a version the
+/// RESTMapper cannot map fails that GET ("query failed": a `NoKindMatchError` is no NotFound),
+/// and `DeleteAll` goes on to the next entry, so that member stays while the others are deleted
+/// (fluxcd/pkg `ssa/manager_delete.go` `Delete`, `DeleteAll`). An entry of a kind not served at
+/// all is no object to delete, and one without a version maps to the preferred one.
+pub fn unmapped_entries(
+    body: &Value,
+    catalog: &crate::discovery::Catalog,
+) -> std::collections::BTreeMap<ObjectId, String> {
+    let Some(entries) = crate::graph::flux_inventory_entries(body) else {
+        return Default::default();
+    };
+    entries
+        .iter()
+        .filter_map(|entry| {
+            let id = ObjectId::from_flux_inventory_id(entry.get("id").and_then(Value::as_str)?)?;
+            let version = entry.get("v").and_then(Value::as_str).unwrap_or_default();
+            let unmapped = catalog.get(&id.group, &id.kind).is_some()
+                && !catalog.serves_version(&id.group, &id.kind, version);
+            unmapped.then(|| {
+                let api_version = match id.group.as_str() {
+                    "" => version.to_string(),
+                    group => format!("{group}/{version}"),
+                };
+                let why = format!(
+                    "status.inventory records {id} at {api_version}, a version the cluster no longer serves: kustomize-controller cannot map it, fails to delete it, and it stays"
+                );
+                (id, why)
+            })
+        })
+        .collect()
 }
 
 /// Flux v2 (fluxcd/kustomize-controller `internal/controller/kustomization_controller.go`:
@@ -337,6 +403,34 @@ mod tests {
             body["spec"]["resourceAttributes"],
             serde_json::json!({"verb": "delete", "group": "apps", "resource": "deployments", "namespace": "web", "name": "front"})
         );
+    }
+
+    /// kustomize-controller deletes each inventory entry at its recorded version (fluxcd/pkg
+    /// `ssa` `DeleteAll`): one the cluster no longer serves while it serves the kind at another
+    /// fails to map and stays; the others are deleted as before.
+    #[test]
+    fn an_inventory_entry_at_a_version_no_longer_served_is_one_its_tool_cannot_delete() {
+        let catalog = crate::discovery::Catalog::new(
+            vec![
+                crate::fixtures::kind("", "ConfigMap", true),
+                crate::fixtures::kind("example.com", "Widget", true),
+            ],
+            vec![],
+            crate::discovery::DiscoverySource::PerGroup,
+        )
+        .with_versions([("example.com".to_string(), "Widget".to_string(), "v2".to_string())]);
+        let body = serde_json::json!({"status": {"inventory": {"entries": [
+            {"id": "web_a__ConfigMap", "v": "v1"},
+            {"id": "web_old_example.com_Widget", "v": "v1beta1"},
+            {"id": "web_new_example.com_Widget", "v": "v2"},
+            {"id": "web_plain_example.com_Widget", "v": ""},
+            {"id": "web_g_nope.io_Gadget", "v": "v1"},
+        ]}}});
+        let unmapped = unmapped_entries(&body, &catalog);
+        let old = ObjectId::new("example.com", "Widget", Some("web"), "old");
+        assert_eq!(unmapped.keys().collect::<Vec<_>>(), vec![&old]);
+        assert!(unmapped[&old].contains("example.com/v1beta1"), "{}", unmapped[&old]);
+        assert!(unmapped_entries(&serde_json::json!({}), &catalog).is_empty());
     }
 
     #[test]

@@ -71,7 +71,20 @@ pub(super) async fn flux_helm_record(
         },
     };
     match load_helm(session, &release, &storage, revision).await {
-        Ok(found) => {
+        Ok(mut found) => {
+            // helm-controller deletes through the account it impersonates: what that account may
+            // not delete stays (see `impersonation_over`), on uninstall and upgrade alike.
+            if let Recorded::Ids { ids, denied, .. } = &mut found.recorded {
+                match super::impersonation_over(session, &id, &object.data, ids.clone()).await {
+                    crate::graph::Impersonation::Limited(limited) => denied.extend(limited),
+                    crate::graph::Impersonation::Unreadable(why) => {
+                        return Err(UserError::refused(format!(
+                            "HelmRelease {namespace}/{name}: what its spec.serviceAccountName may delete is unknown ({why})"
+                        )))
+                    }
+                    _ => {}
+                }
+            }
             let mut record: StackRecord = found.into();
             record.helm_release = Some(MarkValue {
                 name: release,
@@ -264,7 +277,7 @@ fn release_record(
     match unserved {
         Some(entries) => Recorded::NoInventory {
             why: format!(
-                "holds {entries} in its manifest, a kind the cluster does not serve: Helm builds none of its objects and deletes nothing of it, on uninstall or upgrade; serve that kind again (or fix the release with the helm-mapkubeapis plugin), then prune"
+                "holds {entries} in its manifest, a kind or version the cluster does not serve: Helm builds none of its objects and deletes nothing of it, on uninstall or upgrade; serve that kind again (or fix the release with the helm-mapkubeapis plugin), then prune"
             ),
             stack: record,
         },
@@ -278,14 +291,20 @@ fn release_record(
     }
 }
 
-/// The `apiVersion`/`kind` of the manifests whose kind the cluster does not serve, sorted and
-/// comma-separated; `None` when it serves them all.
+/// The `apiVersion`/`kind` of the manifests whose kind the cluster does not serve at that
+/// version, sorted and comma-separated; `None` when it serves them all. A removed version of a
+/// kind still served under another (`apps/v1beta1` Deployment, `apps/v1` served) is unserved too:
+/// Helm builds a release's objects with a RESTMapper at the manifest's own version (helm/helm
+/// `pkg/kube/client.go` `Build`, through cli-runtime's resource builder: `RESTMapping(gvk.GroupKind(),
+/// gvk.Version)`), which fails for it ("no matches for kind"), and the whole build fails: on
+/// upgrade "current release manifest contains removed kubernetes api(s)" (`pkg/action/upgrade.go`),
+/// on uninstall "unable to build kubernetes objects for delete" (`pkg/action/uninstall.go`).
 fn unserved_entries(manifests: &[crate::manifest::Manifest], catalog: &crate::discovery::Catalog) -> Option<String> {
     let mut unserved: Vec<String> = manifests
         .iter()
         .filter(|m| {
-            let group = m.api_version.rsplit_once('/').map_or("", |(group, _)| group);
-            catalog.get(group, &m.kind).is_none()
+            let (group, version) = m.api_version.rsplit_once('/').unwrap_or(("", m.api_version.as_str()));
+            !catalog.serves_version(group, &m.kind, version)
         })
         .map(|m| format!("{} {}", m.api_version, m.kind))
         .collect();
@@ -429,6 +448,12 @@ mod tests {
         let unserved = unserved_entries(&manifests, &catalog);
         assert_eq!(unserved.as_deref(), Some("nope.io/v1 Gadget"));
         assert!(unserved_entries(&manifests[..1], &catalog).is_none());
+        // A removed version of a kind still served under another: Helm cannot map it either.
+        let removed = parse_text("apiVersion: v1beta1\nkind: ConfigMap\nmetadata: {name: a}\n", "test").unwrap();
+        assert_eq!(
+            unserved_entries(&removed, &catalog).as_deref(),
+            Some("v1beta1 ConfigMap")
+        );
         let recorded = release_record(Default::default(), "Helm release apps/web v1".into(), unserved);
         match recorded {
             Recorded::NoInventory { why, .. } => assert!(why.contains("nope.io/v1 Gadget"), "{why}"),
