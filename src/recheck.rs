@@ -880,6 +880,45 @@ mod tests {
         catalog.kinds().iter().map(|k| k.kind_with_group()).collect()
     }
 
+    /// Issue 29's generated worlds: a teardown member re-marked since the plan by another
+    /// torn-down stack (one this run may have deleted already) is dropped, as a relabelled
+    /// orphan is.
+    #[test]
+    fn a_member_relabelled_since_the_plan_is_dropped() {
+        let flux = |name: &str| {
+            crate::fixtures::meta(
+                &[
+                    (crate::trackers::FLUX_KS_NAME, name),
+                    (crate::trackers::FLUX_KS_NAMESPACE, "flux-system"),
+                ],
+                &[],
+            )
+        };
+        let listed = |name: &str| {
+            let mut meta = flux(name);
+            meta.name = Some("cm".into());
+            meta.namespace = Some("app".into());
+            meta.uid = Some("uid-cm".into());
+            Listed::new(Arc::new(kind("", "ConfigMap", true)), meta)
+        };
+        let planned = listed("s1");
+        let target = crate::teardown::target(&planned, "member".into());
+        let key = |name: &str| {
+            let value = crate::trackers::MarkValue {
+                name: name.into(),
+                namespace: Some("flux-system".into()),
+            };
+            (Preset::Flux, value)
+        };
+        let torn_down = TornDown::new([key("s1"), key("s2")]);
+        assert_eq!(marks_changed(&planned, &target, &torn_down), None);
+        let why = marks_changed(&listed("s2"), &target, &torn_down).unwrap_or_default();
+        assert!(why.contains("tracking marks changed since the plan"), "{why}");
+        // An orphan prune (no stack torn down) says the same.
+        let why = marks_changed(&listed("s2"), &target, &TornDown::default()).unwrap_or_default();
+        assert!(why.contains("tracking marks changed since the plan"), "{why}");
+    }
+
     #[test]
     fn a_kind_installed_since_the_plan_is_re_checked() {
         let earlier = catalog(vec![kind("", "ConfigMap", true)], &[]);

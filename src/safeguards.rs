@@ -234,6 +234,38 @@ mod tests {
         assert!(needed_by_staying(&graph, &planned, |_| false).is_empty());
     }
 
+    /// Issue 29's generated worlds: an inferred need that cannot order (declared edges win the
+    /// order, see `Graph::unordered`) still keeps: a webhook that stays keeps its backend.
+    #[test]
+    fn an_inferred_need_that_cannot_order_still_keeps() {
+        let node = |group: &str, kind: &str, namespace: Option<&str>, name: &str| NodeInput {
+            id: ObjectId::new(group, kind, namespace, name),
+            ..Default::default()
+        };
+        let mut graph = build(
+            &[
+                node(
+                    "admissionregistration.k8s.io",
+                    "ValidatingWebhookConfiguration",
+                    None,
+                    "hook",
+                ),
+                node("", "Service", Some("ops"), "webhook"),
+            ],
+            &BuildOptions::default(),
+        );
+        graph.unordered.push(Edge {
+            from: 0,
+            to: 1,
+            kind: EdgeKind::InferredWebhook,
+        });
+        let needed = needed_by_staying(&graph, &[1].into(), |i| i == 0);
+        assert!(
+            needed.get(&1).is_some_and(|why| why.to_string().contains("hook")),
+            "{needed:?}"
+        );
+    }
+
     #[test]
     fn namespaces_and_crds_that_hold_staying_objects_stay() {
         let staying = [

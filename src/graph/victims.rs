@@ -430,6 +430,64 @@ mod tests {
         assert!(with_live_owner.dying_by_owners(|i| i == 0).is_empty());
     }
 
+    /// Issue 29's generated worlds: an object dies by every route at once. `leaf` is owned by
+    /// `mid` (planned, wave 2 by its own need) which is owned by `root` (planned): the garbage
+    /// collector takes `mid`, then `leaf`, with `root`; and `leaf` lives in Namespace `team`,
+    /// planned too. What needs `leaf` goes before all three.
+    #[test]
+    fn what_needs_an_object_goes_before_every_route_that_takes_it() {
+        let with_uid = |mut input: NodeInput, uid: &str| {
+            input.uid = Some(uid.to_string());
+            input
+        };
+        let root = with_uid(input("", "ConfigMap", Some("app"), "root", Some("a")), "uid-root");
+        let mut mid = with_uid(input("", "ConfigMap", Some("app"), "mid", Some("a")), "uid-mid");
+        mid.owners.push("uid-root".into());
+        let mut leaf = with_uid(input("", "ConfigMap", Some("team"), "leaf", None), "uid-leaf");
+        leaf.owners.push("uid-mid".into());
+        let team = with_uid(input("", "Namespace", None, "team", Some("a")), "uid-team");
+        let mut user = with_uid(input("", "ConfigMap", Some("app"), "user", Some("a")), "uid-user");
+        user.annotations.insert(
+            crate::graph::KPT_DEPENDS_ON.into(),
+            "/namespaces/team/ConfigMap/leaf".into(),
+        );
+        let graph = build(&[root, mid, leaf, team, user], &BuildOptions::default());
+        let (root, mid, leaf, team, user) = (0, 1, 2, 3, 4);
+        let planned: HashSet<usize> = [root, mid, team, user].into();
+        let mut takers = graph
+            .dying_victims(|i| planned.contains(&i))
+            .remove(&leaf)
+            .unwrap_or_default();
+        takers.sort_unstable();
+        assert_eq!(takers, vec![root, mid, team]);
+        let order = plan_deletion(&graph, &planned).unwrap();
+        let wave_of = |i: usize| order.waves.iter().position(|w| w.contains(&i));
+        for taker in [root, mid, team] {
+            assert!(wave_of(user) < wave_of(taker), "{:?}", order.waves);
+        }
+    }
+
+    /// A referenced object (a depends-on target that is no input) lives in its Namespace too.
+    #[test]
+    fn a_referenced_object_has_its_namespace_edge() {
+        let mut user = input("", "ConfigMap", Some("app"), "user", Some("a"));
+        user.annotations.insert(
+            crate::graph::KPT_DEPENDS_ON.into(),
+            "/namespaces/team/ConfigMap/target".into(),
+        );
+        let graph = build(
+            &[user, input("", "Namespace", None, "team", Some("a"))],
+            &BuildOptions::default(),
+        );
+        let target = graph
+            .find(&ObjectId::new("", "ConfigMap", Some("team"), "target"))
+            .unwrap();
+        assert!(graph
+            .edges
+            .iter()
+            .any(|e| e.from == target && e.to == 1 && e.kind == EdgeKind::Namespace));
+    }
+
     /// Order review 5, finding 2: a planned operator Deployment owned by a planned object (OLM's
     /// ClusterServiceVersion) dies with that owner, whatever its own wave: what needs it goes
     /// before the owner.
