@@ -182,7 +182,11 @@ impl Recheck {
                 ..ReadAgain::default()
             };
         }
-        let same = before.kinds().iter().collect::<HashSet<_>>() == self.catalog.kinds().iter().collect::<HashSet<_>>();
+        // The same kinds at the same served versions (a version no longer served makes a
+        // record's entry at it one its tool cannot map: the records are read again).
+        let versions = |catalog: &Catalog| catalog.served_versions().collect::<HashSet<_>>();
+        let same = before.kinds().iter().collect::<HashSet<_>>() == self.catalog.kinds().iter().collect::<HashSet<_>>()
+            && versions(&before) == versions(&self.catalog);
         if !same {
             tracing::debug!("re-check: the served kinds changed: the wave and its dependents are read again");
             (listed, stacks, owned) = futures::join!(
@@ -593,7 +597,12 @@ impl Recheck {
         if let Some(reason) = orphan_records.reason(object, &context) {
             return Some(changed(&reason));
         }
-        marks_changed(object, target, &self.torn_down)
+        marks_changed(
+            object,
+            target,
+            &self.torn_down,
+            self.trackers_of.contains_key(&target.id),
+        )
     }
 
     /// For an orphan prune, the stacks that mark the wave's objects (as listed again), with their
@@ -819,11 +828,13 @@ impl WaveGuard for Recheck {
 }
 
 /// Rule of the re-check: why a planned object's trackers' marks no longer allow its deletion
-/// (the plan read other marks). A tracking object (a stack's own parent) is judged by its
-/// record instead. `torn_down`: the stacks a teardown deletes the members of (empty for an
-/// orphan prune).
-pub fn marks_changed(object: &Listed, target: &Target, torn_down: &TornDown) -> Option<String> {
-    if tracker_key(object).is_some() {
+/// (the plan read other marks). `torn_down`: the stacks a teardown deletes the members of
+/// (empty for an orphan prune); `member`: the teardown planned it as a member of one of them.
+/// A stack a teardown names (a tracking object that is no member) is judged by its record
+/// instead; a tracking object that is a member (a HelmRelease, a kpt inventory, an ApplySet
+/// parent a Kustomization applies) or an orphan is judged by its marks like any other.
+pub fn marks_changed(object: &Listed, target: &Target, torn_down: &TornDown, member: bool) -> Option<String> {
+    if tracker_key(object).is_some() && !torn_down.is_empty() && !member {
         return None;
     }
     let now = crate::trackers::marks(&object.meta);
@@ -911,12 +922,25 @@ mod tests {
             (Preset::Flux, value)
         };
         let torn_down = TornDown::new([key("s1"), key("s2")]);
-        assert_eq!(marks_changed(&planned, &target, &torn_down), None);
-        let why = marks_changed(&listed("s2"), &target, &torn_down).unwrap_or_default();
+        assert_eq!(marks_changed(&planned, &target, &torn_down, true), None);
+        let why = marks_changed(&listed("s2"), &target, &torn_down, true).unwrap_or_default();
         assert!(why.contains("tracking marks changed since the plan"), "{why}");
         // An orphan prune (no stack torn down) says the same.
-        let why = marks_changed(&listed("s2"), &target, &TornDown::default()).unwrap_or_default();
+        let why = marks_changed(&listed("s2"), &target, &TornDown::default(), false).unwrap_or_default();
         assert!(why.contains("tracking marks changed since the plan"), "{why}");
+        // A tracking object that is a member (a HelmRelease a Kustomization applies) is judged
+        // by its marks too (review 8, finding A); one the teardown names is not.
+        let release = |name: &str| {
+            let mut meta = flux(name);
+            meta.name = Some("child".into());
+            meta.namespace = Some("app".into());
+            meta.uid = Some("uid-child".into());
+            Listed::new(Arc::new(kind("helm.toolkit.fluxcd.io", "HelmRelease", true)), meta)
+        };
+        let target = crate::teardown::target(&release("s1"), "member".into());
+        let why = marks_changed(&release("other"), &target, &torn_down, true).unwrap_or_default();
+        assert!(why.contains("other"), "{why}");
+        assert_eq!(marks_changed(&release("other"), &target, &torn_down, false), None);
     }
 
     #[test]

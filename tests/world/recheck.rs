@@ -124,7 +124,12 @@ fn judge(
     if let Some(reason) = keep::reason(&object, &context).filter(|r| *r != KeepReason::Terminating) {
         return Some(reason.to_string());
     }
-    recheck::marks_changed(&object, target, &plan.torn_down)
+    recheck::marks_changed(
+        &object,
+        target,
+        &plan.torn_down,
+        plan.trackers_of.contains_key(&target.id),
+    )
 }
 
 /// `Recheck::withhold_dependencies`.
