@@ -146,9 +146,10 @@ fn role_of(binding: &NodeInput) -> Option<ObjectId> {
     Some(ObjectId::new(RBAC, kind, namespace, field("name")))
 }
 
-/// The ServiceAccounts bound to one of `roles`.
-fn bound_accounts(objects: &Objects, roles: &HashSet<RoleKey>) -> HashSet<Account> {
-    let mut accounts = HashSet::new();
+/// The ServiceAccounts bound to one of `roles`, as the API server's authorizer matches a
+/// binding's subjects (see [`binds`]).
+fn bound_accounts(objects: &Objects, roles: &HashSet<RoleKey>) -> Bound {
+    let mut bound = Bound::default();
     let bindings = objects.inputs.iter().filter(|input| {
         input.id.group == RBAC && matches!(input.id.kind.as_str(), "RoleBinding" | "ClusterRoleBinding")
     });
@@ -159,18 +160,43 @@ fn bound_accounts(objects: &Objects, roles: &HashSet<RoleKey>) -> HashSet<Accoun
             continue;
         }
         let subjects = body.get("subjects").and_then(Value::as_array).into_iter().flatten();
-        for subject in subjects.filter(|s| s.get("kind").and_then(Value::as_str) == Some("ServiceAccount")) {
-            let namespace = subject
-                .get("namespace")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .or_else(|| binding.id.namespace.clone());
-            if let (Some(namespace), Some(name)) = (namespace, subject.get("name").and_then(Value::as_str)) {
-                accounts.insert((namespace, name.to_string()));
-            }
-        }
+        bound
+            .subjects
+            .extend(subjects.map(|s| (s.clone(), binding.id.namespace.clone())));
     }
-    accounts
+    bound
+}
+
+/// The subjects of the bindings that grant a role, with each binding's namespace.
+#[derive(Default)]
+struct Bound {
+    subjects: Vec<(Value, Option<String>)>,
+}
+
+impl Bound {
+    /// Whether one of the subjects binds `account`.
+    fn contains(&self, account: &Account) -> bool {
+        self.subjects
+            .iter()
+            .any(|(subject, namespace)| binds(subject, namespace.as_deref(), account))
+    }
+}
+
+/// Whether a binding's subject (in a binding of `namespace`) names ServiceAccount `account`, as
+/// the API server's RBAC authorizer decides (kubernetes `pkg/registry/rbac/validation/rule.go`
+/// `appliesToUser`): a `ServiceAccount` subject (its namespace defaulting to the binding's), the
+/// `User` `system:serviceaccount:NS:NAME`, or the `Group` `system:serviceaccounts:NS` or
+/// `system:serviceaccounts`. `system:authenticated` and the like grant everyone and name no
+/// account in particular.
+fn binds(subject: &Value, namespace: Option<&str>, account: &Account) -> bool {
+    let field = |key: &str| subject.get(key).and_then(Value::as_str);
+    let name = field("name").unwrap_or_default();
+    match field("kind") {
+        Some("ServiceAccount") => field("namespace").or(namespace) == Some(account.0.as_str()) && name == account.1,
+        Some("User") => name == format!("system:serviceaccount:{}:{}", account.0, account.1),
+        Some("Group") => name == "system:serviceaccounts" || name == format!("system:serviceaccounts:{}", account.0),
+        _ => false,
+    }
 }
 
 /// The pod spec of an object that runs pods: a bare Pod's `spec`, else the pod template of a
@@ -428,7 +454,7 @@ pub(super) fn read_by_pods(spec: &Value) -> Vec<(&'static str, String)> {
     found
 }
 
-/// The RoleBindings and ClusterRoleBindings (nodes) that bind `account`.
+/// The RoleBindings and ClusterRoleBindings (nodes) that bind `account` (see [`binds`]).
 fn bindings_of(objects: &Objects, account: &Account) -> Vec<usize> {
     (0..objects.inputs.len())
         .filter(|&index| {
@@ -442,15 +468,7 @@ fn bindings_of(objects: &Objects, account: &Account) -> Vec<usize> {
                     .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
-                    .filter(|s| s.get("kind").and_then(Value::as_str) == Some("ServiceAccount"))
-                    .any(|subject| {
-                        let namespace = subject
-                            .get("namespace")
-                            .and_then(Value::as_str)
-                            .or(binding.id.namespace.as_deref());
-                        namespace == Some(account.0.as_str())
-                            && subject.get("name").and_then(Value::as_str) == Some(account.1.as_str())
-                    })
+                    .any(|subject| binds(subject, binding.id.namespace.as_deref(), account))
         })
         .collect()
 }

@@ -811,6 +811,61 @@ fn a_custom_resource_whose_crd_is_no_node_depends_on_the_operator_rbac_names() {
     );
 }
 
+/// Order review 8: RBAC names the operator whatever form its binding's subject takes (a `User`
+/// `system:serviceaccount:NS:NAME`, a `Group` `system:serviceaccounts:NS`), and a workload of
+/// the CRD's own stack that is no operator does not hide it (F2, F1).
+#[test]
+fn rbac_names_the_operator_through_every_subject_form_beside_the_crds_own_workloads() {
+    let subjects = [
+        json!({"kind": "ServiceAccount", "name": "op", "namespace": "g-op"}),
+        json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "system:serviceaccount:g-op:op"}),
+        json!({"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:serviceaccounts:g-op"}),
+        json!({"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:serviceaccounts"}),
+    ];
+    for subject in subjects {
+        let mut cr = object("g.example.com", "Db", Some("g-y"), "stays", Some("app"));
+        cr.finalizers = vec!["g.example.com/cleanup".into()];
+        let inputs = vec![
+            cr,
+            object(
+                "apiextensions.k8s.io",
+                "CustomResourceDefinition",
+                None,
+                "dbs.g.example.com",
+                Some("crds"),
+            ),
+            deployment("crds", "docs-ui", json!({"app": "docs"}), Some("crds")),
+            with_body(
+                object("apps", "Deployment", Some("g-op"), "op", Some("op")),
+                json!({"spec": {"template": {"spec": {"serviceAccountName": "op"}}}}),
+            ),
+            object("", "ServiceAccount", Some("g-op"), "op", Some("op")),
+            with_body(
+                object(RBAC_GROUP, "ClusterRole", None, "db-manager", Some("op")),
+                json!({"rules": [{"apiGroups": ["g.example.com"], "resources": ["dbs", "dbs/finalizers"],
+                                  "verbs": ["get", "list", "watch", "update", "patch"]}]}),
+            ),
+            with_body(
+                object(RBAC_GROUP, "ClusterRoleBinding", None, "db-manager", Some("op")),
+                json!({"roleRef": {"kind": "ClusterRole", "name": "db-manager"}, "subjects": [subject.clone()]}),
+            ),
+        ];
+        let mut options = options();
+        options
+            .crd_names
+            .insert(("g.example.com".into(), "Db".into()), "dbs.g.example.com".into());
+        let found = inferred(&inputs, &options);
+        assert!(
+            found.contains(&edge("stays", "op", EdgeKind::InferredFinalizer)),
+            "{subject}: {found:?}"
+        );
+        assert!(
+            found.contains(&edge("op", "db-manager", EdgeKind::InferredRunsWith)),
+            "{subject}: {found:?}"
+        );
+    }
+}
+
 /// Review finding F-C (issue 25, order review 6): a webhook whose `clientConfig.url` names a
 /// Service by its in-cluster host (`hook.t1.svc`) keeps that Service and its workload like the
 /// `service` form does; a URL outside the cluster names none.
