@@ -549,3 +549,101 @@ fn a_stale_suspended_by_annotation_does_not_hide_a_users_suspension() {
     );
     assert!(!exists("kustomization", Some(&n), "earlier"), "{}", run.stderr);
 }
+
+/// Issue 24, membership review 8, finding A: members that are tracking objects themselves (a
+/// HelmRelease, a kpt inventory ConfigMap) relabelled mid-run to another live Kustomization are
+/// dropped by the re-check, as a plain ConfigMap is: kustomize-controller deletes only what still
+/// carries its owner labels (fluxcd/pkg `ssa/manager_delete.go`, `DeleteOptions.Inclusions`).
+#[test]
+fn a_tracking_object_member_relabelled_since_the_plan_is_dropped() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("relabeltrk");
+    let n = ns.0.clone();
+    let labels = flux_labels("k5", &n);
+    apply(&format!(
+        "{}{}apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {{name: child, namespace: {n}, labels: {labels}}}\nspec: {{interval: 10m, chart: {{spec: {{chart: c}}}}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: inv\n  namespace: {n}\n  labels:\n    kustomize.toolkit.fluxcd.io/name: k5\n    kustomize.toolkit.fluxcd.io/namespace: {n}\n    cli-utils.sigs.k8s.io/inventory-id: inv5\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: plain, namespace: {n}, labels: {labels}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: slow\n  namespace: {n}\n  labels: {labels}\n  finalizers: [{HOLD}]\n  annotations: {{config.kubernetes.io/depends-on: 'helm.toolkit.fluxcd.io/namespaces/{n}/HelmRelease/child,/namespaces/{n}/ConfigMap/inv,/namespaces/{n}/ConfigMap/plain'}}\n",
+        ks("k5", &n),
+        ks("other", &n)
+    ));
+    record_flux_inventories(&n);
+    let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/k5", "--yes", "--timeout", "15s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", &n, "slow")
+    });
+    for object in ["helmrelease/child", "configmap/inv", "configmap/plain"] {
+        let relabelled = kubectl(&[
+            "label",
+            object,
+            "-n",
+            &n,
+            "kustomize.toolkit.fluxcd.io/name=other",
+            "--overwrite",
+        ]);
+        assert_eq!(relabelled.code, 0, "{}", relabelled.stderr);
+    }
+    release_finalizers("configmap/slow", &n);
+    let run = finish(child);
+    for (kind, name) in [("helmrelease", "child"), ("configmap", "inv"), ("configmap", "plain")] {
+        assert!(exists(kind, Some(&n), name), "{kind}/{name} deleted: {}", run.stderr);
+    }
+    assert!(run.stderr.contains("changed since the plan"), "{}", run.stderr);
+}
+
+/// Issue 24, membership review 8, finding B: a version a Kustomization's inventory records
+/// stops being served mid-run (its CRD's `served: false`). kustomize-controller then cannot map
+/// that entry and leaves the object (fluxcd/pkg `ssa/manager_delete.go` `DeleteAll`), as the
+/// plan says when the version is not served at plan time: the re-check reads the records again
+/// with the versions served now, and the Widget stays.
+#[test]
+fn a_recorded_version_no_longer_served_since_the_plan_keeps_its_object() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("unserved");
+    let n = ns.0.clone();
+    let group = format!("{}.example.com", unique("unserved"));
+    let crd = format!("widgets.{group}");
+    let versions = |beta_served: bool| {
+        format!("  versions:\n  - name: v1beta1\n    served: {beta_served}\n    storage: false\n    schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}\n  - name: v1\n    served: true\n    storage: true\n    schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}\n")
+    };
+    let definition = |beta_served: bool| {
+        format!(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: {crd}}}\nspec:\n  group: {group}\n  scope: Namespaced\n  names: {{kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}}\n{}",
+            versions(beta_served)
+        )
+    };
+    apply(&definition(true));
+    wait_established(&["crd", &crd], &crd);
+    let labels = flux_labels("ks", &n);
+    apply(&format!(
+        "{}apiVersion: {group}/v1\nkind: Widget\nmetadata: {{name: w1, namespace: {n}, labels: {labels}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: slow\n  namespace: {n}\n  labels: {labels}\n  finalizers: [{HOLD}]\n  annotations: {{config.kubernetes.io/depends-on: '{group}/namespaces/{n}/Widget/w1'}}\n",
+        ks("ks", &n)
+    ));
+    patch_status(
+        "kustomization",
+        "ks",
+        &n,
+        &format!(
+            r#"{{"status":{{"inventory":{{"entries":[{{"id":"{n}_w1_{group}_Widget","v":"v1beta1"}},{{"id":"{n}_slow__ConfigMap","v":"v1"}}]}}}}}}"#
+        ),
+    );
+    let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/ks", "--yes", "--timeout", "20s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", &n, "slow")
+    });
+    apply(&definition(false));
+    let gone = (0..60).any(|_| {
+        let listed = kubectl(&["get", "--raw", &format!("/apis/{group}/v1beta1")]);
+        let served = listed.code == 0 && listed.stdout.contains("widgets");
+        if served {
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        !served
+    });
+    assert!(gone, "v1beta1 of {group} is still served");
+    release_finalizers("configmap/slow", &n);
+    let run = finish(child);
+    let still = kubectl(&["get", &format!("widgets.{group}"), "w1", "-n", &n]);
+    assert_eq!(still.code, 0, "the Widget was deleted: {}", run.stderr);
+    kubectl(&["delete", "crd", &crd, "--wait=false"]);
+}
