@@ -2609,3 +2609,116 @@ spec:
     );
     assert!(!exists("pv", None, &volume));
 }
+
+/// Order review 8, F5 (Crossplane's layout): stack `prov` tracks Provider `aws`; an untracked
+/// ProviderRevision it controls controls in turn the provider's ServiceAccount, Deployment and
+/// RBAC (which may write Buckets); stack `use` holds a Bucket with Crossplane's finalizer. Tearing
+/// down `prov` would take the provider by the garbage collector two controllers down, while the
+/// Bucket stays with a finalizer nothing removes: the operator two levels down is a node, and
+/// the Provider is kept for the Bucket.
+#[test]
+fn an_operator_two_controllers_down_from_the_plan_keeps_its_root() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm81");
+    let f = flux.0.clone();
+    let run = unique("gm81");
+    let group = own_group(&run);
+    let bucket_group = format!("s3.{group}");
+    let (op_ns, use_ns) = (format!("{run}-xp"), format!("{run}-use"));
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&format!("buckets.{bucket_group}"), &use_ns);
+    leftovers.custom(&format!("providerrevisions.{group}"), &op_ns);
+    leftovers.custom(&format!("providers.{group}"), &op_ns);
+    for namespace in [&op_ns, &use_ns] {
+        leftovers.object("namespace", namespace);
+    }
+    for resource in [
+        format!("buckets.{bucket_group}"),
+        format!("providers.{group}"),
+        format!("providerrevisions.{group}"),
+    ] {
+        leftovers.object("crd", &resource);
+    }
+    leftovers.object("clusterrole", &format!("{run}-provider"));
+    leftovers.object("clusterrolebinding", &format!("{run}-provider"));
+    let (prov, usage) = (flux_labels("prov", &f), flux_labels("use", &f));
+    apply(&format!(
+        "{}{}{}",
+        crd(&group, "Provider", "providers", "{}"),
+        crd(&group, "ProviderRevision", "providerrevisions", "{}"),
+        crd(&bucket_group, "Bucket", "buckets", "{}")
+    ));
+    for resource in [
+        format!("providers.{group}"),
+        format!("providerrevisions.{group}"),
+        format!("buckets.{bucket_group}"),
+    ] {
+        wait_established(&[&format!("crd/{resource}")], &resource);
+    }
+    apply(&format!(
+        "{}{}---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {op_ns}}}\n---\napiVersion: {group}/v1\nkind: Provider\nmetadata: {{name: aws, namespace: {op_ns}, labels: {prov}}}\n",
+        kustomization("prov", &f, ""),
+        kustomization("use", &f, ""),
+    ));
+    let provider = uid_of(&format!("providers.{group}"), Some(&op_ns), "aws");
+    apply(&format!(
+        "apiVersion: {group}/v1\nkind: ProviderRevision\nmetadata: {{name: aws-rev, namespace: {op_ns}, ownerReferences: [{{apiVersion: {group}/v1, kind: Provider, name: aws, uid: {provider}, controller: true}}]}}\n"
+    ));
+    let revision = uid_of(&format!("providerrevisions.{group}"), Some(&op_ns), "aws-rev");
+    let owned = format!("ownerReferences: [{{apiVersion: {group}/v1, kind: ProviderRevision, name: aws-rev, uid: {revision}, controller: true}}]");
+    apply(&format!(
+        r#"---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: provider, namespace: {op_ns}, {owned}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {run}-provider, {owned}}}
+rules: [{{apiGroups: [{bucket_group}], resources: [buckets, buckets/status], verbs: [get, list, watch, update, patch]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {run}-provider, {owned}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {run}-provider}}
+subjects: [{{kind: ServiceAccount, name: provider, namespace: {op_ns}}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: provider, namespace: {op_ns}, {owned}}}
+spec:
+  selector: {{matchLabels: {{app: provider}}}}
+  template:
+    metadata: {{labels: {{app: provider}}}}
+    spec: {{serviceAccountName: provider, containers: [{{name: provider, image: example.invalid/provider}}]}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {use_ns}, labels: {usage}}}
+---
+apiVersion: {bucket_group}/v1
+kind: Bucket
+metadata: {{name: data-lake, namespace: {use_ns}, labels: {usage}, finalizers: [finalizer.managedresource.crossplane.io]}}
+"#
+    ));
+    record_flux_inventories(&f);
+    let planned = stack(&["prune", "-n", &f, "kustomization/prov", "--dry-run", "-o", "json"]).expect_code(0);
+    let lines = json_lines(&planned.stdout);
+    assert_eq!(wave_of(&lines, "Provider", "aws"), None, "{}", planned.stdout);
+    let kept = kept_reason(&lines, "Provider", "aws").unwrap_or_default();
+    assert!(kept.contains("needed by Bucket"), "{kept}\n{}", planned.stdout);
+    for finalized in [("buckets", &use_ns, "data-lake")] {
+        let (resource, namespace, name) = finalized;
+        kubectl(&[
+            "patch",
+            &format!("{resource}.{bucket_group}"),
+            name,
+            "-n",
+            namespace,
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+        ]);
+    }
+}

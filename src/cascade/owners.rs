@@ -162,21 +162,44 @@ pub fn owner_cascades(
 /// with the plan. They are no victims (their owner's to take), but nodes of the plan's graph:
 /// a custom resource whose finalizer names such an operator goes before the owner that takes
 /// it (rule "what dies goes before what it needs", [`crate::graph::Graph::victim_orders`]).
+///
+/// The controller may be a planned object or, up a chain of controllers, one that a planned
+/// object controls (Crossplane's Provider → ProviderRevision → the provider's Deployment and
+/// RBAC: order review 8, F5).
 pub fn controlled_children(owned: &[Listed], planned: &Planned) -> Vec<Listed> {
     let owners_of = owners_by_uid(owned);
+    let controller_of: HashMap<&str, &str> = owned
+        .iter()
+        .filter_map(|o| o.controller_owner().map(|owner| (o.uid(), owner.uid.as_str())))
+        .collect();
     owned
         .iter()
         .filter(|object| {
             !planned.uids.contains(object.uid())
                 && !object.is_terminating()
-                && object
-                    .controller_owner()
-                    .is_some_and(|owner| planned.uids.contains(&owner.uid))
+                && controlled_from_plan(object.uid(), &controller_of, &planned.uids)
                 && crate::infer::runs_controllers(&object.id())
                 && dies_with_plan(&object.meta, &planned.uids, &owners_of)
         })
         .cloned()
         .collect()
+}
+
+/// Whether the chain of controllers up from the object with this UID reaches a planned object
+/// (`controller_of`: each listed object's controller, by UID). A cycle proves nothing.
+fn controlled_from_plan(uid: &str, controller_of: &HashMap<&str, &str>, planned: &HashSet<String>) -> bool {
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut current = uid;
+    while let Some(&controller) = controller_of.get(current) {
+        if planned.contains(controller) {
+            return true;
+        }
+        if !seen.insert(controller) {
+            return false;
+        }
+        current = controller;
+    }
+    false
 }
 
 /// The first planned owner up the owner chain of the object with this UID (breadth first).
@@ -274,6 +297,33 @@ mod tests {
         );
         assert!(victims[1].1.starts_with("another stack's"), "{victims:?}");
         assert_eq!(victims[2], ("plain", "untracked"));
+    }
+
+    /// Order review 8, F5: an operator two controllers down from a planned object (Provider →
+    /// ProviderRevision → Deployment) is a node of the plan's graph, as one directly controlled is.
+    #[test]
+    fn what_a_chain_of_controllers_from_the_plan_runs_is_a_node() {
+        let deployment = |name: &str, owners: &[(&str, bool)]| {
+            let base = object(name, owners, &[]);
+            Listed::new(Arc::new(kind("apps", "Deployment", true)), (*base.meta).clone())
+        };
+        let owned = [
+            object("revision", &[("provider", true)], &[]),
+            deployment("direct", &[("provider", true)]),
+            deployment("two-down", &[("revision", true)]),
+            deployment("not-controlled", &[("revision", false)]),
+            deployment("elsewhere", &[("stranger", true)]),
+        ];
+        let planned = Planned {
+            uids: ["provider"].map(String::from).into(),
+            ids: HashSet::new(),
+        };
+        let mut names: Vec<String> = controlled_children(&owned, &planned)
+            .iter()
+            .map(|o| o.id().name)
+            .collect();
+        names.sort();
+        assert_eq!(names, ["direct", "two-down"]);
     }
 
     #[test]
