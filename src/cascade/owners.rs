@@ -129,7 +129,7 @@ pub fn owner_cascades(
             || object.is_terminating()
             || !counted.counts(object)
             || made_by_control_plane(&object.id(), &object.meta, &services).is_some()
-            || !dies_with_plan(&object.meta, &planned.uids, &owners_of)
+            || !dies_with_plan(&object.meta, &planned.uids, &owners_of, planned.orphans)
         {
             continue;
         }
@@ -173,7 +173,7 @@ pub fn controlled_children(owned: &[Listed], planned: &Planned) -> Vec<Listed> {
                     .controller_owner()
                     .is_some_and(|owner| planned.uids.contains(&owner.uid))
                 && crate::infer::runs_controllers(&object.id())
-                && dies_with_plan(&object.meta, &planned.uids, &owners_of)
+                && dies_with_plan(&object.meta, &planned.uids, &owners_of, planned.orphans)
         })
         .cloned()
         .collect()
@@ -246,6 +246,7 @@ mod tests {
         ];
         let planned = Planned {
             uids: ["owner", "planned"].map(String::from).into(),
+            orphans: false,
             ids: [ObjectId::new("", "ConfigMap", Some("app"), "owner")].into(),
         };
         let names: HashMap<String, ObjectId> = [(
