@@ -142,6 +142,9 @@ pub struct Planned {
     pub uids: HashSet<String>,
     /// The planned objects.
     pub ids: HashSet<ObjectId>,
+    /// They are deleted with `--cascade=orphan`: what they own does not die with them
+    /// ([`crate::safeguards::dies_with_plan`]).
+    pub orphans: bool,
 }
 
 /// The victims among the objects a holder holds (`held`, as [`contents`] listed them; `tokens`:
@@ -169,7 +172,7 @@ pub fn victims(held: &[Listed], tokens: &HashSet<String>, planned: &Planned) -> 
     let mut found: Vec<Victim> = held
         .iter()
         .filter(|o| !o.is_terminating() && !planned.uids.contains(o.uid()))
-        .filter(|o| !dies_with_plan(&o.meta, &planned.uids, &owners_of))
+        .filter(|o| !dies_with_plan(&o.meta, &planned.uids, &owners_of, planned.orphans))
         // An object all of whose owners the same holder holds goes with them, and they are
         // named themselves (or planned, or made by the control plane). One owner outside (a
         // ClusterRole) would keep it from the garbage collector: the holder alone takes it.
@@ -285,8 +288,12 @@ pub async fn find_cascades(
     planned_objects: impl IntoIterator<Item = (ObjectId, String)>,
     counted: &owners::Counted<'_>,
     options: ListOptions,
+    orphans: bool,
 ) -> (Vec<Cascade>, Vec<Listed>) {
-    let mut planned = Planned::default();
+    let mut planned = Planned {
+        orphans,
+        ..Planned::default()
+    };
     let mut names: HashMap<String, ObjectId> = HashMap::new();
     for (id, uid) in planned_objects {
         planned.uids.insert(uid.clone());
@@ -307,7 +314,8 @@ pub async fn find_cascades(
             }
         }
     }
-    if planned.ids.is_empty() {
+    // Deleted with `--cascade=orphan`, the planned objects take nothing they own.
+    if planned.ids.is_empty() || orphans {
         return (found, taken);
     }
     let owned = owners::owned_around(client, catalog, planned.ids.iter(), options).await;
@@ -383,6 +391,7 @@ mod tests {
         ];
         let planned = Planned {
             uids: ["uid-planned".to_string(), "uid-deploy".to_string()].into(),
+            orphans: false,
             ids: HashSet::new(),
         };
         let found: Vec<(String, String)> = victims(&held, &HashSet::new(), &planned)
@@ -463,6 +472,7 @@ mod tests {
         let api_service = ObjectId::new("apiregistration.k8s.io", "APIService", None, "v1beta1.metrics.k8s.io");
         let with_api = Planned {
             uids: ["uid-api".to_string()].into(),
+            orphans: false,
             ids: [api_service].into(),
         };
         assert!(cascade_of(&down, &namespace, &all_listed, &with_api).is_clean());
@@ -482,6 +492,7 @@ mod tests {
     fn the_token_of_a_planned_service_account_dies_with_it_other_tokens_count() {
         let planned = Planned {
             uids: ["uid-builder".to_string(), "uid-settings".to_string()].into(),
+            orphans: false,
             ids: [
                 ObjectId::new("", "ServiceAccount", Some("shop"), "builder"),
                 ObjectId::new("", "ConfigMap", Some("shop"), "settings"),
@@ -529,6 +540,7 @@ mod tests {
     fn only_a_secret_proven_of_the_token_type_is_a_token() {
         let planned = Planned {
             uids: ["uid-builder".to_string()].into(),
+            orphans: false,
             ids: [ObjectId::new("", "ServiceAccount", Some("shop"), "builder")].into(),
         };
         let held = vec![

@@ -302,6 +302,12 @@ pub struct Graph {
     /// owner that is no node and not here counts as live.
     #[serde(skip)]
     pub outside_owners: HashMap<String, Vec<String>>,
+    /// The plan deletes with `--cascade=orphan` (propagation policy `Orphan`): the garbage
+    /// collector removes a planned owner's reference from its dependents instead of deleting
+    /// them, so a planned owner takes nothing by ownership ([`Graph::dying_by_owners`]); what
+    /// it owns stays, and keeps what it needs. A Namespace or CRD still takes its content.
+    #[serde(skip)]
+    pub orphan_dependents: bool,
     #[serde(skip)]
     index: HashMap<ObjectId, usize>,
 }
@@ -403,6 +409,8 @@ pub struct BuildOptions {
     pub infer: bool,
     /// Resource (plural) of each (group, kind), for webhook rules (inference).
     pub plurals: HashMap<(String, String), String>,
+    /// The plan deletes with `--cascade=orphan`: see [`Graph::orphan_dependents`].
+    pub orphan_dependents: bool,
 }
 
 impl BuildOptions {
@@ -424,6 +432,7 @@ impl BuildOptions {
                 .iter()
                 .map(|k| ((k.group.clone(), k.kind.clone()), k.plural.clone()))
                 .collect(),
+            orphan_dependents: false,
         }
     }
 }

@@ -36,6 +36,14 @@ pub struct LiveGraph {
 }
 
 impl LiveGraph {
+    /// The plan deletes with `--cascade=orphan` (`on`): a planned owner takes nothing by
+    /// ownership, in this graph and in every graph built again from it (see
+    /// [`Graph::orphan_dependents`]).
+    pub fn set_orphan_dependents(&mut self, on: bool) {
+        self.build_options.orphan_dependents = on;
+        self.graph.orphan_dependents = on;
+    }
+
     /// Makes nodes of cascade victims — what a planned Namespace or CRD would take with it
     /// ([`crate::cascade::find_cascades`]) — and builds the graph again with them, so that what
     /// they need is inferred by the same rules as for every other node (a custom resource's

@@ -63,6 +63,7 @@ pub fn offline_graph(manifests: &[Manifest], namespace: &str, members: bool, inf
         crd_names,
         infer,
         plurals,
+        orphan_dependents: false,
     };
     let mut graph = build(&inputs, &options);
     graph.mark_referenced(|_| false);

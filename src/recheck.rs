@@ -95,6 +95,7 @@ impl Recheck {
             planned: Planned {
                 uids: plan.waves.iter().flatten().map(|t| t.uid.clone()).collect(),
                 ids: plan.waves.iter().flatten().map(|t| t.id.clone()).collect(),
+                orphans: plan.orphan_dependents,
             },
             accepted_victims: plan
                 .cascades
@@ -323,7 +324,10 @@ impl Recheck {
             return;
         }
         let standing = self.standing(&present);
-        let build = crate::graph::BuildOptions::for_catalog(&self.catalog, false, self.infer);
+        let build = crate::graph::BuildOptions {
+            orphan_dependents: self.planned.orphans,
+            ..crate::graph::BuildOptions::for_catalog(&self.catalog, false, self.infer)
+        };
         let mut now = graph_now(&declaring.objects, &present, &build, &declaring.bodies);
         crate::live::settle_references(&self.session, &mut now.graph, &now.objects).await;
         let mut needed = now.needed(&present, &standing);
@@ -411,6 +415,7 @@ impl Recheck {
         let planned = Planned {
             uids: still.iter().map(|(_, uid)| uid.clone()).collect(),
             ids: still.iter().map(|(id, _)| id.clone()).collect(),
+            orphans: self.planned.orphans,
         };
         let names: HashMap<String, ObjectId> = still.iter().map(|(id, uid)| (uid.clone(), id.clone())).collect();
         let mut taking: HashMap<ObjectId, String> = HashMap::new();
@@ -823,6 +828,7 @@ impl WaveGuard for Recheck {
             &self.done,
             &self.planned.uids,
             self.options,
+            self.planned.orphans,
         ))
     }
 }

@@ -18,7 +18,19 @@ use crate::keep::KeepReason;
 /// its Namespace, and a Namespace deleted around it takes it as a cascade victim. An owner not
 /// known here counts as live. Such an object does not keep its Namespace, and is not "left
 /// behind".
-pub fn dies_with_plan(meta: &ObjectMeta, planned: &HashSet<String>, owners_of: &HashMap<String, Vec<String>>) -> bool {
+///
+/// With `orphans` (the plan deletes with `--cascade=orphan`, see
+/// [`crate::graph::Graph::orphan_dependents`]) nothing dies so: the garbage collector removes the
+/// planned owners' references instead, and an owner that would die only through them stays.
+pub fn dies_with_plan(
+    meta: &ObjectMeta,
+    planned: &HashSet<String>,
+    owners_of: &HashMap<String, Vec<String>>,
+    orphans: bool,
+) -> bool {
+    if orphans {
+        return false;
+    }
     let owners: Vec<&str> = meta.owner_references.iter().flatten().map(|o| o.uid.as_str()).collect();
     let mut on_path = HashSet::new();
     !owners.is_empty()
@@ -170,9 +182,13 @@ mod tests {
         let pod = owned_by("rs-uid", true);
         let planned: HashSet<String> = ["deploy-uid".to_string()].into();
         let owners = HashMap::from([("rs-uid".to_string(), vec!["deploy-uid".to_string()])]);
-        assert!(dies_with_plan(&pod, &planned, &owners));
-        assert!(!dies_with_plan(&pod, &planned, &HashMap::new()));
-        assert!(!dies_with_plan(&ObjectMeta::default(), &planned, &owners));
+        assert!(dies_with_plan(&pod, &planned, &owners, false));
+        assert!(!dies_with_plan(&pod, &planned, &HashMap::new(), false));
+        assert!(
+            !dies_with_plan(&pod, &planned, &owners, true),
+            "--cascade=orphan takes nothing"
+        );
+        assert!(!dies_with_plan(&ObjectMeta::default(), &planned, &owners, false));
     }
 
     #[test]
@@ -194,11 +210,16 @@ mod tests {
             ("loop-a".to_string(), vec!["loop-b".to_string()]),
             ("loop-b".to_string(), vec!["loop-a".to_string()]),
         ]);
-        assert!(dies_with_plan(&owned_by(&["p"]), &planned, &owners));
-        assert!(dies_with_plan(&owned_by(&["p", "rs"]), &planned, &owners));
+        assert!(dies_with_plan(&owned_by(&["p"]), &planned, &owners, false));
+        assert!(dies_with_plan(&owned_by(&["p", "rs"]), &planned, &owners, false));
         // A second, live owner (an untracked ClusterRole the plan keeps) keeps it.
-        assert!(!dies_with_plan(&owned_by(&["p", "clusterrole"]), &planned, &owners));
-        assert!(!dies_with_plan(&owned_by(&["loop-a"]), &planned, &owners));
+        assert!(!dies_with_plan(
+            &owned_by(&["p", "clusterrole"]),
+            &planned,
+            &owners,
+            false
+        ));
+        assert!(!dies_with_plan(&owned_by(&["loop-a"]), &planned, &owners, false));
     }
 
     #[test]

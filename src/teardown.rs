@@ -43,6 +43,9 @@ pub struct PrunePlan {
     /// Whether the plan's graph inferred the edges nobody declared (not `--no-infer`): the
     /// re-check before each wave builds its graph the same way.
     pub infer: bool,
+    /// Whether the plan deletes with `--cascade=orphan`: nothing dies with a planned owner (see
+    /// [`crate::graph::Graph::orphan_dependents`]); the re-check judges the same way.
+    pub orphan_dependents: bool,
     /// Objects left alone, with the reason.
     pub kept: Vec<Kept>,
     /// The stacks torn down (empty for an orphan prune): what the re-check measures marks against.
@@ -209,7 +212,8 @@ pub fn plan(
             graph.nodes[index].status == NodeStatus::Selected
                 && !targets.contains_key(&index)
                 && !dying.contains_key(&index)
-                && object_of(index).is_some_and(|o| !dies_with_plan(&o.meta, &planned_uids, &owners_of))
+                && object_of(index)
+                    .is_some_and(|o| !dies_with_plan(&o.meta, &planned_uids, &owners_of, graph.orphan_dependents))
         };
         let planned: HashSet<usize> = targets.keys().copied().collect();
         let needed: Vec<(usize, KeepReason)> = needed_by_staying(graph, &planned, stays).into_iter().collect();
@@ -271,6 +275,7 @@ pub fn plan(
         waves,
         // Set by the caller, which knows whether the graph inferred (`pruning::finish_plan`).
         infer: false,
+        orphan_dependents: graph.orphan_dependents,
         kept,
         torn_down,
         trackers,

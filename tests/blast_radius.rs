@@ -468,3 +468,135 @@ fn an_untracked_newcomer_in_a_planned_namespace_stops_its_deletion_at_the_rechec
     assert!(exists("secret", Some(&app), "newcomer"));
     let _ = kubectl(&["delete", "namespace", &app, "--wait=false"]);
 }
+
+/// Deletes a cluster-scoped object when dropped (what a test made outside its Namespace).
+struct ClusterObject(&'static str, String);
+
+impl Drop for ClusterObject {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", self.0, &self.1, "--wait=false", "--ignore-not-found"]);
+    }
+}
+
+/// Issue 25: stack `kyv` tracks Namespace `app`, a ClusterRole, and Service and Deployment
+/// `app/kyverno`; an untracked webhook configuration owned by the ClusterRole calls the Service.
+/// By default the webhook dies with its owner: a cascade victim, named. With `--cascade=orphan`
+/// the garbage collector leaves it (its owner reference removed): it is no victim, and it keeps
+/// its backend Service and Deployment (and so their Namespace).
+#[test]
+fn with_cascade_orphan_an_owned_webhook_stays_and_keeps_its_backend() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("orph");
+    let f = flux.0.clone();
+    let run = unique("orph");
+    let app = format!("{run}-t13");
+    let app_ns = ClusterObject("namespace", app.clone());
+    let role = ClusterObject("clusterrole", format!("{run}-admission"));
+    let hook = ClusterObject("validatingwebhookconfiguration", format!("{run}-validate"));
+    let s = flux_labels("kyv", &f);
+    apply(&format!(
+        r#"{ks}apiVersion: v1
+kind: Namespace
+metadata: {{name: {app}, labels: {s}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {role}, labels: {s}}}
+rules: []
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: kyverno-svc, namespace: {app}, labels: {s}}}
+spec:
+  selector: {{app: {run}-kyverno}}
+  ports: [{{port: 443, targetPort: 9443}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: kyverno, namespace: {app}, labels: {s}}}
+spec:
+  replicas: 0
+  selector: {{matchLabels: {{app: {run}-kyverno}}}}
+  template:
+    metadata: {{labels: {{app: {run}-kyverno}}}}
+    spec: {{containers: [{{name: kyverno, image: registry.invalid/kyverno:1}}]}}
+"#,
+        ks = kustomization("kyv", &f, ""),
+        role = role.1,
+    ));
+    let role_uid = uid_of("clusterrole", None, &role.1);
+    // Fails open and matches nothing the tests make: it breaks no other test while it stays.
+    apply(&format!(
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: {name}
+  ownerReferences: [{{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, name: {role}, uid: {role_uid}}}]
+webhooks:
+- name: validate.{run}.stack-test.example.com
+  clientConfig: {{service: {{namespace: {app}, name: kyverno-svc, path: /validate}}}}
+  rules: [{{apiGroups: [{run}.stack-test.example.com], apiVersions: [v1], operations: [CREATE, UPDATE, DELETE], resources: [things]}}]
+  failurePolicy: Ignore
+  sideEffects: None
+  admissionReviewVersions: [v1]
+"#,
+        name = hook.1,
+        role = role.1,
+    ));
+    record_flux_inventories(&f);
+    let webhook = format!("ValidatingWebhookConfiguration.admissionregistration.k8s.io/{}", hook.1);
+
+    // Background (the default): the webhook dies with its ClusterRole: named, refused.
+    let taking = stack(&["prune", "-n", &f, "kustomization/kyv", "--dry-run=client"]).expect_code(4);
+    assert!(
+        taking.stdout.lines().any(|l| l.trim_start().starts_with(&webhook)),
+        "the webhook must be named as a victim\nstdout:\n{}\nstderr:\n{}",
+        taking.stdout,
+        taking.stderr
+    );
+
+    // Orphan: it stays, and keeps its backend.
+    let plan = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/kyv",
+        "--cascade=orphan",
+        "--dry-run=client",
+    ]);
+    let said = format!("stdout:\n{}\nstderr:\n{}", plan.stdout, plan.stderr);
+    assert_eq!(plan.code, 0, "{said}");
+    assert!(!plan.stdout.contains("would also delete"), "{said}");
+    for backend in [
+        format!("Service/{app}/kyverno-svc"),
+        format!("Deployment.apps/{app}/kyverno"),
+    ] {
+        assert!(
+            said.lines()
+                .any(|l| l.contains(&format!("kept: {backend}")) && l.contains(&webhook)),
+            "{backend} must be kept for the webhook\n{said}"
+        );
+    }
+    let done = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/kyv",
+        "--cascade=orphan",
+        "--allow-cascade",
+        "--yes",
+        "--timeout",
+        "60s",
+    ]);
+    let said = format!("stdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);
+    assert_eq!(done.code, 0, "{said}");
+    assert!(exists("validatingwebhookconfiguration", None, &hook.1), "{said}");
+    assert!(exists("service", Some(&app), "kyverno-svc"), "{said}");
+    assert!(exists("deployment", Some(&app), "kyverno"), "{said}");
+    assert!(exists("namespace", None, &app), "{said}");
+    wait_until(std::time::Duration::from_secs(60), || {
+        !exists("clusterrole", None, &role.1)
+    });
+    drop(app_ns);
+}

@@ -280,6 +280,7 @@ impl Cluster {
                 .iter()
                 .map(|k| ((k.group.clone(), k.kind.clone()), k.plural.clone()))
                 .collect(),
+            orphan_dependents: false,
         };
         let mut graph = build(&inputs, &options);
         // `live::graph_of_with` counts the stayers by what they carry as potential victims;

@@ -129,7 +129,7 @@ pub fn owner_cascades(
             || object.is_terminating()
             || !counted.counts(object)
             || made_by_control_plane(&object.id(), &object.meta, &services).is_some()
-            || !dies_with_plan(&object.meta, &planned.uids, &owners_of)
+            || !dies_with_plan(&object.meta, &planned.uids, &owners_of, planned.orphans)
         {
             continue;
         }
@@ -179,7 +179,7 @@ pub fn controlled_children(owned: &[Listed], planned: &Planned) -> Vec<Listed> {
                 && !object.is_terminating()
                 && controlled_from_plan(object.uid(), &controller_of, &planned.uids)
                 && crate::infer::runs_controllers(&object.id())
-                && dies_with_plan(&object.meta, &planned.uids, &owners_of)
+                && dies_with_plan(&object.meta, &planned.uids, &owners_of, planned.orphans)
         })
         .cloned()
         .collect()
@@ -269,6 +269,7 @@ mod tests {
         ];
         let planned = Planned {
             uids: ["owner", "planned"].map(String::from).into(),
+            orphans: false,
             ids: [ObjectId::new("", "ConfigMap", Some("app"), "owner")].into(),
         };
         let names: HashMap<String, ObjectId> = [(

@@ -126,6 +126,7 @@ fn plan_request(args: &PruneArgs) -> PlanRequest {
         skip_unlisted: args.skip_unlisted,
         keep_cascading: args.keep_cascading,
         leftovers: args.leftovers,
+        orphan_dependents: matches!(args.cascade, crate::cli::CascadeArg::Orphan),
     }
 }
 

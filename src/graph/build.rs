@@ -16,7 +16,10 @@ pub fn build(inputs: &[NodeInput], options: &BuildOptions) -> Graph {
     // Edges are indexed by input position below: one input per identity makes it the node index.
     let inputs = merge_duplicates(inputs);
     let inputs = inputs.as_ref();
-    let mut graph = Graph::default();
+    let mut graph = Graph {
+        orphan_dependents: options.orphan_dependents,
+        ..Graph::default()
+    };
     for input in inputs {
         graph.add(input.id.clone(), input.uid.clone(), NodeStatus::Selected);
     }

@@ -75,6 +75,12 @@ impl Graph {
     /// collector decides: every owner is planned, a cascade victim of a planned Namespace or CRD,
     /// or dies so in turn ([`Graph::owners`]; an owner that is no node counts as live, an
     /// ownership cycle proves nothing). Each with the planned objects whose deletion takes it.
+    ///
+    /// With `--cascade=orphan` ([`Graph::orphan_dependents`]) a planned owner takes nothing:
+    /// the garbage collector removes its reference, so it is no owner any more, and what has no
+    /// other owner stays. A Namespace's or CRD's content still dies with it (its controller
+    /// deletes it whatever the policy the Namespace or CRD was deleted with), and so does what
+    /// every remaining owner of which is such content.
     pub fn dying_by_owners(&self, planned: impl Fn(usize) -> bool) -> HashMap<usize, Vec<usize>> {
         let held = self.held_victims(&planned);
         self.owned_victims(&planned, &held)
@@ -281,7 +287,15 @@ impl OwnerChain<'_> {
     /// [`Graph::dying_by_owners`]); `None` when it has no known owner or one of its owners lives.
     /// An ownership cycle proves nothing.
     fn planned_owners(&self, owned: &Owner, on_path: &mut HashSet<Owner>) -> Option<Vec<usize>> {
-        let owners = self.owners_of(owned).filter(|owners| !owners.is_empty())?;
+        let mut owners = self.owners_of(owned)?;
+        if self.graph.orphan_dependents {
+            // Deleted with propagation policy `Orphan`, a planned owner leaves its dependents:
+            // the garbage collector removes its reference from them.
+            owners.retain(|owner| !matches!(owner, Owner::Node(node) if (self.planned)(*node)));
+        }
+        if owners.is_empty() {
+            return None;
+        }
         if !on_path.insert(owned.clone()) {
             return None;
         }
@@ -465,6 +479,83 @@ mod tests {
         for taker in [root, mid, team] {
             assert!(wave_of(user) < wave_of(taker), "{:?}", order.waves);
         }
+    }
+
+    /// Issue 25: with `--cascade=orphan` a planned owner takes nothing by ownership. An
+    /// untracked webhook owned by a planned ClusterRole that needs a planned Service stays (the
+    /// garbage collector orphans it), so it is no victim, orders nothing, and keeps the Service;
+    /// a ConfigMap the ClusterRole owns in a planned Namespace still dies with the Namespace.
+    #[test]
+    fn with_cascade_orphan_what_a_planned_owner_owns_stays_and_keeps_what_it_needs() {
+        let with_uid = |mut input: NodeInput, uid: &str| {
+            input.uid = Some(uid.to_string());
+            input
+        };
+        let graph_with = |orphan_dependents: bool| {
+            let role = with_uid(
+                input(
+                    "rbac.authorization.k8s.io",
+                    "ClusterRole",
+                    None,
+                    "t13-admission",
+                    Some("kyv"),
+                ),
+                "uid-role",
+            );
+            let service = with_uid(input("", "Service", Some("t13"), "kyverno-svc", Some("kyv")), "uid-svc");
+            let namespace = with_uid(input("", "Namespace", None, "t13", Some("kyv")), "uid-ns");
+            let mut webhook = with_uid(
+                input(
+                    "admissionregistration.k8s.io",
+                    "ValidatingWebhookConfiguration",
+                    None,
+                    "t13-resource-validate",
+                    None,
+                ),
+                "uid-webhook",
+            );
+            webhook.owners.push("uid-role".into());
+            webhook.annotations.insert(
+                crate::graph::KPT_DEPENDS_ON.into(),
+                "/namespaces/t13/Service/kyverno-svc".into(),
+            );
+            let mut content = with_uid(input("", "ConfigMap", Some("t13"), "content", None), "uid-content");
+            content.owners.push("uid-role".into());
+            let options = BuildOptions {
+                orphan_dependents,
+                ..Default::default()
+            };
+            let mut graph = build(&[role, service, namespace, webhook, content], &options);
+            graph.victims.insert(4);
+            graph
+        };
+        let (role, service, namespace, webhook, content) = (0, 1, 2, 3, 4);
+        let planned: HashSet<usize> = [role, service, namespace].into();
+
+        // Background (the default): the webhook dies with its ClusterRole, which goes before the
+        // Service the webhook needs.
+        let taking = graph_with(false);
+        let dying = taking.dying_victims(|i| planned.contains(&i));
+        assert_eq!(dying.get(&webhook), Some(&vec![role]));
+        assert_eq!(dying.get(&content), Some(&vec![role, namespace]));
+        assert!(taking
+            .victim_orders(&planned)
+            .iter()
+            .any(|o| o.before == role && o.after == service && o.victim == webhook));
+
+        // Orphan: the webhook stays; it keeps the Service, and orders nothing.
+        let orphaning = graph_with(true);
+        assert!(orphaning.dying_by_owners(|i| planned.contains(&i)).is_empty());
+        let dying = orphaning.dying_victims(|i| planned.contains(&i));
+        assert_eq!(dying.get(&webhook), None);
+        assert_eq!(
+            dying.get(&content),
+            Some(&vec![namespace]),
+            "a Namespace takes its content"
+        );
+        assert!(!orphaning.victim_orders(&planned).iter().any(|o| o.victim == webhook));
+        let needed = crate::safeguards::needed_by_staying(&orphaning, &planned, |i| i == webhook);
+        assert!(needed.contains_key(&service), "{needed:?}");
     }
 
     /// A referenced object (a depends-on target that is no input) lives in its Namespace too.

@@ -46,6 +46,9 @@ pub struct PlanRequest {
     /// Tear down the objects that still carry the mark of a named stack that is already gone
     /// (`--leftovers`); without it they are kept.
     pub leftovers: bool,
+    /// `--cascade=orphan`: the deletions leave what the planned objects own (see
+    /// [`crate::graph::Graph::orphan_dependents`]), so nothing dies with its owner.
+    pub orphan_dependents: bool,
 }
 
 /// The plan of a teardown of the named stacks (the session lists every namespace).
@@ -78,6 +81,7 @@ async fn finish_plan(
 ) -> Result<PrunePlan, UserError> {
     let mut plan = plan_with_cascades(session, planning, request).await?;
     plan.infer = request.infer;
+    plan.orphan_dependents = request.orphan_dependents;
     read_suspended(&session.connection.client, &mut plan.parents)
         .await
         .map_err(|err| UserError::failed(err.to_string()))?;
@@ -146,6 +150,7 @@ async fn plan_with_cascades(
             planned,
             &counted,
             request.list,
+            request.orphan_dependents,
         )
         .await;
         plan.cascades = cascades;
@@ -206,7 +211,8 @@ async fn orphan_planning(
         only_selected: false,
         stayers: infer,
     };
-    let live = graph_of_with(session, listed, &options).await?;
+    let mut live = graph_of_with(session, listed, &options).await?;
+    live.set_orphan_dependents(request.orphan_dependents);
     let chosen: HashMap<usize, String> = targets
         .into_iter()
         .filter_map(|(id, why)| live.graph.find(&id).map(|index| (index, why)))
@@ -232,7 +238,8 @@ fn snapshot(live: &LiveGraph) -> Snapshot<'_> {
 async fn teardown_planning(session: &Session, request: &PlanRequest) -> Result<Planning, UserError> {
     // Every tracked object is a node (not only those under a live tracking object): the members
     // of a stack whose tracking object is already gone are found again by their marks.
-    let live = planning_graph(session, request.list, request.infer).await?;
+    let mut live = planning_graph(session, request.list, request.infer).await?;
+    live.set_orphan_dependents(request.orphan_dependents);
     refuse_unlisted(&live.unlisted, request.skip_unlisted)?;
     let mut gone = Vec::new();
     let mut kept = Vec::new();
@@ -240,7 +247,6 @@ async fn teardown_planning(session: &Session, request: &PlanRequest) -> Result<P
     let indices: Vec<usize> = named.iter().map(|(index, _)| *index).collect();
     let mut chosen = teardown_closure(&live.graph, &indices);
     chosen.extend(named);
-    let mut live = live;
     read_member_records(session, &mut live, chosen.keys().copied()).await;
     Ok(Planning {
         live,

@@ -21,19 +21,25 @@ use crate::safeguards::dies_with_plan;
 
 /// The objects among `objects` that die because every owner of theirs is in `gone` (UIDs of what
 /// the waves run so far deleted) or dies in turn, excluding `planned` ones (they go in their own
-/// wave) and those already gone.
-pub fn dying_with<'a>(objects: &'a [Listed], gone: &HashSet<String>, planned: &HashSet<String>) -> Vec<&'a Listed> {
+/// wave) and those already gone. None with `orphans` (the waves delete with `--cascade=orphan`:
+/// the garbage collector leaves the dependents).
+pub fn dying_with<'a>(
+    objects: &'a [Listed],
+    gone: &HashSet<String>,
+    planned: &HashSet<String>,
+    orphans: bool,
+) -> Vec<&'a Listed> {
     let owners_of = owners_by_uid(objects);
     objects
         .iter()
         .filter(|o| !planned.contains(o.uid()) && !gone.contains(o.uid()))
-        .filter(|o| dies_with_plan(&o.meta, gone, &owners_of))
+        .filter(|o| dies_with_plan(&o.meta, gone, &owners_of, orphans))
         .collect()
 }
 
 /// Lists where the `deleted` objects' dependents can be ([`owned_around`]), and returns what dies
 /// with the waves run so far (`gone`: the UIDs they deleted, these included) and is still there,
-/// as targets to wait for.
+/// as targets to wait for (none with `orphans`: see [`dying_with`]).
 pub async fn children(
     client: &Client,
     catalog: &Catalog,
@@ -41,9 +47,13 @@ pub async fn children(
     gone: &HashSet<String>,
     planned: &HashSet<String>,
     options: ListOptions,
+    orphans: bool,
 ) -> Vec<Target> {
+    if orphans {
+        return Vec::new();
+    }
     let listed = owned_around(client, catalog, deleted.iter().map(|t| &t.id), options).await;
-    dying_with(&listed.objects, gone, planned)
+    dying_with(&listed.objects, gone, planned, false)
         .into_iter()
         .map(|child| crate::teardown::target(child, made_by(child)))
         .collect()
@@ -103,8 +113,13 @@ mod tests {
         ];
         let gone: HashSet<String> = ["deploy", "earlier", "clusterrole"].map(String::from).into();
         let planned: HashSet<String> = ["planned-rs".to_string()].into();
-        let mut found: Vec<&str> = dying_with(&objects, &gone, &planned).iter().map(|o| o.uid()).collect();
+        let mut found: Vec<&str> = dying_with(&objects, &gone, &planned, false)
+            .iter()
+            .map(|o| o.uid())
+            .collect();
         found.sort();
         assert_eq!(found, vec!["both-gone", "cluster-owned", "pod", "referenced", "rs"]);
+        // Deleted with --cascade=orphan, the owners leave them all.
+        assert!(dying_with(&objects, &gone, &planned, true).is_empty());
     }
 }

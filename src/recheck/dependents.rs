@@ -442,7 +442,7 @@ impl GraphNow {
                 && self.objects.get(&graph.nodes[index].id).is_some_and(|o| {
                     !standing.leaving.contains(o.uid())
                         && !standing.victims.contains(o.uid())
-                        && !dies_with_plan(&o.meta, &standing.planned, &owners_of)
+                        && !dies_with_plan(&o.meta, &standing.planned, &owners_of, graph.orphan_dependents)
                 })
         };
         needed_by_staying(graph, &wave, stays)
