@@ -318,6 +318,7 @@ mod tests {
         let planned = Planned {
             uids: ["provider"].map(String::from).into(),
             ids: HashSet::new(),
+            orphans: false,
         };
         let mut names: Vec<String> = controlled_children(&owned, &planned)
             .iter()
