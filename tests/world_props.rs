@@ -5,13 +5,19 @@
 //! Flux HelmRelease, kpt inventory, ApplySet parent, Argo CD Application — or a copy of an
 //! ApplySet parent, which names no stack); an orphan prune of a stack of every tracker
 //! (`--tracker PRESET=VALUE` with its record, if its tool keeps one, and a new desired set),
-//! kapp apps and Flux v1 sync sets included (stacks of their own, orphans only); the re-check
+//! kapp apps and Flux v1 sync sets included (stacks of their own, orphans only) — the desired
+//! set is the documents `-f` would read (objects missing, renamed, moved to the other
+//! namespace, and a document of a kind the cluster does not serve), parsed by
+//! `manifest::parse_text` and resolved through the catalog by `DesiredSet::resolved` as
+//! `orphans::resolve_manifests` does, and refused as a whole when a document cannot be resolved
+//! (`orphans::refuse_unresolved`) unless the world says `--allow-unresolved`; the re-check
 //! before each wave of a teardown on a world changed between two waves (`world/recheck.rs`); and
 //! a rerun on the world the first plan leaves. Each is planned with [`plan`] over the graph
 //! production builds. The glue production runs against a cluster is emulated here, narrowly:
-//! `live::planning_graph` (the tracked objects and the stayers: webhook configurations and
-//! claims, read whole with the other kinds inference reads, the untracked objects that declare a
-//! need, and the Services the webhooks call with what those select), `pruning::teardown_planning` (the
+//! `live::planning_graph` (the tracked objects and the stayers: webhook configurations,
+//! APIServices and claims, read whole with the other kinds inference reads, the untracked objects
+//! that declare a need, and the Services the webhooks and APIServices call with what those
+//! select), `pruning::teardown_planning` (the
 //! closure; `read_member_records`: each torn-down stack's record bounds its members),
 //! `pruning::plan_with_cascades` (what planned Namespaces and CRDs take, judged by
 //! [`cascade_of`], becomes nodes, and the plan is made again), `orphans::find` with a named
@@ -19,15 +25,21 @@
 //!
 //! Invariants, for every world and entry point:
 //! 1. nothing deleted that the oracles keep (a teardown deletes only what every tool marking
-//!    it would delete itself, of stacks torn down; an orphan only what its tool would prune);
+//!    it would delete itself, of stacks torn down; an orphan only what its tool would prune,
+//!    the desired set read by full identity: a renamed or moved object is pruned under its old
+//!    identity, a document of an unserved kind keeps nothing; a desired set with such a document
+//!    deletes nothing unless `--allow-unresolved`);
 //!    after a change between waves, the waves after it delete nothing the oracles keep in the
 //!    changed world (a keep marker added, a Flux policy flipped to `Orphan` or `prune: false`,
 //!    an object re-marked or given a second mark);
 //! 2. every object that dies without being planned (a Namespace's or CRD's cascade), unless it
 //!    goes with all its owners anyway, is named as a victim;
-//! 3. waves respect every edge of the graph among what is deleted;
+//! 3. waves respect every edge of the graph among what is deleted, and the needs the oracle
+//!    reads apart (`oracle_needs`: a custom resource before its operator, a webhook
+//!    configuration or an APIService before its backend Service and the operator behind it, a
+//!    claim before its StorageClass) order what dies;
 //! 4. nothing that stays loses what it needs (its depends-on target, its operator, its webhook's
-//!    backend Service and the operator behind it, its claim's StorageClass);
+//!    or APIService's backend Service and the operator behind it, its claim's StorageClass);
 //! 5. a rerun on the world after the plan plans nothing the first run kept.
 //!
 //! A failing case prints the shrunk world as YAML, to replay against a test cluster. The
@@ -58,7 +70,9 @@
 //! `judge_content`, `judge_owned`), `--keep-cascading`, orphans under `-l` alone
 //! (`orphans::classify_by_recorded_stack` reads records through the API), Helm revision choice
 //! (the record of a HelmRelease here is what its latest and its last deployed revision both
-//! hold), APIServices and PersistentVolumes.
+//! hold), PersistentVolumes, `--allow-empty` (an empty desired set is compared, as with the
+//! flag) and the named stack's namespace rule (`StackRecord::namespace_rule`: every namespaced
+//! document here writes its namespace, so no rule changes what it resolves to).
 
 mod world;
 
@@ -69,7 +83,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use kubectl_stack::cascade::{cascade_of, is_holder, Planned};
 use kubectl_stack::classify::{classify, Desired, Recorded, Verdict};
 use kubectl_stack::collect::{Collection, Listed};
-use kubectl_stack::desired::{DesiredSet, Origin};
+use kubectl_stack::desired::{DesiredSet, NamespaceRule, Origin, Scopes};
 use kubectl_stack::discovery::{Catalog, DiscoverySource, KindInfo};
 use kubectl_stack::graph::tracker_key;
 use kubectl_stack::graph::{build, BuildOptions, Graph, MemberRecord, NodeInput};
@@ -77,6 +91,7 @@ use kubectl_stack::identity::ObjectId;
 use kubectl_stack::infer::SPEC_KINDS;
 use kubectl_stack::infer::{service_selects, services_called};
 use kubectl_stack::keep::{ComparedStack, KeepReason};
+use kubectl_stack::manifest::parse_text;
 use kubectl_stack::stayers::{declares_a_need, is_stayer_kind};
 use kubectl_stack::teardown::{members_of_gone, plan, teardown_closure, Kept, Mode, PrunePlan, Snapshot};
 use kubectl_stack::trackers::{is_tracked, Mark, MarkValue, Preset, Tracker};
@@ -114,6 +129,7 @@ fn catalog() -> Catalog {
             kind("", "Service", true),
             kind("", "PersistentVolumeClaim", true),
             kind(world::STORAGE, "StorageClass", false),
+            kind(world::APIREG, "APIService", false),
         ],
         vec![],
         DiscoverySource::PerGroup,
@@ -564,10 +580,25 @@ fn teardown_start(world: &World, cluster: &Cluster) -> Option<Start> {
 fn orphans_start(world: &World, cluster: &Cluster) -> Option<Start> {
     let tracker = tracker_of(world, world.named);
     let recorded = record_of(world, world.named, false).ok()?;
-    let desired_ids = world
-        .present()
-        .filter(|&i| world.objects[i].desired)
-        .map(|i| world.id(i));
+    // `orphans::resolve_manifests`: the desired documents as `-f` reads them
+    // (`manifest::parse_text`), resolved through the catalog (`DesiredSet::resolved`); a kpt
+    // inventory's namespace is in use (`record_namespace`).
+    let text: String = world
+        .desired_documents()
+        .iter()
+        .map(|document| format!("---\n{document}\n"))
+        .collect();
+    let manifests = parse_text(&text, "desired.yaml").expect("the desired documents parse");
+    let scopes = Scopes::new(Some(&cluster.catalog), &manifests);
+    let mut set = DesiredSet::resolved(&manifests, &scopes, NamespaceRule::Default(APP), Origin::Manifests);
+    if world.stacks[world.named].tool == Tool::Kpt {
+        set.needs.add_namespace(APP);
+    }
+    // `orphans::refuse_unresolved`: a document the cluster cannot resolve makes the set
+    // incomplete: refused as a whole unless `--allow-unresolved`.
+    if !set.unresolved.is_empty() && !world.allow_unresolved {
+        return None;
+    }
     // The stack compared, as `orphans::compared_stack` makes it: the tracker, and a HelmRelease's
     // Helm release as its record names it.
     let aliases = match world.stacks[world.named].tool {
@@ -581,7 +612,7 @@ fn orphans_start(world: &World, cluster: &Cluster) -> Option<Start> {
         _ => Vec::new(),
     };
     let desired = Desired {
-        manifests: Some(DesiredSet::from_ids(desired_ids, Origin::Manifests)),
+        manifests: Some(set),
         recorded,
         tracker: Some(tracker.clone()),
         stack: Some(ComparedStack {
@@ -835,6 +866,7 @@ fn oracle_needs(world: &World, dead: &BTreeMap<usize, Death>) -> Vec<(usize, usi
             needs.push((hook, op, "the operator behind its backend Service"));
         }
     }
+    needs.extend(oracle::api_service_needs(world));
     if let (Some(claim), Some(class)) = (position(Claim), position(StorageClass)) {
         needs.push((claim, class, "the StorageClass whose provisioner deletes its volume"));
     }
@@ -942,17 +974,24 @@ fn check_needs(
 
 /// Invariant 4, the backends: a webhook configuration that stays keeps the Service it calls
 /// and the operator's pods that Service selects (kubernetes `admissionregistration/v1`
-/// `clientConfig.service`; with `failurePolicy: Fail`, every Gizmo change fails without them); a
-/// claim that stays keeps its StorageClass (and with it its provisioner).
+/// `clientConfig.service`; with `failurePolicy: Fail`, every Gizmo change fails without them); an
+/// APIService that stays keeps the Service its `spec.service` names and the operator behind it
+/// (see [`oracle_needs`]); a claim that stays keeps its StorageClass (and with it its
+/// provisioner).
 fn check_backends(world: &World, dead: &BTreeMap<usize, Death>, named: &HashSet<ObjectId>) -> Result<(), String> {
     use world::Shape::{Backend, Claim, Operator, StorageClass, Webhook};
     let position = |shape| world.objects.iter().position(|o| o.shape == shape && o.present);
     let backend = position(Backend);
+    let api_service = oracle::api_service_needs(world)
+        .into_iter()
+        .map(|(who, what, _)| (Some(who), Some(what)));
     let needs = [
         (position(Webhook), backend),
         (position(Webhook), backend.and(position(Operator))),
         (position(Claim), position(StorageClass)),
-    ];
+    ]
+    .into_iter()
+    .chain(api_service);
     // Finding F4 (fixed, always checked): the untracked Service a webhook configuration calls,
     // and what its selector picks, are nodes of a teardown's graph (`stayers::backends`).
     for (who, what) in needs {
@@ -1060,7 +1099,13 @@ fn check_rerun(
 }
 
 fn check(world: &World) -> Result<(), String> {
-    let Some((planned, graph, cluster)) = first_run(world) else {
+    let run = first_run(world);
+    // A desired set with a document of an unserved kind is incomplete: refused as a whole,
+    // nothing deleted, unless `--allow-unresolved` (README, Guards).
+    if world.entry == Entry::Orphans && world.unserved.is_some() && !world.allow_unresolved && run.is_some() {
+        return Err("invariant 1: a desired set with a document of an unserved kind is not refused".into());
+    }
+    let Some((planned, graph, cluster)) = run else {
         return Ok(()); // refused as a whole: nothing deleted
     };
     let ids = planned_ids(&planned);
@@ -1157,6 +1202,9 @@ fn world_stats() {
         *counts.entry(format!("{tool}: worlds")).or_default() += 1;
         let Some((planned, _, _)) = first_run(&world) else {
             *counts.entry(format!("{tool}: refused")).or_default() += 1;
+            if world.unserved.is_some() {
+                *counts.entry(format!("{tool}: refused, an unserved kind")).or_default() += 1;
+            }
             continue;
         };
         let objects = planned_ids(&planned)
@@ -1180,6 +1228,20 @@ fn world_stats() {
         }
         if !planned.cascades.is_empty() {
             *counts.entry(format!("{tool}: names victims")).or_default() += 1;
+        }
+        if world.unserved.is_some() {
+            *counts.entry(format!("{tool}: an unserved kind allowed")).or_default() += 1;
+        }
+        let renamed = world.present().any(|i| {
+            matches!(
+                world.objects[i].desired,
+                world::DesiredAs::Renamed | world::DesiredAs::Moved
+            ) && ids.contains(&world.id(i))
+        });
+        if world.entry == Entry::Orphans && renamed {
+            *counts
+                .entry(format!("{tool}: prunes a renamed or moved object"))
+                .or_default() += 1;
         }
         if let Some((_, deleted, dropped)) = world::recheck::run_changed(&world, &planned) {
             *counts.entry(format!("{tool}: changed between waves")).or_default() += 1;

@@ -1,8 +1,11 @@
 //! Generated worlds for the property tests of issue 29: stacks of several trackers, the objects
 //! they mark and record, and everything around them (copies of marks, second tools' marks, keep
 //! markers of every tool, owners, custom resources with their operator's finalizer, a Namespace
-//! a stack tracks). A world renders as the manifests that make it ([`World::yaml`]), so that a
-//! failing case can be replayed against a test cluster.
+//! a stack tracks, a webhook configuration and an APIService with their backend Services, a
+//! claim and its StorageClass), and, for an orphan prune, the new desired set (objects missing,
+//! renamed, moved to another namespace, and a document of a kind the cluster does not serve). A
+//! world renders as the manifests that make it ([`World::yaml`]), so that a failing case can be
+//! replayed against a test cluster.
 //!
 //! Every format is the producer's own (see `../shared/trackers.md`): Flux
 //! `status.inventory.entries[].id` (`<ns>_<name>_<group>_<Kind>`, fluxcd/pkg `ssa` `ObjMetadata`),
@@ -37,6 +40,14 @@ pub const ARGO: &str = "argoproj.io";
 pub const ARGO_NS: &str = "argocd";
 pub const ADMISSION: &str = "admissionregistration.k8s.io";
 pub const STORAGE: &str = "storage.k8s.io";
+pub const APIREG: &str = "apiregistration.k8s.io";
+/// The API group the operator serves through its APIService (an aggregated API).
+pub const METRICS: &str = "metrics.ops.example.com";
+/// A group no kind of the cluster is served in: a desired document of it cannot be resolved.
+pub const UNSERVED: &str = "ops.example.org";
+/// The special objects after the regular ones (CRD, operator, Namespace, webhook, its backend,
+/// claim, StorageClass, APIService, its backend).
+pub const SPECIALS: usize = 9;
 pub const STACKS: usize = 4;
 pub const OBJECTS: usize = 10;
 
@@ -195,6 +206,35 @@ pub enum Shape {
     Claim,
     /// StorageClass `fast` (provisioner `csi.ops.example.com`).
     StorageClass,
+    /// The operator's APIService `v1.metrics.ops.example.com` (kube-aggregator
+    /// `apiregistration.k8s.io/v1`), served by Service `ops/metrics`.
+    ApiService,
+    /// Service `ops/metrics`: the APIService's backend, selecting the operator's pods.
+    ApiBackend,
+}
+
+/// How an object is in the new desired set of the orphans entry point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DesiredAs {
+    /// Not at all: the tool prunes it.
+    Missing,
+    /// Under its own identity.
+    Same,
+    /// Under another name (`<name>-v2`): its own name is missing, the tool prunes it.
+    Renamed,
+    /// In the other namespace (`app` and `team` swapped; a cluster-scoped object is renamed):
+    /// its own identity is missing, the tool prunes it.
+    Moved,
+}
+
+/// A document of the desired set whose kind the cluster does not serve (no CRD defines it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unserved {
+    /// `Widget` of `ops.example.org`, `app/w1`: it stands for nothing that exists.
+    Widget,
+    /// The kind, namespace and name of regular object `like`, in group `ops.example.org` (an
+    /// `apiVersion` typo): by full identity it is not that object.
+    LookAlike { like: usize },
 }
 
 /// One generated object.
@@ -218,8 +258,8 @@ pub struct Object {
     /// Owners (lower regular indices); the first is the controller when `controller`.
     pub owners: Vec<usize>,
     pub controller: bool,
-    /// In the new desired set of its stacks (the orphans entry point).
-    pub desired: bool,
+    /// How it is in the new desired set of its stacks (the orphans entry point).
+    pub desired: DesiredAs,
 }
 
 /// Which entry point runs on the world.
@@ -260,10 +300,14 @@ pub struct World {
     /// What changes between waves (a teardown's re-check), and after which wave (modulo the
     /// plan's waves).
     pub change: Option<(usize, Change)>,
+    /// Orphans: a document of an unserved kind in the desired set.
+    pub unserved: Option<Unserved>,
+    /// Orphans: `--allow-unresolved` (compare anyway when the desired set has unserved kinds).
+    pub allow_unresolved: bool,
 }
 
 fn change() -> impl Strategy<Value = Change> {
-    let object = 0..OBJECTS + 7; // the regular objects and the seven special ones
+    let object = 0..OBJECTS + SPECIALS; // the regular objects and the special ones
     prop_oneof![
         2 => (object.clone(), 0..KEEP_MARKERS.len()).prop_map(|(object, marker)| Change::Keep { object, marker }),
         1 => (0..STACKS).prop_map(|stack| Change::Orphan { stack }),
@@ -358,7 +402,14 @@ fn object(shape: Shape) -> impl Strategy<Value = Object> {
             prop::option::weighted(0.25, 0..OBJECTS),
             prop::collection::vec(0..OBJECTS, 0..3),
             any::<bool>(),
-            prop::bool::weighted(0.6),
+            // Six in ten under its own identity, two missing, one renamed, one moved (a plain
+            // range: cheaper to generate than a union, and it shrinks to "missing").
+            (0u8..10).prop_map(|n| match n {
+                0 | 1 => DesiredAs::Missing,
+                2 => DesiredAs::Renamed,
+                3 => DesiredAs::Moved,
+                _ => DesiredAs::Same,
+            }),
         ),
     )
         .prop_map(
@@ -414,24 +465,37 @@ pub fn world() -> impl Strategy<Value = World> {
             object(Shape::Backend),
             object(Shape::Claim),
             object(Shape::StorageClass),
+            object(Shape::ApiService),
+            object(Shape::ApiBackend),
         ),
         0..STACKS,
         prop::bool::weighted(0.2),
         prop_oneof![3 => Just(Entry::Teardown), 1 => Just(Entry::Orphans)],
         prop::bool::weighted(0.3),
         prop::option::weighted(0.5, (0..4usize, change())),
+        (
+            prop::option::weighted(
+                0.15,
+                prop_oneof![
+                    Just(Unserved::Widget),
+                    (0..OBJECTS).prop_map(|like| Unserved::LookAlike { like })
+                ],
+            ),
+            any::<bool>(),
+        ),
     )
         .prop_map(
             |(
                 mut stacks,
                 mut objects,
                 (crd, operator, namespace),
-                (webhook, backend, claim, class),
+                (webhook, backend, claim, class, api_service, api_backend),
                 named,
                 name_copy,
                 entry,
                 focus,
                 change,
+                (unserved, allow_unresolved),
             )| {
                 for (index, stack) in stacks.iter_mut().enumerate() {
                     stack.depends_on.retain(|d| *d < index);
@@ -449,15 +513,27 @@ pub fn world() -> impl Strategy<Value = World> {
                     object.depends_on = object.depends_on.filter(|target| *target < index);
                 }
                 let (mut crd, mut webhook, mut backend) = (crd, webhook, backend);
-                for shipped in [&mut crd, &mut webhook, &mut backend] {
+                let (mut api_service, mut api_backend) = (api_service, api_backend);
+                for shipped in [&mut crd, &mut webhook, &mut backend, &mut api_service, &mut api_backend] {
                     if shipped.controller {
                         // Mostly the operator's stack ships its CRD (what infers the finalizer
-                        // edge), its webhook and the webhook's Service.
+                        // edge), its webhook, its APIService and their Services.
                         shipped.marks = operator.marks.clone();
                         shipped.recorded = operator.recorded;
                     }
                 }
-                for mut special in [crd, operator, namespace, webhook, backend, claim, class] {
+                let specials = [
+                    crd,
+                    operator,
+                    namespace,
+                    webhook,
+                    backend,
+                    claim,
+                    class,
+                    api_service,
+                    api_backend,
+                ];
+                for mut special in specials {
                     special.in_team = false;
                     special.marks.truncate(1); // one stack's CRD, operator, Namespace
                     special.owners.clear();
@@ -478,6 +554,7 @@ pub fn world() -> impl Strategy<Value = World> {
                     Tool::Kapp | Tool::FluxV1 => Entry::Orphans,
                     _ => entry,
                 };
+                let orphans = entry == Entry::Orphans;
                 World {
                     stacks,
                     objects,
@@ -485,6 +562,8 @@ pub fn world() -> impl Strategy<Value = World> {
                     name_copy,
                     entry,
                     change,
+                    unserved: unserved.filter(|_| orphans),
+                    allow_unresolved: allow_unresolved && orphans,
                 }
             },
         )
@@ -537,6 +616,8 @@ impl World {
             Shape::Backend => ObjectId::new("", "Service", Some("ops"), "webhook"),
             Shape::Claim => ObjectId::new("", "PersistentVolumeClaim", Some(APP), "data"),
             Shape::StorageClass => ObjectId::new(STORAGE, "StorageClass", None, "fast"),
+            Shape::ApiService => ObjectId::new(APIREG, "APIService", None, &format!("v1.{METRICS}")),
+            Shape::ApiBackend => ObjectId::new("", "Service", Some("ops"), "metrics"),
         }
     }
 
@@ -935,14 +1016,17 @@ impl World {
                 named.namespace.unwrap_or_default()
             ),
             Entry::Orphans => {
-                let desired: Vec<String> = self
-                    .present()
-                    .filter(|&i| self.objects[i].desired)
-                    .map(|i| self.id(i).to_string())
-                    .collect();
+                let documents = self.desired_documents();
+                let mut flags = String::new();
+                if documents.is_empty() {
+                    flags.push_str(" --allow-empty");
+                }
+                if self.allow_unresolved {
+                    flags.push_str(" --allow-unresolved");
+                }
                 format!(
-                    "kubectl stack prune --tracker for {named}, desired: {}",
-                    desired.join(", ")
+                    "kubectl stack prune --tracker for {named}{flags} -f <the desired set below>, desired: {}",
+                    documents.iter().map(document_identity).collect::<Vec<_>>().join(", ")
                 )
             }
         };
@@ -961,7 +1045,74 @@ impl World {
             text.push_str("---\n");
             text.push_str(&serde_saphyr::to_string(&document).unwrap_or_else(|e| format!("# {e}\n")));
         }
+        if self.entry == Entry::Orphans {
+            text.push_str("# the desired set (-f), commented out:\n");
+            for document in self.desired_documents() {
+                text.push_str("# ---\n");
+                let yaml = serde_saphyr::to_string(&document).unwrap_or_else(|e| format!("{e}\n"));
+                for line in yaml.lines() {
+                    text.push_str(&format!("# {line}\n"));
+                }
+            }
+        }
         text
+    }
+
+    /// The identity object `index` has in the new desired set, if it is in it (its own, or
+    /// another: [`DesiredAs`]).
+    pub fn desired_id(&self, index: usize) -> Option<ObjectId> {
+        let id = self.id(index);
+        let renamed = ObjectId {
+            name: format!("{}-v2", id.name),
+            ..id.clone()
+        };
+        match self.objects[index].desired {
+            DesiredAs::Missing => None,
+            DesiredAs::Same => Some(id),
+            DesiredAs::Renamed => Some(renamed),
+            DesiredAs::Moved => match id.namespace.as_deref() {
+                None => Some(renamed),
+                Some(namespace) => Some(ObjectId {
+                    namespace: Some(if namespace == TEAM { APP } else { TEAM }.into()),
+                    ..id
+                }),
+            },
+        }
+    }
+
+    /// The documents of the new desired set (the orphans entry point's `-f`): each object that
+    /// exists and is desired, as its manifest under the identity it has there, then the
+    /// document of an unserved kind.
+    pub fn desired_documents(&self) -> Vec<Value> {
+        let mut documents: Vec<Value> = self
+            .present()
+            .filter_map(|index| {
+                let id = self.desired_id(index)?;
+                let mut body = self.object_body(index);
+                let metadata = body["metadata"].as_object_mut()?;
+                for generated in ["uid", "ownerReferences", "finalizers"] {
+                    metadata.remove(generated);
+                }
+                metadata.insert("name".into(), json!(id.name));
+                metadata.insert("namespace".into(), json!(id.namespace));
+                Some(body)
+            })
+            .collect();
+        let unserved = match self.unserved {
+            None => None,
+            Some(Unserved::Widget) => Some(ObjectId::new(UNSERVED, "Widget", Some(APP), "w1")),
+            Some(Unserved::LookAlike { like }) => Some(ObjectId {
+                group: UNSERVED.into(),
+                ..self.id(like)
+            }),
+        };
+        if let Some(id) = unserved {
+            documents.push(json!({
+                "apiVersion": format!("{UNSERVED}/v1"), "kind": id.kind,
+                "metadata": {"name": id.name, "namespace": id.namespace},
+            }));
+        }
+        documents
     }
 }
 
@@ -994,8 +1145,33 @@ fn spec_of(shape: Shape) -> Vec<(&'static str, Value)> {
             json!({"storageClassName": "fast", "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}),
         )],
         Shape::StorageClass => vec![("provisioner", json!("csi.ops.example.com"))],
+        // kube-aggregator `pkg/apis/apiregistration/v1` `APIServiceSpec`: `service` is a
+        // `ServiceReference` (namespace, name, port); without one the group is served locally.
+        Shape::ApiService => vec![(
+            "spec",
+            json!({"group": METRICS, "version": "v1", "service": {"namespace": "ops", "name": "metrics", "port": 443}, "groupPriorityMinimum": 100, "versionPriority": 100, "insecureSkipTLSVerify": true}),
+        )],
+        Shape::ApiBackend => vec![(
+            "spec",
+            json!({"selector": operator, "ports": [{"port": 443, "targetPort": 4443}]}),
+        )],
         _ => Vec::new(),
     }
+}
+
+/// `Kind.group namespace/name` of a document, as it is written.
+pub fn document_identity(document: &Value) -> String {
+    let text = |pointer: &str| document.pointer(pointer).and_then(Value::as_str).unwrap_or_default();
+    let namespace = match text("/metadata/namespace") {
+        "" => String::new(),
+        namespace => format!("{namespace}/"),
+    };
+    format!(
+        "{} {} {namespace}{}",
+        text("/apiVersion"),
+        text("/kind"),
+        text("/metadata/name")
+    )
 }
 
 /// `apiVersion` of a kind here.

@@ -6,9 +6,11 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use serde_json::Value;
+
 use super::{
     flux_v1_gc_mark, inventory_id, kapp_id, stack_name, Elsewhere, Shape, Tool, World, APP, APPLYSET_KINDS, FLUX,
-    FLUX_HR, FLUX_NS, TEAM,
+    FLUX_HR, FLUX_NS, OPS, TEAM, UNSERVED,
 };
 use kubectl_stack::identity::ObjectId;
 
@@ -242,8 +244,114 @@ pub fn orphan_allows(world: &World, index: usize, strict: bool) -> bool {
     !keep_marked(world, index)
         && (!strict || !marking.other && marking.stacks == [stack])
         && marking.stacks.contains(&stack)
-        && !world.objects[index].desired
         && prunes
+        && {
+            let documents = documents(world);
+            // kpt also keeps what the new set needs (its filters): the other tools do not.
+            let needed = spec.tool == Tool::Kpt && kpt_needed(world, &documents, index);
+            !desired(world, &documents, index) && !needed
+        }
+}
+
+/// A document of the new desired set, read as written: (group of its `apiVersion`, kind,
+/// namespace, name), and the document.
+type Document = ((String, String, Option<String>, String), Value);
+
+/// The documents of the new desired set.
+fn documents(world: &World) -> Vec<Document> {
+    world
+        .desired_documents()
+        .into_iter()
+        .map(|document| {
+            let text = |pointer: &str| document.pointer(pointer).and_then(Value::as_str).map(str::to_string);
+            let api_version = text("/apiVersion").unwrap_or_default();
+            let group = api_version
+                .rsplit_once('/')
+                .map(|(group, _)| group.to_string())
+                .unwrap_or_default();
+            let identity = (
+                group,
+                text("/kind").unwrap_or_default(),
+                text("/metadata/namespace"),
+                text("/metadata/name").unwrap_or_default(),
+            );
+            (identity, document)
+        })
+        .collect()
+}
+
+/// Whether the tools can apply a document: its kind is served. None of group `ops.example.org`
+/// is (the world serves no kind of it, and no CRD of the desired set defines one). The tools
+/// fail on such a document rather than prune anything (kustomize-controller's server-side
+/// dry-run of the whole set, fluxcd/pkg `ssa/manager_apply.go`; kubectl apply returns the
+/// mapping error before its prune, `pkg/cmd/apply/apply.go` `Run`; Helm's upgrade fails building
+/// the manifest, "resource mapping not found"; cli-utils' validator, `pkg/object/validation`,
+/// `ExitEarly`), or Flux v1 drops it from the sync set before its checksums
+/// (`pkg/cluster/kubernetes/manifests.go` `setEffectiveNamespaces`: "will be excluded until its
+/// scope is available"). kubectl-stack refuses such a set; with `--allow-unresolved` the user
+/// vouches that the kind will be served, and the comparison stands on the documents that
+/// resolve: a document of an unserved kind keeps nothing, whatever else it names.
+fn served(identity: &(String, String, Option<String>, String)) -> bool {
+    identity.0 != UNSERVED
+}
+
+/// Whether the new desired set holds object `index`, as the named stack's tool tells objects
+/// apart: by full identity (group, kind, namespace, name: Flux `ObjMetadata`, Helm's and kpt's
+/// `ObjMetadata`, ApplySet's group-kind and name, Argo CD's and kapp's resource keys); Flux v1
+/// by `<namespace>:<kind>/<name>` alone (fluxcd/flux 1.x `pkg/resource/id.go` `MakeID`, the keys
+/// of `collectGarbage`'s `checksums`). An object renamed or moved there is missing under its
+/// own identity: the tool prunes it.
+fn desired(world: &World, documents: &[Document], index: usize) -> bool {
+    let id = world.id(index);
+    let flux_v1 = world.stacks[world.named].tool == Tool::FluxV1;
+    documents.iter().any(|(identity, _)| {
+        let (group, kind, namespace, name) = identity;
+        served(identity)
+            && (flux_v1 || *group == id.group)
+            && if flux_v1 {
+                kind.eq_ignore_ascii_case(&id.kind)
+            } else {
+                *kind == id.kind
+            }
+            && *namespace == id.namespace
+            && *name == id.name
+    })
+}
+
+/// kpt's prune filters on the new desired set (kubernetes-sigs/cli-utils
+/// `pkg/apply/filter/local-namespaces-filter.go`: a Namespace an applied document lives in;
+/// `pkg/apply/filter/dependency-filter.go` with `pkg/object/graph/depends.go`: what an applied
+/// document names in `config.kubernetes.io/depends-on`, and the CRD of an applied document's
+/// custom kind): kpt keeps it.
+fn kpt_needed(world: &World, documents: &[Document], index: usize) -> bool {
+    let id = world.id(index);
+    documents
+        .iter()
+        .filter(|(identity, _)| served(identity))
+        .any(|((group, kind, namespace, _), document)| {
+            let lives_in =
+                id.group.is_empty() && id.kind == "Namespace" && namespace.as_deref() == Some(id.name.as_str());
+            let defines = id.kind == "CustomResourceDefinition"
+                && group == OPS
+                && kind == "Gizmo"
+                && id.name == format!("gizmos.{OPS}");
+            // `<group>/namespaces/<namespace>/<Kind>/<name>`, or `<group>/<Kind>/<name>`.
+            let depends = document
+                .pointer("/metadata/annotations/config.kubernetes.io~1depends-on")
+                .and_then(Value::as_str)
+                .is_some_and(|references| {
+                    references.split(',').any(|reference| {
+                        let fields: Vec<&str> = reference.trim().split('/').collect();
+                        let (group, namespace, kind, name) = match fields[..] {
+                            [group, "namespaces", namespace, kind, name] => (group, Some(namespace), kind, name),
+                            [group, kind, name] => (group, None, kind, name),
+                            _ => return false,
+                        };
+                        group == id.group && namespace == id.namespace.as_deref() && kind == id.kind && name == id.name
+                    })
+                });
+            lives_in || defines || depends
+        })
 }
 
 /// What dies when `planned` is deleted, as the API server and the garbage collector decide
@@ -299,4 +407,24 @@ pub enum Death {
 pub fn owners_die(world: &World, index: usize, dead: &BTreeMap<usize, Death>) -> bool {
     let owners = &world.objects[index].owners;
     !owners.is_empty() && owners.iter().all(|o| dead.contains_key(o))
+}
+
+/// What an APIService that stays needs, as (APIService, what, why): the Service its
+/// `spec.service` names and the operator whose pods that Service selects (kubernetes
+/// kube-aggregator `pkg/apis/apiregistration/v1/types.go`: `APIServiceSpec.Service` is a
+/// `ServiceReference`, namespace and name, to which the API server proxies every request of the
+/// group; `pkg/controllers/status` (`AvailableConditionController`) sets `Available=False` when
+/// that Service or its endpoints are gone, and discovery of the group then fails: the
+/// namespace controller cannot finish deleting any Namespace, the garbage collector's and every
+/// client's discovery of all groups fails). When both die, the APIService must go first.
+pub fn api_service_needs(world: &World) -> Vec<(usize, usize, &'static str)> {
+    let position = |shape| world.objects.iter().position(|o| o.shape == shape && o.present);
+    let mut needs = Vec::new();
+    if let (Some(api), Some(backend)) = (position(Shape::ApiService), position(Shape::ApiBackend)) {
+        needs.push((api, backend, "the Service its APIService proxies to"));
+        if let Some(operator) = position(Shape::Operator) {
+            needs.push((api, operator, "the operator behind its APIService's Service"));
+        }
+    }
+    needs
 }
