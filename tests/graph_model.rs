@@ -2628,8 +2628,6 @@ fn an_operator_two_controllers_down_from_the_plan_keeps_its_root() {
     let (op_ns, use_ns) = (format!("{run}-xp"), format!("{run}-use"));
     let mut leftovers = Leftovers::new();
     leftovers.custom(&format!("buckets.{bucket_group}"), &use_ns);
-    leftovers.custom(&format!("providerrevisions.{group}"), &op_ns);
-    leftovers.custom(&format!("providers.{group}"), &op_ns);
     for namespace in [&op_ns, &use_ns] {
         leftovers.object("namespace", namespace);
     }
@@ -2643,10 +2641,14 @@ fn an_operator_two_controllers_down_from_the_plan_keeps_its_root() {
     leftovers.object("clusterrole", &format!("{run}-provider"));
     leftovers.object("clusterrolebinding", &format!("{run}-provider"));
     let (prov, usage) = (flux_labels("prov", &f), flux_labels("use", &f));
+    // Crossplane's package kinds are cluster-scoped (a namespaced owner of a ClusterRole would
+    // be an invalid owner reference).
+    let cluster_crd =
+        |kind: &str, plural: &str| crd(&group, kind, plural, "{}").replace("scope: Namespaced", "scope: Cluster");
     apply(&format!(
         "{}{}{}",
-        crd(&group, "Provider", "providers", "{}"),
-        crd(&group, "ProviderRevision", "providerrevisions", "{}"),
+        cluster_crd("Provider", "providers"),
+        cluster_crd("ProviderRevision", "providerrevisions"),
         crd(&bucket_group, "Bucket", "buckets", "{}")
     ));
     for resource in [
@@ -2657,16 +2659,16 @@ fn an_operator_two_controllers_down_from_the_plan_keeps_its_root() {
         wait_established(&[&format!("crd/{resource}")], &resource);
     }
     apply(&format!(
-        "{}{}---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {op_ns}}}\n---\napiVersion: {group}/v1\nkind: Provider\nmetadata: {{name: aws, namespace: {op_ns}, labels: {prov}}}\n",
+        "{}{}---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {op_ns}}}\n---\napiVersion: {group}/v1\nkind: Provider\nmetadata: {{name: {run}-aws, labels: {prov}}}\n",
         kustomization("prov", &f, ""),
         kustomization("use", &f, ""),
     ));
-    let provider = uid_of(&format!("providers.{group}"), Some(&op_ns), "aws");
+    let provider = uid_of(&format!("providers.{group}"), None, &format!("{run}-aws"));
     apply(&format!(
-        "apiVersion: {group}/v1\nkind: ProviderRevision\nmetadata: {{name: aws-rev, namespace: {op_ns}, ownerReferences: [{{apiVersion: {group}/v1, kind: Provider, name: aws, uid: {provider}, controller: true}}]}}\n"
+        "apiVersion: {group}/v1\nkind: ProviderRevision\nmetadata: {{name: {run}-aws-rev, ownerReferences: [{{apiVersion: {group}/v1, kind: Provider, name: {run}-aws, uid: {provider}, controller: true}}]}}\n"
     ));
-    let revision = uid_of(&format!("providerrevisions.{group}"), Some(&op_ns), "aws-rev");
-    let owned = format!("ownerReferences: [{{apiVersion: {group}/v1, kind: ProviderRevision, name: aws-rev, uid: {revision}, controller: true}}]");
+    let revision = uid_of(&format!("providerrevisions.{group}"), None, &format!("{run}-aws-rev"));
+    let owned = format!("ownerReferences: [{{apiVersion: {group}/v1, kind: ProviderRevision, name: {run}-aws-rev, uid: {revision}, controller: true}}]");
     apply(&format!(
         r#"---
 apiVersion: v1
@@ -2705,8 +2707,15 @@ metadata: {{name: data-lake, namespace: {use_ns}, labels: {usage}, finalizers: [
     record_flux_inventories(&f);
     let planned = stack(&["prune", "-n", &f, "kustomization/prov", "--dry-run", "-o", "json"]).expect_code(0);
     let lines = json_lines(&planned.stdout);
-    assert_eq!(wave_of(&lines, "Provider", "aws"), None, "{}", planned.stdout);
-    let kept = kept_reason(&lines, "Provider", "aws").unwrap_or_default();
+    let provider = format!("{run}-aws");
+    assert_eq!(
+        wave_of(&lines, "Provider", &provider),
+        None,
+        "{}\n{}",
+        planned.stdout,
+        planned.stderr
+    );
+    let kept = kept_reason(&lines, "Provider", &provider).unwrap_or_default();
     assert!(kept.contains("needed by Bucket"), "{kept}\n{}", planned.stdout);
     for finalized in [("buckets", &use_ns, "data-lake")] {
         let (resource, namespace, name) = finalized;

@@ -178,6 +178,17 @@ fn merge_into(first: &mut NodeInput, other: &NodeInput) {
     if first.uid.is_none() {
         first.uid.clone_from(&other.uid);
     }
+    // The same object read twice (a stayer read whole, a child read by its metadata): what one
+    // reading lacks, the other gives, whichever came first (inference reads the body).
+    if first.body.is_none() {
+        first.body.clone_from(&other.body);
+    }
+    if first.finalizers.is_empty() {
+        first.finalizers.clone_from(&other.finalizers);
+    }
+    if first.owners.is_empty() {
+        first.owners.clone_from(&other.owners);
+    }
 }
 
 fn implicit_edges(
