@@ -24,7 +24,7 @@ pub use flux::{
 };
 pub use helm::helm_manifest;
 pub use helm::HelmRevision;
-use helm::{flux_helm_record, load_helm, no_helm_release};
+use helm::{flux_helm_record, load_helm, no_helm_release, owned_release_record};
 use kpt::load_kpt;
 
 /// `--inventory PRESET=REF`.
@@ -123,6 +123,9 @@ pub struct StackRecord {
     /// A Flux HelmRelease's Helm release (its name and storage namespace, as helm-controller
     /// names it): its marks are the HelmRelease's own.
     pub helm_release: Option<MarkValue>,
+    /// The Flux HelmRelease whose record this is (its name and namespace), when a HelmRelease
+    /// owns the stack's Helm release, whichever preset named it: its marks are the same stack.
+    pub flux_helm_release: Option<MarkValue>,
     /// Why the names its tool applies are not those of a desired set read from files (a Flux
     /// Kustomization that builds with `spec.namePrefix`, ...: see [`refuse_renamed`]).
     pub renamed_by: Option<String>,
@@ -158,6 +161,7 @@ impl From<Inventory> for StackRecord {
             target_namespace: inventory.target_namespace,
             default_namespace: inventory.default_namespace,
             helm_release: None,
+            flux_helm_release: None,
             renamed_by: inventory.renamed_by,
             namespace_required,
             record_namespace: inventory.record_namespace,
@@ -194,6 +198,28 @@ pub async fn load(reference: &InventoryRef, session: &Session) -> Result<Invento
         }
         InventoryRef::ApplySet { parent } => load_applyset(session, parent).await,
     }
+}
+
+/// Reads the record a `--inventory` names, with the tracker of its stack: [`load`], except that
+/// a Helm release a Flux HelmRelease manages is that HelmRelease's record (see [`record_of`]).
+pub async fn load_stack(reference: &InventoryRef, session: &Session) -> Result<(Tracker, StackRecord), UserError> {
+    if let InventoryRef::Helm { name, namespace } = reference {
+        let namespace = namespace
+            .clone()
+            .unwrap_or_else(|| session.connection.namespace.clone());
+        if let Some(owned) = owned_release_record(session, name, &namespace, HelmRevision::LastDeployed).await? {
+            let tracker = Tracker {
+                preset: Preset::Helm,
+                value: Some(MarkValue {
+                    name: name.clone(),
+                    namespace: Some(namespace),
+                }),
+            };
+            return Ok((tracker, owned));
+        }
+    }
+    let loaded = load(reference, session).await?;
+    Ok((loaded.tracker.clone(), loaded.into()))
 }
 
 fn served<'a>(session: &'a Session, group: &str, kind: &str) -> Result<&'a KindInfo, UserError> {
@@ -289,7 +315,11 @@ async fn record_as(
             });
         }
         Preset::FluxHelm => return flux_helm_record(session, &value.name, &namespace, helm_revision).await,
-        Preset::Helm => load_helm(session, &value.name, &namespace, helm_revision).await,
+        Preset::Helm => match owned_release_record(session, &value.name, &namespace, helm_revision).await? {
+            // A release a Flux HelmRelease manages is that HelmRelease's record.
+            Some(owned) => return Ok(owned),
+            None => load_helm(session, &value.name, &namespace, helm_revision).await,
+        },
         Preset::Kpt => load_kpt(session, &value.name).await,
         Preset::ApplySet if value.name.starts_with("applyset-") => {
             match find_applyset_parent(session, &value.name).await? {

@@ -106,6 +106,12 @@ pub enum KeepReason {
         /// What it would take.
         takes: String,
     },
+    /// In the record of a stack torn down but no member of it here: it carries none of the
+    /// stack's marks (a teardown deletes only what they mark).
+    RecordedUnmarked {
+        /// The record.
+        inventory: String,
+    },
     /// Still carries the mark of a named stack that is already gone (`--leftovers` takes it).
     Leftover {
         /// The gone stack.
@@ -152,6 +158,10 @@ impl fmt::Display for KeepReason {
             KeepReason::Cascading { takes } => {
                 write!(f, "--keep-cascading: its deletion would also take {takes}")
             }
+            KeepReason::RecordedUnmarked { inventory } => write!(
+                f,
+                "in {inventory} but carries none of its stack's marks: a teardown deletes only what its stack marks (its tool would delete it)"
+            ),
             KeepReason::Leftover { stack } => {
                 write!(f, "left behind by {stack}, already gone (--leftovers deletes it)")
             }

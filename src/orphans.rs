@@ -246,14 +246,14 @@ async fn named_record(
     let Some(reference) = &desired_args.inventory else {
         return Ok(StackRecord::default());
     };
-    let loaded = inventory::load(&InventoryRef::parse(reference)?, session).await?;
-    if let Recorded::NoInventory { stack, why } = &loaded.recorded {
+    let (tracker, loaded) = inventory::load_stack(&InventoryRef::parse(reference)?, session).await?;
+    if let Some(Recorded::NoInventory { stack, why }) = &loaded.recorded {
         tracing::warn!("{stack} {why}: nothing it records is an orphan");
     }
     if selection.tracker.is_none() && selection.user_selector.is_none() {
-        selection.tracker = Some(loaded.tracker.clone());
+        selection.tracker = Some(tracker);
     }
-    Ok(loaded.into())
+    Ok(loaded)
 }
 
 /// Usage errors: nothing desired, or no stack named.
@@ -618,12 +618,18 @@ async fn stack_judgement(preset: &Preset, value: &MarkValue, judged: &Judged<'_>
 }
 
 /// The stack a desired set describes, as the keep chain asks of it: the tracker, and the Helm
-/// release a Flux HelmRelease's record names (its marks are the HelmRelease's own).
+/// release a Flux HelmRelease's record names and that HelmRelease (their marks are one stack's,
+/// whichever of the two presets named it).
 fn compared_stack(tracker: Option<&Tracker>, stack: &StackRecord) -> Option<ComparedStack> {
-    let aliases = stack.helm_release.iter().map(|release| Mark {
+    let release = stack.helm_release.iter().map(|release| Mark {
         preset: Preset::Helm,
         value: release.clone(),
     });
+    let owner = stack.flux_helm_release.iter().map(|owner| Mark {
+        preset: Preset::FluxHelm,
+        value: owner.clone(),
+    });
+    let aliases = release.chain(owner);
     tracker.map(|tracker| ComparedStack {
         tracker: tracker.clone(),
         aliases: aliases.collect(),

@@ -24,7 +24,7 @@ use crate::safeguards::{dies_with_plan, needed_by_staying};
 use crate::trackers::{MarkValue, Preset, Tracker};
 
 pub use closure::{members_of_gone, teardown_closure};
-use keeps::{ambiguous_members, holders, parent_warnings};
+use keeps::{ambiguous_members, holders, parent_warnings, unplanned_record_members};
 
 /// An object left alone on purpose, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -226,6 +226,8 @@ pub fn plan(
     }
     if teardown {
         kept.extend(ambiguous_members(snapshot, &trackers, &torn_down, &targets));
+        let unplanned = unplanned_record_members(snapshot, &targets, &kept);
+        kept.extend(unplanned);
     }
     let (warnings, parents) = if teardown {
         let planned = targets.keys().filter_map(|&i| object_of(i));

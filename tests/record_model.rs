@@ -1311,3 +1311,131 @@ fn a_manifest_without_namespace_is_refused_where_flux_gives_none() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(exists("configmap", Some(a), "web"));
 }
+
+/// Issue 24 (adversarial review: one record per stack, asked by every path): Helm release `hr`
+/// is owned by Flux HelmRelease `hr` (its `status.storageNamespace` and `status.history` record
+/// it: fluxcd/helm-controller `api/v2` `HelmReleaseStatus`, `internal/action/verify.go`
+/// `VerifySnapshot`), whose `spec.serviceAccountName` may delete ConfigMaps only in its own
+/// namespace. Whichever preset names the release (`--tracker flux-helm=`, `--tracker helm=`,
+/// `--inventory helm=`), it is the HelmRelease's record: its marks are one stack, its account's
+/// denials keep what helm-controller could not delete, and once the HelmRelease is suspended
+/// nothing of it is an orphan (only helm-controller upgrades it). A teardown lists every member
+/// of the record it does not delete under Kept, with why.
+#[test]
+fn a_helm_release_a_helmrelease_owns_is_its_record_whichever_preset_names_it() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("hr-own");
+    let other = Namespace::new("hr-own-b");
+    let (n, b) = (&ns.0, &other.0);
+    let cluster_role = format!("{n}-cr");
+    let _cluster_role = DeleteOnDrop("clusterrole", cluster_role.clone());
+    let meta = |name: &str, namespace: Option<&str>| {
+        let namespace = namespace.map(|ns| format!("\n  namespace: {ns}")).unwrap_or_default();
+        format!(
+            "metadata:\n  name: {name}{namespace}\n  labels: {{helm.toolkit.fluxcd.io/name: hr, helm.toolkit.fluxcd.io/namespace: {n}, app.kubernetes.io/managed-by: Helm}}\n  annotations: {{meta.helm.sh/release-name: hr, meta.helm.sh/release-namespace: {n}}}\n"
+        )
+    };
+    let objects = format!(
+        "---\napiVersion: v1\nkind: ConfigMap\n{}---\napiVersion: v1\nkind: ConfigMap\n{}---\napiVersion: v1\nkind: ConfigMap\n{}---\napiVersion: v1\nkind: Secret\n{}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n{}rules: []\n",
+        meta("hcm-ok", Some(n)),
+        meta("hcm-gone", Some(n)),
+        meta("hcm-other", Some(b)),
+        meta("hsec", Some(n)),
+        meta(&cluster_role, None),
+    );
+    apply(&format!(
+        "---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {{name: hr, namespace: {n}}}\nspec: {{serviceAccountName: deployer}}\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: deployer, namespace: {n}}}\n{}{objects}",
+        may_delete_config_maps(n, "deployer", "")
+    ));
+    let manifest = format!(
+        "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: hcm-ok, namespace: {n}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: hcm-gone, namespace: {n}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: hcm-other, namespace: {b}}}\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: hsec, namespace: {n}}}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {cluster_role}}}\n"
+    );
+    helm_release(n, "hr", &manifest);
+    set_helm_release_status("hr", n, "hr", n);
+    let desired = temp_file(
+        "desired.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: hcm-ok, namespace: {n}}}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {cluster_role}}}\n"
+        ),
+    );
+    let desired = desired.to_str().unwrap();
+    // (1) Both presets name one stack: the same orphan (the account may delete it), the same kept.
+    let flux_helm = format!("flux-helm=hr.{n}");
+    let helm = format!("helm=hr.{n}");
+    for tracker in [&flux_helm, &helm] {
+        let found = stack(&["orphans", "-A", "--tracker", tracker, "-f", desired, "-o", "name"]);
+        assert_eq!(found.code, 1, "{tracker}: {}\n{}", found.stdout, found.stderr);
+        assert!(
+            found.stdout.contains("configmap/hcm-gone"),
+            "{tracker}: {}",
+            found.stdout
+        );
+        for kept in ["hcm-other", "hsec", "hcm-ok"] {
+            assert!(!found.stdout.contains(kept), "{tracker}: {kept} in {}", found.stdout);
+        }
+    }
+    // (2) Suspended, and two of the members no longer carry the HelmRelease's labels: no path
+    // calls anything of the release an orphan, and `--inventory helm=` deletes nothing.
+    for (kind, name, namespace) in [("configmap", "hcm-other", b), ("secret", "hsec", n)] {
+        kubectl_ok(&[
+            "label",
+            kind,
+            name,
+            "-n",
+            namespace,
+            "helm.toolkit.fluxcd.io/name-",
+            "helm.toolkit.fluxcd.io/namespace-",
+        ]);
+    }
+    kubectl_ok(&[
+        "patch",
+        "helmrelease",
+        "hr",
+        "-n",
+        n,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"suspend":true}}"#,
+    ]);
+    for tracker in [&flux_helm, &helm] {
+        let refused = stack(&["orphans", "-A", "--tracker", tracker, "-f", desired, "-o", "name"]);
+        assert_eq!(refused.code, 4, "{tracker}: {}\n{}", refused.stdout, refused.stderr);
+        assert!(refused.stderr.contains("suspend"), "{tracker}: {}", refused.stderr);
+    }
+    let pruned = stack(&["prune", "-A", "--inventory", &helm, "-f", desired, "--yes"]);
+    assert_eq!(pruned.code, 4, "{}\n{}", pruned.stdout, pruned.stderr);
+    for (kind, name, namespace) in [
+        ("configmap", "hcm-other", b),
+        ("secret", "hsec", n),
+        ("configmap", "hcm-gone", n),
+    ] {
+        assert!(exists(kind, Some(namespace), name), "{name}: {}", pruned.stderr);
+    }
+    // (3) The teardown lists every member of the record it does not delete under Kept.
+    let planned = stack(&["prune", "-n", n, "helmrelease/hr", "--dry-run=client"]);
+    let said = format!("{}\n{}", planned.stdout, planned.stderr);
+    for name in ["hcm-other", "hsec"] {
+        let line = said
+            .lines()
+            .find(|line| line.contains(name))
+            .unwrap_or_else(|| panic!("{name} not listed: {said}"));
+        assert!(
+            line.contains("may not delete") || line.contains("suspend"),
+            "{name}: {line}\n{said}"
+        );
+    }
+    assert!(exists("configmap", Some(b), "hcm-other"), "{said}");
+    assert!(exists("secret", Some(n), "hsec"), "{said}");
+}
+
+/// Deletes a cluster-scoped object when dropped, passed or failed (a namespace's objects go
+/// with [`Namespace`]).
+struct DeleteOnDrop(&'static str, String);
+
+impl Drop for DeleteOnDrop {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", self.0, &self.1, "--ignore-not-found", "--wait=false"]);
+    }
+}

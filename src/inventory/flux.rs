@@ -66,6 +66,7 @@ impl FluxStack {
             target_namespace: self.target_namespace,
             default_namespace: None,
             helm_release: None,
+            flux_helm_release: None,
             renamed_by: None,
             record_namespace: None,
         }

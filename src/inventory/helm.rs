@@ -90,11 +90,91 @@ pub(super) async fn flux_helm_record(
                 name: release,
                 namespace: Some(storage),
             });
+            record.flux_helm_release = Some(MarkValue {
+                name: name.to_string(),
+                namespace: Some(namespace.to_string()),
+            });
             Ok(record)
         }
         Err(err) if is_absent(&err) => Err(no_helm_release(&release, &err)),
         Err(err) => Err(err),
     }
+}
+
+/// The record of Helm release `release` (stored in `namespace`) when a Flux HelmRelease owns it:
+/// that HelmRelease's record ([`flux_helm_record`]: its `spec.suspend`, `spec.kubeConfig` and
+/// `spec.serviceAccountName` apply, and its marks are the same stack), whichever preset names
+/// the release. Only helm-controller upgrades or uninstalls a release a HelmRelease manages, so
+/// what `helm upgrade` would prune of it alone is not what happens to it. `None` when no
+/// HelmRelease owns it (see [`owns_release`]); refused when the HelmRelease's cannot be listed
+/// (whether one owns it is then unknown), or when its status records the release but its spec
+/// now names another (helm-controller then uninstalls this one: `ReleaseTargetChanged`).
+pub(super) async fn owned_release_record(
+    session: &Session,
+    release: &str,
+    namespace: &str,
+    revision: HelmRevision,
+) -> Result<Option<StackRecord>, UserError> {
+    let Some(kind) = session.catalog.get(FLUX_HR_GROUP, "HelmRelease") else {
+        return Ok(None);
+    };
+    let listed = crate::collect::list_objects(&session.connection.client, kind, None, None)
+        .await
+        .map_err(|err| {
+            UserError::refused(format!(
+                "whether a Flux HelmRelease manages Helm release {namespace}/{release} is unknown: HelmReleases cannot be listed ({})",
+                session.connection.explain(&err).message
+            ))
+            .hint("only helm-controller upgrades a release a HelmRelease manages; grant list on helmreleases.helm.toolkit.fluxcd.io")
+        })?;
+    let mut owners = listed.iter().filter_map(|object| {
+        let name = object.metadata.name.as_deref()?;
+        let own_namespace = object.metadata.namespace.as_deref()?;
+        owns_release(name, own_namespace, &object.data, release, namespace)
+            .then(|| (name.to_string(), own_namespace.to_string()))
+    });
+    let Some((name, own_namespace)) = owners.next() else {
+        return Ok(None);
+    };
+    if let Some((other, other_namespace)) = owners.next() {
+        return Err(UserError::refused(format!(
+            "Helm release {namespace}/{release} is claimed by HelmReleases {own_namespace}/{name} and {other_namespace}/{other}: which one helm-controller acts for is unknown"
+        )));
+    }
+    let record = flux_helm_record(session, &name, &own_namespace, revision).await?;
+    let asked = MarkValue {
+        name: release.to_string(),
+        namespace: Some(namespace.to_string()),
+    };
+    if record.helm_release.as_ref() != Some(&asked) {
+        return Err(UserError::refused(format!(
+            "Helm release {namespace}/{release} is recorded by HelmRelease {own_namespace}/{name}, whose spec now names another release: helm-controller uninstalls this one on its next reconcile"
+        )));
+    }
+    tracing::info!("Helm release {namespace}/{release} is managed by HelmRelease {own_namespace}/{name}: its record and policy apply");
+    Ok(Some(record))
+}
+
+/// Whether HelmRelease `namespace/name` owns Helm release `release` stored in `storage`, as
+/// helm-controller marks it: its status records the release (fluxcd/helm-controller `api/v2`
+/// `HelmReleaseStatus`: `storageNamespace`, and `history`, the snapshots of the releases it made,
+/// each with its `name`; `internal/action/verify.go` `VerifySnapshot` reads the release by those
+/// and acts only on one whose digest it observed), or, before its first status, its spec names it
+/// ([`helm_release_of`]). helm-controller writes no mark on the release Secret itself.
+pub(super) fn owns_release(name: &str, namespace: &str, object: &Value, release: &str, storage: &str) -> bool {
+    let status_storage = object.pointer("/status/storageNamespace").and_then(Value::as_str);
+    let recorded = status_storage == Some(storage)
+        && object
+            .pointer("/status/history")
+            .and_then(Value::as_array)
+            .is_some_and(|history| {
+                history
+                    .iter()
+                    .any(|snapshot| snapshot.get("name").and_then(Value::as_str) == Some(release))
+            });
+    let named = helm_release_of(name, namespace, object)
+        .is_ok_and(|(named, named_storage)| named == release && named_storage == storage);
+    recorded || named
 }
 
 /// The Helm release a HelmRelease manages and the namespace its storage Secret is in, as
@@ -434,6 +514,26 @@ mod tests {
         let long = "x".repeat(50);
         let refused = helm_release_of(&long, "apps", &serde_json::json!({"spec": {"targetNamespace": "shop"}}));
         assert_eq!(refused.unwrap_err().code, crate::error::exit::REFUSED);
+    }
+
+    /// Issue 24 (adversarial review): a HelmRelease owns the release its status records
+    /// (`status.storageNamespace` and a `status.history` snapshot's name), or, before its first
+    /// status, the one its spec names; a release only alike in name is not its own.
+    #[test]
+    fn a_helmrelease_owns_the_release_its_status_records_or_its_spec_names() {
+        let status = serde_json::json!({
+            "spec": {"releaseName": "renamed"},
+            "status": {"storageNamespace": "s2", "history": [{"name": "hr", "version": 1}]}
+        });
+        assert!(owns_release("hr", "s2", &status, "hr", "s2"));
+        // Its spec's new name is its own as well (helm-controller moves to it).
+        assert!(owns_release("hr", "s2", &status, "renamed", "s2"));
+        assert!(!owns_release("hr", "s2", &status, "hr", "other"));
+        assert!(!owns_release("hr", "s2", &status, "hr2", "s2"));
+        let fresh = serde_json::json!({"spec": {"targetNamespace": "shop"}});
+        assert!(owns_release("web", "apps", &fresh, "shop-web", "apps"));
+        assert!(!owns_release("web", "apps", &fresh, "web", "apps"));
+        assert!(!owns_release("web", "apps", &fresh, "shop-web", "shop"));
     }
 
     #[test]

@@ -514,6 +514,18 @@ fn an_orphan_prune_of_one_stack_keeps_what_another_stack_or_tool_marks_too() {
     };
     assert_eq!(ask(&release_member, &named("flux-helm=h.web", vec![release])), None);
     assert!(ask(&release_member, &named("flux-helm=h.web", Vec::new())).is_some());
+    // Named as the Helm release, a release a HelmRelease owns is that HelmRelease's stack: its
+    // labels are the same stack's (issue 24, adversarial review), and only with that record.
+    let owner = Mark {
+        preset: Preset::FluxHelm,
+        value: MarkValue {
+            name: "h".into(),
+            namespace: Some("web".into()),
+        },
+    };
+    assert_eq!(ask(&release_member, &named("helm=web-h.web", vec![owner])), None);
+    assert!(ask(&release_member, &named("helm=web-h.web", Vec::new()))
+        .is_some_and(|r| r.to_string().contains("flux-helm:web/h")));
 }
 
 /// kpt's prune filters (cli-utils `pkg/apply/filter/local-namespaces-filter.go`,

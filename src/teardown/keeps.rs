@@ -112,3 +112,51 @@ pub(super) fn ambiguous_members(
     found.sort_by(|a, b| a.id.cmp(&b.id));
     found
 }
+
+/// Every member of the record of a planned stack (a Flux HelmRelease's Helm release, a kpt
+/// inventory, a Kustomization's `status.inventory`, ...) that the plan does not delete and no
+/// rule has kept yet, with why: one its tool may not delete (its impersonated account is
+/// denied), or, among those listed, one its stack's policy leaves (suspended, `deletionPolicy:
+/// Orphan`), else one that carries none of the stack's marks. A teardown says what it leaves of every record
+/// it tears down, not only of the objects that carry the stack's marks. A member this run did
+/// not list (outside its namespaces, or already gone) is told only when its tool may not delete
+/// it: whether it exists is unknown.
+pub(super) fn unplanned_record_members(
+    snapshot: &Snapshot,
+    targets: &BTreeMap<usize, String>,
+    kept: &[Kept],
+) -> Vec<Kept> {
+    let graph = snapshot.graph;
+    let planned: HashSet<&ObjectId> = targets.keys().map(|&i| &graph.nodes[i].id).collect();
+    let mut told: HashSet<ObjectId> = kept.iter().map(|k| k.id.clone()).collect();
+    let mut stacks: Vec<usize> = targets
+        .keys()
+        .copied()
+        .filter(|i| graph.inventories.contains_key(i))
+        .collect();
+    stacks.sort_unstable();
+    let mut found = Vec::new();
+    for stack in stacks {
+        let Some(record) = graph.inventories.get(&stack) else {
+            continue;
+        };
+        let mut ids: Vec<&ObjectId> = record.ids.iter().filter(|id| !planned.contains(id)).collect();
+        ids.sort();
+        for id in ids {
+            if !told.insert(id.clone()) {
+                continue;
+            }
+            let listed = snapshot.objects.contains_key(id);
+            let reason = match (record.denied.get(id), graph.orphaning.get(&stack)) {
+                (Some(why), _) => KeepReason::ToolWouldKeep { why: why.clone() },
+                (None, _) if !listed => continue,
+                (None, Some(why)) => KeepReason::ToolWouldKeep { why: why.clone() },
+                (None, None) => KeepReason::RecordedUnmarked {
+                    inventory: record.name.clone(),
+                },
+            };
+            found.push(Kept { id: id.clone(), reason });
+        }
+    }
+    found
+}

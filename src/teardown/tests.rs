@@ -255,6 +255,34 @@ fn a_member_outside_the_kustomizations_inventory_is_kept() {
     assert_eq!(names(&world.teardown(&["apps"])), vec![vec!["copied"], vec!["apps"]]);
 }
 
+/// Issue 24 (adversarial review, 3): every member of a torn-down stack's record that the plan
+/// does not delete is told under Kept with why, also one that no longer carries the stack's marks;
+/// a recorded member this run did not list (gone, or outside its namespaces) is not.
+#[test]
+fn a_recorded_member_the_teardown_leaves_is_told() {
+    let mut world = World::new();
+    let inventory = serde_json::json!({"status": {"inventory": {"entries": [
+        {"id": "shop_applied__ConfigMap", "v": "v1"},
+        {"id": "shop_unlabelled__ConfigMap", "v": "v1"},
+        {"id": "shop_gone__ConfigMap", "v": "v1"},
+    ]}}});
+    world.ks("apps", &[]).body = Some(inventory);
+    world.member("applied", "apps");
+    world.add("", "ConfigMap", Some("shop"), "unlabelled", &[]);
+    let plan = world.teardown(&["apps"]);
+    assert_eq!(names(&plan), vec![vec!["applied"], vec!["apps"]]);
+    assert_eq!(kept(&plan), vec!["unlabelled"], "{:?}", plan.kept);
+    assert_eq!(plan.kept[0].reason.rule(), "recordedUnmarked");
+    assert!(
+        plan.kept[0]
+            .reason
+            .to_string()
+            .contains("carries none of its stack's marks"),
+        "{}",
+        plan.kept[0].reason
+    );
+}
+
 #[test]
 fn an_object_another_stack_also_tracks_is_kept() {
     let mut world = World::new();
