@@ -2717,17 +2717,14 @@ metadata: {{name: data-lake, namespace: {use_ns}, labels: {usage}, finalizers: [
     );
     let kept = kept_reason(&lines, "Provider", &provider).unwrap_or_default();
     assert!(kept.contains("needed by Bucket"), "{kept}\n{}", planned.stdout);
-    for finalized in [("buckets", &use_ns, "data-lake")] {
-        let (resource, namespace, name) = finalized;
-        kubectl(&[
-            "patch",
-            &format!("{resource}.{bucket_group}"),
-            name,
-            "-n",
-            namespace,
-            "--type=json",
-            "-p",
-            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
-        ]);
-    }
+    kubectl(&[
+        "patch",
+        &format!("buckets.{bucket_group}"),
+        "data-lake",
+        "-n",
+        &use_ns,
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ]);
 }
