@@ -57,11 +57,11 @@ pub fn refuse_cascades(plan: &PrunePlan, accepted: bool) -> Result<(), UserError
         .map(|c| format!("{}: {}", c.holder, describe_cascade(c)))
         .collect();
     Err(UserError::refused(format!(
-        "deleting {} Namespace(s)/CRD(s) of the plan would also delete what the plan does not: {}",
+        "deleting {} object(s) of the plan (a Namespace, a CRD or an owner) would also delete what the plan does not: {}",
         plan.cascades.len(),
         holders.join("; ")
     ))
-    .hint("keep those Namespaces and CRDs and prune the rest with --keep-cascading, or accept the loss with --allow-cascade"))
+    .hint("keep those objects and prune the rest with --keep-cascading, or accept the loss with --allow-cascade"))
 }
 
 /// Refuses a teardown that a live parent would undo (see [`crate::parents`]), unless the user
