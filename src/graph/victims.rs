@@ -302,16 +302,13 @@ impl OwnerChain<'_> {
         let mut roots = Some(Vec::new());
         for owner in &owners {
             let found = match owner {
-                // A planned owner that its own planned owners take goes with them, maybe before
-                // its wave: each of them takes what it owns.
-                Owner::Node(node) if (self.planned)(*node) => {
-                    let mut takers = vec![*node];
-                    takers.extend(self.planned_owners(owner, on_path).unwrap_or_default());
-                    Some(takers)
-                }
-                // A victim that its planned owners take too goes with whichever comes first.
-                Owner::Node(node) if self.held.contains_key(node) => {
-                    let mut takers = self.held.get(node).cloned().unwrap_or_default();
+                // A planned owner, or a victim a planned Namespace or CRD holds, goes with its own
+                // planned owners too, whichever comes first: each of them takes what it owns.
+                Owner::Node(node) if (self.planned)(*node) || self.held.contains_key(node) => {
+                    let mut takers = match (self.planned)(*node) {
+                        true => vec![*node],
+                        false => self.held.get(node).cloned().unwrap_or_default(),
+                    };
                     takers.extend(self.planned_owners(owner, on_path).unwrap_or_default());
                     Some(takers)
                 }

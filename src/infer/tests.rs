@@ -771,25 +771,12 @@ fn a_custom_resource_whose_crd_is_no_node_depends_on_the_operator_rbac_names() {
     cr.finalizers = vec!["g.example.com/cleanup".into()];
     let mut unrelated = object("g.example.com", "Db", Some("g-y"), "plain", Some("other"));
     unrelated.finalizers = vec!["elsewhere.example.org/cleanup".into()];
-    let inputs = vec![
-        cr,
-        unrelated,
-        with_body(
-            object("apps", "Deployment", Some("g-op"), "op", Some("op")),
-            json!({"spec": {"template": {"spec": {"serviceAccountName": "op"}}}}),
-        ),
-        object("", "ServiceAccount", Some("g-op"), "op", Some("op")),
-        with_body(
-            object(RBAC_GROUP, "ClusterRole", None, "db-manager", Some("op")),
-            json!({"rules": [{"apiGroups": ["g.example.com"], "resources": ["dbs", "dbs/finalizers"],
-                              "verbs": ["get", "list", "watch", "update", "patch"]}]}),
-        ),
-        with_body(
-            object(RBAC_GROUP, "ClusterRoleBinding", None, "db-manager", Some("op")),
-            json!({"roleRef": {"kind": "ClusterRole", "name": "db-manager"},
-                   "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": "g-op"}]}),
-        ),
-    ];
+    let inputs: Vec<NodeInput> = vec![cr, unrelated]
+        .into_iter()
+        .chain(db_operator(
+            json!({"kind": "ServiceAccount", "name": "op", "namespace": "g-op"}),
+        ))
+        .collect();
     let mut options = options();
     options
         .crd_names
@@ -811,6 +798,27 @@ fn a_custom_resource_whose_crd_is_no_node_depends_on_the_operator_rbac_names() {
     );
 }
 
+/// Stack `op`: Deployment `g-op/op` running as ServiceAccount `op`, and ClusterRole `db-manager`
+/// (it may update `dbs.g.example.com`) bound to `subject`.
+fn db_operator(subject: Value) -> Vec<NodeInput> {
+    vec![
+        with_body(
+            object("apps", "Deployment", Some("g-op"), "op", Some("op")),
+            json!({"spec": {"template": {"spec": {"serviceAccountName": "op"}}}}),
+        ),
+        object("", "ServiceAccount", Some("g-op"), "op", Some("op")),
+        with_body(
+            object(RBAC_GROUP, "ClusterRole", None, "db-manager", Some("op")),
+            json!({"rules": [{"apiGroups": ["g.example.com"], "resources": ["dbs", "dbs/finalizers"],
+                              "verbs": ["get", "list", "watch", "update", "patch"]}]}),
+        ),
+        with_body(
+            object(RBAC_GROUP, "ClusterRoleBinding", None, "db-manager", Some("op")),
+            json!({"roleRef": {"kind": "ClusterRole", "name": "db-manager"}, "subjects": [subject]}),
+        ),
+    ]
+}
+
 /// Order review 8: RBAC names the operator whatever form its binding's subject takes (a `User`
 /// `system:serviceaccount:NS:NAME`, a `Group` `system:serviceaccounts:NS`), and a workload of
 /// the CRD's own stack that is no operator does not hide it (F2, F1).
@@ -825,7 +833,7 @@ fn rbac_names_the_operator_through_every_subject_form_beside_the_crds_own_worklo
     for subject in subjects {
         let mut cr = object("g.example.com", "Db", Some("g-y"), "stays", Some("app"));
         cr.finalizers = vec!["g.example.com/cleanup".into()];
-        let inputs = vec![
+        let inputs: Vec<NodeInput> = vec![
             cr,
             object(
                 "apiextensions.k8s.io",
@@ -835,21 +843,10 @@ fn rbac_names_the_operator_through_every_subject_form_beside_the_crds_own_worklo
                 Some("crds"),
             ),
             deployment("crds", "docs-ui", json!({"app": "docs"}), Some("crds")),
-            with_body(
-                object("apps", "Deployment", Some("g-op"), "op", Some("op")),
-                json!({"spec": {"template": {"spec": {"serviceAccountName": "op"}}}}),
-            ),
-            object("", "ServiceAccount", Some("g-op"), "op", Some("op")),
-            with_body(
-                object(RBAC_GROUP, "ClusterRole", None, "db-manager", Some("op")),
-                json!({"rules": [{"apiGroups": ["g.example.com"], "resources": ["dbs", "dbs/finalizers"],
-                                  "verbs": ["get", "list", "watch", "update", "patch"]}]}),
-            ),
-            with_body(
-                object(RBAC_GROUP, "ClusterRoleBinding", None, "db-manager", Some("op")),
-                json!({"roleRef": {"kind": "ClusterRole", "name": "db-manager"}, "subjects": [subject.clone()]}),
-            ),
-        ];
+        ]
+        .into_iter()
+        .chain(db_operator(subject.clone()))
+        .collect();
         let mut options = options();
         options
             .crd_names
