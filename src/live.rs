@@ -553,10 +553,15 @@ const OWNER_CHAIN_READS: usize = 2000;
 /// UID now) counts as live.
 async fn settle_owner_chain(session: &Session, graph: &mut Graph, refs: Vec<(Option<String>, OwnerReference)>) {
     let node_uids: HashSet<String> = graph.nodes.iter().filter_map(|n| n.uid.clone()).collect();
-    let mut seen: HashSet<String> = HashSet::new();
+    // An owner is read once per scope it is referenced from: a dependent in the wrong scope (a
+    // cluster-scoped object naming a namespaced owner) must not stand in for a valid one, in
+    // whichever order the references come.
+    let mut seen: HashSet<(String, Option<String>)> = HashSet::new();
     let mut pending = refs;
     while !pending.is_empty() {
-        pending.retain(|(_, r)| !node_uids.contains(&r.uid) && seen.insert(r.uid.clone()));
+        pending.retain(|(namespace, r)| {
+            !node_uids.contains(&r.uid) && seen.insert((r.uid.clone(), namespace.clone()))
+        });
         if seen.len() > OWNER_CHAIN_READS {
             tracing::warn!("more than {OWNER_CHAIN_READS} owners outside the graph: the rest count as live");
             pending.truncate(OWNER_CHAIN_READS.saturating_sub(seen.len() - pending.len()));
