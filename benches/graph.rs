@@ -55,8 +55,8 @@ fn once(inputs: &[NodeInput]) -> Duration {
     let start = Instant::now();
     let graph = build(inputs, &BuildOptions::default());
     let targets: HashSet<usize> = (0..graph.nodes.len()).collect();
-    let plan = kubectl_stack::plan::plan_deletion(&graph, &targets).expect("acyclic");
-    let dot = kubectl_stack::graph_output::dot(&graph);
+    let plan = kubectl_stack::prune::plan::plan_deletion(&graph, &targets).expect("acyclic");
+    let dot = kubectl_stack::graph::output::dot(&graph);
     let wall = start.elapsed();
     let elapsed = match (cpu_start, cpu_time()) {
         (Some(before), Some(after)) => after.saturating_sub(before),

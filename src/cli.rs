@@ -7,6 +7,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod mapping;
 
+pub mod commands;
+pub mod complete;
+
 use crate::values::parse_duration;
 pub use mapping::{list_options, selection};
 
@@ -100,7 +103,7 @@ pub struct GlobalArgs {
     pub cache_dir: Option<PathBuf>,
     /// How far this command's discovery may rely on the disk cache (set per command, no flag).
     #[arg(skip)]
-    pub discovery_cache: crate::discovery::CacheUse,
+    pub discovery_cache: crate::cluster::discovery::CacheUse,
     /// The address of the API server (overrides the kubeconfig's; works without a kubeconfig).
     #[arg(
         help_heading = "Connection",
@@ -372,7 +375,7 @@ pub enum CascadeArg {
     Orphan,
 }
 
-impl From<CascadeArg> for crate::execute::Cascade {
+impl From<CascadeArg> for crate::prune::execute::Cascade {
     fn from(arg: CascadeArg) -> Self {
         match arg {
             CascadeArg::Background => Self::Background,

@@ -13,6 +13,12 @@ mod declared;
 mod memberships;
 mod victims;
 
+pub mod infer;
+pub mod live;
+pub mod offline;
+pub mod output;
+pub mod stayers;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
@@ -145,9 +151,9 @@ pub struct MemberRecord {
     pub name: String,
     /// Marks that name the same stack by another tool's mark: a Flux HelmRelease's Helm release
     /// (as helm-controller names it). A teardown of the stack covers them.
-    pub aliases: Vec<(crate::trackers::Preset, crate::trackers::MarkValue)>,
+    pub aliases: Vec<(crate::stack::trackers::Preset, crate::stack::trackers::MarkValue)>,
     /// Why its tool deletes nothing of the stack whatever the marks say, when so: a Flux
-    /// Kustomization with no `status.inventory` it can read (see [`crate::inventory::flux_record`]).
+    /// Kustomization with no `status.inventory` it can read (see [`crate::stack::inventory::flux_record`]).
     pub no_inventory: Option<String>,
     /// Recorded members its tool may not delete, each with why: a Flux stack's
     /// `spec.serviceAccountName` may not delete them (see [`Impersonation::Limited`]), or a
@@ -170,7 +176,7 @@ pub struct NodeInput {
     pub depends_on: Vec<ObjectId>,
     /// Finalizers (inference: a custom resource's finalizer names its controller).
     pub finalizers: Vec<String>,
-    /// The whole object, for the kinds inference reads ([`crate::infer::SPEC_KINDS`]).
+    /// The whole object, for the kinds inference reads ([`crate::graph::infer::SPEC_KINDS`]).
     pub body: Option<Value>,
     /// Offline: the folder the manifest was read from, which stands for the Argo CD application
     /// (sync waves) and the stack (inference) when the object carries no tracker's mark.
@@ -182,7 +188,7 @@ pub struct NodeInput {
     /// its body (see [`Impersonation`]).
     pub impersonation: Impersonation,
     /// A Flux Kustomization's: the `status.inventory` entries recorded at a version the cluster
-    /// no longer serves, each with why (see [`crate::inventory::unmapped_entries`]), read with its
+    /// no longer serves, each with why (see [`crate::stack::inventory::unmapped_entries`]), read with its
     /// body: kustomize-controller cannot delete them.
     pub unmapped: std::collections::BTreeMap<ObjectId, String>,
 }
@@ -259,11 +265,11 @@ pub struct Graph {
     pub nodes: Vec<Node>,
     /// Dependencies: declared, and implicit (CRD, Namespace).
     pub edges: Vec<Edge>,
-    /// Inferred dependencies ([`crate::infer`]): they order, they never pull an object into a
+    /// Inferred dependencies ([`crate::graph::infer`]): they order, they never pull an object into a
     /// teardown.
     pub inferred: Vec<Edge>,
     /// Inferred needs that order nothing: each would close a cycle with declared edges, which
-    /// win the order ([`crate::infer::add_acyclic`]). They still keep: what stays keeps what it
+    /// win the order ([`crate::graph::infer::add_acyclic`]). They still keep: what stays keeps what it
     /// needs whether or not the need can order a plan (a webhook of a stack that depends on
     /// its backend's stack).
     pub unordered: Vec<Edge>,
@@ -281,13 +287,13 @@ pub struct Graph {
     pub inert: HashMap<usize, String>,
     /// What each tracking object's tool records as its members (a Flux Kustomization's
     /// `status.inventory`, see [`flux_inventory_of`]; a teardown adds the records of its other
-    /// stacks, read with [`crate::inventory::record_of`]): on deletion, that tool deletes only
+    /// stacks, read with [`crate::stack::inventory::record_of`]): on deletion, that tool deletes only
     /// these objects.
     #[serde(skip)]
     pub inventories: HashMap<usize, MemberRecord>,
     /// The cascade victims among the nodes: objects a planned Namespace or CRD would take with
     /// it although no plan deletes them (a prune makes them nodes once found, see
-    /// [`crate::live::LiveGraph::add_victims`]). Each dies when a planned Namespace or CRD it
+    /// [`crate::graph::live::LiveGraph::add_victims`]). Each dies when a planned Namespace or CRD it
     /// lives in is deleted and stays otherwise ([`Graph::dying_victims`]); what it needs orders
     /// that holder ([`Graph::victim_orders`]).
     #[serde(skip)]
@@ -298,7 +304,7 @@ pub struct Graph {
     pub owners: HashMap<usize, Vec<Owner>>,
     /// The owners (UIDs) of the objects that are no nodes but own a node, up the chain (a
     /// ReplicaSet between a planned Deployment and a Pod that is a node): read beside the graph
-    /// ([`crate::live`]), so that the garbage collector's all-owners rule sees through them. An
+    /// ([`crate::graph::live`]), so that the garbage collector's all-owners rule sees through them. An
     /// owner that is no node and not here counts as live.
     #[serde(skip)]
     pub outside_owners: HashMap<String, Vec<String>>,
@@ -405,7 +411,7 @@ pub struct BuildOptions {
     pub members: bool,
     /// CRD object name (`plural.group`) of each custom (group, kind), for the implicit CR -> CRD edge.
     pub crd_names: HashMap<(String, String), String>,
-    /// Infer the edges nobody declared ([`crate::infer`]).
+    /// Infer the edges nobody declared ([`crate::graph::infer`]).
     pub infer: bool,
     /// Resource (plural) of each (group, kind), for webhook rules (inference).
     pub plurals: HashMap<(String, String), String>,
@@ -418,7 +424,7 @@ impl BuildOptions {
     /// for new dependents alike: the CRD name and the plural of every kind the catalog serves
     /// (a custom resource's edge to its CRD, its finalizer's to its operator, a webhook rule's
     /// resources), with members and inference as asked.
-    pub fn for_catalog(catalog: &crate::discovery::Catalog, members: bool, infer: bool) -> Self {
+    pub fn for_catalog(catalog: &crate::cluster::discovery::Catalog, members: bool, infer: bool) -> Self {
         let kinds = catalog.kinds();
         Self {
             members,

@@ -1,17 +1,23 @@
 //! kubectl-stack: ordered, safe pruning and dependency graphs for GitOps stacks.
 //!
-//! The data flows through small modules: [`client`] (kubeconfig) -> [`discovery`] -> [`collect`]
-//! (metadata lists) -> [`trackers`] (who tracks what, keep markers) -> [`manifest`], [`desired`]
-//! and [`inventory`] (what should exist) -> [`classify`] (orphans, by each tool's rules in [`policy`];
-//! [`orphans`] finds them) -> [`graph`]
-//! (with [`infer`]: the edges nobody declared) -> [`plan`]
-//! (waves; [`teardown`] decides what a prune takes, applying [`safeguards`]; [`cascade`] finds
-//! what its Namespaces and CRDs would take with them, [`parents`] what would re-create it,
-//! [`plan_file`] saves and compares it) -> [`execute`]
-//! (delete, wait; [`recheck`] before every wave, [`suspend`] around Flux objects) -> [`render`],
-//! [`graph_output`] and [`prune_report`]. [`stuck`] and
-//! [`finalize`] are the break-glass path, [`complete`] the shell completion. [`commands`]
-//! composes them; `main.rs` only calls [`run`].
+//! The library is six layers, each a folder; a layer imports only the layers below it
+//! (`scripts/layers.sh` checks it):
+//!
+//! - [`cli`]: the flags in kubectl's conventions, the commands that compose the layers below,
+//!   and shell completion; `main.rs` only calls [`run`].
+//! - [`prune`]: planning (waves, safeguards, cascades, re-creating parents), the plan file, the
+//!   run (re-check before every wave, Flux suspensions, delete, wait) and its report.
+//! - [`breakglass`]: `stuck` (why a deletion hangs) and `unstick` (removing finalizers).
+//! - [`graph`]: one graph of what dies and what stays: edges declared, structural and inferred,
+//!   built from the live cluster or from manifests, and its output (table, JSON, tree, DOT).
+//! - [`stack`]: which objects belong to which stack: the trackers' marks, each tool's record,
+//!   manifests and desired sets, classification, the tools' policies, the one keep chain, and
+//!   the orphan finder.
+//! - [`cluster`]: the kubeconfig and client, discovery, the one lister, retries and the session.
+//!
+//! Beneath them, shared by all: [`identity`] (what names an object), [`error`] (typed errors
+//! and exit codes), [`values`] (kubectl-format values such as durations) and [`render`] (the
+//! output primitives: tables, JSON and YAML documents, stdout).
 
 #![warn(missing_docs)]
 
@@ -34,50 +40,15 @@ macro_rules! say_part {
     }};
 }
 
-pub mod bystanders;
-pub mod cascade;
-pub mod classify;
+pub mod breakglass;
 pub mod cli;
-pub mod client;
-pub mod collect;
-pub mod commands;
-pub mod complete;
-pub mod desired;
-pub mod discovery;
+pub mod cluster;
 pub mod error;
-pub mod execute;
-pub mod finalize;
-#[cfg(test)]
-mod fixtures;
 pub mod graph;
-pub mod graph_output;
 pub mod identity;
-pub mod infer;
-pub mod inventory;
-pub mod keep;
-pub mod listing;
-pub mod live;
-pub mod manifest;
-pub mod offline;
-pub mod orphans;
-pub mod parents;
-pub mod plan;
-pub mod plan_file;
-pub mod plan_table;
-pub mod policy;
-pub mod proxy;
-pub mod prune_report;
-pub mod pruning;
-pub mod recheck;
+pub mod prune;
 pub mod render;
-pub mod retry;
-pub mod safeguards;
-pub mod session;
-pub mod stayers;
-pub mod stuck;
-pub mod suspend;
-pub mod teardown;
-pub mod trackers;
+pub mod stack;
 pub mod values;
 
 use std::ffi::OsString;
@@ -100,7 +71,12 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> ExitCode {
     if cli.global.namespace.as_deref() == Some("") {
         cli.global.namespace = None;
     }
-    if let Some(namespace) = cli.global.namespace.as_deref().filter(|n| !desired::is_dns_label(n)) {
+    if let Some(namespace) = cli
+        .global
+        .namespace
+        .as_deref()
+        .filter(|n| !stack::desired::is_dns_label(n))
+    {
         say!(
             "error: invalid namespace {namespace:?}: a namespace is a DNS-1123 label (lower-case letters, digits and '-', at most 63)"
         );
@@ -119,7 +95,7 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> ExitCode {
         }
     };
     let destructive = matches!(cli.command, cli::Command::Prune(_) | cli::Command::Unstick(_));
-    let code = match runtime.block_on(commands::dispatch(cli)) {
+    let code = match runtime.block_on(cli::commands::dispatch(cli)) {
         Ok(code) => code,
         Err(err) => report(&err),
     };

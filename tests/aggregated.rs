@@ -12,7 +12,7 @@ mod proxy;
 use std::collections::BTreeSet;
 
 use common::*;
-use kubectl_stack::discovery::{discover, Catalog, DiscoverySource};
+use kubectl_stack::cluster::discovery::{discover, Catalog, DiscoverySource};
 use proxy::{Proxy, Record};
 
 const MODES: [&str; 2] = ["v2", "v2beta1"];
@@ -68,11 +68,11 @@ fn kubectl_1_32_takes_the_proxys_aggregated_answers() {
 }
 
 async fn catalog_through(kubeconfig: &std::path::Path) -> Catalog {
-    let args = kubectl_stack::client::ConnectOptions {
+    let args = kubectl_stack::cluster::client::ConnectOptions {
         kubeconfig: Some(kubeconfig.to_path_buf()),
         ..Default::default()
     };
-    let client = kubectl_stack::client::connect(&args).await.unwrap().client;
+    let client = kubectl_stack::cluster::client::connect(&args).await.unwrap().client;
     discover(&client).await.unwrap()
 }
 

@@ -5,15 +5,15 @@ mod common;
 mod proxy;
 
 use common::*;
-use kubectl_stack::discovery::{discover, discover_aggregated, DiscoverySource};
+use kubectl_stack::cluster::discovery::{discover, discover_aggregated, DiscoverySource};
 use proxy::{Proxy, Record};
 
 async fn client() -> kube::Client {
-    let args = kubectl_stack::client::ConnectOptions {
+    let args = kubectl_stack::cluster::client::ConnectOptions {
         kubeconfig: Some(cluster().admin.clone()),
         ..Default::default()
     };
-    kubectl_stack::client::connect(&args).await.unwrap().client
+    kubectl_stack::cluster::client::connect(&args).await.unwrap().client
 }
 
 #[tokio::test(flavor = "multi_thread")]

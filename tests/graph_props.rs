@@ -13,8 +13,8 @@ use kubectl_stack::graph::{
     build, BuildOptions, Graph, NodeInput, ARGO_SYNC_WAVE, KAPP_CHANGE_GROUP, KAPP_CHANGE_RULE, KPT_DEPENDS_ON,
 };
 use kubectl_stack::identity::ObjectId;
-use kubectl_stack::manifest::parse_text;
-use kubectl_stack::plan::{plan_deletion, planning_order};
+use kubectl_stack::prune::plan::{plan_deletion, planning_order};
+use kubectl_stack::stack::manifest::parse_text;
 
 const KINDS: [(&str, &str); 10] = [
     ("", "ConfigMap"),

@@ -257,17 +257,19 @@ async fn the_test_op_refuses_when_finalizers_changed_in_between() {
         0
     );
 
-    let args = kubectl_stack::client::ConnectOptions {
+    let args = kubectl_stack::cluster::client::ConnectOptions {
         kubeconfig: Some(cluster().admin.clone()),
         ..Default::default()
     };
-    let connection = kubectl_stack::client::connect(&args).await.unwrap();
-    let catalog = kubectl_stack::discovery::discover(&connection.client).await.unwrap();
+    let connection = kubectl_stack::cluster::client::connect(&args).await.unwrap();
+    let catalog = kubectl_stack::cluster::discovery::discover(&connection.client)
+        .await
+        .unwrap();
     let kind = catalog.get("", "ConfigMap").unwrap().clone();
-    let api = kubectl_stack::collect::api_for(&connection.client, &kind, Some(&n));
+    let api = kubectl_stack::cluster::collect::api_for(&connection.client, &kind, Some(&n));
     let read = api.get("raced").await.unwrap();
-    let removal = kubectl_stack::finalize::Removal::Named(vec!["stack-test.example.com/a".into()]);
-    let change = kubectl_stack::finalize::FinalizerChange::plan(&read, false, &removal);
+    let removal = kubectl_stack::breakglass::unstick::Removal::Named(vec!["stack-test.example.com/a".into()]);
+    let change = kubectl_stack::breakglass::unstick::FinalizerChange::plan(&read, false, &removal);
 
     // A controller finishes its own work after we read, and removes its finalizer.
     let added = kubectl(&[
@@ -283,11 +285,12 @@ async fn the_test_op_refuses_when_finalizers_changed_in_between() {
     ]);
     assert_eq!(added.code, 0, "{}", added.stderr);
 
-    let result = kubectl_stack::finalize::apply_change(&connection.client, &kind, &read, &change, false).await;
+    let result =
+        kubectl_stack::breakglass::unstick::apply_change(&connection.client, &kind, &read, &change, false).await;
     match result {
         Err(stopped) => {
             assert!(
-                matches!(stopped.error, kubectl_stack::finalize::UnstickError::Changed),
+                matches!(stopped.error, kubectl_stack::breakglass::unstick::UnstickError::Changed),
                 "{stopped:?}"
             );
             assert_eq!(stopped.done, Default::default(), "nothing was changed");
@@ -310,8 +313,12 @@ async fn the_test_op_refuses_when_finalizers_changed_in_between() {
 
     // Read again: now it goes through.
     let fresh = api.get("raced").await.unwrap();
-    let change = kubectl_stack::finalize::FinalizerChange::plan(&fresh, false, &kubectl_stack::finalize::Removal::All);
-    kubectl_stack::finalize::apply_change(&connection.client, &kind, &fresh, &change, false)
+    let change = kubectl_stack::breakglass::unstick::FinalizerChange::plan(
+        &fresh,
+        false,
+        &kubectl_stack::breakglass::unstick::Removal::All,
+    );
+    kubectl_stack::breakglass::unstick::apply_change(&connection.client, &kind, &fresh, &change, false)
         .await
         .unwrap();
     wait_until(Duration::from_secs(20), || !exists("configmap", Some(&n), "raced"));

@@ -226,20 +226,20 @@ async fn prune_blockers_are_explained_with_the_same_chains() {
         namespace: Some(n.clone()),
         ..Default::default()
     };
-    let session = kubectl_stack::session::Session::open(&global).await.unwrap();
+    let session = kubectl_stack::cluster::session::Session::open(&global).await.unwrap();
     let kind = session.catalog.get("", "ConfigMap").unwrap().clone();
     // What a timed-out wave reports: the object it waited for.
     let blockers = vec![(
         kind,
         kubectl_stack::identity::ObjectId::new("", "ConfigMap", Some(&n), "a"),
     )];
-    let report = kubectl_stack::stuck::explain_blockers(&session, &blockers).await;
+    let report = kubectl_stack::breakglass::stuck::explain_blockers(&session, &blockers).await;
     assert_eq!(report.entries.len(), 3);
     assert_eq!(report.chains.len(), 1);
     let cut = &report.chains[0].cuts[0];
     assert_eq!(report.entries[cut.entry].object.name(), "c");
     assert_eq!(cut.finalizers, vec![HOLD.to_string()]);
-    let text = kubectl_stack::stuck::chains::render_text(&report);
+    let text = kubectl_stack::breakglass::stuck::chains::render_text(&report);
     assert!(
         text.contains(&format!("kubectl stack unstick -n {n} configmaps/c --finalizer {HOLD}")),
         "{text}"

@@ -96,21 +96,21 @@ use kube::core::ObjectMeta;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use kubectl_stack::cascade::{cascade_of, is_holder, Planned};
-use kubectl_stack::classify::{classify, Desired, Recorded, Verdict};
-use kubectl_stack::collect::{Collection, Listed};
-use kubectl_stack::desired::{DesiredSet, NamespaceRule, Origin, Scopes};
-use kubectl_stack::discovery::{Catalog, DiscoverySource, KindInfo};
+use kubectl_stack::cluster::collect::{Collection, Listed};
+use kubectl_stack::cluster::discovery::{Catalog, DiscoverySource, KindInfo};
+use kubectl_stack::graph::infer::SPEC_KINDS;
+use kubectl_stack::graph::infer::{service_selects, services_called};
+use kubectl_stack::graph::stayers::{declares_a_need, is_stayer_kind};
 use kubectl_stack::graph::tracker_key;
 use kubectl_stack::graph::{build, BuildOptions, Graph, MemberRecord, NodeInput};
 use kubectl_stack::identity::ObjectId;
-use kubectl_stack::infer::SPEC_KINDS;
-use kubectl_stack::infer::{service_selects, services_called};
-use kubectl_stack::keep::{ComparedStack, KeepReason};
-use kubectl_stack::manifest::parse_text;
-use kubectl_stack::stayers::{declares_a_need, is_stayer_kind};
-use kubectl_stack::teardown::{members_of_gone, plan, teardown_closure, Kept, Mode, PrunePlan, Snapshot};
-use kubectl_stack::trackers::{is_tracked, Mark, MarkValue, Preset, Tracker};
+use kubectl_stack::prune::cascade::{cascade_of, is_holder, Planned};
+use kubectl_stack::prune::teardown::{members_of_gone, plan, teardown_closure, Kept, Mode, PrunePlan, Snapshot};
+use kubectl_stack::stack::classify::{classify, Desired, Recorded, Verdict};
+use kubectl_stack::stack::desired::{DesiredSet, NamespaceRule, Origin, Scopes};
+use kubectl_stack::stack::keep::{ComparedStack, KeepReason};
+use kubectl_stack::stack::manifest::parse_text;
+use kubectl_stack::stack::trackers::{is_tracked, Mark, MarkValue, Preset, Tracker};
 
 use world::oracle::{self, Death};
 use world::{stack_name, Entry, Tool, World, APP, CRD, FLUX, FLUX_HR, FLUX_NS, OPS};
@@ -454,7 +454,7 @@ fn read_member_records(world: &World, graph: &mut Graph, objects: &HashMap<Objec
         let Some((preset, _)) = tracker_key(object) else {
             continue;
         };
-        if !kubectl_stack::recheck::keeps_record_beside(preset) {
+        if !kubectl_stack::prune::recheck::keeps_record_beside(preset) {
             continue;
         }
         let Some(stack) = (0..world.stacks.len()).find(|s| world.tracker_id(*s) == object.id()) else {

@@ -1,11 +1,11 @@
 //! From flags to the library's options: the only place that knows both.
 
 use super::{GlobalArgs, ListTuning, SelectionArgs};
-use crate::client::ConnectOptions;
-use crate::collect::ListOptions;
+use crate::cluster::client::ConnectOptions;
+use crate::cluster::collect::ListOptions;
+use crate::cluster::session::SessionOptions;
 use crate::error::UserError;
-use crate::session::SessionOptions;
-use crate::trackers::{Selection, Tracker};
+use crate::stack::trackers::{Selection, Tracker};
 
 impl GlobalArgs {
     /// The connection flags, for the client.

@@ -110,12 +110,12 @@ fn owners_of(graph: &Graph, inputs: &[NodeInput]) -> HashMap<usize, Vec<super::O
 
 /// Adds the inferred edges; one that would close a cycle is dropped with a warning naming it.
 fn add_inferred(graph: &mut Graph, inputs: &[NodeInput], options: &BuildOptions) {
-    let known = crate::infer::Known {
+    let known = crate::graph::infer::Known {
         crd_names: options.crd_names.clone(),
         plurals: options.plurals.clone(),
     };
-    let candidates = crate::infer::candidates(inputs, &known);
-    let dropped = crate::infer::add_acyclic(graph, candidates);
+    let candidates = crate::graph::infer::candidates(inputs, &known);
+    let dropped = crate::graph::infer::add_acyclic(graph, candidates);
     for dropped in &dropped {
         tracing::warn!(
             "inferred edge {} -> {} ({}) orders nothing: it would close a dependency cycle with declared ones, which win (it still keeps what it needs)",
@@ -349,7 +349,7 @@ mod tests {
         let id = |name: &str| graph.find(&ObjectId::new("", "ConfigMap", Some("t"), name)).unwrap();
         let edges: Vec<(usize, usize)> = graph.edges.iter().map(|e| (e.from, e.to)).collect();
         assert_eq!(edges, vec![(id("app"), id("a")), (id("app"), id("b"))]);
-        let plan = crate::plan::plan_deletion(&graph, &(0..graph.nodes.len()).collect()).unwrap();
+        let plan = crate::prune::plan::plan_deletion(&graph, &(0..graph.nodes.len()).collect()).unwrap();
         assert_eq!(plan.waves, vec![vec![id("app")], vec![id("a"), id("b")]]);
     }
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::memberships::object_meta;
 use super::{Edge, EdgeKind, NodeInput, ARGO_SYNC_WAVE, KAPP_CHANGE_GROUP, KAPP_CHANGE_RULE, KPT_DEPENDS_ON};
 use crate::identity::ObjectId;
-use crate::trackers::{marks, Preset};
+use crate::stack::trackers::{marks, Preset};
 
 /// Argo CD: objects of one app in wave N depend on the objects of the nearest earlier wave
 /// (earlier waves follow transitively). No annotation means wave 0.

@@ -6,9 +6,9 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 
 use super::{Membership, NodeInput};
-use crate::collect::Listed;
+use crate::cluster::collect::Listed;
 use crate::identity::ObjectId;
-use crate::trackers::{applyset_id, marks, Mark, MarkValue, Preset, APPLYSET_ID};
+use crate::stack::trackers::{applyset_id, marks, Mark, MarkValue, Preset, APPLYSET_ID};
 
 pub(crate) fn object_meta(input: &NodeInput) -> kube::core::ObjectMeta {
     kube::core::ObjectMeta {
@@ -161,7 +161,7 @@ pub fn orphans_members(input: &NodeInput) -> Option<String> {
     let kind = (input.id.group.as_str(), input.id.kind.as_str());
     let body = input.body.as_ref()?;
     let spec = body.get("spec")?;
-    let lifted = input.annotations.contains_key(crate::suspend::SUSPENDED_BY);
+    let lifted = input.annotations.contains_key(crate::prune::suspend::SUSPENDED_BY);
     // A deletion policy the stack states is named before a suspension: both leave the members.
     if let Some(why) = kustomization_policy(input, spec) {
         return Some(why);
@@ -248,7 +248,7 @@ pub fn deletes_nothing_itself(input: &NodeInput) -> Option<String> {
 /// nothing when it is deleted (fluxcd/kustomize-controller `finalizerShouldDeleteResources`: `if
 /// obj.Spec.Suspend { return false }`; fluxcd/helm-controller `reconcileDelete`: "skipping Helm
 /// uninstall for suspended resource"), unless this tool suspended it (`lifted`: the suspension
-/// is lifted before the stack goes, see `crate::suspend`); a stack with `spec.kubeConfig` applies
+/// is lifted before the stack goes, see `crate::prune::suspend`); a stack with `spec.kubeConfig` applies
 /// and deletes in the cluster that kubeconfig names (kustomize-controller `finalize` and
 /// helm-controller `buildRESTClientGetter` build their clients from it): objects here that carry
 /// its marks are look-alikes, not its members. A Kustomization whose `spec.serviceAccountName`
@@ -275,7 +275,7 @@ pub fn flux_acts_elsewhere(id: &ObjectId, body: &Value, lifted: bool, impersonat
 }
 
 /// Whether the ServiceAccount a Flux Kustomization impersonates (`spec.serviceAccountName`)
-/// exists in its namespace: read where the stack's body is read (`crate::inventory::impersonation_of`),
+/// exists in its namespace: read where the stack's body is read (`crate::stack::inventory::impersonation_of`),
 /// passed to the pure rule [`flux_acts_elsewhere`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Impersonation {
@@ -286,7 +286,7 @@ pub enum Impersonation {
     Found,
     /// It exists, but may not delete these recorded members (a SubjectAccessReview said so):
     /// kustomize-controller's prune and its finalizer, impersonating it, fail on them, and they
-    /// stay (see [`crate::inventory::impersonation_of`]). Each with why.
+    /// stay (see [`crate::stack::inventory::impersonation_of`]). Each with why.
     Limited(std::collections::BTreeMap<ObjectId, String>),
     /// It does not exist (NotFound).
     Missing,
@@ -358,15 +358,15 @@ fn cannot_impersonate(id: &ObjectId, body: &Value, impersonation: &Impersonation
 /// body was not read. An inventory without entries (`status.inventory: {}`) is a record that
 /// holds nothing; one that is missing, or has an entry that cannot be read, is a record that
 /// holds nothing and says why ([`super::MemberRecord::no_inventory`]): kustomize-controller
-/// deletes nothing without an inventory it can read ([`crate::inventory::flux_record`], the one
+/// deletes nothing without an inventory it can read ([`crate::stack::inventory::flux_record`], the one
 /// reading `orphans` shares).
 pub fn flux_inventory_of(input: &NodeInput) -> Option<super::MemberRecord> {
     if (input.id.group.as_str(), input.id.kind.as_str()) != ("kustomize.toolkit.fluxcd.io", "Kustomization") {
         return None;
     }
     let name = format!("the status.inventory of {}", input.id);
-    Some(match crate::inventory::flux_record(input.body.as_ref()?) {
-        crate::inventory::FluxRecord::Ids(ids) => super::MemberRecord {
+    Some(match crate::stack::inventory::flux_record(input.body.as_ref()?) {
+        crate::stack::inventory::FluxRecord::Ids(ids) => super::MemberRecord {
             ids,
             name,
             denied: match &input.impersonation {
@@ -378,7 +378,7 @@ pub fn flux_inventory_of(input: &NodeInput) -> Option<super::MemberRecord> {
             .collect(),
             ..Default::default()
         },
-        crate::inventory::FluxRecord::Nothing(why) => super::MemberRecord {
+        crate::stack::inventory::FluxRecord::Nothing(why) => super::MemberRecord {
             name,
             no_inventory: Some(why),
             ..Default::default()
@@ -500,7 +500,7 @@ mod tests {
         let mut lifted = stack("Kustomization", paused);
         lifted
             .annotations
-            .insert(crate::suspend::SUSPENDED_BY.into(), "kubectl-stack".into());
+            .insert(crate::prune::suspend::SUSPENDED_BY.into(), "kubectl-stack".into());
         assert_eq!(orphans_members(&lifted), None);
         assert!(why(&stack("HelmRelease", serde_json::json!({"spec": {}}))).contains("status.storageNamespace"));
         // Not a Flux stack: no policy.

@@ -1,5 +1,5 @@
 //! Cascade victims as nodes: what a planned Namespace or CRD takes with it although the plan
-//! does not delete it (see [`crate::cascade`]). They never join a plan. A victim dies when a
+//! does not delete it (see [`crate::prune::cascade`]). They never join a plan. A victim dies when a
 //! planned Namespace or CRD it lives in is deleted, and stays otherwise; what dies goes before
 //! what it needs, victims included, so the holder that takes a victim is ordered by the victim's
 //! edges.
@@ -131,7 +131,7 @@ impl Graph {
     /// through the planned Namespace or CRD that takes it, so that holder goes before every
     /// planned object the victim needs (a CRD before the operator its custom resources'
     /// finalizer names), and every planned object that needs the victim goes before the holder.
-    /// Every edge orders (as in [`crate::plan::deletion_order`]).
+    /// Every edge orders (as in [`crate::prune::plan::deletion_order`]).
     pub fn victim_orders(&self, planned: &HashSet<usize>) -> Vec<VictimOrder> {
         let holders = self.dying_victims(|index| planned.contains(&index));
         let mut found = Vec::new();
@@ -332,7 +332,7 @@ mod tests {
     use super::*;
     use crate::graph::{build, BuildOptions, NodeInput};
     use crate::identity::ObjectId;
-    use crate::plan::plan_deletion;
+    use crate::prune::plan::plan_deletion;
 
     const CRD: &str = "apiextensions.k8s.io";
 
@@ -342,10 +342,12 @@ mod tests {
             ..Default::default()
         };
         if let Some(stack) = stack {
-            input.labels.insert(crate::trackers::FLUX_KS_NAME.into(), stack.into());
             input
                 .labels
-                .insert(crate::trackers::FLUX_KS_NAMESPACE.into(), "flux-system".into());
+                .insert(crate::stack::trackers::FLUX_KS_NAME.into(), stack.into());
+            input
+                .labels
+                .insert(crate::stack::trackers::FLUX_KS_NAMESPACE.into(), "flux-system".into());
         }
         input
     }
@@ -422,7 +424,7 @@ mod tests {
         let order = plan_deletion(&graph, &planned).unwrap();
         let wave_of = |i: usize| order.waves.iter().position(|w| w.contains(&i));
         assert!(wave_of(parent) < wave_of(base));
-        let needed = crate::safeguards::needed_by_staying(&graph, &planned, |i| i == stayer);
+        let needed = crate::prune::safeguards::needed_by_staying(&graph, &planned, |i| i == stayer);
         let why = needed.get(&parent).map(ToString::to_string).unwrap_or_default();
         assert!(
             why.contains("needed by ConfigMap/app/stayer") && why.contains("ConfigMap/app/child dies with it"),
@@ -551,7 +553,7 @@ mod tests {
             "a Namespace takes its content"
         );
         assert!(!orphaning.victim_orders(&planned).iter().any(|o| o.victim == webhook));
-        let needed = crate::safeguards::needed_by_staying(&orphaning, &planned, |i| i == webhook);
+        let needed = crate::prune::safeguards::needed_by_staying(&orphaning, &planned, |i| i == webhook);
         assert!(needed.contains_key(&service), "{needed:?}");
     }
 

@@ -26,7 +26,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use kubectl_stack::identity::ObjectId;
-use kubectl_stack::trackers::applyset_id;
+use kubectl_stack::stack::trackers::applyset_id;
 
 pub const FLUX: &str = "kustomize.toolkit.fluxcd.io";
 pub const FLUX_HR: &str = "helm.toolkit.fluxcd.io";

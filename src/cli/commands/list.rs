@@ -1,0 +1,111 @@
+//! `kubectl stack list`: the objects a stack tracks.
+
+use serde_json::{json, Value};
+
+use crate::cli::{list_options, selection};
+use crate::cli::{GlobalArgs, ListArgs, ListOutput};
+use crate::cluster::collect::{collect, ListOptions, Listed, Trim};
+use crate::cluster::session::{relist_not_served, resolve_selection, Session};
+use crate::error::{exit, UserError};
+use crate::render;
+use crate::stack::listing::{gaps, incomplete, status, tracked_by, warn_unlisted};
+
+/// Runs `list`.
+pub async fn run(global: &GlobalArgs, args: ListArgs) -> anyhow::Result<u8> {
+    let mut selection = selection(&args.selection)?;
+    let mut session = Session::open(global).await?;
+    resolve_selection(&mut selection, &session)?;
+    let options = ListOptions {
+        trim: trim_for(args.output),
+        ..list_options(&args.tuning)
+    };
+    let mut collection = collect(
+        &session.connection.client,
+        &session.catalog,
+        &session.scope,
+        &selection,
+        options,
+    )
+    .await;
+    relist_not_served(&mut session, &mut collection, &selection, options).await;
+    warn_unlisted(&collection, &session)?;
+    if collection.objects.is_empty() && matches!(args.output, ListOutput::Table | ListOutput::Wide) {
+        crate::say!("No tracked objects found ({}).", selection.describe());
+    } else {
+        render::emit(&render_list(&collection.objects, args.output)?)?;
+    }
+    incomplete(&gaps(&collection, &session))?;
+    Ok(exit::OK)
+}
+
+/// What of each object an output prints: the rest is dropped as pages arrive.
+fn trim_for(output: ListOutput) -> Trim {
+    match output {
+        ListOutput::Name => Trim::Identity,
+        ListOutput::Table => Trim::Marks,
+        ListOutput::Wide | ListOutput::Json | ListOutput::Yaml => Trim::Keep,
+    }
+}
+
+/// Renders listed objects in the chosen format.
+pub fn render_list(objects: &[Listed], output: ListOutput) -> Result<String, UserError> {
+    match output {
+        ListOutput::Table => Ok(render::table(&HEADERS, objects.iter().map(row).collect())),
+        ListOutput::Wide => Ok(render::table(&WIDE_HEADERS, objects.iter().map(wide_row).collect())),
+        ListOutput::Json => render::json(&as_list(objects)),
+        ListOutput::Yaml => render::yaml(&as_list(objects)),
+        ListOutput::Name => Ok(objects.iter().map(|o| o.id().kubectl_name() + "\n").collect()),
+    }
+}
+
+const HEADERS: [&str; 6] = ["KIND", "NAMESPACE", "NAME", "AGE", "STATUS", "TRACKED-BY"];
+const WIDE_HEADERS: [&str; 10] = [
+    "KIND",
+    "NAMESPACE",
+    "NAME",
+    "AGE",
+    "STATUS",
+    "TRACKED-BY",
+    "VERSION",
+    "UID",
+    "FINALIZERS",
+    "CONTROLLED-BY",
+];
+
+fn row(object: &Listed) -> Vec<String> {
+    vec![
+        object.kind.kind_with_group(),
+        object.namespace().unwrap_or("").to_string(),
+        object.name().to_string(),
+        render::age(object.meta.creation_timestamp.as_ref()),
+        status(object),
+        tracked_by(object),
+    ]
+}
+
+fn wide_row(object: &Listed) -> Vec<String> {
+    let mut cells = row(object);
+    cells.push(object.kind.api_version());
+    cells.push(object.uid().to_string());
+    cells.push(if object.finalizers().is_empty() {
+        "<none>".to_string()
+    } else {
+        object.finalizers().join(",")
+    });
+    cells.push(
+        object
+            .controller_owner()
+            .map(|o| format!("{}/{}", o.kind, o.name))
+            .unwrap_or_else(|| "<none>".to_string()),
+    );
+    cells
+}
+
+/// A Kubernetes `List` of the objects' metadata, as `kubectl get -o json` would frame it.
+pub fn as_list(objects: &[Listed]) -> Value {
+    let items: Vec<Value> = objects
+        .iter()
+        .map(|o| json!({"apiVersion": o.kind.api_version(), "kind": o.kind.kind, "metadata": o.meta}))
+        .collect();
+    json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items})
+}

@@ -1,0 +1,618 @@
+//! The live dependency graph: the Flux objects in scope (whole, for `spec.dependsOn`), the
+//! selected objects (metadata), their members, and the bodies inference needs; referenced objects
+//! are looked up to tell missing from external. `graph`, `prune` and `stuck` build on it.
+
+use std::collections::{HashMap, HashSet};
+
+use futures::{stream, StreamExt};
+
+use crate::cluster::collect::{api_for, collect, collect_kinds, list_objects, ListOptions, Listed};
+use crate::cluster::discovery::KindInfo;
+use crate::cluster::retry::with_retries;
+use crate::cluster::session::Session;
+use crate::error::{is_forbidden, is_not_found, UserError};
+use crate::graph::{build, tracked_by_any, BuildOptions, Graph, NodeInput};
+use crate::identity::ObjectId;
+use crate::stack::listing::{gaps as list_gaps, warn_unlisted};
+use crate::stack::trackers::{Selection, FLUX_KINDS};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use std::sync::Arc;
+
+/// A live graph and the listed objects behind its selected nodes.
+pub struct LiveGraph {
+    /// The graph.
+    pub graph: Graph,
+    /// The listed object of each selected node.
+    pub objects: HashMap<ObjectId, Listed>,
+    /// Every tracked object that was listed, in the graph or not.
+    pub tracked: Vec<ObjectId>,
+    /// Kinds that could not be listed (`Kind.group`): their objects are not in the graph.
+    pub unlisted: Vec<String>,
+    /// What could not be listed for another reason than 403 (`listing::gaps`).
+    pub gaps: Vec<String>,
+    /// What the graph was built from, and how: [`LiveGraph::add_victims`] builds it again.
+    inputs: Vec<NodeInput>,
+    build_options: BuildOptions,
+}
+
+impl LiveGraph {
+    /// The plan deletes with `--cascade=orphan` (`on`): a planned owner takes nothing by
+    /// ownership, in this graph and in every graph built again from it (see
+    /// [`Graph::orphan_dependents`]).
+    pub fn set_orphan_dependents(&mut self, on: bool) {
+        self.build_options.orphan_dependents = on;
+        self.graph.orphan_dependents = on;
+    }
+
+    /// Makes nodes of cascade victims — what a planned Namespace or CRD would take with it
+    /// ([`crate::prune::cascade::find_cascades`]) — and builds the graph again with them, so that what
+    /// they need is inferred by the same rules as for every other node (a custom resource's
+    /// finalizer names its operator). They never join a plan; see [`Graph::victims`]. Returns
+    /// each earlier node's new index, or `None` when every victim was a node already.
+    pub async fn add_victims(
+        &mut self,
+        session: &Session,
+        victims: Vec<Listed>,
+    ) -> Result<Option<HashMap<usize, usize>>, UserError> {
+        let victim_ids: Vec<ObjectId> = victims.iter().map(Listed::id).collect();
+        let mut fresh: HashMap<ObjectId, Listed> = HashMap::new();
+        for victim in victims {
+            if !self.objects.contains_key(&victim.id()) {
+                fresh.insert(victim.id(), victim);
+            }
+        }
+        if fresh.is_empty() {
+            // A node already (an untracked object listed as a stayer): now known to die.
+            let marked: Vec<usize> = victim_ids
+                .iter()
+                .filter_map(|id| self.graph.find(id))
+                .filter(|index| !self.graph.victims.contains(index))
+                .collect();
+            if marked.is_empty() {
+                return Ok(None);
+            }
+            self.graph.victims.extend(marked);
+            return Ok(Some((0..self.graph.nodes.len()).map(|i| (i, i)).collect()));
+        }
+        let mut inputs: Vec<NodeInput> = fresh.values().map(input_from_listed).collect();
+        inputs.sort_by(|a, b| a.id.cmp(&b.id));
+        if self.build_options.infer {
+            attach_specs(session, &mut inputs).await?;
+        }
+        self.inputs.extend(inputs);
+        let earlier = std::mem::take(&mut self.graph);
+        let mut graph = build(&self.inputs, &self.build_options);
+        self.objects.extend(fresh);
+        settle_references(session, &mut graph, &self.objects).await;
+        let moved: HashMap<usize, usize> = earlier
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(index, node)| graph.find(&node.id).map(|now| (index, now)))
+            .collect();
+        // The records a teardown read beside the graph (see `pruning::read_member_records`).
+        for (index, record) in earlier.inventories {
+            if let Some(&now) = moved.get(&index) {
+                graph.inventories.entry(now).or_insert(record);
+            }
+        }
+        graph.victims = earlier
+            .victims
+            .iter()
+            .filter_map(|index| moved.get(index).copied())
+            .chain(victim_ids.iter().filter_map(|id| graph.find(id)))
+            .collect();
+        self.graph = graph;
+        Ok(Some(moved))
+    }
+}
+
+/// The live graph: Flux Kustomizations and HelmReleases in scope (full objects, for
+/// `spec.dependsOn`), plus the selected objects (metadata), plus, with `members`, the objects
+/// that hang under a tracking object. Referred-to objects are looked up to tell missing from
+/// external.
+pub async fn live_graph(
+    session: &Session,
+    selection: Option<Selection>,
+    members: bool,
+    options: ListOptions,
+) -> Result<LiveGraph, UserError> {
+    live_graph_with(session, selection, members, options, true).await
+}
+
+/// [`live_graph`], with inference on or off (`--no-infer`). With a selection, only the Flux
+/// objects it holds are nodes; what they depend on outside it is marked external.
+pub async fn live_graph_with(
+    session: &Session,
+    selection: Option<Selection>,
+    members: bool,
+    options: ListOptions,
+    infer: bool,
+) -> Result<LiveGraph, UserError> {
+    live_graph_inner(session, selection, members, options, infer, false).await
+}
+
+/// The live graph a teardown plans over: every tracked object, the tracking objects and their
+/// members, and (with inference) the untracked objects that may need what the plan deletes
+/// (see [`LiveOptions::stayers`]).
+pub async fn planning_graph(session: &Session, options: ListOptions, infer: bool) -> Result<LiveGraph, UserError> {
+    live_graph_inner(session, Some(Selection::default()), true, options, infer, infer).await
+}
+
+async fn live_graph_inner(
+    session: &Session,
+    selection: Option<Selection>,
+    members: bool,
+    options: ListOptions,
+    infer: bool,
+    stayers: bool,
+) -> Result<LiveGraph, UserError> {
+    let mut listed = Vec::new();
+    let mut unlisted = Vec::new();
+    let mut gaps = Vec::new();
+    let explicit = selection.is_some();
+    // Only a real choice (a tracker, a selector) narrows the Flux objects shown.
+    let narrowed = selection
+        .as_ref()
+        .is_some_and(|s| s.tracker.is_some() || s.user_selector.is_some());
+    if explicit || members {
+        let mut selection = selection.unwrap_or_default();
+        selection.tracking_objects = members;
+        let client = &session.connection.client;
+        let mut collection = collect(client, &session.catalog, &session.scope, &selection, options).await;
+        let relist = |again: Vec<Arc<KindInfo>>| {
+            let selection = &selection;
+            async move { collect_kinds(client, &again, &session.scope, selection, options).await }
+        };
+        session.settle_not_served(&mut collection, relist).await;
+        warn_unlisted(&collection, session)?;
+        gaps = list_gaps(&collection, session);
+        unlisted = collection.failures.iter().map(|f| f.kind.kind_with_group()).collect();
+        unlisted.extend(
+            session
+                .catalog
+                .failures
+                .iter()
+                .map(|f| format!("every kind of {}", f.group_version)),
+        );
+        listed = collection.objects;
+    }
+    let options = LiveOptions {
+        members,
+        only_members: !explicit,
+        infer,
+        only_selected: narrowed,
+        stayers,
+    };
+    let mut live = graph_of_with(session, listed, &options).await?;
+    live.unlisted.extend(unlisted);
+    live.gaps = gaps;
+    Ok(live)
+}
+
+/// The live graph of the given objects plus the Flux objects in scope. With `only_members`,
+/// the given objects are kept only when they hang under a tracking object. Inference is on.
+pub async fn graph_of(
+    session: &Session,
+    listed: Vec<Listed>,
+    members: bool,
+    only_members: bool,
+) -> Result<LiveGraph, UserError> {
+    let options = LiveOptions {
+        members,
+        only_members,
+        infer: true,
+        only_selected: false,
+        stayers: false,
+    };
+    graph_of_with(session, listed, &options).await
+}
+
+/// How to build a live graph.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LiveOptions {
+    /// Hang members under the objects that track them.
+    pub members: bool,
+    /// Keep the given objects only when they hang under a tracking object.
+    pub only_members: bool,
+    /// Infer the edges nobody declared (`--no-infer` turns it off).
+    pub infer: bool,
+    /// Only the given objects are nodes: the Flux objects in scope that are not among them are
+    /// left out (those they depend on show as external).
+    pub only_selected: bool,
+    /// Also make nodes of the untracked objects that need others to exist and that no stack
+    /// names — webhook configurations and APIServices an operator made at run time (as
+    /// Kyverno and cert-manager do), volumes, finalized objects: [`crate::graph::stayers`] — so that a
+    /// plan keeps what they need while they stay, as the re-check before every wave does.
+    pub stayers: bool,
+}
+
+/// Lists every object of [`crate::graph::stayers::STAYER_KINDS`], whole (see [`crate::graph::stayers`]). A
+/// kind that cannot be listed is a gap the caller reports: what its objects need is unknown.
+async fn list_stayers(session: &Session, gaps: &mut Vec<String>) -> Vec<(Listed, serde_json::Value)> {
+    let whole = crate::graph::stayers::list_whole(session).await;
+    for unlisted in &whole.unlisted {
+        tracing::warn!(
+            "cannot list {}: what one of them needs may be deleted ({})",
+            unlisted.kind,
+            unlisted.why
+        );
+        gaps.push(unlisted.kind.clone());
+    }
+    whole.objects
+}
+
+/// The finalized stayers not listed yet ([`crate::graph::stayers::list_finalized`]): the objects of
+/// every kind in the session's scope, and the custom resources of the tracked CRDs among
+/// `objects` in every namespace, that carry a finalizer naming an API group's controller. Tracked
+/// or not (made by hand or by a controller), they need that operator for as long as they stay, as
+/// the re-check before every wave finds them. A custom kind of a tracked CRD that cannot be listed
+/// is a gap the caller reports; another kind the user may not list was reported with the plan's
+/// own listing.
+async fn finalized_stayers(
+    session: &Session,
+    objects: &HashMap<ObjectId, Listed>,
+    gaps: &mut Vec<String>,
+) -> Vec<Listed> {
+    let crds = crate::graph::stayers::tracked_crds(objects.values());
+    let everywhere = crate::graph::stayers::kinds_of_crds(session, &crds);
+    let of_crds: HashSet<String> = everywhere.iter().map(|k| k.kind_with_group()).collect();
+    let found = crate::graph::stayers::list_finalized(session, &session.scope, true, everywhere).await;
+    for failure in &found.failures {
+        let kind = failure.kind.kind_with_group();
+        if failure.failure == crate::cluster::collect::ListFailure::Forbidden && !of_crds.contains(&kind) {
+            continue;
+        }
+        tracing::warn!(
+            "cannot list {kind}: the operator one of them needs may be deleted ({})",
+            failure.failure
+        );
+        gaps.push(kind);
+    }
+    found
+        .objects
+        .into_iter()
+        .filter(|o| !objects.contains_key(&o.id()))
+        .collect()
+}
+
+/// [`graph_of`] with every option.
+pub async fn graph_of_with(
+    session: &Session,
+    listed: Vec<Listed>,
+    options: &LiveOptions,
+) -> Result<LiveGraph, UserError> {
+    let LiveOptions {
+        members,
+        only_members,
+        infer,
+        only_selected,
+        stayers,
+    } = *options;
+    let mut unlisted_stayers = Vec::new();
+    let stayers_wanted = stayers;
+    let stayers = if stayers && infer {
+        list_stayers(session, &mut unlisted_stayers).await
+    } else {
+        Vec::new()
+    };
+    let mut flux = flux_objects(session).await?;
+    if only_selected {
+        let given: HashSet<ObjectId> = listed.iter().map(Listed::id).collect();
+        flux.retain(|(object, _)| given.contains(&object.id()));
+    }
+    let mut objects: HashMap<ObjectId, Listed> = HashMap::new();
+    let mut inputs = Vec::new();
+    for (object, body) in flux {
+        let mut input = input_from_listed(&object);
+        input.depends_on = NodeInput::flux_depends_on(&input.id, &body);
+        input.impersonation = crate::stack::inventory::impersonation_of(session, &input.id, &body).await;
+        input.unmapped = crate::stack::inventory::unmapped_entries(&body, &session.catalog);
+        input.body = Some(body); // its deletion policy: see `graph::orphans_members`
+        objects.insert(object.id(), object);
+        inputs.push(input);
+    }
+    let tracked: Vec<ObjectId> = listed.iter().map(Listed::id).collect();
+    let mut others: Vec<NodeInput> = Vec::new();
+    for object in listed {
+        if let std::collections::hash_map::Entry::Vacant(slot) = objects.entry(object.id()) {
+            others.push(input_from_listed(&object));
+            slot.insert(object);
+        }
+    }
+    if only_members {
+        others = tracked_by_any(&inputs, others);
+        let kept: HashSet<&ObjectId> = inputs.iter().chain(others.iter()).map(|i| &i.id).collect();
+        objects.retain(|id, _| kept.contains(id));
+    }
+    inputs.extend(others);
+    let finalized = if stayers_wanted && infer {
+        finalized_stayers(session, &objects, &mut unlisted_stayers).await
+    } else {
+        Vec::new()
+    };
+    // A finalized custom resource dies if its CRD or Namespace is deleted (a cascade victim, named
+    // and guarded as any other); while they stay, it keeps what it needs.
+    let would_die: Vec<ObjectId> = finalized.iter().map(Listed::id).collect();
+    add_stayers(&mut inputs, &mut objects, stayers);
+    for object in finalized {
+        if let std::collections::hash_map::Entry::Vacant(slot) = objects.entry(object.id()) {
+            inputs.push(input_from_listed(&object));
+            slot.insert(object);
+        }
+    }
+    for input in &inputs {
+        for (key, value, why) in crate::graph::malformed_annotations(&input.annotations) {
+            tracing::warn!("{}: {key} {value:?} ignored: {why}", input.id);
+        }
+    }
+    if infer {
+        attach_specs(session, &mut inputs).await?;
+    }
+    if stayers_wanted && infer {
+        add_backends(session, &mut inputs, &mut objects, &mut unlisted_stayers).await;
+    }
+    let options = BuildOptions::for_catalog(&session.catalog, members, infer);
+    let mut graph = build(&inputs, &options);
+    settle_references(session, &mut graph, &objects).await;
+    let potential_victims: Vec<usize> = would_die.iter().filter_map(|id| graph.find(id)).collect();
+    graph.victims.extend(potential_victims);
+    Ok(LiveGraph {
+        graph,
+        objects,
+        tracked,
+        unlisted: unlisted_stayers,
+        gaps: Vec::new(),
+        inputs,
+        build_options: options,
+    })
+}
+
+/// Adds the stayers listed whole ([`crate::graph::stayers::list_whole`]) that are no nodes yet. A stayer
+/// that is tracked too is a node already: its body is read with the others, except a CRD's
+/// (inference reads only its conversion stanza, which the stayers' listing kept), attached here.
+fn add_stayers(
+    inputs: &mut Vec<NodeInput>,
+    objects: &mut HashMap<ObjectId, Listed>,
+    stayers: Vec<(Listed, serde_json::Value)>,
+) {
+    let mut bodies: HashMap<ObjectId, serde_json::Value> = HashMap::new();
+    for (object, body) in stayers {
+        match objects.entry(object.id()) {
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                inputs.push(crate::graph::stayers::input_of_whole(&object, &body));
+                slot.insert(object);
+            }
+            std::collections::hash_map::Entry::Occupied(_) => {
+                bodies.insert(object.id(), body);
+            }
+        }
+    }
+    for input in inputs.iter_mut().filter(|i| i.body.is_none()) {
+        if let Some(body) = bodies.remove(&input.id) {
+            input.body = Some(body);
+        }
+    }
+}
+
+/// Adds the untracked Services the webhook configurations and APIServices among `inputs` call,
+/// and the workloads those Services select ([`crate::graph::stayers::backends`]), whole: the chain from
+/// a staying webhook to the tracked Deployment behind an untracked Service (order review 6, F4).
+/// What could not be read is a gap the caller reports.
+async fn add_backends(
+    session: &Session,
+    inputs: &mut Vec<NodeInput>,
+    objects: &mut HashMap<ObjectId, Listed>,
+    gaps: &mut Vec<String>,
+) {
+    let found = crate::graph::stayers::backends(session, inputs).await;
+    for unlisted in &found.unlisted {
+        tracing::warn!(
+            "cannot read {}: what a webhook or APIService needs may be deleted ({})",
+            unlisted.kind,
+            unlisted.why
+        );
+        gaps.push(unlisted.kind.clone());
+    }
+    for (object, body) in found.objects {
+        if let std::collections::hash_map::Entry::Vacant(slot) = objects.entry(object.id()) {
+            inputs.push(crate::graph::stayers::input_of_whole(&object, &body));
+            slot.insert(object);
+        }
+    }
+}
+
+/// A graph input from listed metadata.
+pub fn input_from_listed(object: &Listed) -> NodeInput {
+    NodeInput {
+        id: object.id(),
+        uid: Some(object.uid().to_string()),
+        labels: object.meta.labels.clone().unwrap_or_default(),
+        annotations: object.meta.annotations.clone().unwrap_or_default(),
+        depends_on: Vec::new(),
+        finalizers: object.finalizers().to_vec(),
+        body: None,
+        app: None,
+        impersonation: Default::default(),
+        unmapped: Default::default(),
+        owners: object
+            .meta
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|r| r.uid.clone())
+            .collect(),
+    }
+}
+
+/// Reads the whole objects inference needs (webhooks, APIServices, Services, workloads, volumes,
+/// StorageClasses): one list per such kind that has nodes without a body, in the session's
+/// scope. A kind the user may not list is warned about; its edges are not inferred. The plan and
+/// the re-check before every wave read them so (see [`crate::graph::stayers`]).
+pub async fn attach_specs(session: &Session, inputs: &mut [NodeInput]) -> Result<(), UserError> {
+    let namespace = session.scope.namespace();
+    let mut wanted: HashMap<ObjectId, usize> = HashMap::new();
+    for (index, input) in inputs.iter().enumerate() {
+        if input.body.is_none() && crate::graph::infer::needs_spec(&input.id.group, &input.id.kind) {
+            wanted.insert(input.id.clone(), index);
+        }
+    }
+    for (group, kind) in crate::graph::infer::SPEC_KINDS {
+        if !wanted.keys().any(|id| id.group == group && id.kind == kind) {
+            continue;
+        }
+        let Some(info) = session.catalog.get(group, kind) else {
+            continue;
+        };
+        let objects = match list_objects(&session.connection.client, info, namespace, None).await {
+            Ok(objects) => objects,
+            Err(err) if is_forbidden(&err) => {
+                tracing::warn!(
+                    "not allowed to list {}: the edges they imply are not inferred",
+                    info.kind_with_group()
+                );
+                continue;
+            }
+            Err(err) => return Err(session.connection.explain(&err)),
+        };
+        for object in objects {
+            let id = Listed::new(info.clone(), object.metadata.clone()).id();
+            if let Some(&index) = wanted.get(&id) {
+                let mut body = object.data;
+                if let Some(fields) = body.as_object_mut() {
+                    fields.insert("apiVersion".into(), info.api_version().into());
+                }
+                inputs[index].body = Some(body);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every Flux Kustomization and HelmRelease in scope, as whole objects (their spec matters).
+/// A kind the user may not list is warned about and left out.
+pub async fn flux_objects(session: &Session) -> Result<Vec<(Listed, serde_json::Value)>, UserError> {
+    let namespace = session.scope.namespace();
+    let mut found = Vec::new();
+    for (group, kind) in FLUX_KINDS {
+        let Some(info) = session.catalog.get(group, kind) else {
+            continue;
+        };
+        match list_objects(&session.connection.client, info, namespace, None).await {
+            Ok(objects) => {
+                found.extend(objects.into_iter().map(|mut o| {
+                    // A suspended-by annotation counts only where it proves the
+                    // suspension is kubectl-stack's (read before managed fields go).
+                    crate::prune::suspend::forget_unproven(&mut o.metadata, &o.data);
+                    (Listed::new(info.clone(), o.metadata), o.data)
+                }));
+            }
+            Err(err) if is_forbidden(&err) => {
+                tracing::warn!(
+                    "not allowed to list {}: their dependsOn edges are not shown",
+                    info.kind_with_group()
+                );
+            }
+            Err(err) => return Err(session.connection.explain(&err)),
+        }
+    }
+    Ok(found)
+}
+
+/// Looks the referenced nodes up: one that does not exist is marked missing; one that does gets
+/// the owners its metadata names (it dies with the plan when every one of them does, see
+/// [`Graph::dying_by_owners`]), and the owners of every object of `objects` and of those that
+/// are no nodes are read up the chain ([`Graph::outside_owners`]). The plan's graph and the
+/// re-check's ([`crate::prune::recheck::dependents::GraphNow`]) are settled by this one function.
+pub(crate) async fn settle_references(session: &Session, graph: &mut Graph, objects: &HashMap<ObjectId, Listed>) {
+    let existing = existing_references(session, graph).await;
+    graph.mark_referenced(|id| existing.contains_key(id));
+    let mut refs: Vec<(Option<String>, OwnerReference)> = Vec::new();
+    for (id, owners) in existing {
+        if let Some(index) = graph.find(&id) {
+            let uids: Vec<String> = owners.iter().map(|r| r.uid.clone()).collect();
+            graph.set_owners(index, &uids);
+        }
+        refs.extend(owners.into_iter().map(|r| (id.namespace.clone(), r)));
+    }
+    for object in objects.values() {
+        let owners = object.meta.owner_references.iter().flatten().cloned();
+        refs.extend(owners.map(|r| (object.meta.namespace.clone(), r)));
+    }
+    settle_owner_chain(session, graph, refs).await;
+}
+
+/// At most this many owners outside the graph are read for one graph; past it, the rest count
+/// as live (and a warning says so).
+const OWNER_CHAIN_READS: usize = 2000;
+
+/// Reads the owners that are no nodes, up the chain (`refs`: owner references with the
+/// namespace of the object that holds them), into [`Graph::outside_owners`]: the garbage
+/// collector's all-owners rule then sees through an untracked ReplicaSet between a planned
+/// Deployment and a Pod that is a node. An owner that cannot be read (gone, forbidden, another
+/// UID now) counts as live.
+async fn settle_owner_chain(session: &Session, graph: &mut Graph, refs: Vec<(Option<String>, OwnerReference)>) {
+    let node_uids: HashSet<String> = graph.nodes.iter().filter_map(|n| n.uid.clone()).collect();
+    // An owner is read once per scope it is referenced from: a dependent in the wrong scope (a
+    // cluster-scoped object naming a namespaced owner) must not stand in for a valid one, in
+    // whichever order the references come.
+    let mut seen: HashSet<(String, Option<String>)> = HashSet::new();
+    let mut pending = refs;
+    while !pending.is_empty() {
+        pending.retain(|(namespace, r)| !node_uids.contains(&r.uid) && seen.insert((r.uid.clone(), namespace.clone())));
+        if seen.len() > OWNER_CHAIN_READS {
+            tracing::warn!("more than {OWNER_CHAIN_READS} owners outside the graph: the rest count as live");
+            pending.truncate(OWNER_CHAIN_READS.saturating_sub(seen.len() - pending.len()));
+        }
+        let read: Vec<(String, Option<String>, Vec<OwnerReference>)> = stream::iter(std::mem::take(&mut pending))
+            .map(|(namespace, owner)| read_owner(session, namespace, owner))
+            .buffer_unordered(16)
+            .filter_map(|found| async move { found })
+            .collect()
+            .await;
+        for (uid, namespace, owners) in read {
+            graph
+                .outside_owners
+                .insert(uid, owners.iter().map(|r| r.uid.clone()).collect());
+            pending.extend(owners.into_iter().map(|r| (namespace.clone(), r)));
+        }
+    }
+}
+
+/// One owner, read by its reference: its UID, namespace and owner references, if it is there
+/// with the UID the reference names.
+async fn read_owner(
+    session: &Session,
+    namespace: Option<String>,
+    owner: OwnerReference,
+) -> Option<(String, Option<String>, Vec<OwnerReference>)> {
+    let group = owner.api_version.rsplit_once('/').map_or("", |(group, _)| group);
+    let kind = session.catalog.get(group, &owner.kind)?;
+    let namespace = namespace.filter(|_| kind.namespaced);
+    let api = api_for(&session.connection.client, kind, namespace.as_deref());
+    let object = with_retries("get owner", || api.get_metadata(&owner.name)).await.ok()?;
+    (object.metadata.uid.as_deref() == Some(owner.uid.as_str())).then(|| {
+        let owners = object.metadata.owner_references.unwrap_or_default();
+        (owner.uid, namespace, owners)
+    })
+}
+
+/// The referenced objects that exist (or cannot be told missing), with their owners.
+async fn existing_references(session: &Session, graph: &Graph) -> HashMap<ObjectId, Vec<OwnerReference>> {
+    let references: Vec<ObjectId> = graph.referenced().map(|n| n.id.clone()).collect();
+    let found: Vec<Option<(ObjectId, Vec<OwnerReference>)>> = stream::iter(references)
+        .map(|id| async move {
+            let kind = session.catalog.get(&id.group, &id.kind)?;
+            let api = api_for(&session.connection.client, kind, id.namespace.as_deref());
+            match with_retries("get dependency", || api.get_metadata(&id.name)).await {
+                Ok(object) => Some((id, object.metadata.owner_references.unwrap_or_default())),
+                Err(err) if is_not_found(&err) => None,
+                // Cannot tell (e.g. forbidden): do not call it missing.
+                Err(_) => Some((id, Vec::new())),
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    found.into_iter().flatten().collect()
+}

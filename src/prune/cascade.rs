@@ -1,0 +1,569 @@
+//! Cascade victims: what the API server's own cascades would take with a Namespace or a CRD the
+//! plan deletes, although the plan does not delete it. Deleting a Namespace deletes every object
+//! in it; deleting a CRD deletes every custom resource of it, in every namespace. An object counts
+//! unless it is planned, dies with a planned owner chain anyway, or is one the control plane makes
+//! by itself (see [`crate::prune::safeguards::made_by_control_plane`]). The planner lists the content
+//! of each planned Namespace and CRD once with [`contents`]; the re-check before every wave
+//! lists it again with the same function and judges it with the same [`victims`].
+
+pub mod owners;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use kube::core::ObjectMeta;
+use kube::Client;
+use serde::Serialize;
+
+use crate::cluster::collect::{
+    collect_kinds, list_metadata_pages, Collection, KindFailure, ListFailure, ListOptions, ListQuery, ListScope, Listed,
+};
+use crate::cluster::discovery::{Catalog, KindInfo};
+use crate::identity::ObjectId;
+use crate::prune::safeguards::{dies_with_plan, made_by_control_plane, token_of_default_account, SERVICE_ACCOUNT_NAME};
+use crate::stack::trackers::{describe_marks, is_tracked, Selection};
+
+/// One object a Namespace's or CRD's deletion would take, and why it counts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Victim {
+    /// The object.
+    pub id: ObjectId,
+    /// Its UID (a saved plan accepts exactly these objects).
+    pub uid: String,
+    /// Why it counts: untracked, another stack's, keep-marked.
+    pub why: String,
+}
+
+/// The victims of one planned Namespace or CRD.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cascade {
+    /// The Namespace or CRD.
+    pub holder: ObjectId,
+    /// What its deletion would take beyond the plan.
+    pub victims: Vec<Victim>,
+    /// Kinds whose objects in it could not be listed: what they hold is unknown.
+    pub unlisted: Vec<String>,
+}
+
+impl Cascade {
+    /// Whether the deletion of the holder takes nothing beyond the plan, as far as is known.
+    pub fn is_clean(&self) -> bool {
+        self.victims.is_empty() && self.unlisted.is_empty()
+    }
+}
+
+/// Whether deleting this object cascades to other objects (a Namespace or a CRD).
+pub fn is_holder(id: &ObjectId) -> bool {
+    matches!(
+        (id.group.as_str(), id.kind.as_str()),
+        ("", "Namespace") | ("apiextensions.k8s.io", "CustomResourceDefinition")
+    )
+}
+
+/// Lists what a Namespace holds (every listable namespaced kind in it) or a CRD holds (its custom
+/// resources in every namespace). `None` for any other object.
+pub async fn contents(
+    client: &Client,
+    catalog: &Catalog,
+    holder: &ObjectId,
+    options: ListOptions,
+) -> Option<Collection> {
+    let (kinds, scope): (Vec<Arc<KindInfo>>, ListScope) = match (holder.group.as_str(), holder.kind.as_str()) {
+        ("", "Namespace") => (
+            catalog.listable().filter(|k| k.namespaced).cloned().collect(),
+            ListScope::Namespace(holder.name.clone()),
+        ),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => (
+            catalog
+                .kinds()
+                .iter()
+                .filter(|k| !k.group.is_empty() && k.crd_name() == holder.name && k.can("list"))
+                .cloned()
+                .collect(),
+            ListScope::AllNamespaces,
+        ),
+        _ => return None,
+    };
+    let mut held = collect_kinds(client, &kinds, &scope, &Selection::everything(), options).await;
+    if let ListScope::Namespace(namespace) = &scope {
+        read_token_types(client, catalog, namespace, &mut held).await;
+    }
+    Some(held)
+}
+
+/// The `type` of a ServiceAccount token Secret, which the token controller makes and deletes
+/// with its ServiceAccount.
+pub const SERVICE_ACCOUNT_TOKEN: &str = "kubernetes.io/service-account-token";
+
+/// Proves which Secrets of `namespace` are ServiceAccount token Secrets: metadata-only lists
+/// carry no `type`, so the Secrets of type [`SERVICE_ACCOUNT_TOKEN`] are listed apart (a field
+/// selector the API server serves for Secrets) and their UIDs recorded in
+/// [`Collection::service_account_tokens`]. A listing that fails is a failure of the Secret kind:
+/// the Namespace's content is then not known (order review 7: an Opaque Secret carrying a
+/// ServiceAccount's name and UID annotations is no token, and counts).
+async fn read_token_types(client: &Client, catalog: &Catalog, namespace: &str, held: &mut Collection) {
+    let Some(kind) = catalog.get("", "Secret").cloned() else {
+        return;
+    };
+    let fields = format!("type={SERVICE_ACCOUNT_TOKEN}");
+    let query = ListQuery {
+        namespace: Some(namespace),
+        fields: Some(&fields),
+        ..ListQuery::default()
+    };
+    let mut tokens = HashSet::new();
+    let take = |page: Vec<kube::core::PartialObjectMeta<kube::api::DynamicObject>>| {
+        tokens.extend(page.into_iter().filter_map(|secret| secret.metadata.uid));
+    };
+    match list_metadata_pages(client, &kind, &query, take).await {
+        Ok(()) => held.service_account_tokens.extend(tokens),
+        Err(err)
+            if held
+                .failures
+                .iter()
+                .any(|f| f.kind.kind == "Secret" && f.kind.group.is_empty()) =>
+        {
+            tracing::debug!("cannot list the token Secrets of {namespace}: {err}");
+        }
+        Err(err) => held.failures.push(KindFailure {
+            failure: match crate::error::is_forbidden(&err) {
+                true => ListFailure::Forbidden,
+                false => ListFailure::Error(crate::error::api_status(&err), crate::error::root_cause(&err)),
+            },
+            kind,
+        }),
+    }
+}
+
+/// What the plan deletes, as the victims judge needs it.
+#[derive(Debug, Clone, Default)]
+pub struct Planned {
+    /// The UIDs of the planned objects.
+    pub uids: HashSet<String>,
+    /// The planned objects.
+    pub ids: HashSet<ObjectId>,
+    /// They are deleted with `--cascade=orphan`: what they own does not die with them
+    /// ([`crate::prune::safeguards::dies_with_plan`]).
+    pub orphans: bool,
+}
+
+/// The victims among the objects a holder holds (`held`, as [`contents`] listed them; `tokens`:
+/// the UIDs of those proven ServiceAccount token Secrets, [`Collection::service_account_tokens`]).
+pub fn victims(held: &[Listed], tokens: &HashSet<String>, planned: &Planned) -> Vec<Victim> {
+    let held_uids: HashSet<&str> = held.iter().map(Listed::uid).collect();
+    let owners_of: HashMap<String, Vec<String>> = held
+        .iter()
+        .map(|o| {
+            let owners = o.meta.owner_references.iter().flatten().map(|r| r.uid.clone());
+            (o.uid().to_string(), owners.collect())
+        })
+        .collect();
+    let services: HashSet<ObjectId> = held
+        .iter()
+        .map(Listed::id)
+        .chain(planned.ids.iter().cloned())
+        .filter(|id| id.group.is_empty() && id.kind == "Service")
+        .collect();
+    let default_accounts: HashSet<String> = held
+        .iter()
+        .filter(|o| o.kind.group.is_empty() && o.kind.kind == "ServiceAccount" && o.name() == "default")
+        .map(|o| o.uid().to_string())
+        .collect();
+    let mut found: Vec<Victim> = held
+        .iter()
+        .filter(|o| !o.is_terminating() && !planned.uids.contains(o.uid()))
+        .filter(|o| !dies_with_plan(&o.meta, &planned.uids, &owners_of, planned.orphans))
+        // An object all of whose owners the same holder holds goes with them, and they are
+        // named themselves (or planned, or made by the control plane). One owner outside (a
+        // ClusterRole) would keep it from the garbage collector: the holder alone takes it.
+        .filter(|o| {
+            let mut owners = o.meta.owner_references.iter().flatten().peekable();
+            owners.peek().is_none() || !owners.all(|r| held_uids.contains(r.uid.as_str()))
+        })
+        .filter(|o| made_by_control_plane(&o.id(), &o.meta, &services).is_none())
+        // Only a Secret proven of the token type is the token controller's: any Secret can carry
+        // a ServiceAccount's name and UID annotations.
+        .filter(|o| !tokens.contains(o.uid()) || !token_of_default_account(&o.id(), &o.meta, &default_accounts))
+        .filter(|o| !tokens.contains(o.uid()) || !token_of_planned_account(&o.id(), &o.meta, planned))
+        .map(|o| Victim {
+            id: o.id(),
+            uid: o.uid().to_string(),
+            why: why_it_counts(o),
+        })
+        .collect();
+    found.sort_by(|a, b| a.id.cmp(&b.id));
+    found
+}
+
+/// The annotation of a ServiceAccount token Secret that holds its ServiceAccount's UID.
+pub const SERVICE_ACCOUNT_UID: &str = "kubernetes.io/service-account.uid";
+
+/// Whether this object is the token Secret of a ServiceAccount the plan deletes: a Secret whose
+/// `kubernetes.io/service-account.name` and `.uid` annotations name a planned ServiceAccount of
+/// its namespace, by name and UID. The token controller deletes such a Secret when its
+/// ServiceAccount goes (kubernetes `pkg/controller/serviceaccount/tokens_controller.go`), so it
+/// dies with the plan. A token of a ServiceAccount that stays, or of a re-created one (another
+/// UID), is not covered.
+pub fn token_of_planned_account(id: &ObjectId, meta: &ObjectMeta, planned: &Planned) -> bool {
+    let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key));
+    let (Some(name), Some(uid)) = (annotation(SERVICE_ACCOUNT_NAME), annotation(SERVICE_ACCOUNT_UID)) else {
+        return false;
+    };
+    id.group.is_empty()
+        && id.kind == "Secret"
+        && planned.uids.contains(uid)
+        && planned
+            .ids
+            .contains(&ObjectId::new("", "ServiceAccount", id.namespace.as_deref(), name))
+}
+
+fn why_it_counts(object: &Listed) -> String {
+    if let Some(marker) = crate::stack::trackers::keep_marker(&object.meta) {
+        format!("keep marker {marker}")
+    } else if is_tracked(&object.meta) {
+        format!("another stack's: {}", describe_marks(&object.meta))
+    } else {
+        "untracked".to_string()
+    }
+}
+
+/// What a holder may hold that is not known: the kinds whose objects in it could not be listed,
+/// and every kind of a group version that could not be discovered (an aggregated API whose
+/// APIService is down) and could serve objects in it — any for a Namespace, those of the CRD's own
+/// group for a CRD. Their objects would die unnamed, so a holder with any is never clean
+/// ([`Cascade::is_clean`]): `--skip-unlisted` accepts unknown dependents, never unknown victims.
+/// A group version whose APIService the plan deletes is no unknown content: the API goes with
+/// it. The plan's cascades and the re-check before each wave ask this one function.
+pub fn unknown_content(catalog: &Catalog, holder: &ObjectId, held: &Collection, planned: &Planned) -> Vec<String> {
+    let crd_group = match (holder.group.as_str(), holder.kind.as_str()) {
+        ("", "Namespace") => None,
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            Some(holder.name.split_once('.').map_or("", |(_, group)| group))
+        }
+        _ => return Vec::new(),
+    };
+    let undiscovered = catalog.failures.iter().filter(|failure| {
+        let (group, version) = failure
+            .group_version
+            .rsplit_once('/')
+            .unwrap_or(("", &failure.group_version));
+        let api_service = ObjectId::new(
+            "apiregistration.k8s.io",
+            "APIService",
+            None,
+            &format!("{version}.{group}"),
+        );
+        crd_group.is_none_or(|crd_group| crd_group == group) && !planned.ids.contains(&api_service)
+    });
+    let mut unknown: Vec<String> = held
+        .failures
+        .iter()
+        .map(|f| f.kind.kind_with_group())
+        .chain(undiscovered.map(|f| format!("every kind of {}", f.group_version)))
+        .collect();
+    unknown.sort();
+    unknown.dedup();
+    unknown
+}
+
+/// The cascade of one holder from its listed content (and what could not be, see
+/// [`unknown_content`]).
+pub fn cascade_of(catalog: &Catalog, holder: &ObjectId, held: &Collection, planned: &Planned) -> Cascade {
+    let unlisted = unknown_content(catalog, holder, held, planned);
+    Cascade {
+        holder: holder.clone(),
+        victims: victims(&held.objects, &held.service_account_tokens, planned),
+        unlisted,
+    }
+}
+
+/// The cascades of the plan that would take something beyond it — of its Namespaces and CRDs
+/// (their content), and of its objects as owners ([`owners::owner_cascades`]) — and the victims as
+/// listed, with what a planned object controls that may run a controller
+/// ([`owners::controlled_children`]; the plan's graph makes nodes of them all: see
+/// [`crate::graph::live::LiveGraph::add_victims`]).
+pub async fn find_cascades(
+    client: &Client,
+    catalog: &Catalog,
+    planned_objects: impl IntoIterator<Item = (ObjectId, String)>,
+    counted: &owners::Counted<'_>,
+    options: ListOptions,
+    orphans: bool,
+) -> (Vec<Cascade>, Vec<Listed>) {
+    let mut planned = Planned {
+        orphans,
+        ..Planned::default()
+    };
+    let mut names: HashMap<String, ObjectId> = HashMap::new();
+    for (id, uid) in planned_objects {
+        planned.uids.insert(uid.clone());
+        planned.ids.insert(id.clone());
+        names.insert(uid, id);
+    }
+    let mut holders: Vec<&ObjectId> = planned.ids.iter().filter(|id| is_holder(id)).collect();
+    holders.sort();
+    let mut found = Vec::new();
+    let mut taken = Vec::new();
+    for holder in holders {
+        if let Some(held) = contents(client, catalog, holder, options).await {
+            let cascade = cascade_of(catalog, holder, &held, &planned);
+            let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
+            taken.extend(held.objects.iter().filter(|o| victims.contains(o.uid())).cloned());
+            if !cascade.is_clean() {
+                found.push(cascade);
+            }
+        }
+    }
+    // Deleted with `--cascade=orphan`, the planned objects take nothing they own.
+    if planned.ids.is_empty() || orphans {
+        return (found, taken);
+    }
+    let owned = owners::owned_around(client, catalog, planned.ids.iter(), options).await;
+    for failure in &owned.failures {
+        tracing::warn!(
+            "cannot list {} to find what the plan's objects own: {}",
+            failure.kind.kind_with_group(),
+            failure.failure
+        );
+    }
+    for cascade in owners::owner_cascades(&owned.objects, &planned, &names, counted) {
+        let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
+        taken.extend(owned.objects.iter().filter(|o| victims.contains(o.uid())).cloned());
+        found.push(cascade);
+    }
+    // What a planned object controls and may run a controller is a node too, no victim.
+    let mut nodes: HashSet<String> = taken.iter().map(|o| o.uid().to_string()).collect();
+    let controlled = owners::controlled_children(&owned.objects, &planned);
+    taken.extend(controlled.into_iter().filter(|o| nodes.insert(o.uid().to_string())));
+    (found, taken)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use kube::core::ObjectMeta;
+    use std::collections::BTreeMap;
+
+    fn kind(group: &str, kind: &str) -> Arc<KindInfo> {
+        Arc::new(crate::cluster::fixtures::kind(group, kind, true))
+    }
+
+    fn object(k: &str, name: &str, owner: Option<&str>, labels: &[(&str, &str)]) -> Listed {
+        let labels: BTreeMap<String, String> = labels.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        Listed::new(
+            kind("", k),
+            ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("shop".into()),
+                uid: Some(format!("uid-{name}")),
+                labels: Some(labels),
+                owner_references: owner.map(|uid| {
+                    vec![OwnerReference {
+                        uid: uid.into(),
+                        kind: "X".into(),
+                        name: "x".into(),
+                        ..Default::default()
+                    }]
+                }),
+                ..Default::default()
+            },
+        )
+    }
+
+    #[test]
+    fn untracked_foreign_and_kept_objects_count_the_rest_does_not() {
+        let held = vec![
+            object("ConfigMap", "planned", None, &[]),
+            object("Secret", "handmade", None, &[]),
+            object(
+                "ConfigMap",
+                "theirs",
+                None,
+                &[("kustomize.toolkit.fluxcd.io/name", "b")],
+            ),
+            object("ReplicaSet", "rs", Some("uid-deploy"), &[]),
+            object("Pod", "pod", Some("uid-rs"), &[]),
+            object("PersistentVolumeClaim", "data-db-0", None, &[]),
+            object("ServiceAccount", "default", None, &[]),
+            object("ConfigMap", "kube-root-ca.crt", None, &[]),
+            object("Pod", "stray-child", Some("uid-handmade"), &[]),
+        ];
+        let planned = Planned {
+            uids: ["uid-planned".to_string(), "uid-deploy".to_string()].into(),
+            orphans: false,
+            ids: HashSet::new(),
+        };
+        let found: Vec<(String, String)> = victims(&held, &HashSet::new(), &planned)
+            .into_iter()
+            .map(|v| (v.id.name, v.why))
+            .collect();
+        assert_eq!(
+            found,
+            vec![
+                ("theirs".to_string(), "another stack's: flux:b".to_string()),
+                ("data-db-0".to_string(), "untracked".to_string()),
+                ("handmade".to_string(), "untracked".to_string()),
+            ]
+        );
+    }
+
+    fn catalog_without(group_versions: &[&str]) -> Catalog {
+        let failures = group_versions
+            .iter()
+            .map(|gv| crate::cluster::discovery::DiscoveryFailure {
+                group_version: gv.to_string(),
+                message: "the server is currently unable to handle the request".into(),
+            })
+            .collect();
+        let kinds = vec![crate::cluster::fixtures::kind("", "ConfigMap", true)];
+        Catalog::new(kinds, failures, crate::cluster::discovery::DiscoverySource::PerGroup)
+    }
+
+    /// Adversarial review, finding 11: a kind that could not be listed, or a group version that
+    /// could not be discovered (an aggregated API whose APIService is down), may hold objects the
+    /// Namespace or CRD takes with it; its cascade is never clean, with no victim named.
+    #[test]
+    fn a_holder_whose_content_could_not_be_listed_or_discovered_is_never_clean() {
+        let namespace = ObjectId::new("", "Namespace", None, "shop");
+        let planned = Planned::default();
+        let all_listed = Collection::default();
+        let discovered = catalog_without(&[]);
+        assert!(cascade_of(&discovered, &namespace, &all_listed, &planned).is_clean());
+
+        let mut one_failed = Collection::default();
+        one_failed.failures.push(crate::cluster::collect::KindFailure {
+            kind: kind("example.com", "Gizmo"),
+            failure: crate::cluster::collect::ListFailure::Forbidden,
+        });
+        let cascade = cascade_of(&discovered, &namespace, &one_failed, &planned);
+        assert!(cascade.victims.is_empty());
+        assert_eq!(cascade.unlisted, ["Gizmo.example.com"]);
+        assert!(
+            !cascade.is_clean(),
+            "content that could not be listed is not known to be empty"
+        );
+
+        let down = catalog_without(&["metrics.k8s.io/v1beta1"]);
+        let cascade = cascade_of(&down, &namespace, &all_listed, &planned);
+        assert_eq!(cascade.unlisted, ["every kind of metrics.k8s.io/v1beta1"]);
+        assert!(
+            !cascade.is_clean(),
+            "an undiscovered group may serve objects in the Namespace"
+        );
+
+        let other_crd = ObjectId::new(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            None,
+            "gizmos.example.com",
+        );
+        assert!(cascade_of(&down, &other_crd, &all_listed, &planned).is_clean());
+        let own_crd = ObjectId::new(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            None,
+            "nodemetrics.metrics.k8s.io",
+        );
+        assert!(!cascade_of(&down, &own_crd, &all_listed, &planned).is_clean());
+        let config_map = ObjectId::new("", "ConfigMap", Some("shop"), "settings");
+        assert!(unknown_content(&down, &config_map, &all_listed, &planned).is_empty());
+        // The plan deletes the APIService itself: its API goes first, nothing of it is unknown.
+        let api_service = ObjectId::new("apiregistration.k8s.io", "APIService", None, "v1beta1.metrics.k8s.io");
+        let with_api = Planned {
+            uids: ["uid-api".to_string()].into(),
+            orphans: false,
+            ids: [api_service].into(),
+        };
+        assert!(cascade_of(&down, &namespace, &all_listed, &with_api).is_clean());
+    }
+
+    fn token(name: &str, account: &str, account_uid: &str) -> Listed {
+        let annotations = [
+            (SERVICE_ACCOUNT_NAME.to_string(), account.to_string()),
+            (SERVICE_ACCOUNT_UID.to_string(), account_uid.to_string()),
+        ];
+        let mut listed = object("Secret", name, None, &[]);
+        listed.meta.annotations = Some(annotations.into());
+        listed
+    }
+
+    #[test]
+    fn the_token_of_a_planned_service_account_dies_with_it_other_tokens_count() {
+        let planned = Planned {
+            uids: ["uid-builder".to_string(), "uid-settings".to_string()].into(),
+            orphans: false,
+            ids: [
+                ObjectId::new("", "ServiceAccount", Some("shop"), "builder"),
+                ObjectId::new("", "ConfigMap", Some("shop"), "settings"),
+            ]
+            .into(),
+        };
+        let held = vec![
+            object("ServiceAccount", "builder", None, &[]),
+            token("builder-token", "builder", "uid-builder"),
+            object("ServiceAccount", "runner", None, &[]),
+            token("runner-token", "runner", "uid-runner"),
+            token("old-builder-token", "builder", "uid-builder-before"),
+            token("settings-token", "settings", "uid-settings"),
+            object("Secret", "handmade", None, &[]),
+        ];
+        let tokens: HashSet<String> = held
+            .iter()
+            .filter(|o| o.name().ends_with("-token"))
+            .map(|o| o.uid().to_string())
+            .collect();
+        let found: Vec<String> = victims(&held, &tokens, &planned)
+            .into_iter()
+            .map(|v| v.id.name)
+            .collect();
+        assert_eq!(
+            found,
+            [
+                "handmade",
+                "old-builder-token",
+                "runner-token",
+                "settings-token",
+                "runner"
+            ]
+        );
+        let elsewhere = ObjectId::new("", "Secret", Some("other"), "builder-token");
+        assert!(!token_of_planned_account(&elsewhere, &held[1].meta, &planned));
+        assert!(token_of_planned_account(&held[1].id(), &held[1].meta, &planned));
+    }
+
+    /// Order review 7: an Opaque Secret that carries a planned ServiceAccount's name and UID
+    /// annotations (or the `default` account's) is no token Secret: only a Secret listed with
+    /// the token type ([`SERVICE_ACCOUNT_TOKEN`]) dies with its account or is the control
+    /// plane's. The annotations alone prove nothing.
+    #[test]
+    fn only_a_secret_proven_of_the_token_type_is_a_token() {
+        let planned = Planned {
+            uids: ["uid-builder".to_string()].into(),
+            orphans: false,
+            ids: [ObjectId::new("", "ServiceAccount", Some("shop"), "builder")].into(),
+        };
+        let held = vec![
+            object("ServiceAccount", "builder", None, &[]),
+            token("builder-token", "builder", "uid-builder"),
+            token("forged", "builder", "uid-builder"),
+            object("ServiceAccount", "default", None, &[]),
+            token("default-token", "default", "uid-default"),
+            token("forged-default", "default", "uid-default"),
+        ];
+        let tokens: HashSet<String> = ["uid-builder-token".to_string(), "uid-default-token".to_string()].into();
+        let found: Vec<String> = victims(&held, &tokens, &planned)
+            .into_iter()
+            .map(|v| v.id.name)
+            .collect();
+        assert_eq!(found, ["forged", "forged-default"]);
+        let none_proven: Vec<String> = victims(&held, &HashSet::new(), &planned)
+            .into_iter()
+            .map(|v| v.id.name)
+            .collect();
+        assert_eq!(
+            none_proven,
+            ["builder-token", "default-token", "forged", "forged-default"]
+        );
+    }
+}

@@ -1,0 +1,339 @@
+//! Owner cascades: what the garbage collector deletes with the plan's objects as their owners,
+//! although the plan does not delete it (review finding 1 of the order review: another stack's
+//! object, a keep-marked one or an untracked one with a plain `ownerReference` to a planned
+//! ConfigMap went with it, unnamed). The rule is the garbage collector's own
+//! ([`crate::prune::safeguards::dies_with_plan`]: every owner gone). What a controller made (an owner
+//! reference with `controller: true`: a Deployment's ReplicaSets, a Service's EndpointSlices) is
+//! its owner's to take and no victim; anything else that dies so is a victim of the planned owner
+//! it hangs from, named and refused like a Namespace's, unless `--allow-cascade`.
+//!
+//! Where the dependents can be: in the namespace of a namespaced owner, anywhere for a
+//! cluster-scoped one ([`owned_around`]); the waits after each wave list the same way
+//! ([`crate::prune::recheck::children`]).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use kube::Client;
+
+use super::{why_it_counts, Cascade, Planned, Victim};
+use crate::cluster::collect::{collect_where, Collection, ListOptions, ListScope, Listed};
+use crate::cluster::discovery::{Catalog, KindInfo};
+use crate::identity::ObjectId;
+use crate::prune::safeguards::{dies_with_plan, made_by_control_plane};
+use crate::stack::keep::{tracked_elsewhere, TornDown};
+use crate::stack::trackers::keep_marker;
+
+/// Where the dependents of `owners` can be: the namespaces of namespaced ones, or every
+/// namespace (and the cluster-scoped kinds) when one of them is cluster-scoped. The flag tells
+/// the latter.
+pub fn scopes_of<'a>(owners: impl IntoIterator<Item = &'a ObjectId>) -> (Vec<ListScope>, bool) {
+    let mut namespaces: BTreeSet<&str> = BTreeSet::new();
+    for owner in owners {
+        match owner.namespace.as_deref() {
+            Some(namespace) => namespaces.insert(namespace),
+            None => return (vec![ListScope::AllNamespaces], true),
+        };
+    }
+    let scopes = namespaces
+        .into_iter()
+        .map(|n| ListScope::Namespace(n.to_string()))
+        .collect();
+    (scopes, false)
+}
+
+/// Lists every object with an owner reference where the dependents of `owners` can be (see
+/// [`scopes_of`]), in one collection.
+pub async fn owned_around<'a>(
+    client: &Client,
+    catalog: &Catalog,
+    owners: impl IntoIterator<Item = &'a ObjectId>,
+    options: ListOptions,
+) -> Collection {
+    let (scopes, cluster_scoped) = scopes_of(owners);
+    let kinds: Vec<Arc<KindInfo>> = catalog
+        .listable()
+        .filter(|k| k.namespaced || cluster_scoped)
+        .cloned()
+        .collect();
+    let owned = |meta: &kube::core::ObjectMeta| meta.owner_references.as_ref().is_some_and(|r| !r.is_empty());
+    let mut all = Collection::default();
+    for scope in scopes {
+        let listed = collect_where(client, &kinds, &scope, owned, options).await;
+        all.objects.extend(listed.objects);
+        all.failures.extend(listed.failures);
+        all.not_served.extend(listed.not_served);
+    }
+    all
+}
+
+/// The owners of each listed object, by UID.
+pub fn owners_by_uid(objects: &[Listed]) -> HashMap<String, Vec<String>> {
+    objects
+        .iter()
+        .map(|o| {
+            let owners = o.meta.owner_references.iter().flatten().map(|r| r.uid.clone());
+            (o.uid().to_string(), owners.collect())
+        })
+        .collect()
+}
+
+/// What makes an object a controller made count as a victim all the same: a keep marker, the
+/// plan keeping it (`kept`: desired, another stack's, …), or the mark of a stack the plan does not
+/// tear down (`torn_down`; an orphan prune tears none down). Only an unmarked child a controller
+/// made is its owner's to take.
+pub struct Counted<'a> {
+    /// The stacks the plan tears down.
+    pub torn_down: &'a TornDown,
+    /// What the plan keeps.
+    pub kept: &'a HashSet<ObjectId>,
+}
+
+/// The objects a plan keeps for a reason of their own, as [`Counted::kept`] takes them: one kept
+/// because its controller owns it goes with that owner and is left out.
+pub fn kept_on_their_own(kept: &[crate::prune::teardown::Kept]) -> HashSet<ObjectId> {
+    kept.iter()
+        .filter(|k| !matches!(k.reason, crate::stack::keep::KeepReason::ControllerOwned { .. }))
+        .map(|k| k.id.clone())
+        .collect()
+}
+
+impl Counted<'_> {
+    fn counts(&self, object: &Listed) -> bool {
+        object.controller_owner().is_none()
+            || keep_marker(&object.meta).is_some()
+            || self.kept.contains(&object.id())
+            || tracked_elsewhere(&object.meta, self.torn_down).is_some()
+    }
+}
+
+/// The owner cascades of the plan among the `owned` objects (as [`owned_around`] listed them):
+/// for each planned owner, the objects that die with it and count (see [`Counted`]).
+/// `planned_ids` names the planned objects by UID.
+pub fn owner_cascades(
+    owned: &[Listed],
+    planned: &Planned,
+    planned_ids: &HashMap<String, ObjectId>,
+    counted: &Counted,
+) -> Vec<Cascade> {
+    let owners_of = owners_by_uid(owned);
+    let services: HashSet<ObjectId> = planned
+        .ids
+        .iter()
+        .filter(|id| id.group.is_empty() && id.kind == "Service")
+        .cloned()
+        .collect();
+    let mut by_holder: BTreeMap<ObjectId, Vec<Victim>> = BTreeMap::new();
+    for object in owned {
+        if planned.uids.contains(object.uid())
+            || object.is_terminating()
+            || !counted.counts(object)
+            || made_by_control_plane(&object.id(), &object.meta, &services).is_some()
+            || !dies_with_plan(&object.meta, &planned.uids, &owners_of, planned.orphans)
+        {
+            continue;
+        }
+        let Some(holder) = planned_root(object.uid(), &planned.uids, &owners_of).and_then(|uid| planned_ids.get(&uid))
+        else {
+            continue;
+        };
+        by_holder.entry(holder.clone()).or_default().push(Victim {
+            id: object.id(),
+            uid: object.uid().to_string(),
+            why: why_it_counts(object),
+        });
+    }
+    by_holder
+        .into_iter()
+        .map(|(holder, mut victims)| {
+            victims.sort_by(|a, b| a.id.cmp(&b.id));
+            Cascade {
+                holder,
+                victims,
+                unlisted: Vec::new(),
+            }
+        })
+        .collect()
+}
+
+/// The objects among `owned` that a planned object controls (its owner reference with
+/// `controller: true`) and that can run a controller ([`crate::graph::infer::runs_controllers`]: an
+/// operator Deployment a ClusterServiceVersion made, its ServiceAccount and RBAC), when they die
+/// with the plan. They are no victims (their owner's to take), but nodes of the plan's graph:
+/// a custom resource whose finalizer names such an operator goes before the owner that takes
+/// it (rule "what dies goes before what it needs", [`crate::graph::Graph::victim_orders`]).
+///
+/// The controller may be a planned object or, up a chain of controllers, one that a planned
+/// object controls (Crossplane's Provider → ProviderRevision → the provider's Deployment and
+/// RBAC: order review 8, F5).
+pub fn controlled_children(owned: &[Listed], planned: &Planned) -> Vec<Listed> {
+    let owners_of = owners_by_uid(owned);
+    let controller_of: HashMap<&str, &str> = owned
+        .iter()
+        .filter_map(|o| o.controller_owner().map(|owner| (o.uid(), owner.uid.as_str())))
+        .collect();
+    owned
+        .iter()
+        .filter(|object| {
+            !planned.uids.contains(object.uid())
+                && !object.is_terminating()
+                && controlled_from_plan(object.uid(), &controller_of, &planned.uids)
+                && crate::graph::infer::runs_controllers(&object.id())
+                && dies_with_plan(&object.meta, &planned.uids, &owners_of, planned.orphans)
+        })
+        .cloned()
+        .collect()
+}
+
+/// Whether the chain of controllers up from the object with this UID reaches a planned object
+/// (`controller_of`: each listed object's controller, by UID). A cycle proves nothing.
+fn controlled_from_plan(uid: &str, controller_of: &HashMap<&str, &str>, planned: &HashSet<String>) -> bool {
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut current = uid;
+    while let Some(&controller) = controller_of.get(current) {
+        if planned.contains(controller) {
+            return true;
+        }
+        if !seen.insert(controller) {
+            return false;
+        }
+        current = controller;
+    }
+    false
+}
+
+/// The first planned owner up the owner chain of the object with this UID (breadth first).
+fn planned_root(uid: &str, planned: &HashSet<String>, owners_of: &HashMap<String, Vec<String>>) -> Option<String> {
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut queue: std::collections::VecDeque<&str> = owners_of.get(uid)?.iter().map(String::as_str).collect();
+    while let Some(owner) = queue.pop_front() {
+        if planned.contains(owner) {
+            return Some(owner.to_string());
+        }
+        if seen.insert(owner) {
+            queue.extend(owners_of.get(owner).into_iter().flatten().map(String::as_str));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::fixtures::kind;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use kube::core::ObjectMeta;
+    use std::collections::BTreeMap as Labels;
+
+    fn object(name: &str, owners: &[(&str, bool)], labels: &[(&str, &str)]) -> Listed {
+        let meta = ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("app".into()),
+            uid: Some(name.into()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<Labels<_, _>>(),
+            ),
+            owner_references: Some(
+                owners
+                    .iter()
+                    .map(|(uid, controller)| OwnerReference {
+                        uid: uid.to_string(),
+                        controller: Some(*controller),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        Listed::new(Arc::new(kind("", "ConfigMap", true)), meta)
+    }
+
+    #[test]
+    fn what_dies_with_a_planned_owner_without_its_controller_making_it_is_a_victim() {
+        let other = [
+            ("kustomize.toolkit.fluxcd.io/name", "other"),
+            ("kustomize.toolkit.fluxcd.io/namespace", "f"),
+        ];
+        let owned = [
+            object("plain", &[("owner", false)], &[]),
+            object("other-stacks", &[("owner", false)], &other),
+            object("made", &[("owner", true)], &[]),
+            object("made-but-another-stacks", &[("owner", true)], &other),
+            object("second-live-owner", &[("owner", false), ("live", false)], &[]),
+            object("down-the-chain", &[("made", true)], &[]),
+            object("through-made", &[("made", false)], &[]),
+            object("planned", &[("owner", false)], &[]),
+        ];
+        let planned = Planned {
+            uids: ["owner", "planned"].map(String::from).into(),
+            orphans: false,
+            ids: [ObjectId::new("", "ConfigMap", Some("app"), "owner")].into(),
+        };
+        let names: HashMap<String, ObjectId> = [(
+            "owner".to_string(),
+            ObjectId::new("", "ConfigMap", Some("app"), "owner"),
+        )]
+        .into();
+        let torn_down = TornDown::default();
+        let kept = HashSet::new();
+        let counted = Counted {
+            torn_down: &torn_down,
+            kept: &kept,
+        };
+        let cascades = owner_cascades(&owned, &planned, &names, &counted);
+        assert_eq!(cascades.len(), 1);
+        assert_eq!(cascades[0].holder.name, "owner");
+        let victims: Vec<(&str, &str)> = cascades[0]
+            .victims
+            .iter()
+            .map(|v| (v.id.name.as_str(), v.why.as_str()))
+            .collect();
+        let names: Vec<&str> = victims.iter().map(|(name, _)| *name).collect();
+        assert_eq!(
+            names,
+            ["made-but-another-stacks", "other-stacks", "plain", "through-made"]
+        );
+        assert!(victims[1].1.starts_with("another stack's"), "{victims:?}");
+        assert_eq!(victims[2], ("plain", "untracked"));
+    }
+
+    /// Order review 8, F5: an operator two controllers down from a planned object (Provider →
+    /// ProviderRevision → Deployment) is a node of the plan's graph, as one directly controlled is.
+    #[test]
+    fn what_a_chain_of_controllers_from_the_plan_runs_is_a_node() {
+        let deployment = |name: &str, owners: &[(&str, bool)]| {
+            let base = object(name, owners, &[]);
+            Listed::new(Arc::new(kind("apps", "Deployment", true)), (*base.meta).clone())
+        };
+        let owned = [
+            object("revision", &[("provider", true)], &[]),
+            deployment("direct", &[("provider", true)]),
+            deployment("two-down", &[("revision", true)]),
+            deployment("not-controlled", &[("revision", false)]),
+            deployment("elsewhere", &[("stranger", true)]),
+        ];
+        let planned = Planned {
+            uids: ["provider"].map(String::from).into(),
+            ids: HashSet::new(),
+            orphans: false,
+        };
+        let mut names: Vec<String> = controlled_children(&owned, &planned)
+            .iter()
+            .map(|o| o.id().name)
+            .collect();
+        names.sort();
+        assert_eq!(names, ["direct", "two-down"]);
+    }
+
+    #[test]
+    fn a_cluster_scoped_owner_has_its_dependents_looked_for_everywhere() {
+        let id = |namespace: Option<&str>| ObjectId::new("", "ConfigMap", namespace, "x");
+        let (scopes, cluster) = scopes_of(&[id(Some("a")), id(Some("b")), id(Some("a"))]);
+        assert_eq!((scopes.len(), cluster), (2, false));
+        let (scopes, cluster) = scopes_of(&[id(Some("a")), id(None)]);
+        assert!(cluster && matches!(scopes.as_slice(), [ListScope::AllNamespaces]));
+    }
+}

@@ -1,0 +1,159 @@
+//! What the objects of a new desired set need to exist, as kpt (cli-utils) reads it from the
+//! objects it applies: their `config.kubernetes.io/depends-on` references, the Namespaces they
+//! live in, and the CRDs of their kinds (cli-utils `pkg/object/graph/depends.go`:
+//! `addDependsOnEdges`, `addNamespaceEdges`, `addCRDEdges`). kpt never prunes what the objects it
+//! applies need: `pkg/apply/filter/local-namespaces-filter.go` (`LocalNamespacesFilter`, "namespace
+//! still in use") skips a Namespace that applied objects live in, and
+//! `pkg/apply/filter/dependency-filter.go` (`DependencyFilter`) skips an object an applied object
+//! depends on ("dependent scheduled for apply"). Flux (fluxcd/pkg `ssa`) and kubectl's ApplySet
+//! prune have no such filter: only kpt's rule asks [`Needs`] (see [`crate::stack::keep::tool_rules`]).
+
+use std::collections::HashMap;
+
+use crate::graph::{parse_depends_on, KPT_DEPENDS_ON};
+use crate::identity::ObjectId;
+use crate::stack::manifest::Manifest;
+
+/// The annotation whose substitutions read fields of other objects at apply time (cli-utils
+/// `pkg/object/mutation/annotation.go`); `pkg/object/graph/depends.go` `addApplyTimeMutationEdges`
+/// makes each `sourceRef` a dependency, as `depends-on` does.
+pub const APPLY_TIME_MUTATION: &str = "config.kubernetes.io/apply-time-mutation";
+
+/// The objects an `apply-time-mutation` annotation reads (each substitution's `sourceRef`:
+/// `group` or the group of `apiVersion`, `kind`, `namespace`, `name`). A value that does not
+/// parse names nothing (cli-utils then adds no edge either).
+pub fn mutation_sources(value: &str) -> Vec<ObjectId> {
+    let Ok(serde_json::Value::Array(substitutions)) = serde_saphyr::from_str::<serde_json::Value>(value) else {
+        return Vec::new();
+    };
+    substitutions
+        .iter()
+        .filter_map(|substitution| {
+            let source = substitution.get("sourceRef")?;
+            let field = |key: &str| source.get(key).and_then(serde_json::Value::as_str);
+            let group = field("group")
+                .or_else(|| field("apiVersion").map(|version| version.rsplit_once('/').map_or("", |(group, _)| group)));
+            let (kind, name) = (field("kind")?, field("name")?);
+            Some(ObjectId::new(
+                group.unwrap_or(""),
+                kind,
+                field("namespace").filter(|n| !n.is_empty()),
+                name,
+            ))
+        })
+        .collect()
+}
+
+/// Why a desired object needs another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Need {
+    /// Objects of the desired set live in this Namespace.
+    Namespace,
+    /// A desired object depends on it: its `depends-on` names it.
+    DependsOn {
+        /// The desired object.
+        dependent: ObjectId,
+    },
+    /// A desired object's `apply-time-mutation` reads a field of it.
+    MutationSource {
+        /// The desired object.
+        dependent: ObjectId,
+    },
+    /// A desired object is a custom resource this CRD defines.
+    Definition {
+        /// The desired object.
+        dependent: ObjectId,
+    },
+}
+
+/// What the objects of a desired set need, by the identity of what they need.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Needs {
+    needed: HashMap<ObjectId, Need>,
+}
+
+impl Needs {
+    /// Adds what one resolved desired object needs: its Namespace, the CRD of its kind
+    /// (`crd`: the CRD's name, `plural.group`, when its kind is a custom one the cluster
+    /// serves) and what its `depends-on` names (parsed as cli-utils parses it; a malformed
+    /// annotation names nothing, as cli-utils adds no edge for it).
+    pub fn add(&mut self, id: &ObjectId, manifest: &Manifest, crd: Option<String>) {
+        if let Some(namespace) = &id.namespace {
+            self.insert(ObjectId::new("", "Namespace", None, namespace), Need::Namespace);
+        }
+        if let Some(crd) = crd {
+            let definition = ObjectId::new("apiextensions.k8s.io", "CustomResourceDefinition", None, &crd);
+            self.insert(definition, Need::Definition { dependent: id.clone() });
+        }
+        let references = manifest.annotation(KPT_DEPENDS_ON).map(parse_depends_on);
+        for reference in references.into_iter().flat_map(Result::unwrap_or_default) {
+            self.insert(reference, Need::DependsOn { dependent: id.clone() });
+        }
+        let sources = manifest.annotation(APPLY_TIME_MUTATION).map(mutation_sources);
+        for source in sources.into_iter().flatten() {
+            self.insert(source, Need::MutationSource { dependent: id.clone() });
+        }
+    }
+
+    /// Adds a Namespace the tool keeps as in use besides those of the desired objects (the
+    /// namespace of kpt's inventory object).
+    pub fn add_namespace(&mut self, namespace: &str) {
+        self.insert(ObjectId::new("", "Namespace", None, namespace), Need::Namespace);
+    }
+
+    fn insert(&mut self, id: ObjectId, need: Need) {
+        self.needed.entry(id).or_insert(need);
+    }
+
+    /// Adds every need of another desired set (a run that judges several stacks).
+    pub fn extend(&mut self, other: &Needs) {
+        for (id, need) in &other.needed {
+            self.insert(id.clone(), need.clone());
+        }
+    }
+
+    /// Why the desired set needs this object, in kpt's words, if it does.
+    pub fn why(&self, id: &ObjectId) -> Option<String> {
+        Some(match self.needed.get(id)? {
+            Need::Namespace => format!(
+                "kpt: prune skipped: namespace still in use: {} (objects of the new desired set or its inventory live in it)",
+                id.name
+            ),
+            Need::DependsOn { dependent } => {
+                format!("kpt: prune skipped: dependent scheduled for apply: {dependent} depends on it (depends-on)")
+            }
+            Need::MutationSource { dependent } => {
+                format!("kpt: prune skipped: dependent scheduled for apply: {dependent} reads it (apply-time-mutation)")
+            }
+            Need::Definition { dependent } => {
+                format!("kpt: prune skipped: dependent scheduled for apply: {dependent} is of the kind it defines")
+            }
+        })
+    }
+
+    /// Whether nothing is needed.
+    pub fn is_empty(&self) -> bool {
+        self.needed.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The annotation as the membership review wrote it, applied with the real kpt (which then
+    /// skipped the prune of `src`: "dependent scheduled for apply").
+    #[test]
+    fn an_apply_time_mutation_names_its_sources() {
+        let value = "- sourceRef:\n    kind: ConfigMap\n    name: src\n    namespace: k1\n  sourcePath: $.data.value\n  targetPath: $.data.copied\n- sourceRef: {apiVersion: apps/v1, kind: Deployment, name: d, namespace: k1}\n  sourcePath: $.spec.replicas\n  targetPath: $.data.n\n";
+        assert_eq!(
+            mutation_sources(value),
+            [
+                ObjectId::new("", "ConfigMap", Some("k1"), "src"),
+                ObjectId::new("apps", "Deployment", Some("k1"), "d")
+            ]
+        );
+        assert!(mutation_sources("not: [a list").is_empty());
+        assert!(mutation_sources("- {sourcePath: x}").is_empty());
+    }
+}

@@ -1,0 +1,489 @@
+//! Live inventories: what a tool recorded as applied (Flux Kustomization status, cli-utils/kpt
+//! inventory objects, Helm release Secrets, kubectl ApplySet parents). A record is the tool's
+//! *previous* set: its garbage collector deletes only what is in it and not in the new desired
+//! set, so a record bounds the orphans and never adds to them ([`crate::stack::classify::Recorded`]).
+
+mod applyset;
+mod flux;
+mod helm;
+mod kpt;
+
+use kube::api::DynamicObject;
+
+use crate::cluster::discovery::KindInfo;
+use crate::cluster::retry::with_retries;
+use crate::cluster::session::Session;
+use crate::error::{is_not_found, UserError};
+use crate::stack::classify::Recorded;
+use crate::stack::desired::NamespaceRule;
+use crate::stack::trackers::{MarkValue, Preset, Tracker, FLUX_KUSTOMIZATION};
+
+use applyset::{find_applyset_parent, load_applyset};
+pub use flux::{
+    flux_record, impersonation_of, impersonation_over, read_flux, unmapped_entries, FluxRecord, FluxStack, NO_INVENTORY,
+};
+pub use helm::helm_manifest;
+pub use helm::HelmRevision;
+use helm::{flux_helm_record, load_helm, no_helm_release, owned_release_record};
+use kpt::load_kpt;
+
+/// `--inventory PRESET=REF`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InventoryRef {
+    /// Flux Kustomization `NAME[.NAMESPACE]`: its `status.inventory`.
+    Flux {
+        /// Name.
+        name: String,
+        /// Namespace (default: the current one).
+        namespace: Option<String>,
+    },
+    /// cli-utils / kpt inventory id: ConfigMaps and ResourceGroups labelled with it.
+    Kpt {
+        /// Inventory id.
+        id: String,
+    },
+    /// Helm release `NAME[.NAMESPACE]`: its last deployed release Secret.
+    Helm {
+        /// Release name.
+        name: String,
+        /// Namespace (default: the current one).
+        namespace: Option<String>,
+    },
+    /// kubectl ApplySet parent `[RESOURCE[.GROUP]/]NAME` (default a Secret).
+    ApplySet {
+        /// The parent reference.
+        parent: String,
+    },
+}
+
+impl InventoryRef {
+    /// Parses `flux=NAME[.NS]`, `kpt=ID`, `helm=NAME[.NS]`, `applyset=PARENT`.
+    pub fn parse(text: &str) -> Result<Self, UserError> {
+        let usage = || {
+            UserError::usage(format!("invalid --inventory {text:?}")).hint(
+                "use flux=NAME[.NAMESPACE], kpt=INVENTORY-ID, helm=RELEASE[.NAMESPACE] or applyset=[RESOURCE/]NAME",
+            )
+        };
+        let (preset, value) = text.split_once('=').ok_or_else(usage)?;
+        if value.is_empty() {
+            return Err(usage());
+        }
+        let (name, namespace) = split_name(value);
+        match preset {
+            "flux" => Ok(Self::Flux { name, namespace }),
+            "kpt" => Ok(Self::Kpt { id: value.to_string() }),
+            "helm" => Ok(Self::Helm { name, namespace }),
+            "applyset" => Ok(Self::ApplySet {
+                parent: value.to_string(),
+            }),
+            _ => Err(usage()),
+        }
+    }
+}
+
+fn split_name(value: &str) -> (String, Option<String>) {
+    if let Some((namespace, name)) = value.split_once('/') {
+        return (name.to_string(), Some(namespace.to_string()));
+    }
+    match value.rsplit_once('.') {
+        Some((name, namespace)) => (name.to_string(), Some(namespace.to_string())),
+        None => (value.to_string(), None),
+    }
+}
+
+/// A loaded inventory: what the tool recorded, and the tracker that selects the stack's objects.
+pub struct Inventory {
+    /// What the tool recorded as applied last.
+    pub recorded: Recorded,
+    /// The tracker for the inventory's own stack.
+    pub tracker: Tracker,
+    /// The namespace the tool gives every namespaced object of the desired set, whatever the
+    /// manifests say: a Flux Kustomization's `spec.targetNamespace`.
+    pub target_namespace: Option<String>,
+    /// The namespace the tool gives a namespaced object written without one: a Helm release's
+    /// namespace (Helm builds the manifests with it as the default namespace).
+    pub default_namespace: Option<String>,
+    /// Why the names the tool applies are not those of a desired set read from files (see
+    /// [`StackRecord::renamed_by`]).
+    pub renamed_by: Option<String>,
+    /// The namespace of the object that holds the record (a kpt inventory's), when it has one.
+    pub record_namespace: Option<String>,
+}
+
+/// What the stack a `--tracker` names records: its tool's record, when it keeps one, and the
+/// namespace it forces on the desired set (Flux `spec.targetNamespace`).
+#[derive(Default)]
+pub struct StackRecord {
+    /// The tool's record of what it applied last; `None`: its labels alone say what it tracks.
+    pub recorded: Option<Recorded>,
+    /// A Flux Kustomization's `spec.targetNamespace`.
+    pub target_namespace: Option<String>,
+    /// The namespace a namespaced manifest without one takes: a Helm release's namespace.
+    pub default_namespace: Option<String>,
+    /// A Flux HelmRelease's Helm release (its name and storage namespace, as helm-controller
+    /// names it): its marks are the HelmRelease's own.
+    pub helm_release: Option<MarkValue>,
+    /// The Flux HelmRelease whose record this is (its name and namespace), when a HelmRelease
+    /// owns the stack's Helm release, whichever preset named it: its marks are the same stack.
+    pub flux_helm_release: Option<MarkValue>,
+    /// Why the names its tool applies are not those of a desired set read from files (a Flux
+    /// Kustomization that builds with `spec.namePrefix`, ...: see [`refuse_renamed`]).
+    pub renamed_by: Option<String>,
+    /// Its tool gives a namespaced object written without a namespace none, and fails to apply
+    /// it (a Flux Kustomization without `spec.targetNamespace`: see
+    /// [`NamespaceRule::Required`]).
+    pub namespace_required: bool,
+    /// The namespace of the object that holds the record: kpt keeps it as still in use (cli-utils
+    /// `pkg/apply/applier.go` `localNamespaces` adds the inventory's namespace).
+    pub record_namespace: Option<String>,
+}
+
+impl StackRecord {
+    /// How this stack's tool gives the manifests their namespace: its target namespace over
+    /// every one, else its default namespace (a Helm release's) for those without one, else
+    /// `fallback` (`-n` or the context's namespace).
+    pub fn namespace_rule<'a>(&'a self, fallback: &'a str) -> NamespaceRule<'a> {
+        match (&self.target_namespace, &self.default_namespace) {
+            (Some(target), _) => NamespaceRule::Target(target),
+            (None, _) if self.namespace_required => NamespaceRule::Required,
+            (None, Some(default)) => NamespaceRule::Default(default),
+            (None, None) => NamespaceRule::Default(fallback),
+        }
+    }
+}
+
+impl From<Inventory> for StackRecord {
+    fn from(inventory: Inventory) -> Self {
+        // A Flux Kustomization's, as [`FluxStack::into_record`] reads it.
+        let namespace_required = inventory.tracker.preset == Preset::Flux && inventory.target_namespace.is_none();
+        Self {
+            recorded: Some(inventory.recorded),
+            target_namespace: inventory.target_namespace,
+            default_namespace: inventory.default_namespace,
+            helm_release: None,
+            flux_helm_release: None,
+            renamed_by: inventory.renamed_by,
+            namespace_required,
+            record_namespace: inventory.record_namespace,
+        }
+    }
+}
+
+/// Reads a live inventory the user named; a stack that keeps no record is an error (a Flux
+/// Kustomization that records no `status.inventory` is a record of nothing: [`flux_record`]).
+pub async fn load(reference: &InventoryRef, session: &Session) -> Result<Inventory, UserError> {
+    match reference {
+        InventoryRef::Flux { name, namespace } => {
+            let namespace = namespace
+                .clone()
+                .unwrap_or_else(|| session.connection.namespace.clone());
+            let (group, kind) = FLUX_KUSTOMIZATION;
+            served(session, group, kind)?;
+            let stack = read_flux(session, name, &namespace).await?.ok_or_else(|| {
+                UserError::failed(format!("Kustomization {namespace}/{name} not found"))
+                    .hint("check the name and namespace (`kubectl get kustomizations -A`)")
+            })?;
+            let renamed_by = flux_comparison(&stack, name, &namespace)?;
+            // One that records no status.inventory is a record of nothing (see `flux_record`).
+            let mut inventory = stack.inventory;
+            inventory.renamed_by = renamed_by;
+            Ok(inventory)
+        }
+        InventoryRef::Kpt { id } => load_kpt(session, id).await,
+        InventoryRef::Helm { name, namespace } => {
+            let namespace = namespace
+                .clone()
+                .unwrap_or_else(|| session.connection.namespace.clone());
+            load_helm(session, name, &namespace, HelmRevision::LastDeployed).await
+        }
+        InventoryRef::ApplySet { parent } => load_applyset(session, parent).await,
+    }
+}
+
+/// Reads the record a `--inventory` names, with the tracker of its stack: [`load`], except that
+/// a Helm release a Flux HelmRelease manages is that HelmRelease's record (see [`record_of`]).
+pub async fn load_stack(reference: &InventoryRef, session: &Session) -> Result<(Tracker, StackRecord), UserError> {
+    if let InventoryRef::Helm { name, namespace } = reference {
+        let namespace = namespace
+            .clone()
+            .unwrap_or_else(|| session.connection.namespace.clone());
+        if let Some(owned) = owned_release_record(session, name, &namespace, HelmRevision::LastDeployed).await? {
+            let tracker = Tracker {
+                preset: Preset::Helm,
+                value: Some(MarkValue {
+                    name: name.clone(),
+                    namespace: Some(namespace),
+                }),
+            };
+            return Ok((tracker, owned));
+        }
+    }
+    let loaded = load(reference, session).await?;
+    Ok((loaded.tracker.clone(), loaded.into()))
+}
+
+fn served<'a>(session: &'a Session, group: &str, kind: &str) -> Result<&'a KindInfo, UserError> {
+    session.catalog.get(group, kind).map(|k| k.as_ref()).ok_or_else(|| {
+        UserError::failed(format!(
+            "the cluster does not serve {}",
+            crate::identity::kind_with_group(kind, group)
+        ))
+    })
+}
+
+async fn get_object(
+    session: &Session,
+    kind: &KindInfo,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<DynamicObject, UserError> {
+    let api = crate::cluster::collect::api_for(&session.connection.client, kind, namespace);
+    with_retries("get inventory", || api.get(name)).await.map_err(|err| {
+        if is_not_found(&err) {
+            UserError::failed(format!(
+                "{} {}{name} not found",
+                kind.kind_with_group(),
+                namespace.map(|n| format!("{n}/")).unwrap_or_default()
+            ))
+        } else {
+            session.connection.explain(&err)
+        }
+    })
+}
+
+/// The record of the stack a `--tracker` names, when its tool keeps one it can be read from
+/// (see [`record_of`]); none for a preset without a value. A value without a namespace means
+/// the current namespace.
+pub async fn load_for_tracker(tracker: &Tracker, session: &Session) -> Result<StackRecord, UserError> {
+    let Some(value) = tracker.value.as_ref() else {
+        return Ok(StackRecord::default());
+    };
+    let value = MarkValue {
+        name: value.name.clone(),
+        namespace: Some(
+            value
+                .namespace
+                .clone()
+                .unwrap_or_else(|| session.connection.namespace.clone()),
+        ),
+    };
+    record_of(tracker.preset, &value, session).await
+}
+
+/// The record of the stack a mark names — Flux `status.inventory` (and its
+/// `spec.targetNamespace`), a Helm release (and its namespace), a Flux HelmRelease's Helm
+/// release, a cli-utils/kpt inventory, an ApplySet parent (by name, or found by its id) — the
+/// one function every path reads a stack's record with. `recorded: None` when the tool keeps
+/// none under that mark (no such Kustomization, release Secret, inventory or parent): its
+/// labels alone say what it tracks, and the caller says so. An error when the record exists
+/// but cannot be read, or is not one the tool would act on (a Helm release with no deployed
+/// revision): what the tool would prune is then unknown.
+pub async fn record_of(preset: Preset, value: &MarkValue, session: &Session) -> Result<StackRecord, UserError> {
+    record_as(preset, value, session, HelmRevision::LastDeployed).await
+}
+
+/// [`record_of`] as the stack's tool reads it when the stack itself is deleted: the same record,
+/// but a Helm release (and a Flux HelmRelease's) is what `helm uninstall` deletes, its latest
+/// revision (see [`HelmRevision`]). What a teardown's members are bounded by.
+pub async fn uninstall_record_of(
+    preset: Preset,
+    value: &MarkValue,
+    session: &Session,
+) -> Result<StackRecord, UserError> {
+    record_as(preset, value, session, HelmRevision::Latest).await
+}
+
+async fn record_as(
+    preset: Preset,
+    value: &MarkValue,
+    session: &Session,
+    helm_revision: HelmRevision,
+) -> Result<StackRecord, UserError> {
+    let namespace = value
+        .namespace
+        .clone()
+        .unwrap_or_else(|| session.connection.namespace.clone());
+    let found = match preset {
+        Preset::Flux => {
+            let Some(stack) = read_flux(session, &value.name, &namespace).await? else {
+                return Ok(StackRecord::default());
+            };
+            let renamed_by = flux_comparison(&stack, &value.name, &namespace)?;
+            return Ok(StackRecord {
+                renamed_by,
+                ..stack.into_record()
+            });
+        }
+        Preset::FluxHelm => return flux_helm_record(session, &value.name, &namespace, helm_revision).await,
+        Preset::Helm => match owned_release_record(session, &value.name, &namespace, helm_revision).await? {
+            // A release a Flux HelmRelease manages is that HelmRelease's record.
+            Some(owned) => return Ok(owned),
+            None => load_helm(session, &value.name, &namespace, helm_revision).await,
+        },
+        Preset::Kpt => load_kpt(session, &value.name).await,
+        Preset::ApplySet if value.name.starts_with("applyset-") => {
+            match find_applyset_parent(session, &value.name).await? {
+                Some(parent) => Ok(parent),
+                None => Err(UserError::failed(format!(
+                    "no parent carries {}={} as its own id",
+                    crate::stack::trackers::APPLYSET_ID,
+                    value.name
+                ))),
+            }
+        }
+        // A parent given by name: kubectl's own prune reads that parent.
+        Preset::ApplySet => load_applyset(session, &value.name).await,
+        _ => return Ok(StackRecord::default()),
+    };
+    let default_namespace = matches!(preset, Preset::Helm).then_some(namespace);
+    match found {
+        Ok(found) => Ok(found.into()),
+        Err(err) if is_absent(&err) && preset == Preset::Helm => Err(no_helm_release(&value.name, &err)),
+        Err(err) if is_absent(&err) && matches!(preset, Preset::Kpt | Preset::ApplySet) => Ok(StackRecord {
+            recorded: Some(gone_record(preset, &value.name, &err)),
+            ..StackRecord::default()
+        }),
+        Err(err) if is_absent(&err) => {
+            tracing::debug!("no record for {}: {}", preset.name(), err.message);
+            Ok(StackRecord {
+                default_namespace,
+                ..StackRecord::default()
+            })
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// The record of a kpt inventory or ApplySet parent that is gone (a finished `kpt live destroy`,
+/// a deleted parent): its tool prunes nothing under that mark, so neither does kubectl-stack, and
+/// its labels never take over. cli-utils prunes only what the inventory object in the cluster
+/// lists (kubernetes-sigs/cli-utils `pkg/apply/prune/prune.go`: the prune set is the cluster
+/// inventory's objects; a new inventory lists none). kubectl prunes only the group-kinds the live
+/// parent lists (`applyset.kubernetes.io/contains-group-kinds`, read in `fetchParent`): with the
+/// parent gone, `kubectl apply --prune --applyset` re-creates it and prunes nothing (checked with
+/// kubectl 1.32 against a live cluster, `tests/orphans_record.rs`).
+fn gone_record(preset: Preset, name: &str, err: &UserError) -> Recorded {
+    let (stack, why) = match preset {
+        Preset::Kpt => (
+            format!("kpt inventory {name}"),
+            format!(
+                "is gone ({}): `kpt live apply` prunes only what the inventory object in the cluster lists, so it prunes nothing of it",
+                err.message
+            ),
+        ),
+        _ => (
+            format!("ApplySet {name}"),
+            format!(
+                "has no parent ({}): `kubectl apply --prune --applyset` prunes only the kinds the live parent lists, so it prunes nothing of it (it re-creates the parent)",
+                err.message
+            ),
+        ),
+    };
+    Recorded::NoInventory { stack, why }
+}
+
+/// A stack whose tool prunes nothing: none of its objects is an orphan (refused when named,
+/// never an orphan under `-l`).
+/// What a Kustomization's spec says of comparing its record with a desired set, the same for
+/// `--tracker flux=` and `--inventory flux=`: with `spec.prune: false` Flux deletes nothing it
+/// applied (refused); a spec that renames what it builds (see [`FluxStack::renames`]) is named,
+/// for [`refuse_renamed`].
+fn flux_comparison(stack: &FluxStack, name: &str, namespace: &str) -> Result<Option<String>, UserError> {
+    if let Some(why) = &stack.acts_elsewhere {
+        return Err(prunes_nothing(why));
+    }
+    if stack.prune_disabled {
+        return Err(prunes_nothing(&format!(
+            "Kustomization {namespace}/{name} has spec.prune: false: Flux deletes nothing it applied"
+        )));
+    }
+    Ok((!stack.renames.is_empty()).then(|| {
+        format!(
+            "Kustomization {namespace}/{name} builds with spec.{}",
+            stack.renames.join(", spec.")
+        )
+    }))
+}
+
+/// A desired set read from files (`-f`/`-k`) is compared with the record of a stack whose tool
+/// renames what it builds only when the user says the files are that tool's own build
+/// (`--as-built`): otherwise the names differ, and everything the tool keeps would be called an
+/// orphan.
+pub fn refuse_renamed(stack: &StackRecord, compared: bool, as_built: bool) -> Result<(), UserError> {
+    match &stack.renamed_by {
+        Some(why) if compared && !as_built => Err(UserError::refused(format!(
+            "{why}, which -f/-k do not reproduce: the names it applies are not those of the desired set given, and comparing them would call what Flux keeps an orphan"
+        ))
+        .hint("compare with what Flux built: `flux build kustomization NAME --path DIR > built.yaml`, then -f built.yaml --as-built")),
+        _ => Ok(()),
+    }
+}
+
+pub(crate) fn prunes_nothing(why: &str) -> UserError {
+    UserError::refused(format!("{why}, so nothing of it is an orphan"))
+        .hint("prune it with its own tool's rules in mind, or name another stack")
+}
+
+/// Whether a load failed because the stack keeps no record under that name (no release
+/// Secret, no inventory object, no parent): not an error, the labels are all there is.
+fn is_absent(err: &UserError) -> bool {
+    err.message.contains("not found") || err.message.starts_with("no ")
+}
+
+async fn list_labelled(session: &Session, kind: &KindInfo, selector: &str) -> Result<Vec<DynamicObject>, UserError> {
+    crate::cluster::collect::list_objects(&session.connection.client, kind, None, Some(selector))
+        .await
+        .map_err(|err| session.connection.explain(&err))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inventory_refs_parse() {
+        assert_eq!(
+            InventoryRef::parse("flux=apps.flux-system").unwrap(),
+            InventoryRef::Flux {
+                name: "apps".into(),
+                namespace: Some("flux-system".into())
+            }
+        );
+        assert_eq!(
+            InventoryRef::parse("kpt=abc-123").unwrap(),
+            InventoryRef::Kpt { id: "abc-123".into() }
+        );
+        assert_eq!(
+            InventoryRef::parse("helm=web").unwrap(),
+            InventoryRef::Helm {
+                name: "web".into(),
+                namespace: None
+            }
+        );
+        assert!(InventoryRef::parse("flux").is_err());
+        assert!(InventoryRef::parse("argo=x").is_err());
+    }
+
+    #[test]
+    fn a_stacks_namespace_rule_is_its_target_else_its_default_else_the_fallback() {
+        let stack = |target: Option<&str>, default: Option<&str>| StackRecord {
+            recorded: None,
+            target_namespace: target.map(str::to_string),
+            default_namespace: default.map(str::to_string),
+            ..StackRecord::default()
+        };
+        assert_eq!(
+            stack(Some("t"), Some("d")).namespace_rule("n"),
+            NamespaceRule::Target("t")
+        );
+        assert_eq!(stack(None, Some("d")).namespace_rule("n"), NamespaceRule::Default("d"));
+        assert_eq!(stack(None, None).namespace_rule("n"), NamespaceRule::Default("n"));
+        // A Flux Kustomization without a target namespace gives none (see `NamespaceRule::Required`).
+        let flux = |target: Option<&str>| StackRecord {
+            namespace_required: true,
+            ..stack(target, None)
+        };
+        assert_eq!(flux(None).namespace_rule("n"), NamespaceRule::Required);
+        assert_eq!(flux(Some("t")).namespace_rule("n"), NamespaceRule::Target("t"));
+    }
+}

@@ -1,0 +1,186 @@
+//! kubectl ApplySet parents: the group-kinds and namespaces they record, found by name or by id.
+
+use std::collections::HashSet;
+
+use kube::api::DynamicObject;
+use serde_json::Value;
+
+use super::{get_object, list_labelled, Inventory};
+use crate::cluster::discovery::{Catalog, KindInfo};
+use crate::cluster::session::Session;
+use crate::error::UserError;
+use crate::stack::classify::Recorded;
+use crate::stack::trackers::{applyset_id, MarkValue, Preset, Tracker, APPLYSET_ID};
+
+/// kubectl ApplySet (kubernetes/kubectl `pkg/cmd/apply/applyset_pruner.go`
+/// `FindAllObjectsToPrune`): kubectl lists members of the parent's `contains-group-kinds` in the
+/// parent's namespace and its `additional-namespaces`, and prunes those not applied this time.
+pub(super) async fn load_applyset(session: &Session, parent: &str) -> Result<Inventory, UserError> {
+    let (resource, name) = parent.split_once('/').unwrap_or(("secrets", parent));
+    let kind = session
+        .catalog
+        .resolve(resource)
+        .ok_or_else(|| UserError::usage(format!("unknown ApplySet parent kind {resource:?}")))?
+        .clone();
+    let namespace = kind.namespaced.then_some(session.connection.namespace.as_str());
+    let object = get_object(session, &kind, namespace, name).await?;
+    let own = applyset_id(name, namespace.unwrap_or(""), &kind.kind, &kind.group);
+    let label = object.metadata.labels.as_ref().and_then(|l| l.get(APPLYSET_ID));
+    if let Some(label) = label.filter(|label| **label != own) {
+        return Err(UserError::refused(format!(
+            "{} {name} carries {APPLYSET_ID}={label}, which is not its own id ({own}): it is a copy of another ApplySet parent, not a parent",
+            kind.kind_with_group()
+        ))
+        .hint("kubectl refuses such a parent too; name the parent whose id it is"));
+    }
+    kubectl_tooling(&object, &kind)?;
+    Ok(applyset_inventory(&object, &kind, &session.catalog))
+}
+
+/// The tooling annotation kubectl requires on a parent it prunes with: present, and `kubectl`
+/// before its `/` (kubernetes/kubectl `pkg/cmd/apply/applyset.go` `fetchParent`: "missing
+/// required annotation", "managed by tooling ... instead of kubectl"). Another tool's ApplySet
+/// follows that tool's rules, which kubectl-stack does not know: refused, nothing pruned.
+fn kubectl_tooling(object: &DynamicObject, kind: &KindInfo) -> Result<(), UserError> {
+    const TOOLING: &str = "applyset.kubernetes.io/tooling";
+    let name = object.metadata.name.as_deref().unwrap_or_default();
+    let tooling = object.metadata.annotations.as_ref().and_then(|a| a.get(TOOLING));
+    let why = match tooling.map(|t| t.split('/').next().unwrap_or_default()) {
+        Some("kubectl") => return Ok(()),
+        Some(other) => format!("is managed by tooling {other:?}, not kubectl"),
+        None => format!("lacks the annotation {TOOLING}"),
+    };
+    Err(UserError::refused(format!(
+        "ApplySet parent {} {name} {why}: kubectl refuses to prune with it, and so does kubectl-stack",
+        kind.kind_with_group()
+    ))
+    .hint("prune this set with the tool that manages it"))
+}
+
+/// The label that makes a CRD's kind an ApplySet parent kind (KEP-3659).
+const APPLYSET_PARENT_TYPE: &str = "applyset.kubernetes.io/is-parent-type";
+
+/// The ApplySet parent with this id, found by its `applyset.kubernetes.io/id` label among the
+/// kinds kubectl accepts as parents (Secrets, ConfigMaps, custom resources of CRDs labelled
+/// `applyset.kubernetes.io/is-parent-type: "true"`), in every namespace. Only a parent whose id
+/// is its own (the hash of its name, namespace, kind and group, as kubectl checks it) counts: a
+/// copied label does not make a parent. `None` when there is none; an error when the parents
+/// cannot be listed or several claim the id.
+pub(super) async fn find_applyset_parent(session: &Session, id: &str) -> Result<Option<Inventory>, UserError> {
+    let selector = format!("{APPLYSET_ID}={id}");
+    let mut kinds: Vec<std::sync::Arc<KindInfo>> = [("", "Secret"), ("", "ConfigMap")]
+        .into_iter()
+        .filter_map(|(group, kind)| session.catalog.get(group, kind).cloned())
+        .collect();
+    if let Some(crds) = session.catalog.get("apiextensions.k8s.io", "CustomResourceDefinition") {
+        let parent_types = list_labelled(session, crds, &format!("{APPLYSET_PARENT_TYPE}=true")).await?;
+        kinds.extend(parent_types.iter().filter_map(|crd| {
+            let group = crd.data.pointer("/spec/group").and_then(Value::as_str)?;
+            let kind = crd.data.pointer("/spec/names/kind").and_then(Value::as_str)?;
+            session.catalog.get(group, kind).cloned()
+        }));
+    }
+    let mut parents = Vec::new();
+    for kind in &kinds {
+        for object in list_labelled(session, kind, &selector).await? {
+            let name = object.metadata.name.clone().unwrap_or_default();
+            let namespace = object.metadata.namespace.clone().unwrap_or_default();
+            if applyset_id(&name, &namespace, &kind.kind, &kind.group) == id {
+                kubectl_tooling(&object, kind)?;
+                parents.push(applyset_inventory(&object, kind, &session.catalog));
+            }
+        }
+    }
+    if parents.len() > 1 {
+        let names: Vec<&str> = parents.iter().map(|p| p.recorded.name()).collect();
+        return Err(UserError::refused(format!(
+            "several ApplySet parents claim id {id}: {}",
+            names.join(", ")
+        )));
+    }
+    Ok(parents.pop())
+}
+
+/// What an ApplySet parent records: its group-kinds and namespaces. A parent that lists a
+/// group-kind the cluster does not serve records nothing kubectl prunes: kubectl refuses the
+/// whole prune ("could not find mapping for kind in applyset.kubernetes.io/contains-group-kinds",
+/// kubernetes/kubectl `pkg/cmd/apply/applyset.go` `parseGroupKinds`), so every member stays.
+fn applyset_inventory(object: &DynamicObject, kind: &KindInfo, catalog: &Catalog) -> Inventory {
+    let name = object.metadata.name.clone().unwrap_or_default();
+    let namespace = object.metadata.namespace.as_deref().filter(|_| kind.namespaced);
+    let annotations = object.metadata.annotations.clone().unwrap_or_default();
+    let listed = annotations
+        .get("applyset.kubernetes.io/contains-group-kinds")
+        .cloned()
+        .unwrap_or_default();
+    let kinds: HashSet<(String, String)> = listed
+        .split(',')
+        .map(str::trim)
+        .filter(|gk| !gk.is_empty())
+        .map(|gk| match gk.split_once('.') {
+            Some((kind, group)) => (group.to_string(), kind.to_string()),
+            None => (String::new(), gk.to_string()),
+        })
+        .collect();
+    let id = object
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(APPLYSET_ID).cloned())
+        .unwrap_or_else(|| applyset_id(&name, namespace.unwrap_or(""), &kind.kind, &kind.group));
+    let namespaces: HashSet<String> = annotations
+        .get("applyset.kubernetes.io/additional-namespaces")
+        .map(String::as_str)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|ns| !ns.is_empty())
+        .chain(namespace)
+        .map(str::to_string)
+        .collect();
+    let tracker = Tracker {
+        preset: Preset::ApplySet,
+        value: Some(MarkValue {
+            name: id,
+            namespace: None,
+        }),
+    };
+    let inventory = format!("ApplySet parent {}/{name}", kind.kind_with_group());
+    let recorded = match unserved_kinds(&kinds, catalog) {
+        Some(unserved) => Recorded::NoInventory {
+            why: format!(
+                "lists {unserved} in applyset.kubernetes.io/contains-group-kinds, which the cluster does not serve: `kubectl apply --prune --applyset` refuses to prune with it (\"could not find mapping for kind\"), so it prunes nothing of it; serve that kind again or remove it from the annotation, then prune"
+            ),
+            stack: inventory,
+        },
+        None => Recorded::ApplySet {
+            kinds,
+            namespaces,
+            inventory,
+            owner: Some(tracker.clone()),
+        },
+    };
+    Inventory {
+        recorded,
+        tracker,
+        target_namespace: None,
+        default_namespace: None,
+        renamed_by: None,
+        record_namespace: None,
+    }
+}
+
+/// The listed group-kinds (`Kind.group`, as the annotation writes them) the cluster does not
+/// serve, comma-separated and sorted; `None` when it serves them all.
+fn unserved_kinds(kinds: &HashSet<(String, String)>, catalog: &Catalog) -> Option<String> {
+    let mut unserved: Vec<String> = kinds
+        .iter()
+        .filter(|(group, kind)| catalog.get(group, kind).is_none())
+        .map(|(group, kind)| match group.as_str() {
+            "" => kind.clone(),
+            group => format!("{kind}.{group}"),
+        })
+        .collect();
+    unserved.sort();
+    (!unserved.is_empty()).then(|| unserved.join(", "))
+}

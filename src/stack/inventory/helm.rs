@@ -1,0 +1,601 @@
+//! Helm releases: the last deployed revision's manifest, read from its release Secrets; and the
+//! Helm release a Flux HelmRelease manages.
+
+use std::io::Read;
+
+use base64::Engine;
+use kube::api::DynamicObject;
+use serde_json::Value;
+
+use super::{is_absent, served, Inventory, StackRecord};
+use crate::cluster::retry::with_retries;
+use crate::cluster::session::Session;
+use crate::error::{is_not_found, UserError};
+use crate::stack::classify::Recorded;
+use crate::stack::desired::{DesiredSet, Origin, Scopes};
+use crate::stack::manifest::parse_text;
+use crate::stack::trackers::{MarkValue, Preset, Tracker};
+
+mod revision;
+use revision::Unchosen;
+
+/// The API group of Flux HelmReleases.
+const FLUX_HR_GROUP: &str = "helm.toolkit.fluxcd.io";
+
+/// The Helm release a Flux HelmRelease manages, as helm-controller names it (fluxcd/helm-controller
+/// `api/v2*/helmrelease_types.go`: `GetReleaseName` is `spec.releaseName`, else
+/// `[<targetNamespace>-]<name>`; `GetReleaseNamespace` is `spec.targetNamespace`, else the
+/// HelmRelease's namespace; `GetStorageNamespace` is `spec.storageNamespace`, else the
+/// HelmRelease's namespace), read as `--tracker helm=` reads a release. No HelmRelease (or no
+/// such kind served): no record. One that cannot be read, or whose release name is longer
+/// than Helm allows (helm-controller shortens it with a hash): an error.
+pub(super) async fn flux_helm_record(
+    session: &Session,
+    name: &str,
+    namespace: &str,
+    revision: HelmRevision,
+) -> Result<StackRecord, UserError> {
+    let Some(kind) = session.catalog.get(FLUX_HR_GROUP, "HelmRelease") else {
+        return Ok(StackRecord::default());
+    };
+    let api = crate::cluster::collect::api_for(&session.connection.client, kind, Some(namespace));
+    let object = match with_retries("get HelmRelease", || api.get(name)).await {
+        Ok(object) => object,
+        Err(err) if is_not_found(&err) => return Ok(StackRecord::default()),
+        Err(err) => {
+            return Err(UserError::refused(format!(
+                "HelmRelease {namespace}/{name} cannot be read ({}): its Helm release decides what helm-controller would prune",
+                session.connection.explain(&err).message
+            )))
+        }
+    };
+    let id = crate::identity::ObjectId::new(FLUX_HR_GROUP, "HelmRelease", Some(namespace), name);
+    let (release, storage) = match revision {
+        // An upgrade (what an orphan prune compares with) prunes nothing here when the stack is
+        // suspended or applies to another cluster.
+        HelmRevision::LastDeployed => {
+            if let Some(why) = crate::graph::flux_acts_elsewhere(
+                &id,
+                &object.data,
+                false,
+                &super::impersonation_of(session, &id, &object.data).await,
+            ) {
+                return Err(super::prunes_nothing(&why));
+            }
+            helm_release_of(name, namespace, &object.data)?
+        }
+        // An uninstall takes the release its status records (see `uninstalled_release_of`).
+        HelmRevision::Latest => match uninstalled_release_of(&object.data) {
+            Some(found) => found,
+            None => helm_release_of(name, namespace, &object.data)?,
+        },
+    };
+    match load_helm(session, &release, &storage, revision).await {
+        Ok(mut found) => {
+            // helm-controller deletes through the account it impersonates: what that account may
+            // not delete stays (see `impersonation_over`), on uninstall and upgrade alike.
+            if let Recorded::Ids { ids, denied, .. } = &mut found.recorded {
+                match super::impersonation_over(session, &id, &object.data, ids.clone()).await {
+                    crate::graph::Impersonation::Limited(limited) => denied.extend(limited),
+                    crate::graph::Impersonation::Unreadable(why) => {
+                        return Err(UserError::refused(format!(
+                            "HelmRelease {namespace}/{name}: what its spec.serviceAccountName may delete is unknown ({why})"
+                        )))
+                    }
+                    _ => {}
+                }
+            }
+            let mut record: StackRecord = found.into();
+            record.helm_release = Some(MarkValue {
+                name: release,
+                namespace: Some(storage),
+            });
+            record.flux_helm_release = Some(MarkValue {
+                name: name.to_string(),
+                namespace: Some(namespace.to_string()),
+            });
+            Ok(record)
+        }
+        Err(err) if is_absent(&err) => Err(no_helm_release(&release, &err)),
+        Err(err) => Err(err),
+    }
+}
+
+/// The record of Helm release `release` (stored in `namespace`) when a Flux HelmRelease owns it:
+/// that HelmRelease's record ([`flux_helm_record`]: its `spec.suspend`, `spec.kubeConfig` and
+/// `spec.serviceAccountName` apply, and its marks are the same stack), whichever preset names
+/// the release. Only helm-controller upgrades or uninstalls a release a HelmRelease manages, so
+/// what `helm upgrade` would prune of it alone is not what happens to it. `None` when no
+/// HelmRelease owns it (see [`owns_release`]); refused when the HelmRelease's cannot be listed
+/// (whether one owns it is then unknown), or when its status records the release but its spec
+/// now names another (helm-controller then uninstalls this one: `ReleaseTargetChanged`).
+pub(super) async fn owned_release_record(
+    session: &Session,
+    release: &str,
+    namespace: &str,
+    revision: HelmRevision,
+) -> Result<Option<StackRecord>, UserError> {
+    let Some(kind) = session.catalog.get(FLUX_HR_GROUP, "HelmRelease") else {
+        return Ok(None);
+    };
+    let listed = crate::cluster::collect::list_objects(&session.connection.client, kind, None, None)
+        .await
+        .map_err(|err| {
+            UserError::refused(format!(
+                "whether a Flux HelmRelease manages Helm release {namespace}/{release} is unknown: HelmReleases cannot be listed ({})",
+                session.connection.explain(&err).message
+            ))
+            .hint("only helm-controller upgrades a release a HelmRelease manages; grant list on helmreleases.helm.toolkit.fluxcd.io")
+        })?;
+    let mut owners = listed.iter().filter_map(|object| {
+        let name = object.metadata.name.as_deref()?;
+        let own_namespace = object.metadata.namespace.as_deref()?;
+        owns_release(name, own_namespace, &object.data, release, namespace)
+            .then(|| (name.to_string(), own_namespace.to_string()))
+    });
+    let Some((name, own_namespace)) = owners.next() else {
+        return Ok(None);
+    };
+    if let Some((other, other_namespace)) = owners.next() {
+        return Err(UserError::refused(format!(
+            "Helm release {namespace}/{release} is claimed by HelmReleases {own_namespace}/{name} and {other_namespace}/{other}: which one helm-controller acts for is unknown"
+        )));
+    }
+    let record = flux_helm_record(session, &name, &own_namespace, revision).await?;
+    let asked = MarkValue {
+        name: release.to_string(),
+        namespace: Some(namespace.to_string()),
+    };
+    if record.helm_release.as_ref() != Some(&asked) {
+        return Err(UserError::refused(format!(
+            "Helm release {namespace}/{release} is recorded by HelmRelease {own_namespace}/{name}, whose spec now names another release: helm-controller uninstalls this one on its next reconcile"
+        )));
+    }
+    tracing::info!("Helm release {namespace}/{release} is managed by HelmRelease {own_namespace}/{name}: its record and policy apply");
+    Ok(Some(record))
+}
+
+/// Whether HelmRelease `namespace/name` owns Helm release `release` stored in `storage`, as
+/// helm-controller marks it: its status records the release (fluxcd/helm-controller `api/v2`
+/// `HelmReleaseStatus`: `storageNamespace`, and `history`, the snapshots of the releases it made,
+/// each with its `name`; `internal/action/verify.go` `VerifySnapshot` reads the release by those
+/// and acts only on one whose digest it observed), or, before its first status, its spec names it
+/// ([`helm_release_of`]). helm-controller writes no mark on the release Secret itself.
+pub(super) fn owns_release(name: &str, namespace: &str, object: &Value, release: &str, storage: &str) -> bool {
+    let status_storage = object.pointer("/status/storageNamespace").and_then(Value::as_str);
+    let recorded = status_storage == Some(storage)
+        && object
+            .pointer("/status/history")
+            .and_then(Value::as_array)
+            .is_some_and(|history| {
+                history
+                    .iter()
+                    .any(|snapshot| snapshot.get("name").and_then(Value::as_str) == Some(release))
+            });
+    let named = helm_release_of(name, namespace, object)
+        .is_ok_and(|(named, named_storage)| named == release && named_storage == storage);
+    recorded || named
+}
+
+/// The Helm release a HelmRelease manages and the namespace its storage Secret is in, as
+/// helm-controller names them (fluxcd/helm-controller `api/v2/helmrelease_types.go`
+/// `GetReleaseName`: `spec.releaseName`, else `<targetNamespace>-<name>`, else `<name>`;
+/// `GetStorageNamespace`: `spec.storageNamespace`, else the HelmRelease's namespace). A name
+/// longer than Helm's 53 characters is shortened by helm-controller with a hash: refused.
+pub(super) fn helm_release_of(name: &str, namespace: &str, object: &Value) -> Result<(String, String), UserError> {
+    let spec = |field: &str| {
+        object
+            .pointer(&format!("/spec/{field}"))
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
+    let target = spec("targetNamespace");
+    let release = spec("releaseName").unwrap_or_else(|| match &target {
+        Some(target) => format!("{target}-{name}"),
+        None => name.to_string(),
+    });
+    if release.len() > 53 {
+        return Err(UserError::refused(format!(
+            "HelmRelease {namespace}/{name}: release name {release:?} is longer than 53 characters, and helm-controller shortens it"
+        )));
+    }
+    let storage = spec("storageNamespace").unwrap_or_else(|| namespace.to_string());
+    Ok((release, storage))
+}
+
+/// The release helm-controller uninstalls when a HelmRelease is deleted: the latest of its
+/// `status.history`, in `status.storageNamespace` (fluxcd/helm-controller
+/// `internal/reconcile/uninstall.go`: `Status.History.Latest()`; `reconcileReleaseDeletion`
+/// uses the storage namespace of the status, and skips the uninstall without one: see
+/// [`crate::graph::orphans_members`]). `None` when the status records neither.
+fn uninstalled_release_of(object: &Value) -> Option<(String, String)> {
+    let text = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
+    Some((text("/status/history/0/name")?, text("/status/storageNamespace")?))
+}
+
+/// The status label of a release Secret.
+fn release_status(secret: &DynamicObject) -> Option<&str> {
+    secret.metadata.labels.as_ref()?.get("status").map(String::as_str)
+}
+
+/// The record of a release whose latest revision is uninstalled: it holds nothing.
+fn already_uninstalled(release: &str, namespace: &str, version: i64) -> Inventory {
+    Inventory {
+        recorded: Recorded::Ids {
+            ids: Default::default(),
+            inventory: format!("Helm release {namespace}/{release} v{version} (already uninstalled)"),
+            owner: None,
+            denied: Default::default(),
+        },
+        tracker: Tracker {
+            preset: Preset::Helm,
+            value: Some(MarkValue {
+                name: release.to_string(),
+                namespace: Some(namespace.to_string()),
+            }),
+        },
+        target_namespace: None,
+        default_namespace: Some(namespace.to_string()),
+        renamed_by: None,
+        record_namespace: None,
+    }
+}
+
+/// No Helm release record to read: Helm deletes only through an upgrade's diff against its
+/// release (helm/helm v3 `pkg/action/upgrade.go`), never by label, so nothing is an orphan.
+pub(super) fn no_helm_release(release: &str, err: &UserError) -> UserError {
+    UserError::refused(format!(
+        "no Helm release {release} to compare with ({}): Helm deletes only what its release records, so nothing of it is an orphan",
+        err.message
+    ))
+    .hint("kubectl-stack reads releases from Secrets (Helm's default driver); a release stored in ConfigMaps or SQL cannot be read")
+}
+
+/// Helm v3 (helm/helm `pkg/action/upgrade.go`, `pkg/storage/storage.go` `Deployed`): an upgrade
+/// deletes what the last *deployed* revision's manifest has and the new one lacks; a pending or
+/// failed revision above it is not the current release (a rollback needs the deployed objects).
+/// Hooks are kept out of the manifest, so they are never in the record.
+/// Which revision of a Helm release is its record: an upgrade prunes against the last
+/// *deployed* one (helm/helm v3 `pkg/action/upgrade.go`); `helm uninstall` (what helm-controller
+/// runs when a HelmRelease is deleted) deletes what the *latest* revision records, whatever its
+/// status (`pkg/action/uninstall.go` `Run`: `SortByRevision(rels); rel := rels[len(rels)-1]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HelmRevision {
+    /// The last deployed revision: what an upgrade compares with.
+    LastDeployed,
+    /// The latest revision: what an uninstall deletes.
+    Latest,
+}
+
+pub(super) async fn load_helm(
+    session: &Session,
+    release: &str,
+    namespace: &str,
+    revision: HelmRevision,
+) -> Result<Inventory, UserError> {
+    let chosen = match revision::choose(release_history(session, release, namespace).await?, revision) {
+        Ok(chosen) => chosen,
+        Err(Unchosen::NoRevision) => {
+            return Err(
+                UserError::failed(format!("no release Secret for Helm release {namespace}/{release}"))
+                    .hint("Helm keeps sh.helm.release.v1.<name>.v<revision> Secrets in the release namespace"),
+            )
+        }
+        Err(unchosen) => {
+            return Err(
+                UserError::refused(format!("Helm release {namespace}/{release} {unchosen}"))
+                    .hint("see `helm history`; roll back or finish the pending operation first"),
+            )
+        }
+    };
+    let version = chosen.version;
+    if revision == HelmRevision::Latest && chosen.status == "uninstalled" {
+        // `helm uninstall --keep-history` left it: uninstalling again deletes nothing (helm/helm
+        // `pkg/action/uninstall.go`: "the release named %q is already deleted").
+        return Ok(already_uninstalled(release, namespace, version));
+    }
+    let decoded = chosen.body;
+    let manifest = decoded.get("manifest").and_then(Value::as_str).unwrap_or_default();
+    // Helm builds the manifests with the release namespace as the default namespace
+    // (helm/helm `pkg/kube/client.go` `Build`: `NamespaceParam(...).DefaultNamespace()`); it is
+    // the storage namespace unless the release was stored elsewhere (Flux `storageNamespace`).
+    let release_namespace = decoded
+        .get("namespace")
+        .and_then(Value::as_str)
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or(namespace)
+        .to_string();
+    let mut manifests = parse_text(manifest, &format!("helm release {namespace}/{release} v{version}"))?;
+    // Helm keeps what its manifest marks `helm.sh/resource-policy: keep`, read from the release
+    // manifest (helm/helm `pkg/action/resource_policy.go` `filterManifestsToKeep`): never a
+    // member to delete, whatever the live object says.
+    let upgrade_unserved = (revision == HelmRevision::LastDeployed)
+        .then(|| unserved_entries(&manifests, &session.catalog))
+        .flatten();
+    manifests.retain(|m| !helm_keeps(m));
+    let unserved = upgrade_unserved.or_else(|| unserved_entries(&manifests, &session.catalog));
+    let scopes = Scopes::new(Some(&session.catalog), &manifests);
+    let record = format!("Helm release {namespace}/{release} v{version}");
+    let set = DesiredSet::from_manifests(
+        &manifests,
+        &scopes,
+        &release_namespace,
+        Origin::Inventory(record.clone()),
+    );
+    Ok(Inventory {
+        recorded: release_record(set.ids, record, unserved),
+        tracker: Tracker {
+            preset: Preset::Helm,
+            value: Some(MarkValue {
+                name: release.to_string(),
+                namespace: Some(release_namespace.clone()),
+            }),
+        },
+        target_namespace: None,
+        default_namespace: Some(release_namespace),
+        renamed_by: None,
+        record_namespace: None,
+    })
+}
+
+/// What a release records: its manifest's objects, or nothing when the manifest holds a kind
+/// the cluster does not serve (`unserved`): Helm then builds no objects and deletes nothing,
+/// on uninstall ("unable to build kubernetes objects for delete") and on upgrade ("current
+/// release manifest contains removed kubernetes api(s)"; helm/helm `pkg/action`).
+fn release_record(
+    ids: std::collections::HashSet<crate::identity::ObjectId>,
+    record: String,
+    unserved: Option<String>,
+) -> Recorded {
+    match unserved {
+        Some(entries) => Recorded::NoInventory {
+            why: format!(
+                "holds {entries} in its manifest, a kind or version the cluster does not serve: Helm builds none of its objects and deletes nothing of it, on uninstall or upgrade; serve that kind again (or fix the release with the helm-mapkubeapis plugin), then prune"
+            ),
+            stack: record,
+        },
+        None => Recorded::Ids {
+            ids,
+            inventory: record,
+            // Helm deletes what the old manifest has and the new one lacks, marked or not.
+            owner: None,
+            denied: Default::default(),
+        },
+    }
+}
+
+/// The `apiVersion`/`kind` of the manifests whose kind the cluster does not serve at that
+/// version, sorted and comma-separated; `None` when it serves them all. A removed version of a
+/// kind still served under another (`apps/v1beta1` Deployment, `apps/v1` served) is unserved too:
+/// Helm builds a release's objects with a RESTMapper at the manifest's own version (helm/helm
+/// `pkg/kube/client.go` `Build`, through cli-runtime's resource builder: `RESTMapping(gvk.GroupKind(),
+/// gvk.Version)`), which fails for it ("no matches for kind"), and the whole build fails: on
+/// upgrade "current release manifest contains removed kubernetes api(s)" (`pkg/action/upgrade.go`),
+/// on uninstall "unable to build kubernetes objects for delete" (`pkg/action/uninstall.go`).
+fn unserved_entries(
+    manifests: &[crate::stack::manifest::Manifest],
+    catalog: &crate::cluster::discovery::Catalog,
+) -> Option<String> {
+    let mut unserved: Vec<String> = manifests
+        .iter()
+        .filter(|m| {
+            let (group, version) = m.api_version.rsplit_once('/').unwrap_or(("", m.api_version.as_str()));
+            !catalog.serves_version(group, &m.kind, version)
+        })
+        .map(|m| format!("{} {}", m.api_version, m.kind))
+        .collect();
+    unserved.sort();
+    unserved.dedup();
+    (!unserved.is_empty()).then(|| unserved.join(", "))
+}
+
+/// Every stored revision of a release, as Helm's Secrets driver reads them (helm/helm
+/// `pkg/storage/driver/secrets.go` `Query`): the Secrets labelled `owner=helm,name=<release>`
+/// in the storage namespace, whatever their type, each with its body decoded. Helm skips a
+/// Secret it cannot decode; here one makes the whole history unreadable, as which revision Helm
+/// would then read is what a restored or hand-edited Secret may have changed.
+async fn release_history(
+    session: &Session,
+    release: &str,
+    namespace: &str,
+) -> Result<Vec<revision::Stored<Value>>, UserError> {
+    let secrets = served(session, "", "Secret")?;
+    let labels = format!("owner=helm,name={release}");
+    let query = crate::cluster::collect::ListQuery {
+        namespace: Some(namespace),
+        labels: Some(&labels),
+        ..Default::default()
+    };
+    let releases = crate::cluster::collect::list_query(&session.connection.client, secrets, &query)
+        .await
+        .map_err(|err| session.connection.explain(&err))?;
+    releases
+        .into_iter()
+        .map(|secret| -> Result<revision::Stored<Value>, UserError> {
+            let name = secret.metadata.name.clone().unwrap_or_default();
+            let body = helm_release(&secret).map_err(|why| {
+                UserError::failed(format!(
+                    "cannot read Helm release {namespace}/{release} (Secret {name}): {why}"
+                ))
+            })?;
+            Ok(revision::Stored {
+                label_status: release_status(&secret).map(str::to_string),
+                version: body.get("version").and_then(Value::as_i64).unwrap_or(0),
+                status: body
+                    .pointer("/info/status")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                secret: name,
+                body,
+            })
+        })
+        .collect()
+}
+
+/// Whether a manifest of a release carries Helm's keep policy (trimmed, lower-cased `keep`).
+fn helm_keeps(manifest: &crate::stack::manifest::Manifest) -> bool {
+    manifest
+        .annotation("helm.sh/resource-policy")
+        .is_some_and(|policy| policy.trim().eq_ignore_ascii_case("keep"))
+}
+
+/// The most a Helm release may decompress to: a Secret holds at most 1 MiB, and a release's
+/// JSON compresses about tenfold; more is a decompression bomb, not a release.
+const MAX_RELEASE_BYTES: u64 = 64 << 20;
+
+/// The `manifest` of a Helm release Secret: `data.release` is base64 (the API's) of base64
+/// (Helm's) of gzip of JSON. The Secret's data is never printed.
+pub fn helm_manifest(secret: &DynamicObject) -> Result<String, String> {
+    Ok(helm_release(secret)?
+        .get("manifest")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string())
+}
+
+/// The release JSON of a Helm release Secret (see [`helm_manifest`]).
+fn helm_release(secret: &DynamicObject) -> Result<Value, String> {
+    let engine = base64::engine::general_purpose::STANDARD;
+    let field = secret
+        .data
+        .pointer("/data/release")
+        .and_then(Value::as_str)
+        .ok_or("no data.release")?;
+    let helm_encoded = engine
+        .decode(field)
+        .map_err(|e| format!("data.release is not base64: {e}"))?;
+    let compressed = engine
+        .decode(&helm_encoded)
+        .map_err(|e| format!("release is not base64: {e}"))?;
+    let json = if compressed.starts_with(&[0x1f, 0x8b]) {
+        let mut text = Vec::new();
+        flate2::read::GzDecoder::new(compressed.as_slice())
+            .take(MAX_RELEASE_BYTES + 1)
+            .read_to_end(&mut text)
+            .map_err(|e| format!("release is not gzip: {e}"))?;
+        if text.len() as u64 > MAX_RELEASE_BYTES {
+            return Err(format!(
+                "release is larger than {} MiB once decompressed (a release Secret holds at most 1 MiB)",
+                MAX_RELEASE_BYTES >> 20
+            ));
+        }
+        text
+    } else {
+        compressed
+    };
+    serde_json::from_slice(&json).map_err(|e| format!("release is not JSON: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn a_helmreleases_release_is_named_as_helm_controller_names_it() {
+        let of = |spec: Value| helm_release_of("web", "apps", &serde_json::json!({ "spec": spec })).unwrap();
+        let pair = |release: &str, storage: &str| (release.to_string(), storage.to_string());
+        assert_eq!(of(serde_json::json!({})), pair("web", "apps"));
+        assert_eq!(
+            of(serde_json::json!({"targetNamespace": "shop"})),
+            pair("shop-web", "apps")
+        );
+        assert_eq!(
+            of(serde_json::json!({"targetNamespace": "shop", "releaseName": "store"})),
+            pair("store", "apps")
+        );
+        assert_eq!(of(serde_json::json!({"storageNamespace": "helm"})), pair("web", "helm"));
+        assert_eq!(of(serde_json::json!({"releaseName": ""})), pair("web", "apps"));
+        let long = "x".repeat(50);
+        let refused = helm_release_of(&long, "apps", &serde_json::json!({"spec": {"targetNamespace": "shop"}}));
+        assert_eq!(refused.unwrap_err().code, crate::error::exit::REFUSED);
+    }
+
+    /// Issue 24 (adversarial review): a HelmRelease owns the release its status records
+    /// (`status.storageNamespace` and a `status.history` snapshot's name), or, before its first
+    /// status, the one its spec names; a release only alike in name is not its own.
+    #[test]
+    fn a_helmrelease_owns_the_release_its_status_records_or_its_spec_names() {
+        let status = serde_json::json!({
+            "spec": {"releaseName": "renamed"},
+            "status": {"storageNamespace": "s2", "history": [{"name": "hr", "version": 1}]}
+        });
+        assert!(owns_release("hr", "s2", &status, "hr", "s2"));
+        // Its spec's new name is its own as well (helm-controller moves to it).
+        assert!(owns_release("hr", "s2", &status, "renamed", "s2"));
+        assert!(!owns_release("hr", "s2", &status, "hr", "other"));
+        assert!(!owns_release("hr", "s2", &status, "hr2", "s2"));
+        let fresh = serde_json::json!({"spec": {"targetNamespace": "shop"}});
+        assert!(owns_release("web", "apps", &fresh, "shop-web", "apps"));
+        assert!(!owns_release("web", "apps", &fresh, "web", "apps"));
+        assert!(!owns_release("web", "apps", &fresh, "shop-web", "shop"));
+    }
+
+    #[test]
+    fn a_release_whose_manifest_holds_an_unserved_kind_records_nothing() {
+        let catalog = crate::cluster::discovery::Catalog::new(
+            vec![crate::cluster::fixtures::kind("", "ConfigMap", true)],
+            vec![],
+            crate::cluster::discovery::DiscoverySource::PerGroup,
+        );
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: nope.io/v1\nkind: Gadget\nmetadata: {name: g}\n";
+        let manifests = parse_text(text, "test").unwrap();
+        let unserved = unserved_entries(&manifests, &catalog);
+        assert_eq!(unserved.as_deref(), Some("nope.io/v1 Gadget"));
+        assert!(unserved_entries(&manifests[..1], &catalog).is_none());
+        // A removed version of a kind still served under another: Helm cannot map it either.
+        let removed = parse_text("apiVersion: v1beta1\nkind: ConfigMap\nmetadata: {name: a}\n", "test").unwrap();
+        assert_eq!(
+            unserved_entries(&removed, &catalog).as_deref(),
+            Some("v1beta1 ConfigMap")
+        );
+        let recorded = release_record(Default::default(), "Helm release apps/web v1".into(), unserved);
+        match recorded {
+            Recorded::NoInventory { why, .. } => assert!(why.contains("nope.io/v1 Gadget"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn helm_release_secret_decodes() {
+        let release =
+            serde_json::json!({"name": "web", "manifest": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"});
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(release.to_string().as_bytes()).unwrap();
+        let engine = base64::engine::general_purpose::STANDARD;
+        let helm = engine.encode(gz.finish().unwrap());
+        let api = engine.encode(helm);
+        let secret: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sh.helm.release.v1.web.v1"},
+            "data": {"release": api}
+        }))
+        .unwrap();
+        assert!(helm_manifest(&secret).unwrap().contains("kind: ConfigMap"));
+    }
+
+    #[test]
+    fn a_decompression_bomb_is_refused_within_its_bound() {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let zeros = vec![b' '; 1 << 20];
+        for _ in 0..(MAX_RELEASE_BYTES >> 20) + 2 {
+            gz.write_all(&zeros).unwrap();
+        }
+        let engine = base64::engine::general_purpose::STANDARD;
+        let api = engine.encode(engine.encode(gz.finish().unwrap()));
+        let secret: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sh.helm.release.v1.bomb.v1"},
+            "data": {"release": api}
+        }))
+        .unwrap();
+        let refused = helm_manifest(&secret).unwrap_err();
+        assert!(refused.contains("larger than"), "{refused}");
+    }
+}

@@ -1,0 +1,321 @@
+//! One orphan policy per tracker: an object is an orphan only if the tool that tracks it would
+//! delete it too. Each rule is taken from the producer's own source (file and version named on
+//! the rule) and answers one question: would this tool leave this object alone, and why?
+//! `orphans`, `prune` and `graph` all reach these rules through [`crate::stack::classify`].
+//!
+//! Rules that need the tool's record (Flux `status.inventory`, a Helm release, a cli-utils
+//! inventory, an ApplySet parent) are applied in [`crate::stack::classify`] against
+//! [`crate::stack::classify::Recorded`]; the rules here read the object alone.
+
+use crate::cluster::collect::Listed;
+use crate::stack::trackers::{
+    flux_v1_gc_mark, flux_v1_gc_mark_of, flux_v1_resource_id, marks, Preset, Tracker, ARGOCD_INSTANCE,
+    ARGOCD_TRACKING_ID, KAPP_APP,
+};
+
+/// Argo CD's installation id annotation (argo-cd `common/common.go` `AnnotationInstallationID`).
+pub const ARGOCD_INSTALLATION_ID: &str = "argocd.argoproj.io/installation-id";
+/// kapp's identity annotation (carvel-dev/kapp `pkg/kapp/resources/identity_annotation.go`).
+pub const KAPP_IDENTITY: &str = "kapp.k14s.io/identity";
+/// Argo CD's hook annotation (argo-cd `common/common.go` `AnnotationKeyHook`).
+pub const ARGOCD_HOOK: &str = "argocd.argoproj.io/hook";
+
+/// Helm's hook annotation (helm/helm v3 `pkg/release/hook.go` `HookAnnotation`).
+pub const HELM_HOOK: &str = "helm.sh/hook";
+
+/// Why the tracking tool itself would not delete the object, or `None` when every tool that
+/// tracks it (and the one the user named) would. The tools asked are those that marked the
+/// object, plus the `--tracker` preset.
+pub fn tool_keeps(object: &Listed, tracker: Option<&Tracker>) -> Option<String> {
+    let mut presets: Vec<Preset> = marks(&object.meta).into_iter().map(|m| m.preset).collect();
+    if let Some(tracker) = tracker {
+        presets.push(tracker.preset);
+    }
+    presets.sort();
+    presets.dedup();
+    let sync_set = tracker
+        .filter(|t| t.preset == Preset::FluxV1)
+        .and_then(|t| t.value.as_ref())
+        .map(|v| v.name.as_str());
+    presets.into_iter().find_map(|preset| match preset {
+        Preset::FluxV1 => flux_v1_keeps(object, sync_set),
+        Preset::Kapp => kapp_keeps(object),
+        Preset::ArgoCd => argocd_keeps(object),
+        Preset::Helm | Preset::FluxHelm => helm_keeps(object),
+        Preset::Flux | Preset::ApplySet | Preset::Kpt => None,
+    })
+}
+
+/// Flux v1 (fluxcd/flux 1.x `pkg/cluster/kubernetes/sync.go`, `collectGarbage` and
+/// `getAllowedGCMarkedResourcesInSyncSet`): only objects whose gc mark equals
+/// `makeGCMark(syncSet, resourceID)` for themselves are collected (a copied label does not
+/// qualify), never `Endpoints` or `ComponentStatus`, never an object with ownerReferences (see
+/// [`owned_by`]). A differing `sync-checksum` means "not updated: skip", never "delete"; only
+/// objects absent from git are deleted. The legacy `flux.weave.works/stack` label is taken as is.
+pub fn flux_v1_keeps(object: &Listed, sync_set: Option<&str>) -> Option<String> {
+    if object.kind.group.is_empty() && matches!(object.kind.kind.as_str(), "Endpoints" | "ComponentStatus") {
+        return Some(format!("Flux v1 never collects {}", object.kind.kind));
+    }
+    let mark = flux_v1_gc_mark_of(&object.meta)?;
+    let Some(sync_set) = sync_set else {
+        return Some("Flux v1 gc mark not verified: name the sync set with --tracker flux-v1=SYNC-SET".to_string());
+    };
+    let id = flux_v1_resource_id(object.namespace(), &object.kind.kind, object.name());
+    (mark != flux_v1_gc_mark(sync_set, &id))
+        .then(|| format!("its Flux v1 gc mark is not sync set {sync_set}'s mark for {id} (a copied label)"))
+}
+
+/// kapp (carvel-dev/kapp `pkg/kapp/resources/identity_annotation.go`): an object with the app
+/// label but without a `kapp.k14s.io/identity` annotation naming itself
+/// (`v1;<namespace>/<group>/<Kind>/<name>;<apiVersion>`) was made by a controller that copied
+/// the label: kapp calls it transient and does not delete it.
+pub fn kapp_keeps(object: &Listed) -> Option<String> {
+    let labels = object.meta.labels.as_ref();
+    labels.and_then(|l| l.get(KAPP_APP))?;
+    let identity = annotation(object, KAPP_IDENTITY).unwrap_or_default();
+    let own_key = format!(
+        "{}/{}/{}/{}",
+        object.namespace().unwrap_or(""),
+        object.kind.group,
+        object.kind.kind,
+        object.name()
+    );
+    let pieces: Vec<&str> = identity.split(';').collect();
+    let valid = matches!(pieces.as_slice(), ["v1", key, _] if *key == own_key);
+    (!valid).then(|| format!("no {KAPP_IDENTITY} naming {own_key}: kapp treats it as transient"))
+}
+
+/// Argo CD (argo-cd `util/argo/resource_tracking.go` `getAppInstanceValue`,
+/// `controller/state.go` `isSelfReferencedObj`): the tracking id must parse as
+/// `<app>:<group>/<Kind>:<namespace>/<name>` and name the object itself (a copied annotation
+/// does not); an object with an `installation-id` belongs to that Argo CD installation only;
+/// with annotation tracking (the default since Argo CD 3.0) the `app.kubernetes.io/instance`
+/// label alone is not Argo CD's mark (Helm charts set it too).
+pub fn argocd_keeps(object: &Listed) -> Option<String> {
+    let Some(id) = annotation(object, ARGOCD_TRACKING_ID) else {
+        let labelled = object
+            .meta
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(ARGOCD_INSTANCE));
+        return labelled.then(|| {
+            format!("only the {ARGOCD_INSTANCE} label: Argo CD tracks by {ARGOCD_TRACKING_ID} (default since 3.0)")
+        });
+    };
+    // gitops-engine `pkg/sync/sync_context.go` `getSyncTasks`: hooks are not pruned (`hook.IsHook`:
+    // `argocd.argoproj.io/hook`, or a Helm hook `helm.sh/hook`).
+    if let Some(hook) = annotation(object, ARGOCD_HOOK).or_else(|| annotation(object, HELM_HOOK)) {
+        return Some(format!("a sync hook ({hook}): Argo CD never prunes hooks"));
+    }
+    if let Some(installation) = annotation(object, ARGOCD_INSTALLATION_ID) {
+        return Some(format!(
+            "{ARGOCD_INSTALLATION_ID}={installation}: tracked by that Argo CD installation"
+        ));
+    }
+    let Some((group, kind, namespace, name)) = parse_tracking_id(id) else {
+        return Some(format!("malformed {ARGOCD_TRACKING_ID} {id:?}: Argo CD ignores it"));
+    };
+    let own_namespace = object.namespace().unwrap_or("");
+    let same = (own_namespace == namespace || own_namespace.is_empty())
+        && object.name() == name
+        && object.kind.group == group
+        && object.kind.kind == kind;
+    (!same).then(|| format!("its {ARGOCD_TRACKING_ID} names {kind} {namespace}/{name}, not this object (a copy)"))
+}
+
+/// `<app>:<group>/<Kind>:<namespace>/<name>` into (group, kind, namespace, name).
+fn parse_tracking_id(id: &str) -> Option<(&str, &str, &str, &str)> {
+    let mut parts = id.splitn(3, ':');
+    let (_app, group_kind, namespace_name) = (parts.next()?, parts.next()?, parts.next()?);
+    let (group, kind) = group_kind.split_once('/')?;
+    let (namespace, name) = namespace_name.split_once('/')?;
+    (!kind.contains('/') && !name.contains('/')).then_some((group, kind, namespace, name))
+}
+
+/// Helm (helm/helm v3 `pkg/action/upgrade.go`, `pkg/releaseutil/manifest_sorter.go`): hooks are
+/// not part of a release's manifest, so an upgrade never deletes them; they go by their
+/// `helm.sh/hook-delete-policy` only.
+pub fn helm_keeps(object: &Listed) -> Option<String> {
+    annotation(object, HELM_HOOK).map(|hook| format!("a Helm hook ({HELM_HOOK}={hook}): Helm never prunes hooks"))
+}
+
+/// Any object with an ownerReference belongs to its owner: the garbage collector removes it
+/// with the owner, and Flux v1, Argo CD and kapp all leave owned objects alone. Returns the
+/// owner, `Kind/name` (the controller owner first).
+pub fn owned_by(object: &Listed) -> Option<String> {
+    crate::stack::keep::controller_of(&object.meta).or_else(|| {
+        let first = object.meta.owner_references.as_ref()?.first()?;
+        Some(format!("{}/{}", first.kind, first.name))
+    })
+}
+
+/// Whether a PersistentVolumeClaim named `claim` was made from a claim template of StatefulSet
+/// `set`: `<template>-<set>-<ordinal>` (kubernetes `pkg/controller/statefulset/stateful_set_utils.go`
+/// `getPersistentVolumeClaimName`). The controller copies the set's selector labels onto it.
+pub fn is_claim_of(claim: &str, set: &str, templates: &[String]) -> bool {
+    templates.iter().any(|template| {
+        claim
+            .strip_prefix(&format!("{template}-{set}-"))
+            .is_some_and(|ordinal| !ordinal.is_empty() && ordinal.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
+fn annotation<'a>(object: &'a Listed, key: &str) -> Option<&'a str> {
+    object
+        .meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stack::trackers::{FLUX_V1_GC_MARK, HELM_RELEASE_NAME, HELM_RELEASE_NAMESPACE};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use kube::core::ObjectMeta;
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    fn object(group: &str, kind: &str, name: &str, labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> Listed {
+        let map = |pairs: &[(&str, &str)]| {
+            Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<BTreeMap<_, _>>(),
+            )
+        };
+        Listed::new(
+            Arc::new(crate::cluster::fixtures::kind(group, kind, true)),
+            ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("web".into()),
+                labels: map(labels),
+                annotations: map(annotations),
+                ..Default::default()
+            },
+        )
+    }
+
+    #[test]
+    fn flux_v1_collects_only_its_own_gc_mark() {
+        // The mark Flux v1 computes for sync set "git" and `web:configmap/a`.
+        let mark = flux_v1_gc_mark("git", "web:configmap/a");
+        assert!(mark.starts_with("sha256.") && !mark.contains('='), "{mark}");
+        let own = object("", "ConfigMap", "a", &[(FLUX_V1_GC_MARK, &mark)], &[]);
+        assert_eq!(flux_v1_keeps(&own, Some("git")), None);
+        let copy = object("", "ConfigMap", "b", &[(FLUX_V1_GC_MARK, &mark)], &[]);
+        assert!(flux_v1_keeps(&copy, Some("git")).unwrap().contains("copied label"));
+        assert!(flux_v1_keeps(&own, Some("other")).is_some());
+        assert!(flux_v1_keeps(&own, None).unwrap().contains("--tracker flux-v1="));
+        let endpoints = object("", "Endpoints", "a", &[(FLUX_V1_GC_MARK, &mark)], &[]);
+        assert!(flux_v1_keeps(&endpoints, Some("git")).is_some());
+        assert_eq!(flux_v1_resource_id(None, "ClusterRole", "x"), "<cluster>:clusterrole/x");
+    }
+
+    #[test]
+    fn kapp_needs_an_identity_naming_the_object() {
+        let own = object(
+            "apps",
+            "Deployment",
+            "api",
+            &[(KAPP_APP, "1")],
+            &[(KAPP_IDENTITY, "v1;web/apps/Deployment/api;apps/v1")],
+        );
+        assert_eq!(kapp_keeps(&own), None);
+        let transient = object("", "Pod", "api-x", &[(KAPP_APP, "1")], &[]);
+        assert!(kapp_keeps(&transient).unwrap().contains("transient"));
+        let copied = object(
+            "apps",
+            "Deployment",
+            "other",
+            &[(KAPP_APP, "1")],
+            &[(KAPP_IDENTITY, "v1;web/apps/Deployment/api;apps/v1")],
+        );
+        assert!(kapp_keeps(&copied).is_some());
+    }
+
+    #[test]
+    fn argocd_tracking_id_must_name_the_object_itself() {
+        fn id(value: &str) -> [(&str, &str); 1] {
+            [(ARGOCD_TRACKING_ID, value)]
+        }
+        let own = object("apps", "Deployment", "ui", &[], &id("shop:apps/Deployment:web/ui"));
+        assert_eq!(argocd_keeps(&own), None);
+        let copy = object("apps", "Deployment", "ui-copy", &[], &id("shop:apps/Deployment:web/ui"));
+        assert!(argocd_keeps(&copy).unwrap().contains("not this object"));
+        let other_kind = object("", "ConfigMap", "ui", &[], &id("shop:apps/Deployment:web/ui"));
+        assert!(argocd_keeps(&other_kind).is_some());
+        let malformed = object("", "ConfigMap", "ui", &[], &id("shop"));
+        assert!(argocd_keeps(&malformed).unwrap().contains("malformed"));
+        let elsewhere = object(
+            "",
+            "ConfigMap",
+            "ui",
+            &[],
+            &[
+                (ARGOCD_TRACKING_ID, "shop:/ConfigMap:web/ui"),
+                (ARGOCD_INSTALLATION_ID, "other-argo"),
+            ],
+        );
+        assert!(argocd_keeps(&elsewhere).unwrap().contains("installation"));
+        let label_only = object("", "ConfigMap", "ui", &[(ARGOCD_INSTANCE, "shop")], &[]);
+        assert!(argocd_keeps(&label_only).unwrap().contains("label"));
+    }
+
+    #[test]
+    fn argo_cd_hooks_are_never_pruned() {
+        let tracking = (ARGOCD_TRACKING_ID, "shop:batch/Job:web/migrate");
+        let hook = object("batch", "Job", "migrate", &[], &[tracking, (ARGOCD_HOOK, "PreSync")]);
+        assert!(argocd_keeps(&hook).is_some());
+        let helm_hook = object("batch", "Job", "migrate", &[], &[tracking, (HELM_HOOK, "pre-install")]);
+        assert!(argocd_keeps(&helm_hook).is_some());
+        assert!(argocd_keeps(&object("batch", "Job", "migrate", &[], &[tracking])).is_none());
+    }
+
+    #[test]
+    fn helm_hooks_are_never_pruned() {
+        let hook = object("batch", "Job", "migrate", &[], &[(HELM_HOOK, "pre-upgrade")]);
+        assert!(helm_keeps(&hook).is_some());
+        assert_eq!(helm_keeps(&object("", "ConfigMap", "a", &[], &[])), None);
+    }
+
+    #[test]
+    fn every_marking_tool_and_the_named_tracker_are_asked() {
+        // Helm-marked with Argo's label: Helm's rules apply, Argo's label is not its mark.
+        let chart = object(
+            "",
+            "ConfigMap",
+            "a",
+            &[(ARGOCD_INSTANCE, "web")],
+            &[(HELM_RELEASE_NAME, "web"), (HELM_RELEASE_NAMESPACE, "web")],
+        );
+        assert_eq!(tool_keeps(&chart, None), None);
+        let argo = Tracker::parse("argocd=web").unwrap();
+        assert!(tool_keeps(&chart, Some(&argo)).unwrap().contains("label"));
+    }
+
+    #[test]
+    fn owners_and_claim_templates() {
+        let mut owned = object("", "ConfigMap", "a", &[], &[]);
+        assert_eq!(owned_by(&owned), None);
+        owned.meta.owner_references = Some(vec![OwnerReference {
+            api_version: "v1".into(),
+            kind: "Service".into(),
+            name: "api".into(),
+            uid: "u".into(),
+            controller: None,
+            ..Default::default()
+        }]);
+        assert_eq!(owned_by(&owned).as_deref(), Some("Service/api"));
+        let templates = vec!["data".to_string()];
+        assert!(is_claim_of("data-db-0", "db", &templates));
+        assert!(is_claim_of("data-db-12", "db", &templates));
+        assert!(!is_claim_of("data-db-x", "db", &templates));
+        assert!(!is_claim_of("data-db-", "db", &templates));
+        assert!(!is_claim_of("logs-db-0", "db", &templates));
+    }
+}
