@@ -1439,3 +1439,170 @@ impl Drop for DeleteOnDrop {
         let _ = kubectl(&["delete", self.0, &self.1, "--ignore-not-found", "--wait=false"]);
     }
 }
+
+/// Membership review 9, findings 1 to 3: kubectl reads an ApplySet parent's annotations as they
+/// are (kubernetes/kubectl `pkg/cmd/apply/applyset.go` `parseKindAnnotation`,
+/// `parseNamespacesAnnotation`, `fetchParent`): a group-kind item with a space or an empty item
+/// maps to no kind and refuses the prune; `" other"` is not namespace `other`; a parent without
+/// its id label is refused. kubectl (the oracle here) refuses or prunes nothing in each case,
+/// and so does every path of kubectl-stack.
+#[test]
+fn an_applyset_parent_is_read_as_kubectl_reads_it() {
+    let _logs = start();
+    let ns = Namespace::new("aset-raw");
+    let other = Namespace::new("aset-raw-other");
+    let (n, o) = (&ns.0, &other.0);
+    let both = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n";
+    let only_a = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n";
+    apply_applyset(n, "set", both);
+    let desired = temp_file("aset-raw-only-a.yaml", only_a);
+    let desired = desired.to_str().unwrap();
+    let annotate = |value: &str| {
+        let done = kubectl(&["annotate", "secret", "set", "-n", n, "--overwrite", value]);
+        assert_eq!(done.code, 0, "{}", done.stderr);
+    };
+    let kubectl_prunes_b = || {
+        let args = [
+            "apply",
+            "-n",
+            n,
+            "--prune",
+            "--applyset=set",
+            "--dry-run=server",
+            "-f",
+            "-",
+        ];
+        let oracle = kubectl_with_stdin(&args, Some(only_a));
+        oracle.code == 0 && oracle.stdout.contains("configmap/b pruned")
+    };
+    for kinds in ["ConfigMap,", " ConfigMap"] {
+        annotate(&format!("applyset.kubernetes.io/contains-group-kinds={kinds}"));
+        assert!(!kubectl_prunes_b(), "kubectl pruned with {kinds:?}");
+        let orphans = stack(&[
+            "prune",
+            "-n",
+            n,
+            "--inventory",
+            "applyset=secrets/set",
+            "-f",
+            desired,
+            "--yes",
+        ]);
+        assert!(
+            exists("configmap", Some(n), "b"),
+            "{kinds:?}: {}\n{}",
+            orphans.stdout,
+            orphans.stderr
+        );
+        let teardown = stack(&["prune", "-n", n, "secret/set", "--dry-run"]);
+        assert!(
+            !teardown.stdout.contains("ConfigMap"),
+            "{kinds:?}: {}\n{}",
+            teardown.stdout,
+            teardown.stderr
+        );
+    }
+    annotate("applyset.kubernetes.io/contains-group-kinds=ConfigMap");
+    assert!(kubectl_prunes_b(), "the control case: kubectl prunes b");
+    // Members in another namespace, which the parent names with a leading space or after an
+    // empty item.
+    let id = kubectl(&[
+        "get",
+        "secret",
+        "set",
+        "-n",
+        n,
+        "-o",
+        "jsonpath={.metadata.labels.applyset\\.kubernetes\\.io/id}",
+    ]);
+    assert_eq!(id.code, 0, "{}", id.stderr);
+    for name in ["c", "d"] {
+        apply(&format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {o}, labels: {{applyset.kubernetes.io/part-of: {}}}}}\n",
+            id.stdout
+        ));
+    }
+    for namespaces in [format!(" {o}"), format!("{o} "), format!(",{o}")] {
+        annotate(&format!("applyset.kubernetes.io/additional-namespaces={namespaces}"));
+        let orphans = stack(&[
+            "orphans",
+            "-A",
+            "-n",
+            n,
+            "--inventory",
+            "applyset=secrets/set",
+            "-f",
+            desired,
+        ]);
+        assert!(
+            !orphans.stdout.contains(&format!("{o}")),
+            "{namespaces:?}: {}\n{}",
+            orphans.stdout,
+            orphans.stderr
+        );
+        let teardown = stack(&["prune", "-n", n, "secret/set", "--dry-run"]);
+        assert!(
+            !teardown.stdout.contains(&format!("{o}")),
+            "{namespaces:?}: {}\n{}",
+            teardown.stdout,
+            teardown.stderr
+        );
+    }
+    // A parent without its id label: kubectl refuses it ("does not have required label").
+    annotate("applyset.kubernetes.io/additional-namespaces-");
+    let unlabelled = kubectl(&["label", "secret", "set", "-n", n, "applyset.kubernetes.io/id-"]);
+    assert_eq!(unlabelled.code, 0, "{}", unlabelled.stderr);
+    assert!(!kubectl_prunes_b(), "kubectl pruned with an unlabelled parent");
+    let run = stack(&[
+        "prune",
+        "-n",
+        n,
+        "--inventory",
+        "applyset=secrets/set",
+        "-f",
+        desired,
+        "--yes",
+    ]);
+    assert_ne!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("has no applyset.kubernetes.io/id label"),
+        "{}",
+        run.stderr
+    );
+    assert!(exists("configmap", Some(n), "b"), "{}", run.stderr);
+}
+
+/// Membership review 9, findings 4 and R1: Helm reads the keep policy from each document's own
+/// head (helm/helm `pkg/releaseutil/manifest.go` `SimpleHead`, `pkg/action/resource_policy.go`
+/// `filterManifestsToKeep`), so a `List` marked keep keeps every item; the plan says why, not
+/// "not in Helm release".
+#[test]
+fn a_helm_list_marked_keep_keeps_its_items() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("hr-list");
+    let n = &ns.0;
+    let object = |name: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {n}\n  labels: {{helm.toolkit.fluxcd.io/name: web, helm.toolkit.fluxcd.io/namespace: {n}, app.kubernetes.io/managed-by: Helm}}\n  annotations: {{meta.helm.sh/release-name: web, meta.helm.sh/release-namespace: {n}}}\n"
+        )
+    };
+    apply(&format!(
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {{name: web, namespace: {n}}}\nspec: {{}}\n{}{}",
+        object("inlist"),
+        object("plain")
+    ));
+    helm_release(
+        n,
+        "web",
+        &format!(
+            "---\napiVersion: v1\nkind: List\nmetadata: {{annotations: {{helm.sh/resource-policy: keep}}}}\nitems:\n- {{apiVersion: v1, kind: ConfigMap, metadata: {{name: inlist, namespace: {n}}}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: plain, namespace: {n}}}\n"
+        ),
+    );
+    set_helm_release_status("web", n, "web", n);
+    let run = stack(&["prune", "-n", n, "helmrelease/web", "--yes"]).expect_code(0);
+    assert!(!exists("configmap", Some(n), "plain"), "{}", run.stderr);
+    assert!(exists("configmap", Some(n), "inlist"), "{}", run.stderr);
+    assert!(run.stderr.contains("helm.sh/resource-policy: keep"), "{}", run.stderr);
+    assert!(!run.stderr.contains("inlist (not in Helm release"), "{}", run.stderr);
+}

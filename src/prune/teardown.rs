@@ -257,8 +257,9 @@ pub fn plan(
                 .collect()
         })
         .collect();
+    // One line per object: the first reason found stands (the sort is stable).
     kept.sort_by(|a, b| a.id.cmp(&b.id));
-    kept.dedup();
+    kept.dedup_by(|a, b| a.id == b.id);
     let trackers_of = trackers_of(graph, &indices);
     // A member kept because its Kustomization records no inventory needs no suspension: its
     // controller's clean-up deletes nothing of it.

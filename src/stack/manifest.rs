@@ -315,6 +315,37 @@ pub fn parse_text(text: &str, source: &str) -> Result<Vec<Manifest>, UserError> 
     unwrap_documents(parse_documents(text, source)?, source)
 }
 
+/// One YAML document of a text: the annotations of its own head (a `List`'s own, not its
+/// items') and its manifests (a `List`'s items).
+pub struct Document {
+    /// `metadata.annotations` of the document itself.
+    pub head_annotations: serde_json::Map<String, Value>,
+    /// Its objects.
+    pub manifests: Vec<Manifest>,
+}
+
+/// Parses one text of YAML documents into its documents, each with its head's annotations:
+/// Helm reads a document's keep policy from its head (helm/helm `pkg/releaseutil/manifest.go`
+/// `SplitManifests` and `SimpleHead`), so a `List` marked `helm.sh/resource-policy: keep` keeps
+/// every item.
+pub fn parse_text_by_document(text: &str, source: &str) -> Result<Vec<Document>, UserError> {
+    let mut documents = Vec::new();
+    for (index, document) in parse_documents(text, source)?.into_iter().enumerate() {
+        let head_annotations = document
+            .pointer("/metadata/annotations")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let mut manifests = Vec::new();
+        unwrap_document(document, &format!("{source} (document {})", index + 1), &mut manifests)?;
+        documents.push(Document {
+            head_annotations,
+            manifests,
+        });
+    }
+    Ok(documents)
+}
+
 /// The documents of a text, parsed but not yet checked as objects.
 fn parse_documents(text: &str, source: &str) -> Result<Vec<Value>, UserError> {
     let documents: Vec<Value> = if text.trim_start().starts_with(['{', '[']) {

@@ -10,7 +10,7 @@ use crate::error::UserError;
 mod keep;
 mod selection;
 
-pub use keep::keep_marker;
+pub use keep::{equal_fold, helm_keeps, keep_marker};
 pub use selection::Selection;
 
 /// Flux kustomize-controller labels.

@@ -26,12 +26,23 @@ pub(super) async fn load_applyset(session: &Session, parent: &str) -> Result<Inv
     let object = get_object(session, &kind, namespace, name).await?;
     let own = applyset_id(name, namespace.unwrap_or(""), &kind.kind, &kind.group);
     let label = object.metadata.labels.as_ref().and_then(|l| l.get(APPLYSET_ID));
-    if let Some(label) = label.filter(|label| **label != own) {
-        return Err(UserError::refused(format!(
-            "{} {name} carries {APPLYSET_ID}={label}, which is not its own id ({own}): it is a copy of another ApplySet parent, not a parent",
-            kind.kind_with_group()
-        ))
-        .hint("kubectl refuses such a parent too; name the parent whose id it is"));
+    match label {
+        Some(label) if *label == own => {}
+        Some(label) => {
+            return Err(UserError::refused(format!(
+                "{} {name} carries {APPLYSET_ID}={label}, which is not its own id ({own}): it is a copy of another ApplySet parent, not a parent",
+                kind.kind_with_group()
+            ))
+            .hint("kubectl refuses such a parent too; name the parent whose id it is"))
+        }
+        // kubectl: "ApplySet parent object ... exists and does not have required label".
+        None => {
+            return Err(UserError::refused(format!(
+                "{} {name} has no {APPLYSET_ID} label: kubectl refuses to prune with it (\"does not have required label\"), so it is no ApplySet parent and records nothing",
+                kind.kind_with_group()
+            ))
+            .hint("kubectl refuses such a parent too; re-apply the set with kubectl to restore the label"))
+        }
     }
     kubectl_tooling(&object, &kind)?;
     Ok(applyset_inventory(&object, &kind, &session.catalog))
@@ -109,35 +120,19 @@ fn applyset_inventory(object: &DynamicObject, kind: &KindInfo, catalog: &Catalog
     let name = object.metadata.name.clone().unwrap_or_default();
     let namespace = object.metadata.namespace.as_deref().filter(|_| kind.namespaced);
     let annotations = object.metadata.annotations.clone().unwrap_or_default();
-    let listed = annotations
-        .get("applyset.kubernetes.io/contains-group-kinds")
-        .cloned()
-        .unwrap_or_default();
-    let kinds: HashSet<(String, String)> = listed
-        .split(',')
-        .map(str::trim)
-        .filter(|gk| !gk.is_empty())
-        .map(|gk| match gk.split_once('.') {
-            Some((kind, group)) => (group.to_string(), kind.to_string()),
-            None => (String::new(), gk.to_string()),
-        })
-        .collect();
+    let kinds = group_kinds(annotations.get(GROUP_KINDS).map(String::as_str));
     let id = object
         .metadata
         .labels
         .as_ref()
         .and_then(|l| l.get(APPLYSET_ID).cloned())
         .unwrap_or_else(|| applyset_id(&name, namespace.unwrap_or(""), &kind.kind, &kind.group));
-    let namespaces: HashSet<String> = annotations
-        .get("applyset.kubernetes.io/additional-namespaces")
-        .map(String::as_str)
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|ns| !ns.is_empty())
-        .chain(namespace)
-        .map(str::to_string)
-        .collect();
+    let additional = additional_namespaces(annotations.get(ADDITIONAL_NAMESPACES).map(String::as_str));
+    let empty_namespace = additional.contains("")
+        && kinds
+            .iter()
+            .any(|(g, k)| catalog.get(g, k).is_some_and(|k| k.namespaced));
+    let namespaces: HashSet<String> = additional.into_iter().chain(namespace.map(str::to_string)).collect();
     let tracker = Tracker {
         preset: Preset::ApplySet,
         value: Some(MarkValue {
@@ -146,13 +141,17 @@ fn applyset_inventory(object: &DynamicObject, kind: &KindInfo, catalog: &Catalog
         }),
     };
     let inventory = format!("ApplySet parent {}/{name}", kind.kind_with_group());
-    let recorded = match unserved_kinds(&kinds, catalog) {
-        Some(unserved) => Recorded::NoInventory {
-            why: format!(
-                "lists {unserved} in applyset.kubernetes.io/contains-group-kinds, which the cluster does not serve: `kubectl apply --prune --applyset` refuses to prune with it (\"could not find mapping for kind\"), so it prunes nothing of it; serve that kind again or remove it from the annotation, then prune"
-            ),
-            stack: inventory,
-        },
+    let refused = match unserved_kinds(&kinds, catalog) {
+        Some(unserved) => Some(format!(
+            "lists {unserved} in {GROUP_KINDS}, which the cluster does not serve: `kubectl apply --prune --applyset` refuses to prune with it (\"could not find mapping for kind\"), so it prunes nothing of it; serve that kind again or remove it from the annotation, then prune"
+        )),
+        None if empty_namespace => Some(format!(
+            "lists an empty namespace in {ADDITIONAL_NAMESPACES}: `kubectl apply --prune --applyset` refuses to prune with it (\"unexpectedly encountered empty namespace during prune\"), so it prunes nothing; remove the empty item, then prune"
+        )),
+        None => None,
+    };
+    let recorded = match refused {
+        Some(why) => Recorded::NoInventory { why, stack: inventory },
         None => Recorded::ApplySet {
             kinds,
             namespaces,
@@ -167,6 +166,40 @@ fn applyset_inventory(object: &DynamicObject, kind: &KindInfo, catalog: &Catalog
         default_namespace: None,
         renamed_by: None,
         record_namespace: None,
+    }
+}
+
+/// The annotation that lists the group-kinds of an ApplySet's members.
+const GROUP_KINDS: &str = "applyset.kubernetes.io/contains-group-kinds";
+/// The annotation that lists the namespaces beyond the parent's that hold members.
+const ADDITIONAL_NAMESPACES: &str = "applyset.kubernetes.io/additional-namespaces";
+
+/// The group-kinds an ApplySet parent lists, read as kubectl reads them (kubernetes/kubectl
+/// `pkg/cmd/apply/applyset.go` `parseKindAnnotation`): an absent or empty annotation is an empty
+/// set; otherwise each comma-separated item as it is, neither trimmed nor skipped when empty, is
+/// `Kind.group` (`schema.ParseGroupKind`). An item kubectl cannot map (`" ConfigMap"`, `""`)
+/// is then a kind the cluster does not serve, which makes kubectl refuse the whole prune.
+fn group_kinds(annotation: Option<&str>) -> HashSet<(String, String)> {
+    match annotation {
+        None | Some("") => HashSet::new(),
+        Some(listed) => listed
+            .split(',')
+            .map(|gk| match gk.split_once('.') {
+                Some((kind, group)) => (group.to_string(), kind.to_string()),
+                None => (String::new(), gk.to_string()),
+            })
+            .collect(),
+    }
+}
+
+/// The additional namespaces an ApplySet parent lists, read as kubectl reads them
+/// (`parseNamespacesAnnotation`): absent or empty is none; otherwise the comma-separated items
+/// as they are (`" as3"` is not `as3`, and an empty item stays, for kubectl refuses to prune
+/// with it).
+fn additional_namespaces(annotation: Option<&str>) -> HashSet<String> {
+    match annotation {
+        None | Some("") => HashSet::new(),
+        Some(listed) => listed.split(',').map(str::to_string).collect(),
     }
 }
 

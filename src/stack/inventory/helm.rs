@@ -13,7 +13,7 @@ use crate::cluster::session::Session;
 use crate::error::{is_not_found, UserError};
 use crate::stack::classify::Recorded;
 use crate::stack::desired::{DesiredSet, Origin, Scopes};
-use crate::stack::manifest::parse_text;
+use crate::stack::manifest::{parse_text_by_document, Manifest};
 use crate::stack::trackers::{MarkValue, Preset, Tracker};
 
 mod revision;
@@ -312,16 +312,36 @@ pub(super) async fn load_helm(
         .filter(|ns| !ns.is_empty())
         .unwrap_or(namespace)
         .to_string();
-    let mut manifests = parse_text(manifest, &format!("helm release {namespace}/{release} v{version}"))?;
-    // Helm keeps what its manifest marks `helm.sh/resource-policy: keep`, read from the release
-    // manifest (helm/helm `pkg/action/resource_policy.go` `filterManifestsToKeep`): never a
-    // member to delete, whatever the live object says.
+    let documents = parse_text_by_document(manifest, &format!("helm release {namespace}/{release} v{version}"))?;
+    let all: Vec<Manifest> = documents.iter().flat_map(|d| d.manifests.iter().cloned()).collect();
+    // Helm keeps what its manifest marks `helm.sh/resource-policy: keep`, read from the head of
+    // each document of the release manifest (helm/helm `pkg/action/resource_policy.go`
+    // `filterManifestsToKeep`; a `List`'s head keeps all its items): never a member to delete,
+    // whatever the live object says. An item that marks itself is kept too (Helm would delete
+    // it with its List; keeping it is the safe side).
+    let (mut kept, mut manifests) = (Vec::new(), Vec::new());
+    for document in documents {
+        let head_keeps = document
+            .head_annotations
+            .get(HELM_RESOURCE_POLICY)
+            .and_then(Value::as_str)
+            .is_some_and(crate::stack::trackers::helm_keeps);
+        for manifest in document.manifests {
+            let keeps = manifest
+                .annotation(HELM_RESOURCE_POLICY)
+                .is_some_and(crate::stack::trackers::helm_keeps);
+            if head_keeps || keeps {
+                kept.push(manifest);
+            } else {
+                manifests.push(manifest);
+            }
+        }
+    }
     let upgrade_unserved = (revision == HelmRevision::LastDeployed)
-        .then(|| unserved_entries(&manifests, &session.catalog))
+        .then(|| unserved_entries(&all, &session.catalog))
         .flatten();
-    manifests.retain(|m| !helm_keeps(m));
     let unserved = upgrade_unserved.or_else(|| unserved_entries(&manifests, &session.catalog));
-    let scopes = Scopes::new(Some(&session.catalog), &manifests);
+    let scopes = Scopes::new(Some(&session.catalog), &all);
     let record = format!("Helm release {namespace}/{release} v{version}");
     let set = DesiredSet::from_manifests(
         &manifests,
@@ -329,8 +349,13 @@ pub(super) async fn load_helm(
         &release_namespace,
         Origin::Inventory(record.clone()),
     );
+    let kept = DesiredSet::from_manifests(&kept, &scopes, &release_namespace, Origin::Inventory(record.clone()));
+    let why = format!(
+        "{record} marks it {HELM_RESOURCE_POLICY}: keep in its manifest: Helm keeps it on uninstall and upgrade"
+    );
+    let denied = kept.ids.iter().map(|id| (id.clone(), why.clone())).collect();
     Ok(Inventory {
-        recorded: release_record(set.ids, record, unserved),
+        recorded: release_record(set.ids.into_iter().chain(kept.ids).collect(), record, unserved, denied),
         tracker: Tracker {
             preset: Preset::Helm,
             value: Some(MarkValue {
@@ -353,6 +378,7 @@ fn release_record(
     ids: std::collections::HashSet<crate::identity::ObjectId>,
     record: String,
     unserved: Option<String>,
+    denied: std::collections::BTreeMap<crate::identity::ObjectId, String>,
 ) -> Recorded {
     match unserved {
         Some(entries) => Recorded::NoInventory {
@@ -366,7 +392,8 @@ fn release_record(
             inventory: record,
             // Helm deletes what the old manifest has and the new one lacks, marked or not.
             owner: None,
-            denied: Default::default(),
+            // What the manifest marks keep: in the release, never deleted by Helm.
+            denied,
         },
     }
 }
@@ -440,12 +467,8 @@ async fn release_history(
         .collect()
 }
 
-/// Whether a manifest of a release carries Helm's keep policy (trimmed, lower-cased `keep`).
-fn helm_keeps(manifest: &crate::stack::manifest::Manifest) -> bool {
-    manifest
-        .annotation("helm.sh/resource-policy")
-        .is_some_and(|policy| policy.trim().eq_ignore_ascii_case("keep"))
-}
+/// Helm's keep policy annotation.
+const HELM_RESOURCE_POLICY: &str = "helm.sh/resource-policy";
 
 /// The most a Helm release may decompress to: a Secret holds at most 1 MiB, and a release's
 /// JSON compresses about tenfold; more is a decompression bomb, not a release.
@@ -497,6 +520,7 @@ fn helm_release(secret: &DynamicObject) -> Result<Value, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stack::manifest::parse_text;
     use std::io::Write;
 
     #[test]
@@ -557,7 +581,12 @@ mod tests {
             unserved_entries(&removed, &catalog).as_deref(),
             Some("v1beta1 ConfigMap")
         );
-        let recorded = release_record(Default::default(), "Helm release apps/web v1".into(), unserved);
+        let recorded = release_record(
+            Default::default(),
+            "Helm release apps/web v1".into(),
+            unserved,
+            Default::default(),
+        );
         match recorded {
             Recorded::NoInventory { why, .. } => assert!(why.contains("nope.io/v1 Gadget"), "{why}"),
             other => panic!("{other:?}"),

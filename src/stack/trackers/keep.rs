@@ -13,7 +13,7 @@ pub fn keep_marker(meta: &ObjectMeta) -> Option<String> {
     let found = |map: &BTreeMap<String, String>, key: &str, accept: &dyn Fn(&str) -> bool| {
         map.get(key).filter(|v| accept(v)).map(|v| format!("{key}={v}"))
     };
-    let eq = |wanted: &'static str| move |v: &str| v.eq_ignore_ascii_case(wanted);
+    let eq = |wanted: &'static str| move |v: &str| equal_fold(v, wanted);
     let either = |key: &str, accept: &dyn Fn(&str) -> bool| {
         found(annotations, key, accept).or_else(|| found(labels, key, accept))
     };
@@ -43,15 +43,55 @@ fn argo_keeps(options: &str) -> bool {
 }
 
 /// Helm trims and lowercases the policy before comparing it with `keep` (helm/helm v3
-/// `pkg/action/resource_policy.go` `filterManifestsToKeep`): `" Keep"` keeps.
-fn helm_keeps(policy: &str) -> bool {
-    policy.trim().eq_ignore_ascii_case("keep")
+/// `pkg/action/resource_policy.go` `filterManifestsToKeep`: `strings.ToLower(strings.TrimSpace(v))`):
+/// `" Keep"` keeps, and so does `"\u{212A}eep"` (Go lowercases the Kelvin sign to `k`).
+pub fn helm_keeps(policy: &str) -> bool {
+    equal_fold(policy.trim(), "keep")
+}
+
+/// Whether `value` equals the ASCII word `wanted` under Unicode simple case folding, as Go's
+/// `strings.EqualFold` decides it (fluxcd/pkg `ssa` `AnyInMetadata` compares keep markers so):
+/// rune by rune, a letter matches its other case, and the only non-ASCII runes that fold to
+/// ASCII letters, `ſ` (U+017F, to `s`) and the Kelvin sign (U+212A, to `k`), match them. A
+/// wider match keeps more, never less.
+pub fn equal_fold(value: &str, wanted: &str) -> bool {
+    let folded = |c: char| match c {
+        '\u{017F}' => 's',
+        '\u{212A}' => 'k',
+        c => c.to_ascii_lowercase(),
+    };
+    value.chars().count() == wanted.chars().count()
+        && value.chars().zip(wanted.chars()).all(|(a, b)| folded(a) == folded(b))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cluster::fixtures::meta;
+
+    #[test]
+    fn keep_values_fold_as_go_folds_them() {
+        // Go: strings.EqualFold("di\u017Fabled", "disabled") and
+        // strings.ToLower("\u212Aeep") == "keep" are both true.
+        let kept = [
+            meta(&[], &[("kustomize.toolkit.fluxcd.io/prune", "di\u{017F}abled")]),
+            meta(&[], &[("kustomize.toolkit.fluxcd.io/prune", "DISABLED")]),
+            meta(&[], &[("helm.sh/resource-policy", " \u{212A}eep ")]),
+            meta(&[], &[("kapp.k14s.io/delete-strategy", "Orphan")]),
+        ];
+        for meta in kept {
+            assert!(keep_marker(&meta).is_some(), "{:?}", meta.annotations);
+        }
+        let pruned = [
+            meta(&[], &[("kustomize.toolkit.fluxcd.io/prune", "disable")]),
+            meta(&[], &[("kustomize.toolkit.fluxcd.io/prune", "disabledx")]),
+            meta(&[], &[("helm.sh/resource-policy", "kee")]),
+        ];
+        for meta in pruned {
+            assert!(keep_marker(&meta).is_none(), "{:?}", meta.annotations);
+        }
+        assert!(!equal_fold("dis\u{00E4}bled", "disabled"));
+    }
 
     #[test]
     fn keep_markers_of_every_tool() {
