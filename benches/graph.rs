@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use kubectl_stack::graph::{build, BuildOptions, NodeInput};
-use kubectl_stack::identity::ObjectId;
+use kubectl_stack::model::identity::ObjectId;
 
 /// The README's measured figure for 10,000 nodes, optimised.
 const README_MS: f64 = 31.0;
@@ -55,7 +55,7 @@ fn once(inputs: &[NodeInput]) -> Duration {
     let start = Instant::now();
     let graph = build(inputs, &BuildOptions::default());
     let targets: HashSet<usize> = (0..graph.nodes.len()).collect();
-    let plan = kubectl_stack::prune::plan::plan_deletion(&graph, &targets).expect("acyclic");
+    let plan = kubectl_stack::graph::plan::plan_deletion(&graph, &targets).expect("acyclic");
     let dot = kubectl_stack::graph::output::dot(&graph);
     let wall = start.elapsed();
     let elapsed = match (cpu_start, cpu_time()) {

@@ -10,7 +10,7 @@ mod mapping;
 pub mod commands;
 pub mod complete;
 
-use crate::values::parse_duration;
+use crate::model::values::parse_duration;
 pub use mapping::{list_options, selection};
 
 /// Every command's help: what it does, usage, examples, then its own flags, then the connection

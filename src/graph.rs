@@ -17,33 +17,27 @@ pub mod infer;
 pub mod live;
 pub mod offline;
 pub mod output;
+pub mod plan;
 pub mod stayers;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
-use serde_json::Value;
 
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
 
-pub use build::{build, merge_duplicates};
-pub use declared::{malformed_annotations, parse_depends_on, AnnotationError, KappRule};
-pub(crate) use memberships::object_meta;
-pub use memberships::{
+pub use crate::model::annotations::{
+    malformed_annotations, parse_depends_on, AnnotationError, KappRule, ARGO_SYNC_WAVE, KAPP_CHANGE_GROUP,
+    KAPP_CHANGE_RULE, KPT_DEPENDS_ON,
+};
+pub(crate) use crate::stack::members::object_meta;
+pub use crate::stack::members::{
     argocd_outside_namespaces, flux_acts_elsewhere, flux_controller, flux_inventory_entries, flux_inventory_of,
     full_mark, full_marks, name_only_may_name, orphans_members, owner_mark, service_account_named, tracked_by_any,
-    tracker_key, Impersonation,
+    tracker_key, Impersonation, MemberRecord, NodeInput,
 };
+pub use build::{build, merge_duplicates};
 pub use victims::VictimOrder;
-
-/// kpt / cli-utils explicit dependency annotation.
-pub const KPT_DEPENDS_ON: &str = "config.kubernetes.io/depends-on";
-/// Argo CD sync wave annotation.
-pub const ARGO_SYNC_WAVE: &str = "argocd.argoproj.io/sync-wave";
-/// kapp change group annotation (also `kapp.k14s.io/change-group.<suffix>`).
-pub const KAPP_CHANGE_GROUP: &str = "kapp.k14s.io/change-group";
-/// kapp change rule annotation (also `kapp.k14s.io/change-rule.<suffix>`).
-pub const KAPP_CHANGE_RULE: &str = "kapp.k14s.io/change-rule";
 
 /// Why one object depends on another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
@@ -140,90 +134,6 @@ pub enum NodeStatus {
     External,
     /// Referred to, and does not exist.
     Missing,
-}
-
-/// What a tracking object's tool records as its members: on deletion it deletes only these.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MemberRecord {
-    /// The recorded members.
-    pub ids: HashSet<ObjectId>,
-    /// The record, for messages (e.g. `the status.inventory of Kustomization.kustomize.toolkit.fluxcd.io/flux-system/apps`).
-    pub name: String,
-    /// Marks that name the same stack by another tool's mark: a Flux HelmRelease's Helm release
-    /// (as helm-controller names it). A teardown of the stack covers them.
-    pub aliases: Vec<(crate::stack::trackers::Preset, crate::stack::trackers::MarkValue)>,
-    /// Why its tool deletes nothing of the stack whatever the marks say, when so: a Flux
-    /// Kustomization with no `status.inventory` it can read (see [`crate::stack::inventory::flux_record`]).
-    pub no_inventory: Option<String>,
-    /// Recorded members its tool may not delete, each with why: a Flux stack's
-    /// `spec.serviceAccountName` may not delete them (see [`Impersonation::Limited`]), or a
-    /// Kustomization records them at a version no longer served ([`NodeInput::unmapped`]).
-    pub denied: std::collections::BTreeMap<ObjectId, String>,
-}
-
-/// An object as the graph builder needs it.
-#[derive(Debug, Clone, Default)]
-pub struct NodeInput {
-    /// Identity.
-    pub id: ObjectId,
-    /// UID, when live.
-    pub uid: Option<String>,
-    /// Labels.
-    pub labels: BTreeMap<String, String>,
-    /// Annotations.
-    pub annotations: BTreeMap<String, String>,
-    /// `spec.dependsOn` of Flux objects, already resolved.
-    pub depends_on: Vec<ObjectId>,
-    /// Finalizers (inference: a custom resource's finalizer names its controller).
-    pub finalizers: Vec<String>,
-    /// The whole object, for the kinds inference reads ([`crate::graph::infer::SPEC_KINDS`]).
-    pub body: Option<Value>,
-    /// Offline: the folder the manifest was read from, which stands for the Argo CD application
-    /// (sync waves) and the stack (inference) when the object carries no tracker's mark.
-    pub app: Option<String>,
-    /// The UIDs of its owners (`metadata.ownerReferences`): it dies with the plan when every
-    /// one of them does ([`Graph::dying_by_owners`]).
-    pub owners: Vec<String>,
-    /// A Flux Kustomization's: whether the ServiceAccount it impersonates exists, as read with
-    /// its body (see [`Impersonation`]).
-    pub impersonation: Impersonation,
-    /// A Flux Kustomization's: the `status.inventory` entries recorded at a version the cluster
-    /// no longer serves, each with why (see [`crate::stack::inventory::unmapped_entries`]), read with its
-    /// body: kustomize-controller cannot delete them.
-    pub unmapped: std::collections::BTreeMap<ObjectId, String>,
-}
-
-impl NodeInput {
-    /// Reads Flux `spec.dependsOn` from a full object body; namespace defaults to the object's own.
-    pub fn flux_depends_on(id: &ObjectId, body: &Value) -> Vec<ObjectId> {
-        let is_flux = matches!(
-            (id.group.as_str(), id.kind.as_str()),
-            ("kustomize.toolkit.fluxcd.io", "Kustomization") | ("helm.toolkit.fluxcd.io", "HelmRelease")
-        );
-        if !is_flux {
-            return Vec::new();
-        }
-        let entries = body
-            .pointer("/spec/dependsOn")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        entries
-            .iter()
-            .filter_map(|entry| {
-                // Older Flux versions also accepted plain names.
-                let (name, namespace) = match entry {
-                    Value::String(name) => (name.as_str(), None),
-                    other => (
-                        other.get("name")?.as_str()?,
-                        other.get("namespace").and_then(Value::as_str),
-                    ),
-                };
-                let namespace = namespace.or(id.namespace.as_deref());
-                Some(ObjectId::new(&id.group, &id.kind, namespace, name))
-            })
-            .collect()
-    }
 }
 
 /// A node of the graph.

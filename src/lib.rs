@@ -45,11 +45,10 @@ pub mod cli;
 pub mod cluster;
 pub mod error;
 pub mod graph;
-pub mod identity;
+pub mod model;
 pub mod prune;
 pub mod render;
 pub mod stack;
-pub mod values;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

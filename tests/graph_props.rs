@@ -9,11 +9,11 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use serde_json::{json, Value};
 
+use kubectl_stack::graph::plan::{plan_deletion, planning_order};
 use kubectl_stack::graph::{
     build, BuildOptions, Graph, NodeInput, ARGO_SYNC_WAVE, KAPP_CHANGE_GROUP, KAPP_CHANGE_RULE, KPT_DEPENDS_ON,
 };
-use kubectl_stack::identity::ObjectId;
-use kubectl_stack::prune::plan::{plan_deletion, planning_order};
+use kubectl_stack::model::identity::ObjectId;
 use kubectl_stack::stack::manifest::parse_text;
 
 const KINDS: [(&str, &str); 10] = [

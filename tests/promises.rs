@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use kubectl_stack::graph::{build, BuildOptions, NodeInput};
-use kubectl_stack::identity::ObjectId;
+use kubectl_stack::model::identity::ObjectId;
 use kubectl_stack::prune::teardown::teardown_closure;
 
 const HOLD: &str = "stack-test.example.com/hold";

@@ -844,8 +844,8 @@ fn flux_v1_compares_the_desired_set_without_the_group() {
     wait_established(&["crd", &format!("certificates.{old}")], &format!("certificates.{old}"));
     wait_established(&["crd", &format!("certificates.{new}")], &format!("certificates.{new}"));
     let marked = |name: &str| {
-        let id = kubectl_stack::stack::trackers::flux_v1_resource_id(Some(n), "Certificate", name);
-        let mark = kubectl_stack::stack::trackers::flux_v1_gc_mark("git", &id);
+        let id = kubectl_stack::model::trackers::flux_v1_resource_id(Some(n), "Certificate", name);
+        let mark = kubectl_stack::model::trackers::flux_v1_gc_mark("git", &id);
         format!(
             "apiVersion: {old}/v1\nkind: Certificate\nmetadata: {{name: {name}, namespace: {n}, labels: {{fluxcd.io/sync-gc-mark: '{mark}'}}}}\n---\n"
         )

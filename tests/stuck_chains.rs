@@ -231,7 +231,7 @@ async fn prune_blockers_are_explained_with_the_same_chains() {
     // What a timed-out wave reports: the object it waited for.
     let blockers = vec![(
         kind,
-        kubectl_stack::identity::ObjectId::new("", "ConfigMap", Some(&n), "a"),
+        kubectl_stack::model::identity::ObjectId::new("", "ConfigMap", Some(&n), "a"),
     )];
     let report = kubectl_stack::breakglass::stuck::explain_blockers(&session, &blockers).await;
     assert_eq!(report.entries.len(), 3);

@@ -103,14 +103,14 @@ use kubectl_stack::graph::infer::{service_selects, services_called};
 use kubectl_stack::graph::stayers::{declares_a_need, is_stayer_kind};
 use kubectl_stack::graph::tracker_key;
 use kubectl_stack::graph::{build, BuildOptions, Graph, MemberRecord, NodeInput};
-use kubectl_stack::identity::ObjectId;
+use kubectl_stack::model::identity::ObjectId;
+use kubectl_stack::model::trackers::{is_tracked, Mark, MarkValue, Preset, Tracker};
 use kubectl_stack::prune::cascade::{cascade_of, is_holder, Planned};
 use kubectl_stack::prune::teardown::{members_of_gone, plan, teardown_closure, Kept, Mode, PrunePlan, Snapshot};
 use kubectl_stack::stack::classify::{classify, Desired, Recorded, Verdict};
 use kubectl_stack::stack::desired::{DesiredSet, NamespaceRule, Origin, Scopes};
 use kubectl_stack::stack::keep::{ComparedStack, KeepReason};
 use kubectl_stack::stack::manifest::parse_text;
-use kubectl_stack::stack::trackers::{is_tracked, Mark, MarkValue, Preset, Tracker};
 
 use world::oracle::{self, Death};
 use world::{stack_name, Entry, Tool, World, APP, CRD, FLUX, FLUX_HR, FLUX_NS, OPS};

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::cluster::collect::{Collection, Listed};
 use crate::cluster::discovery::{Catalog, KindInfo};
 use crate::cluster::session::Session;
-use crate::stack::trackers::marks;
+use crate::model::trackers::marks;
 use evidence::{Evidence, FinalizerEvidence, FluxEvidence, Lookup, NamespaceEvidence, Read, TrackerEvidence};
 
 pub use chains::{explain, explain_blockers, Report};
@@ -245,7 +245,7 @@ fn tracker_findings(object: &Listed, evidence: &TrackerEvidence) -> Vec<Finding>
     let mut found = Vec::new();
     let suspended = tracker_object.1.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
     let recreating = (!suspended)
-        .then(|| crate::prune::parents::recreating_parent(&object.meta, [&tracker_object.0]))
+        .then(|| crate::stack::parents::recreating_parent(&object.meta, [&tracker_object.0]))
         .flatten();
     if let Some((parent, mark)) = recreating {
         found.push(Finding::general(format!(
@@ -416,7 +416,7 @@ mod tests {
     use super::*;
     use crate::cluster::discovery::DiscoverySource;
     use crate::error::LookupError;
-    use crate::identity::ObjectId;
+    use crate::model::identity::ObjectId;
 
     fn catalog(groups: &[&str]) -> Catalog {
         let kinds = groups

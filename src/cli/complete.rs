@@ -172,10 +172,10 @@ fn flags(command: &Command, root: &Command) -> Vec<(String, String)> {
 /// The Flux kind of a `PRESET=...` value being typed (`flux=`, `flux-helm=`).
 fn flux_preset(current: &str) -> Option<(&'static str, &'static str)> {
     let (preset, _) = current.split_once('=')?;
-    crate::stack::trackers::Preset::ALL
+    crate::model::trackers::Preset::ALL
         .into_iter()
         .find(|p| p.name() == preset)
-        .and_then(crate::stack::trackers::Preset::flux_kind)
+        .and_then(crate::model::trackers::Preset::flux_kind)
 }
 
 fn values_for(arg: &Arg, current: &str) -> Want {
@@ -192,7 +192,7 @@ fn values_for(arg: &Arg, current: &str) -> Want {
             kind: flux_preset(current).unwrap_or(("", "")),
         },
         "tracker" | "inventory" => Want::Values(
-            crate::stack::trackers::Preset::ALL
+            crate::model::trackers::Preset::ALL
                 .iter()
                 .map(|p| (format!("{}=", p.name()), String::new()))
                 .filter(|(v, _)| v.starts_with(current.split('=').next().unwrap_or("")))

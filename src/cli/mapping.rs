@@ -1,11 +1,12 @@
 //! From flags to the library's options: the only place that knows both.
 
-use super::{GlobalArgs, ListTuning, SelectionArgs};
+use super::{DesiredArgs, GlobalArgs, ListTuning, ManifestArgs, SelectionArgs};
 use crate::cluster::client::ConnectOptions;
 use crate::cluster::collect::ListOptions;
 use crate::cluster::session::SessionOptions;
 use crate::error::UserError;
-use crate::stack::trackers::{Selection, Tracker};
+use crate::model::trackers::{Selection, Tracker};
+use crate::stack::orphans::{DesiredOptions, ManifestSources};
 
 impl GlobalArgs {
     /// The connection flags, for the client.
@@ -99,5 +100,27 @@ mod tests {
         assert_eq!(connect.client_key, Some(PathBuf::from("/k")));
         let explicit = Cli::try_parse_from(["kubectl-stack", "list", "--insecure-skip-tls-verify=false"]).unwrap();
         assert!(!explicit.global.insecure_skip_tls_verify);
+    }
+}
+
+impl From<&ManifestArgs> for ManifestSources {
+    fn from(args: &ManifestArgs) -> Self {
+        Self {
+            filenames: args.filenames.clone(),
+            kustomize: args.kustomize.clone(),
+        }
+    }
+}
+
+impl From<&DesiredArgs> for DesiredOptions {
+    fn from(args: &DesiredArgs) -> Self {
+        Self {
+            inventory: args.inventory.clone(),
+            checksum: args.checksum.clone(),
+            allow_empty: args.allow_empty,
+            allow_unresolved: args.allow_unresolved,
+            untracked: args.untracked,
+            as_built: args.as_built,
+        }
     }
 }

@@ -10,8 +10,8 @@ use kube::Client;
 
 use crate::cluster::discovery::{Catalog, KindInfo};
 use crate::error::{api_status, is_forbidden, is_not_found, root_cause};
-use crate::identity::ObjectId;
-use crate::stack::trackers::Selection;
+use crate::model::identity::ObjectId;
+use crate::model::trackers::Selection;
 
 mod pages;
 
@@ -340,7 +340,7 @@ pub struct Collection {
     /// (see [`Selection::untracked_match`]).
     pub untracked_matches: usize,
     /// The UIDs of the listed Secrets proven ServiceAccount token Secrets by a listing of that
-    /// type (metadata carries no `type`): filled by [`crate::prune::cascade::contents`] for a
+    /// type (metadata carries no `type`): filled by `prune::cascade::contents` for a
     /// Namespace, empty otherwise.
     pub service_account_tokens: HashSet<String>,
 }

@@ -56,7 +56,7 @@ fn default_budget() -> Duration {
         let Ok(text) = std::env::var(BUDGET_ENV) else {
             return DEFAULT_BUDGET;
         };
-        crate::values::parse_duration(&text).unwrap_or_else(|err| {
+        crate::model::values::parse_duration(&text).unwrap_or_else(|err| {
             tracing::warn!("{BUDGET_ENV} ignored: {err}");
             DEFAULT_BUDGET
         })

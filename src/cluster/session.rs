@@ -10,8 +10,8 @@ use crate::cluster::collect::{
 };
 use crate::cluster::discovery::{discover_cached, CacheUse, Catalog, DiskCache, KindInfo, KindsWatch};
 use crate::error::{root_cause, UserError};
-use crate::identity::ObjectId;
-use crate::stack::trackers::{applyset_id, Preset, Selection};
+use crate::model::identity::ObjectId;
+use crate::model::trackers::{applyset_id, Preset, Selection};
 
 /// How to open a session: what to connect with, where discovery is cached and how far the cache
 /// may be trusted, and whether to list in every namespace.

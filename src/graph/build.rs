@@ -5,9 +5,10 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use super::declared::{kapp_edges, sync_wave_edges};
-use super::memberships::{flux_inventory_of, memberships, orphans_members};
+use super::memberships::memberships;
 use super::{BuildOptions, Edge, EdgeKind, Graph, NodeInput, NodeStatus, KPT_DEPENDS_ON};
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
+use crate::stack::members::{flux_inventory_of, orphans_members};
 
 /// Builds the graph of the selected objects. Explicit dependencies outside the selection become
 /// referred-to nodes (status decided later by `mark_referenced`); implicit ones (CRD, Namespace)
@@ -68,7 +69,7 @@ pub fn build(inputs: &[NodeInput], options: &BuildOptions) -> Graph {
         graph.inert = inputs
             .iter()
             .enumerate()
-            .filter_map(|(index, input)| super::memberships::deletes_nothing_itself(input).map(|why| (index, why)))
+            .filter_map(|(index, input)| crate::stack::members::deletes_nothing_itself(input).map(|why| (index, why)))
             .collect();
         graph.inventories = inputs
             .iter()
@@ -349,7 +350,7 @@ mod tests {
         let id = |name: &str| graph.find(&ObjectId::new("", "ConfigMap", Some("t"), name)).unwrap();
         let edges: Vec<(usize, usize)> = graph.edges.iter().map(|e| (e.from, e.to)).collect();
         assert_eq!(edges, vec![(id("app"), id("a")), (id("app"), id("b"))]);
-        let plan = crate::prune::plan::plan_deletion(&graph, &(0..graph.nodes.len()).collect()).unwrap();
+        let plan = crate::graph::plan::plan_deletion(&graph, &(0..graph.nodes.len()).collect()).unwrap();
         assert_eq!(plan.waves, vec![vec![id("app")], vec![id("a"), id("b")]]);
     }
 }

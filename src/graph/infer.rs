@@ -12,8 +12,8 @@ use petgraph::graph::NodeIndex;
 use serde_json::Value;
 
 use crate::graph::{object_meta, Edge, EdgeKind, Graph, NodeInput};
-use crate::identity::ObjectId;
-use crate::stack::trackers::{marks, MarkValue, Preset};
+use crate::model::identity::ObjectId;
+use crate::model::trackers::{marks, MarkValue, Preset};
 
 mod rbac;
 mod volumes;
@@ -282,7 +282,7 @@ fn selects(selector: &serde_json::Map<String, Value>, labels: BTreeMap<String, S
 
 fn stack_keys(input: &NodeInput) -> Vec<StackKey> {
     let meta = object_meta(input);
-    let gc_mark = crate::stack::trackers::flux_v1_gc_mark_of(&meta);
+    let gc_mark = crate::model::trackers::flux_v1_gc_mark_of(&meta);
     let mut keys: Vec<StackKey> = marks(&meta)
         .into_iter()
         .map(|mark| match mark.preset {
@@ -757,7 +757,7 @@ pub fn add_acyclic(graph: &mut Graph, mut candidates: Vec<Edge>) -> Vec<Edge> {
     let declared: HashSet<(usize, usize)> = graph.edges.iter().map(|e| (e.from, e.to)).collect();
     candidates.retain(|e| e.from != e.to && !declared.contains(&(e.from, e.to)));
     graph.inferred = candidates;
-    let order = crate::prune::plan::deletion_order(graph);
+    let order = crate::graph::plan::deletion_order(graph);
     if toposort(&order, None).is_ok() {
         return Vec::new();
     }
@@ -766,7 +766,7 @@ pub fn add_acyclic(graph: &mut Graph, mut candidates: Vec<Edge>) -> Vec<Edge> {
     // edge: a webhook that intercepts its own backend's Namespace must still go before that
     // backend, or every DELETE it matches fails once the backend is gone (review finding R2).
     candidates.sort_by_key(|e| e.kind == EdgeKind::InferredWebhookRule);
-    let mut order = crate::prune::plan::deletion_order(graph);
+    let mut order = crate::graph::plan::deletion_order(graph);
     let mut space = DfsSpace::new(&order);
     let mut dropped = Vec::new();
     for edge in candidates {

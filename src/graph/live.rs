@@ -12,9 +12,9 @@ use crate::cluster::retry::with_retries;
 use crate::cluster::session::Session;
 use crate::error::{is_forbidden, is_not_found, UserError};
 use crate::graph::{build, tracked_by_any, BuildOptions, Graph, NodeInput};
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
+use crate::model::trackers::{Selection, FLUX_KINDS};
 use crate::stack::listing::{gaps as list_gaps, warn_unlisted};
-use crate::stack::trackers::{Selection, FLUX_KINDS};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use std::sync::Arc;
 
@@ -45,7 +45,7 @@ impl LiveGraph {
     }
 
     /// Makes nodes of cascade victims — what a planned Namespace or CRD would take with it
-    /// ([`crate::prune::cascade::find_cascades`]) — and builds the graph again with them, so that what
+    /// (`prune::cascade::find_cascades`) — and builds the graph again with them, so that what
     /// they need is inferred by the same rules as for every other node (a custom resource's
     /// finalizer names its operator). They never join a plan; see [`Graph::victims`]. Returns
     /// each earlier node's new index, or `None` when every victim was a node already.
@@ -503,7 +503,7 @@ pub async fn flux_objects(session: &Session) -> Result<Vec<(Listed, serde_json::
                 found.extend(objects.into_iter().map(|mut o| {
                     // A suspended-by annotation counts only where it proves the
                     // suspension is kubectl-stack's (read before managed fields go).
-                    crate::prune::suspend::forget_unproven(&mut o.metadata, &o.data);
+                    crate::stack::suspension::forget_unproven(&mut o.metadata, &o.data);
                     (Listed::new(info.clone(), o.metadata), o.data)
                 }));
             }
@@ -523,7 +523,7 @@ pub async fn flux_objects(session: &Session) -> Result<Vec<(Listed, serde_json::
 /// the owners its metadata names (it dies with the plan when every one of them does, see
 /// [`Graph::dying_by_owners`]), and the owners of every object of `objects` and of those that
 /// are no nodes are read up the chain ([`Graph::outside_owners`]). The plan's graph and the
-/// re-check's ([`crate::prune::recheck::dependents::GraphNow`]) are settled by this one function.
+/// re-check's (`prune::recheck::dependents::GraphNow`) are settled by this one function.
 pub(crate) async fn settle_references(session: &Session, graph: &mut Graph, objects: &HashMap<ObjectId, Listed>) {
     let existing = existing_references(session, graph).await;
     graph.mark_referenced(|id| existing.contains_key(id));

@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::error::UserError;
 use crate::graph::{build, BuildOptions, Graph, NodeInput};
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
 use crate::stack::desired::{resolve, NamespaceRule, Scopes};
 use crate::stack::manifest::Manifest;
 

@@ -6,8 +6,8 @@ use std::fmt::Write;
 
 use serde_json::{json, Value};
 
+use crate::graph::plan::{Cycle, Plan};
 use crate::graph::{Graph, NodeStatus};
-use crate::prune::plan::{Cycle, Plan};
 
 fn label(graph: &Graph, index: usize) -> String {
     let node = &graph.nodes[index];
@@ -224,7 +224,7 @@ pub fn cycle_path(graph: &Graph, cycle: &Cycle) -> String {
 mod tests {
     use super::*;
     use crate::graph::{build, BuildOptions, NodeInput};
-    use crate::identity::ObjectId;
+    use crate::model::identity::ObjectId;
 
     fn sample() -> Graph {
         let mut app = NodeInput {

@@ -1,6 +1,6 @@
 //! What stays and may need what a teardown deletes, defined once: the plan
 //! ([`crate::graph::live::planning_graph`]) and the re-check before every wave
-//! ([`crate::prune::recheck::dependents`]) list the same objects, by the same functions, and infer their
+//! (`prune::recheck::dependents`) list the same objects, by the same functions, and infer their
 //! needs through the same builder ([`crate::graph::build`]), so that an object that needs a
 //! planned one keeps it with the same reason whether it was there at plan time or came later.
 //!
@@ -251,7 +251,7 @@ pub fn kinds_of_crds(session: &Session, crds: &HashSet<String>) -> Vec<Arc<KindI
 /// The names of the tracked CRDs among `objects`: their custom resources are looked for in every
 /// namespace ([`list_finalized`]).
 pub fn tracked_crds<'a>(objects: impl IntoIterator<Item = &'a Listed>) -> HashSet<String> {
-    let tracking = crate::stack::trackers::Selection {
+    let tracking = crate::model::trackers::Selection {
         tracking_objects: true,
         ..Default::default()
     };

@@ -1,5 +1,5 @@
 //! Cascade victims as nodes: what a planned Namespace or CRD takes with it although the plan
-//! does not delete it (see [`crate::prune::cascade`]). They never join a plan. A victim dies when a
+//! does not delete it (see `prune::cascade`). They never join a plan. A victim dies when a
 //! planned Namespace or CRD it lives in is deleted, and stays otherwise; what dies goes before
 //! what it needs, victims included, so the holder that takes a victim is ordered by the victim's
 //! edges.
@@ -131,7 +131,7 @@ impl Graph {
     /// through the planned Namespace or CRD that takes it, so that holder goes before every
     /// planned object the victim needs (a CRD before the operator its custom resources'
     /// finalizer names), and every planned object that needs the victim goes before the holder.
-    /// Every edge orders (as in [`crate::prune::plan::deletion_order`]).
+    /// Every edge orders (as in [`crate::graph::plan::deletion_order`]).
     pub fn victim_orders(&self, planned: &HashSet<usize>) -> Vec<VictimOrder> {
         let holders = self.dying_victims(|index| planned.contains(&index));
         let mut found = Vec::new();
@@ -330,9 +330,9 @@ impl OwnerChain<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::plan::plan_deletion;
     use crate::graph::{build, BuildOptions, NodeInput};
-    use crate::identity::ObjectId;
-    use crate::prune::plan::plan_deletion;
+    use crate::model::identity::ObjectId;
 
     const CRD: &str = "apiextensions.k8s.io";
 
@@ -344,10 +344,10 @@ mod tests {
         if let Some(stack) = stack {
             input
                 .labels
-                .insert(crate::stack::trackers::FLUX_KS_NAME.into(), stack.into());
+                .insert(crate::model::trackers::FLUX_KS_NAME.into(), stack.into());
             input
                 .labels
-                .insert(crate::stack::trackers::FLUX_KS_NAMESPACE.into(), "flux-system".into());
+                .insert(crate::model::trackers::FLUX_KS_NAMESPACE.into(), "flux-system".into());
         }
         input
     }

@@ -11,7 +11,7 @@ use kube::core::ObjectMeta;
 
 use crate::cluster::collect::{collect_where, Collection, ListFailure, ListOptions, ListScope, Listed};
 use crate::cluster::session::Session;
-use crate::stack::trackers::Selection;
+use crate::model::trackers::Selection;
 
 /// The objects that could depend on the planned ones, and the scope they were listed in (the
 /// re-check before each wave lists the same scope again).

@@ -19,9 +19,9 @@ use crate::cluster::collect::{
     collect_kinds, list_metadata_pages, Collection, KindFailure, ListFailure, ListOptions, ListQuery, ListScope, Listed,
 };
 use crate::cluster::discovery::{Catalog, KindInfo};
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
+use crate::model::trackers::{describe_marks, is_tracked, Selection};
 use crate::prune::safeguards::{dies_with_plan, made_by_control_plane, token_of_default_account, SERVICE_ACCOUNT_NAME};
-use crate::stack::trackers::{describe_marks, is_tracked, Selection};
 
 /// One object a Namespace's or CRD's deletion would take, and why it counts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -218,7 +218,7 @@ pub fn token_of_planned_account(id: &ObjectId, meta: &ObjectMeta, planned: &Plan
 }
 
 fn why_it_counts(object: &Listed) -> String {
-    if let Some(marker) = crate::stack::trackers::keep_marker(&object.meta) {
+    if let Some(marker) = crate::model::trackers::keep_marker(&object.meta) {
         format!("keep marker {marker}")
     } else if is_tracked(&object.meta) {
         format!("another stack's: {}", describe_marks(&object.meta))

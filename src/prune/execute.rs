@@ -18,7 +18,7 @@ use crate::cluster::collect::api_for;
 use crate::cluster::discovery::KindInfo;
 use crate::cluster::retry::with_retries;
 use crate::error::{api_status, root_cause, LookupError};
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
 
 mod wait;
 use wait::{wait_children, wait_gone, WaitResult, WaveWatch};

@@ -10,8 +10,6 @@ mod targets;
 pub mod bystanders;
 pub mod cascade;
 pub mod execute;
-pub mod parents;
-pub mod plan;
 pub mod plan_file;
 pub mod plan_table;
 pub mod recheck;
@@ -27,15 +25,15 @@ use crate::cluster::discovery::Catalog;
 use crate::cluster::session::Session;
 use crate::error::UserError;
 use crate::graph::live::{graph_of_with, planning_graph, LiveGraph, LiveOptions};
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
+use crate::model::trackers::Preset;
 use crate::prune::cascade::find_cascades;
 use crate::prune::cascade::owners::{kept_on_their_own, Counted};
-use crate::prune::parents::read_suspended;
 use crate::prune::teardown::{plan, teardown_closure, Kept, Mode, PrunePlan, Snapshot};
 use crate::stack::classify::Verdict;
 use crate::stack::keep::KeepReason;
 use crate::stack::orphans::OrphanReport;
-use crate::stack::trackers::Preset;
+use crate::stack::parents::read_suspended;
 
 use refusals::{describe_cascade, refuse_unlisted};
 
@@ -276,7 +274,7 @@ async fn teardown_planning(session: &Session, request: &PlanRequest) -> Result<P
 /// Kustomization's `status.inventory` is on its listed object already. A record that exists
 /// but cannot be read bounds its members to none: what its tool would delete is unknown.
 async fn read_member_records(session: &Session, live: &mut LiveGraph, chosen: impl Iterator<Item = usize>) {
-    let trackers: Vec<(usize, Preset, crate::stack::trackers::MarkValue)> = chosen
+    let trackers: Vec<(usize, Preset, crate::model::trackers::MarkValue)> = chosen
         .filter(|index| !live.graph.inventories.contains_key(index))
         .filter_map(|index| {
             let object = live.objects.get(&live.graph.nodes[index].id)?;

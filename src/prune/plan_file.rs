@@ -12,7 +12,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use crate::error::UserError;
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
 use crate::prune::teardown::PrunePlan;
 
 /// The `apiVersion` of a saved plan.

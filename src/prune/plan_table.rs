@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
 use crate::prune::execute::Target;
 use crate::prune::teardown::PrunePlan;
 

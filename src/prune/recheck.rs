@@ -23,7 +23,8 @@ use crate::cluster::discovery::{Catalog, KindInfo, KindsWatch};
 use crate::cluster::session::Session;
 use crate::graph::tracker_key;
 use crate::graph::MemberRecord;
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
+use crate::model::trackers::{Preset, Selection};
 use crate::prune::cascade::owners::{owned_around, owner_cascades, Counted};
 use crate::prune::cascade::{contents, unknown_content, victims, Planned};
 use crate::prune::execute::{CheckedWave, Target, WaveGuard};
@@ -32,7 +33,6 @@ use crate::prune::teardown::PrunePlan;
 use crate::stack::classify::Recorded;
 use crate::stack::keep::{self, Claim, Context, KeepReason, Question, Trackers};
 use crate::stack::keep::{tracked_elsewhere, TornDown};
-use crate::stack::trackers::{Preset, Selection};
 use dependents::{argo_apps, graph_now, relist, Declaring, Relisted, Standing, WaveKey};
 use records::OrphanRecords;
 
@@ -44,7 +44,7 @@ pub struct Recheck {
     torn_down: TornDown,
     trackers: Trackers,
     /// The tracker an orphan prune named: its tool's rules apply as in the plan.
-    tracker: Option<crate::stack::trackers::Tracker>,
+    tracker: Option<crate::model::trackers::Tracker>,
     /// What an orphan prune's desired set needs: kpt's prune filters apply as in the plan.
     needs: crate::stack::desired::Needs,
     recorded_stacks: HashSet<ObjectId>,
@@ -844,12 +844,12 @@ pub fn marks_changed(object: &Listed, target: &Target, torn_down: &TornDown, mem
     if tracker_key(object).is_some() && !torn_down.is_empty() && !member {
         return None;
     }
-    let now = crate::stack::trackers::marks(&object.meta);
+    let now = crate::model::trackers::marks(&object.meta);
     let was_tracked = target.tracked_by != "<none>"; // `--untracked` plans untracked objects
     if now.is_empty() && was_tracked {
         return Some("no tool tracks it any more (changed since the plan)".to_string());
     }
-    let marks_now = crate::stack::trackers::describe_marks(&object.meta);
+    let marks_now = crate::model::trackers::describe_marks(&object.meta);
     let relabelled = was_tracked && marks_now != target.tracked_by;
     // An orphan is its stack's: relabelled since the plan (adopted by another stack), its old
     // stack's tool would no longer delete it.
@@ -906,8 +906,8 @@ mod tests {
         let flux = |name: &str| {
             crate::cluster::fixtures::meta(
                 &[
-                    (crate::stack::trackers::FLUX_KS_NAME, name),
-                    (crate::stack::trackers::FLUX_KS_NAMESPACE, "flux-system"),
+                    (crate::model::trackers::FLUX_KS_NAME, name),
+                    (crate::model::trackers::FLUX_KS_NAMESPACE, "flux-system"),
                 ],
                 &[],
             )
@@ -922,7 +922,7 @@ mod tests {
         let planned = listed("s1");
         let target = crate::prune::teardown::target(&planned, "member".into());
         let key = |name: &str| {
-            let value = crate::stack::trackers::MarkValue {
+            let value = crate::model::trackers::MarkValue {
                 name: name.into(),
                 namespace: Some("flux-system".into()),
             };

@@ -3,9 +3,9 @@
 
 use crate::error::UserError;
 use crate::prune::cascade::Cascade;
-use crate::prune::parents::not_held;
 use crate::prune::plan_file::{self, Saved};
 use crate::prune::teardown::PrunePlan;
+use crate::stack::parents::not_held;
 
 /// The order guarantee rests on seeing every member: a kind that could not be listed may hold
 /// objects that still need what a later wave deletes. Refused unless the user accepts it.
@@ -64,7 +64,7 @@ pub fn refuse_cascades(plan: &PrunePlan, accepted: bool) -> Result<(), UserError
     .hint("keep those objects and prune the rest with --keep-cascading, or accept the loss with --allow-cascade"))
 }
 
-/// Refuses a teardown that a live parent would undo (see [`crate::prune::parents`]), unless the user
+/// Refuses a teardown that a live parent would undo (see [`crate::stack::parents`]), unless the user
 /// asked to suspend the parents first and every one of them can be.
 pub fn refuse_parents(plan: &PrunePlan, suspend_parents: bool) -> Result<(), UserError> {
     let unheld = not_held(&plan.parents);
@@ -124,9 +124,9 @@ mod tests {
     use super::*;
     use crate::cluster::fixtures::kind;
     use crate::error::exit;
-    use crate::identity::ObjectId;
+    use crate::model::identity::ObjectId;
     use crate::prune::cascade::Victim;
-    use crate::prune::parents::Parent;
+    use crate::stack::parents::Parent;
 
     fn secret(name: &str) -> Victim {
         Victim {

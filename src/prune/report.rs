@@ -8,13 +8,13 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::error::{exit, UserError};
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
 use crate::prune::cascade::Cascade;
 use crate::prune::execute::{Blocker, Change, Event, Observer, Outcome};
-use crate::prune::parents::Parent;
 use crate::prune::suspend::Suspended;
 use crate::prune::teardown::PrunePlan;
 use crate::render;
+use crate::stack::parents::Parent;
 
 /// How `prune` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -593,7 +593,7 @@ pub fn stuck_commands(blockers: &[Blocker]) -> Vec<String> {
     let mut by_namespace: BTreeMap<Option<String>, Vec<String>> = BTreeMap::new();
     for blocker in blockers {
         let id = &blocker.target.id;
-        let typed = crate::identity::resource_type(&blocker.target.kind.plural, &id.group);
+        let typed = crate::model::identity::resource_type(&blocker.target.kind.plural, &id.group);
         by_namespace
             .entry(id.namespace.clone())
             .or_default()
@@ -625,7 +625,7 @@ pub fn report_saved(path: &std::path::Path, plan: &PrunePlan) {
     if !plan.cascades.is_empty() {
         crate::say!("note: running it needs --allow-cascade (see the cascade victims above), or save it again with --keep-cascading");
     }
-    if !crate::prune::parents::not_held(&plan.parents).is_empty() {
+    if !crate::stack::parents::not_held(&plan.parents).is_empty() {
         crate::say!("note: running it needs the parents above held (suspended, or --suspend-parents)");
     }
 }

@@ -4,7 +4,7 @@
 use crate::cluster::collect::ListOptions;
 use crate::cluster::session::Session;
 use crate::error::UserError;
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
 use crate::prune::execute::{execute, Blocker, ExecOptions, Outcome};
 use crate::prune::recheck::Recheck;
 use crate::prune::report::{finish, report_suspended, Ending, Format, Progress};

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use kube::core::ObjectMeta;
 
 use crate::graph::{Edge, EdgeKind, Graph};
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
 use crate::stack::keep::KeepReason;
 
 /// Whether an object dies with the plan, as the garbage collector decides: it has owners and

@@ -5,9 +5,9 @@ use crate::cluster::collect::{collect_kinds, ListScope, Listed};
 use crate::cluster::session::{resolve_typed, Session};
 use crate::error::UserError;
 use crate::graph::{Graph, NodeStatus};
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
+use crate::model::trackers::{MarkValue, Preset, Selection};
 use crate::prune::teardown::{members_of_gone, Kept, Snapshot};
-use crate::stack::trackers::{MarkValue, Preset, Selection};
 
 use super::PlanRequest;
 

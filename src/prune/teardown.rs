@@ -1,7 +1,7 @@
 //! Planning a prune: which objects a teardown (named stacks) or an orphan prune deletes, which
 //! it keeps and why, and in which waves. Every rule that keeps an object is a function of
 //! [`crate::prune::safeguards`]; this module applies them until nothing changes, then plans the waves
-//! with the one planner, [`crate::prune::plan::plan_deletion_told`].
+//! with the one planner, [`crate::graph::plan::plan_deletion_told`].
 
 mod closure;
 mod keeps;
@@ -12,16 +12,16 @@ use crate::cluster::collect::Listed;
 use crate::cluster::discovery::Catalog;
 use crate::error::{exit, UserError};
 use crate::graph::output::cycle_path;
+use crate::graph::plan::plan_deletion_told;
 use crate::graph::{tracker_key, Graph, NodeStatus};
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
+use crate::model::trackers::{MarkValue, Preset, Tracker};
 use crate::prune::execute::Target;
-use crate::prune::parents::find_parents;
-use crate::prune::plan::plan_deletion_told;
 use crate::prune::safeguards::{dies_with_plan, needed_by_staying};
 use crate::stack::desired::Needs;
 use crate::stack::keep::{self, Claim, KeepReason, Question, Trackers};
 use crate::stack::keep::{tracked_elsewhere, TornDown};
-use crate::stack::trackers::{MarkValue, Preset, Tracker};
+use crate::stack::parents::find_parents;
 
 pub use closure::{members_of_gone, teardown_closure};
 use keeps::{ambiguous_members, holders, parent_warnings, unplanned_record_members};
@@ -75,8 +75,8 @@ pub struct PrunePlan {
     /// [`crate::prune::cascade::find_cascades`]; accepted with `--allow-cascade`).
     pub cascades: Vec<crate::prune::cascade::Cascade>,
     /// Live reconcilers outside the plan that would re-create planned objects, up their chains
-    /// (see [`crate::prune::parents`]).
-    pub parents: Vec<crate::prune::parents::Parent>,
+    /// (see [`crate::stack::parents`]).
+    pub parents: Vec<crate::stack::parents::Parent>,
 }
 
 impl PrunePlan {
@@ -339,7 +339,7 @@ pub fn target(object: &Listed, why: String) -> Target {
         why,
         terminating: object.is_terminating(),
         finalizers: object.finalizers().to_vec(),
-        tracked_by: crate::stack::trackers::describe_marks(&object.meta),
+        tracked_by: crate::model::trackers::describe_marks(&object.meta),
     }
 }
 

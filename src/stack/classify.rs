@@ -9,10 +9,10 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::cluster::collect::Listed;
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
+use crate::model::trackers::{marks, Preset, Tracker};
 use crate::stack::desired::DesiredSet;
 use crate::stack::keep::{self, outside_record, ComparedStack, Context, KeepReason, Question};
-use crate::stack::trackers::{marks, Preset, Tracker};
 
 /// What a tool recorded as applied last: only objects in it can be pruned by that tool.
 #[derive(Debug, Clone)]
@@ -25,7 +25,7 @@ pub enum Recorded {
         inventory: String,
         /// Recorded objects the tool may not delete, each with why: a Flux Kustomization's
         /// `spec.serviceAccountName` that exists but may not delete them (kustomize-controller
-        /// impersonates it; see [`crate::graph::Impersonation::Limited`]).
+        /// impersonates it; see [`crate::stack::members::Impersonation::Limited`]).
         denied: std::collections::BTreeMap<ObjectId, String>,
         /// The mark a recorded object must still carry to be deleted (Flux deletes only stale
         /// objects with its owner labels, cli-utils only those whose `owning-inventory` is this
@@ -87,8 +87,8 @@ impl Recorded {
 
     /// The record as the objects given meet it: those it holds that still carry its tool's mark,
     /// what that tool would delete with its stack.
-    pub fn members<'a>(&self, objects: impl IntoIterator<Item = &'a Listed>) -> crate::graph::MemberRecord {
-        crate::graph::MemberRecord {
+    pub fn members<'a>(&self, objects: impl IntoIterator<Item = &'a Listed>) -> crate::stack::members::MemberRecord {
+        crate::stack::members::MemberRecord {
             ids: objects
                 .into_iter()
                 .filter(|object| self.holds(object) && self.still_marked(object))
@@ -322,7 +322,7 @@ mod tests {
         )]));
         let mut ambiguous = object("ambiguous");
         ambiguous.meta.labels = Some(BTreeMap::from([(
-            crate::stack::trackers::FLUX_KS_NAME.to_string(),
+            crate::model::trackers::FLUX_KS_NAME.to_string(),
             "dup".to_string(),
         )]));
         let verdicts = classify(&[child, dependent, terminating, kept, ambiguous], &desired(&[]));
@@ -366,7 +366,7 @@ mod tests {
     #[test]
     fn flux_v1_compares_without_the_group_as_its_garbage_collector_does() {
         let sync_set = "git";
-        let own_mark = crate::stack::trackers::flux_v1_gc_mark(sync_set, "web:certificate/tls");
+        let own_mark = crate::model::trackers::flux_v1_gc_mark(sync_set, "web:certificate/tls");
         let certificate = |group: &str, labels: &[(&str, &str)]| {
             let mut listed = Listed::new(kind(group, "Certificate", true), *object("tls").meta);
             listed.meta.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
@@ -374,7 +374,7 @@ mod tests {
         };
         let old = certificate(
             "certmanager.k8s.io",
-            &[(crate::stack::trackers::FLUX_V1_GC_MARK, &own_mark)],
+            &[(crate::model::trackers::FLUX_V1_GC_MARK, &own_mark)],
         );
         let in_git = Desired {
             manifests: Some(DesiredSet::from_ids(
@@ -386,14 +386,14 @@ mod tests {
         };
         assert_eq!(classify_one(&old, &in_git).verdict, Verdict::Desired);
         // Without the tracker, the object's own Flux v1 mark says which tool compares it.
-        let legacy = certificate("certmanager.k8s.io", &[(crate::stack::trackers::FLUX_V1_STACK, "git")]);
+        let legacy = certificate("certmanager.k8s.io", &[(crate::model::trackers::FLUX_V1_STACK, "git")]);
         let untracked = Desired {
             tracker: None,
             ..in_git.clone()
         };
         assert_eq!(classify_one(&legacy, &untracked).verdict, Verdict::Desired);
         // Another tool's object is still another object in another group.
-        let other = certificate("certmanager.k8s.io", &[(crate::stack::trackers::KAPP_APP, "x")]);
+        let other = certificate("certmanager.k8s.io", &[(crate::model::trackers::KAPP_APP, "x")]);
         assert_ne!(classify_one(&other, &untracked).verdict, Verdict::Desired);
         // Flux v1 still tells namespaces and names apart.
         let mut elsewhere = old.clone();
@@ -464,9 +464,9 @@ mod tests {
         };
         let mut marked = object("marked");
         marked.meta.labels = Some(BTreeMap::from([
-            (crate::stack::trackers::FLUX_KS_NAME.to_string(), "apps".to_string()),
+            (crate::model::trackers::FLUX_KS_NAME.to_string(), "apps".to_string()),
             (
-                crate::stack::trackers::FLUX_KS_NAMESPACE.to_string(),
+                crate::model::trackers::FLUX_KS_NAMESPACE.to_string(),
                 "flux-system".to_string(),
             ),
         ]));

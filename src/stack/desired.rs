@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::cluster::discovery::Catalog;
 use crate::error::UserError;
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
 use crate::stack::manifest::Manifest;
 
 pub mod needs;
@@ -162,7 +162,7 @@ pub fn resolve(manifest: &Manifest, scopes: &Scopes, rule: NamespaceRule) -> Res
             location: locate(&manifest.source, &format!("kind: {}", manifest.kind)),
             kind: manifest.kind.clone(),
             name: manifest.name.clone(),
-            kind_with_group: crate::identity::kind_with_group(&manifest.kind, group),
+            kind_with_group: crate::model::identity::kind_with_group(&manifest.kind, group),
         }),
     }
 }
@@ -316,7 +316,7 @@ impl DesiredSet {
 }
 
 fn flux_v1_id_of(id: &ObjectId) -> String {
-    crate::stack::trackers::flux_v1_resource_id(id.namespace.as_deref(), &id.kind, &id.name)
+    crate::model::trackers::flux_v1_resource_id(id.namespace.as_deref(), &id.kind, &id.name)
 }
 
 /// How the API server validates a kind's names (kubernetes `pkg/apis/*/validation`,

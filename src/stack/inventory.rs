@@ -14,9 +14,9 @@ use crate::cluster::discovery::KindInfo;
 use crate::cluster::retry::with_retries;
 use crate::cluster::session::Session;
 use crate::error::{is_not_found, UserError};
+use crate::model::trackers::{MarkValue, Preset, Tracker, FLUX_KUSTOMIZATION};
 use crate::stack::classify::Recorded;
 use crate::stack::desired::NamespaceRule;
-use crate::stack::trackers::{MarkValue, Preset, Tracker, FLUX_KUSTOMIZATION};
 
 use applyset::{find_applyset_parent, load_applyset};
 pub use flux::{
@@ -226,7 +226,7 @@ fn served<'a>(session: &'a Session, group: &str, kind: &str) -> Result<&'a KindI
     session.catalog.get(group, kind).map(|k| k.as_ref()).ok_or_else(|| {
         UserError::failed(format!(
             "the cluster does not serve {}",
-            crate::identity::kind_with_group(kind, group)
+            crate::model::identity::kind_with_group(kind, group)
         ))
     })
 }
@@ -326,7 +326,7 @@ async fn record_as(
                 Some(parent) => Ok(parent),
                 None => Err(UserError::failed(format!(
                     "no parent carries {}={} as its own id",
-                    crate::stack::trackers::APPLYSET_ID,
+                    crate::model::trackers::APPLYSET_ID,
                     value.name
                 ))),
             }

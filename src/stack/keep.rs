@@ -8,7 +8,7 @@
 //! (with their tools' records and policies), the record of an orphan search, and the tracking
 //! objects of the cluster. The answer is a [`KeepReason`]: the plan, its JSON, the orphan report
 //! and the README name the same reasons. The rules that look at the plan as a whole (what stays
-//! keeps what it needs, a Namespace that holds what stays) are in [`crate::prune::safeguards`] and
+//! keeps what it needs, a Namespace that holds what stays) are in `prune::safeguards` and
 //! answer with the same type.
 
 use std::collections::{HashMap, HashSet};
@@ -18,12 +18,12 @@ use kube::core::ObjectMeta;
 use serde::Serialize;
 
 use crate::cluster::collect::Listed;
-use crate::graph::{full_mark, full_marks, MemberRecord};
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
+use crate::model::trackers::{keep_marker, Mark, MarkValue, Preset, Tracker};
 use crate::stack::classify::Recorded;
 use crate::stack::desired::Needs;
+use crate::stack::members::{full_mark, full_marks, MemberRecord};
 use crate::stack::policy::{owned_by, tool_keeps};
-use crate::stack::trackers::{keep_marker, Mark, MarkValue, Preset, Tracker};
 
 /// Why an object is not deleted (or, in an orphan search, not called an orphan).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -232,12 +232,12 @@ pub struct Claim<'a> {
 pub struct TornDown {
     keys: HashSet<(Preset, MarkValue)>,
     /// Namespaces Argo CD proves are outside its control plane (see
-    /// [`crate::graph::argocd_outside_namespaces`]): an Application there owns no name-only id.
+    /// [`crate::stack::members::argocd_outside_namespaces`]): an Application there owns no name-only id.
     argocd_outside: HashSet<String>,
 }
 
 impl TornDown {
-    /// The stacks of these tracking objects (see [`crate::graph::owner_mark`]).
+    /// The stacks of these tracking objects (see [`crate::stack::members::owner_mark`]).
     pub fn new(keys: impl IntoIterator<Item = (Preset, MarkValue)>) -> Self {
         Self {
             keys: keys.into_iter().collect(),
@@ -246,7 +246,7 @@ impl TornDown {
     }
 
     /// The same stacks, knowing which namespaces Argo CD proves are outside its control plane
-    /// (see [`crate::graph::argocd_outside_namespaces`]): a name-only tracking id is never
+    /// (see [`crate::stack::members::argocd_outside_namespaces`]): a name-only tracking id is never
     /// covered by an Application torn down in one of them.
     pub fn with_argocd_outside(mut self, namespaces: HashSet<String>) -> Self {
         self.argocd_outside = namespaces;
@@ -275,7 +275,7 @@ impl TornDown {
             let (preset, value) = key;
             let by_name = mark.value.namespace.is_none()
                 && !needs_namespace
-                && crate::graph::name_only_may_name(&mark, key, &self.argocd_outside);
+                && crate::stack::members::name_only_may_name(&mark, key, &self.argocd_outside);
             *preset == mark.preset
                 && value.name == mark.value.name
                 && (by_name || value.namespace == mark.value.namespace)
@@ -289,7 +289,7 @@ impl TornDown {
 /// Helm release a torn-down Flux HelmRelease installs counts as that HelmRelease's when its
 /// record names it (the release helm-controller names: fluxcd/helm-controller `api/v2`
 /// `HelmRelease.GetReleaseName` and `GetStorageNamespace`, see
-/// [`crate::graph::MemberRecord::aliases`]); a release only alike in name is another stack.
+/// [`crate::stack::members::MemberRecord::aliases`]); a release only alike in name is another stack.
 pub fn tracked_elsewhere(meta: &ObjectMeta, torn_down: &TornDown) -> Option<KeepReason> {
     full_marks(meta)
         .iter()
@@ -313,7 +313,7 @@ impl ComparedStack {
     /// so the named tool's mark is the stack's own when the tracker matches the object.
     pub fn others(&self, meta: &ObjectMeta) -> Vec<Mark> {
         let matched = self.tracker.matches(meta);
-        crate::stack::trackers::marks(meta)
+        crate::model::trackers::marks(meta)
             .into_iter()
             .filter(|mark| !(matched && mark.preset == self.tracker.preset))
             .filter(|mark| {
@@ -521,14 +521,15 @@ pub fn ambiguous_mark(meta: &ObjectMeta, trackers: Option<&Trackers>) -> Option<
 /// `--untracked`.)
 pub fn untracked(object: &Listed, context: &Context) -> Option<KeepReason> {
     let teardown = matches!(context.question, Question::Teardown { .. });
-    let untracked = !crate::stack::trackers::is_tracked(&object.meta) && crate::graph::tracker_key(object).is_none();
+    let untracked =
+        !crate::model::trackers::is_tracked(&object.meta) && crate::stack::members::tracker_key(object).is_none();
     (teardown && untracked).then_some(KeepReason::Untracked)
 }
 
 /// Rule: an orphan prune of one stack leaves what another stack or tool marks too (see
 /// [`ComparedStack::others`]): that one's desired set was not given, so whether its tool would prune
 /// the object is unknown. A teardown asks the same question over the plan as a whole, as the
-/// stacks it keeps change what is torn down ([`crate::prune::teardown`]).
+/// stacks it keeps change what is torn down (`prune::teardown`).
 pub fn marked_elsewhere(object: &Listed, context: &Context) -> Option<KeepReason> {
     match &context.question {
         Question::Orphan {
@@ -568,7 +569,7 @@ pub fn argocd_teardown_keeps(object: &Listed, context: &Context) -> Option<Strin
         return None;
     };
     let is_crd = object.kind.group == "apiextensions.k8s.io" && object.kind.kind == "CustomResourceDefinition";
-    let argo = crate::stack::trackers::marks(&object.meta)
+    let argo = crate::model::trackers::marks(&object.meta)
         .iter()
         .any(|mark| mark.preset == Preset::ArgoCd);
     (is_crd && argo).then(|| "Argo CD never deletes a CRD when its Application is deleted".to_string())
@@ -591,7 +592,7 @@ pub fn kpt_needed(object: &Listed, context: &Context) -> Option<String> {
         return None;
     };
     let kpt = tracker.is_some_and(|t| t.preset == Preset::Kpt)
-        || crate::stack::trackers::marks(&object.meta)
+        || crate::model::trackers::marks(&object.meta)
             .iter()
             .any(|mark| mark.preset == Preset::Kpt);
     kpt.then(|| needs.why(&object.id())).flatten()
@@ -599,7 +600,7 @@ pub fn kpt_needed(object: &Listed, context: &Context) -> Option<String> {
 
 /// Rule: a member of a stack torn down whose tool would leave it behind when the stack is
 /// deleted (Flux `spec.prune: false`, `spec.deletionPolicy: Orphan`: see
-/// [`crate::graph::orphans_members`]) is kept, as that tool would keep it.
+/// [`crate::stack::members::orphans_members`]) is kept, as that tool would keep it.
 pub fn left_by_stack(_object: &Listed, context: &Context) -> Option<KeepReason> {
     let Question::Teardown { claims } = &context.question else {
         return None;

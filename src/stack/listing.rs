@@ -101,5 +101,5 @@ pub fn status(object: &Listed) -> String {
 
 /// Every tool mark on the object, comma-separated, or `<none>`.
 pub fn tracked_by(object: &Listed) -> String {
-    crate::stack::trackers::describe_marks(&object.meta)
+    crate::model::trackers::describe_marks(&object.meta)
 }

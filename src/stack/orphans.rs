@@ -8,19 +8,18 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::cli::{DesiredArgs, ManifestArgs};
 use crate::cluster::collect::{collect, Collection, ListOptions, ListScope, Listed};
 use crate::stack::classify::{classify, classify_one, Classified, Desired, Recorded, Verdict};
 use crate::stack::keep::{ComparedStack, KeepReason};
 // Until `warn_unlisted` and the session have their library homes (issue 12, helper `arch`).
 use crate::cluster::session::{resolve_selection, Session};
 use crate::error::{is_not_found, UserError};
+use crate::model::trackers::{marks, Mark, MarkValue, Preset, Selection, Tracker};
 use crate::stack::desired::{validate_identities, DesiredSet, Needs, Origin, Scopes};
 use crate::stack::inventory::{self, InventoryRef, StackRecord};
 use crate::stack::listing::warn_unlisted;
 use crate::stack::manifest::{load_kustomize, load_paths, Manifest, Reading};
 use crate::stack::policy::is_claim_of;
-use crate::stack::trackers::{marks, Mark, MarkValue, Preset, Selection, Tracker};
 
 /// What `orphans` found: every tracked object with its verdict, and what could not be checked.
 pub struct OrphanReport {
@@ -61,11 +60,38 @@ impl OrphanReport {
     }
 }
 
+/// Where manifests are read from (`-f`/`-k`).
+#[derive(Debug, Clone, Default)]
+pub struct ManifestSources {
+    /// Files and directories (recursively), or `-` for stdin.
+    pub filenames: Vec<std::path::PathBuf>,
+    /// Kustomization directories, rendered as Flux renders them.
+    pub kustomize: Vec<std::path::PathBuf>,
+}
+
+/// What the desired set is and how strictly it is compared (built from the flags in
+/// `cli::mapping`, the only place that knows both).
+#[derive(Debug, Clone, Default)]
+pub struct DesiredOptions {
+    /// A tool's live record of what it applied last (`--inventory PRESET=REF`).
+    pub inventory: Option<String>,
+    /// A Flux v1 checksum: refused (it never means "delete").
+    pub checksum: Option<String>,
+    /// Accept an empty desired set.
+    pub allow_empty: bool,
+    /// Compare although some declared objects cannot be resolved.
+    pub allow_unresolved: bool,
+    /// With `-l` and no tracker, objects no tool tracks may be orphans too.
+    pub untracked: bool,
+    /// The desired set is what the stack's tool built: its names are the tool's own.
+    pub as_built: bool,
+}
+
 /// Reads `-f`/`-k` manifests (before any request, so a bad manifest stops everything): a
 /// manifest that does not parse, or names an object the API server would reject, is refused;
 /// for a desired set, so is any file that cannot be read as objects (see [`Reading`]).
-pub fn read_manifests(args: &ManifestArgs, reading: Reading) -> Result<Option<Vec<Manifest>>, UserError> {
-    if args.is_empty() {
+pub fn read_manifests(args: &ManifestSources, reading: Reading) -> Result<Option<Vec<Manifest>>, UserError> {
+    if args.filenames.is_empty() && args.kustomize.is_empty() {
         return Ok(None);
     }
     let mut manifests = load_paths(&args.filenames, reading)?;
@@ -81,7 +107,7 @@ pub fn read_manifests(args: &ManifestArgs, reading: Reading) -> Result<Option<Ve
 pub async fn find(
     session: &Session,
     mut selection: Selection,
-    desired_args: &DesiredArgs,
+    desired_args: &DesiredOptions,
     manifests: Option<Vec<Manifest>>,
     options: ListOptions,
 ) -> Result<OrphanReport, UserError> {
@@ -239,7 +265,7 @@ fn warn_outside_scope(scope: &ListScope, desired: &Desired, target: Option<&str>
 
 /// The record `--inventory` names; its stack is the selection when `-l`/`--tracker` name none.
 async fn named_record(
-    desired_args: &DesiredArgs,
+    desired_args: &DesiredOptions,
     selection: &mut Selection,
     session: &Session,
 ) -> Result<StackRecord, UserError> {
@@ -582,7 +608,7 @@ fn mildest(verdicts: Vec<Classified>) -> Option<Classified> {
 /// What the objects of one stack are judged against: its record, with the manifests resolved
 /// in the namespaces its tool gives them.
 async fn stack_judgement(preset: &Preset, value: &MarkValue, judged: &Judged<'_>, session: &Session) -> StackJudgement {
-    let stack_name = crate::stack::trackers::Mark {
+    let stack_name = crate::model::trackers::Mark {
         preset: *preset,
         value: value.clone(),
     }
@@ -688,7 +714,7 @@ fn unknown_unless_desired(mut classified: Classified, why: &str) -> Classified {
 /// `--checksum` took one stack checksum as "current" and condemned everything else. Flux v1's
 /// checksums are per object: a mismatch means "not updated, skip", and only objects absent from
 /// git are deleted (fluxcd/flux 1.x `pkg/cluster/kubernetes/sync.go` `collectGarbage`).
-fn refuse_checksum(args: &DesiredArgs) -> Result<(), UserError> {
+fn refuse_checksum(args: &DesiredOptions) -> Result<(), UserError> {
     if args.checksum.is_none() {
         return Ok(());
     }

@@ -8,7 +8,7 @@
 //! [`crate::stack::classify::Recorded`]; the rules here read the object alone.
 
 use crate::cluster::collect::Listed;
-use crate::stack::trackers::{
+use crate::model::trackers::{
     flux_v1_gc_mark, flux_v1_gc_mark_of, flux_v1_resource_id, marks, Preset, Tracker, ARGOCD_INSTANCE,
     ARGOCD_TRACKING_ID, KAPP_APP,
 };
@@ -173,7 +173,7 @@ fn annotation<'a>(object: &'a Listed, key: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stack::trackers::{FLUX_V1_GC_MARK, HELM_RELEASE_NAME, HELM_RELEASE_NAMESPACE};
+    use crate::model::trackers::{FLUX_V1_GC_MARK, HELM_RELEASE_NAME, HELM_RELEASE_NAMESPACE};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use kube::core::ObjectMeta;
     use std::collections::BTreeMap;

@@ -25,8 +25,8 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-use kubectl_stack::identity::ObjectId;
-use kubectl_stack::stack::trackers::applyset_id;
+use kubectl_stack::model::identity::ObjectId;
+use kubectl_stack::model::trackers::applyset_id;
 
 pub const FLUX: &str = "kustomize.toolkit.fluxcd.io";
 pub const FLUX_HR: &str = "helm.toolkit.fluxcd.io";

@@ -12,7 +12,7 @@ use super::{
     flux_v1_gc_mark, inventory_id, kapp_id, stack_name, Elsewhere, Shape, Tool, World, APP, APPLYSET_KINDS, FLUX,
     FLUX_HR, FLUX_NS, OPS, TEAM, UNSERVED,
 };
-use kubectl_stack::identity::ObjectId;
+use kubectl_stack::model::identity::ObjectId;
 
 /// Who marks an object, read from its rendered metadata: the world's stacks, and whether a tool
 /// with no stack in the world (or a mark of no stack here) marks it too.

@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 use kubectl_stack::cluster::collect::Listed;
 use kubectl_stack::cluster::discovery::Catalog;
 use kubectl_stack::graph::{flux_inventory_of, orphans_members, owner_mark, MemberRecord, NodeInput};
-use kubectl_stack::identity::ObjectId;
+use kubectl_stack::model::identity::ObjectId;
 use kubectl_stack::prune::execute::Target;
 use kubectl_stack::prune::recheck::{self, keeps_record_beside};
 use kubectl_stack::prune::teardown::PrunePlan;

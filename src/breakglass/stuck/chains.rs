@@ -13,7 +13,7 @@ mod text;
 use crate::cluster::collect::{api_for, Listed};
 use crate::cluster::discovery::KindInfo;
 use crate::error::{is_not_found, root_cause};
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
 pub use text::{render_text, to_json};
 
 use crate::cluster::retry::with_retries;

@@ -127,7 +127,7 @@ impl Workload {
             .filter_map(|c| c.get("name").and_then(Value::as_str).map(str::to_string))
             .collect();
         Self {
-            marks: crate::stack::trackers::marks(&object.metadata)
+            marks: crate::model::trackers::marks(&object.metadata)
                 .iter()
                 .map(ToString::to_string)
                 .collect(),

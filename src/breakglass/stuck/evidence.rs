@@ -17,8 +17,8 @@ use crate::cluster::discovery::KindInfo;
 use crate::cluster::retry::with_retries;
 use crate::cluster::session::Session;
 use crate::error::{is_not_found, root_cause, LookupError};
-use crate::identity::ObjectId;
-use crate::stack::trackers::marks;
+use crate::model::identity::ObjectId;
+use crate::model::trackers::marks;
 
 /// Whether a tracking object could be found.
 #[derive(Debug, Clone)]
@@ -272,7 +272,7 @@ impl DiagnosisContext {
             &session.connection.client,
             &kinds,
             &scope,
-            &crate::stack::trackers::Selection::everything(),
+            &crate::model::trackers::Selection::everything(),
             Default::default(),
         )
         .await;
@@ -441,7 +441,7 @@ pub(super) async fn gather(session: &Session, context: &mut DiagnosisContext, ob
         });
     }
     let id = object.id();
-    if crate::stack::trackers::FLUX_KINDS.contains(&(id.group.as_str(), id.kind.as_str())) {
+    if crate::model::trackers::FLUX_KINDS.contains(&(id.group.as_str(), id.kind.as_str())) {
         if let Lookup::Found(found) = context.flux_object(session, &id).await {
             evidence.flux = Some(flux_evidence(session, context, id.clone(), found.1).await);
         }
@@ -520,7 +520,7 @@ async fn crd_cleanup(session: &Session, context: &DiagnosisContext, object: &Lis
         &session.connection.client,
         std::slice::from_ref(&kind),
         &ListScope::AllNamespaces,
-        &crate::stack::trackers::Selection::everything(),
+        &crate::model::trackers::Selection::everything(),
         Default::default(),
     )
     .await;

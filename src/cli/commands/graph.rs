@@ -9,15 +9,15 @@ use crate::error::{exit, UserError};
 use crate::graph::live::live_graph_with;
 use crate::graph::offline::offline_graph;
 use crate::graph::output;
+use crate::graph::plan::{plan_apply, plan_deletion, Cycle, Plan};
 use crate::graph::Graph;
-use crate::prune::plan::{plan_apply, plan_deletion, Cycle, Plan};
 use crate::render;
 use crate::stack::listing::incomplete;
 use crate::stack::orphans::read_manifests;
 
 /// Runs `graph`.
 pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
-    let manifests = read_manifests(&args.manifests, crate::stack::manifest::Reading::View)?;
+    let manifests = read_manifests(&(&args.manifests).into(), crate::stack::manifest::Reading::View)?;
     let infer = !args.no_infer;
     let mut gaps = Vec::new();
     let graph = match manifests {

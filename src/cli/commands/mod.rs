@@ -10,7 +10,7 @@ pub mod unstick;
 use crate::cli::{Cli, Command};
 use crate::cluster::discovery::{CacheUse, KindInfo};
 use crate::error::UserError;
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
 
 /// Runs the parsed command; returns the exit code.
 pub async fn dispatch(mut cli: Cli) -> anyhow::Result<u8> {

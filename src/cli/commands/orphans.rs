@@ -13,11 +13,14 @@ use crate::stack::orphans::{find, read_manifests, OrphanReport};
 
 /// Runs `orphans`.
 pub async fn run(global: &GlobalArgs, args: OrphansArgs) -> anyhow::Result<u8> {
-    let manifests = read_manifests(&args.desired.manifests, crate::stack::manifest::Reading::Desired)?;
+    let manifests = read_manifests(
+        &(&args.desired.manifests).into(),
+        crate::stack::manifest::Reading::Desired,
+    )?;
     let session = Session::open(global).await?;
     let selection = selection(&args.selection)?;
     let options = list_options(&args.tuning);
-    let report = find(&session, selection, &args.desired, manifests, options).await?;
+    let report = find(&session, selection, &(&args.desired).into(), manifests, options).await?;
     let shown = report.orphans().count() + if args.show_skipped { report.skipped().count() } else { 0 };
     if shown == 0 && matches!(args.output, ListOutput::Table | ListOutput::Wide) {
         crate::say!("{}", nothing_found("No orphans", &report, args.show_skipped));

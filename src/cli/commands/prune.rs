@@ -35,7 +35,10 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
     let manifests = if teardown {
         None
     } else {
-        read_manifests(&args.desired.manifests, crate::stack::manifest::Reading::Desired)?
+        read_manifests(
+            &(&args.desired.manifests).into(),
+            crate::stack::manifest::Reading::Desired,
+        )?
     };
     let mut options = crate::cluster::session::SessionOptions::from(global);
     // The waves' re-checks reuse the plan's discovery while no CRD or APIService changes.
@@ -58,7 +61,7 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
         let report = find(
             &session,
             selection,
-            &args.desired,
+            &(&args.desired).into(),
             manifests,
             list_options(&args.tuning),
         )
@@ -211,16 +214,16 @@ async fn refuse_non_stacks(session: &Session, targets: &[String]) -> Result<(), 
         else {
             continue;
         };
-        if crate::stack::trackers::is_tracking_object(&object.metadata) {
+        if crate::model::trackers::is_tracking_object(&object.metadata) {
             continue;
         }
-        let owners: Vec<String> = crate::stack::trackers::marks(&object.metadata)
+        let owners: Vec<String> = crate::model::trackers::marks(&object.metadata)
             .iter()
             .map(|mark| match (mark.preset, &mark.value.namespace) {
-                (crate::stack::trackers::Preset::Flux, Some(ns)) => {
+                (crate::model::trackers::Preset::Flux, Some(ns)) => {
                     format!("kubectl stack prune -n {ns} kustomization/{}", mark.value.name)
                 }
-                (crate::stack::trackers::Preset::FluxHelm, Some(ns)) => {
+                (crate::model::trackers::Preset::FluxHelm, Some(ns)) => {
                     format!("kubectl stack prune -n {ns} helmrelease/{}", mark.value.name)
                 }
                 _ => mark.to_string(),

@@ -11,9 +11,9 @@ use crate::cluster::collect::{api_for, collect, sort_objects, Listed};
 use crate::cluster::retry::with_retries;
 use crate::cluster::session::{resolve_selection, resolve_typed, Session};
 use crate::error::{exit, is_not_found, UserError};
+use crate::model::trackers::Selection;
 use crate::render;
 use crate::stack::listing::{gaps, incomplete, warn_unlisted};
-use crate::stack::trackers::Selection;
 
 /// Runs `stuck`.
 pub async fn run(global: &GlobalArgs, args: StuckArgs) -> anyhow::Result<u8> {

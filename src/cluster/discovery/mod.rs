@@ -76,17 +76,17 @@ impl KindInfo {
 
     /// The name of the CRD that defines this kind, `plural.group` (custom kinds only).
     pub fn crd_name(&self) -> String {
-        crate::identity::crd_name(&self.plural, &self.group)
+        crate::model::identity::crd_name(&self.plural, &self.group)
     }
 
     /// The resource type kubectl takes on the command line: `plural.group`, or `plural` for core.
     pub fn resource_type(&self) -> String {
-        crate::identity::resource_type(&self.plural, &self.group)
+        crate::model::identity::resource_type(&self.plural, &self.group)
     }
 
     /// `Kind.group`, or `Kind` for the core group, as kubectl prints kinds.
     pub fn kind_with_group(&self) -> String {
-        crate::identity::kind_with_group(&self.kind, &self.group)
+        crate::model::identity::kind_with_group(&self.kind, &self.group)
     }
 }
 
@@ -198,7 +198,7 @@ impl Catalog {
 
     /// Whether the objects of this kind are served, and listed, under its canonical group.
     fn served_elsewhere(&self, kind: &KindInfo) -> bool {
-        let canonical = crate::identity::canonical_group(&kind.group, &kind.kind);
+        let canonical = crate::model::identity::canonical_group(&kind.group, &kind.kind);
         canonical != kind.group && self.exact(canonical, &kind.kind).is_some_and(|k| k.can("list"))
     }
 
@@ -212,7 +212,7 @@ impl Catalog {
     /// group's when this one is not served.
     pub fn get(&self, group: &str, kind: &str) -> Option<&Arc<KindInfo>> {
         self.exact(group, kind).or_else(|| {
-            crate::identity::groups_sharing(group, kind)
+            crate::model::identity::groups_sharing(group, kind)
                 .into_iter()
                 .find_map(|other| self.exact(other, kind))
         })

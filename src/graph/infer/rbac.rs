@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::{Objects, WORKLOAD_KINDS};
 use crate::graph::NodeInput;
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
 
 const RBAC: &str = "rbac.authorization.k8s.io";
 

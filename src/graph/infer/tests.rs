@@ -111,8 +111,8 @@ fn flux_v1_gc_marked_objects_of_a_sync_set_are_one_stack() {
     // resource stays, as each gc mark (a hash of the sync set and the object) seemed a stack.
     let gc_marked = |mut input: NodeInput| {
         let (namespace, kind, name) = (input.id.namespace.clone(), input.id.kind.clone(), input.id.name.clone());
-        let id = crate::stack::trackers::flux_v1_resource_id(namespace.as_deref(), &kind, &name);
-        let mark = crate::stack::trackers::flux_v1_gc_mark("apps", &id);
+        let id = crate::model::trackers::flux_v1_resource_id(namespace.as_deref(), &kind, &name);
+        let mark = crate::model::trackers::flux_v1_gc_mark("apps", &id);
         input.labels.insert("fluxcd.io/sync-gc-mark".into(), mark);
         input
     };
@@ -368,10 +368,12 @@ fn a_volume_that_stays_keeps_the_storage_class_it_names() {
     let class = graph
         .find(&ObjectId::new("storage.k8s.io", "StorageClass", None, "local"))
         .expect("class");
-    let planned: HashSet<usize> = [class].into();
-    let needed = crate::prune::safeguards::needed_by_staying(&graph, &planned, |index| index != class);
-    let why = needed.get(&class).map(ToString::to_string).unwrap_or_default();
-    assert!(why.contains("inferred: storage class"), "{why}");
+    // The keep rule (`prune::safeguards::needed_by_staying`) reads the graph's needs: each
+    // claim that stays needs the class, and says why by the edge's label.
+    let needing: Vec<&Edge> = graph.needs().filter(|e| e.to == class).collect();
+    assert_eq!(needing.len(), 3, "{needing:?}");
+    assert!(needing.iter().all(|e| e.kind == EdgeKind::InferredStorageClass));
+    assert_eq!(EdgeKind::InferredStorageClass.label(), "inferred: storage class");
 }
 
 #[test]
@@ -403,7 +405,7 @@ fn declared_edges_win_and_an_inferred_cycle_is_dropped() {
         .map(|e| (graph.nodes[e.from].id.name.clone(), graph.nodes[e.to].id.name.clone()))
         .collect();
     assert_eq!(names, vec![("g1".to_string(), "sa".to_string())]);
-    let plan = crate::prune::plan::plan_deletion(&graph, &(0..graph.nodes.len()).collect()).unwrap();
+    let plan = crate::graph::plan::plan_deletion(&graph, &(0..graph.nodes.len()).collect()).unwrap();
     let wave_of = |name: &str| {
         plan.waves
             .iter()
@@ -611,7 +613,7 @@ fn a_webhook_that_intercepts_its_backends_namespace_still_goes_before_its_backen
         ),
     ];
     let graph = build(&inputs, &options());
-    let plan = crate::prune::plan::plan_deletion(&graph, &(0..graph.nodes.len()).collect()).unwrap();
+    let plan = crate::graph::plan::plan_deletion(&graph, &(0..graph.nodes.len()).collect()).unwrap();
     let wave_of = |name: &str| {
         plan.waves
             .iter()

@@ -7,7 +7,7 @@ use super::{push_all, Objects};
 use serde_json::Value;
 
 use crate::graph::{Edge, EdgeKind, NodeInput};
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
 
 /// Annotations that name the CSI driver of a PersistentVolumeClaim or PersistentVolume.
 const DRIVER_ANNOTATIONS: [&str; 3] = [

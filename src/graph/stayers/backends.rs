@@ -17,7 +17,7 @@ use crate::cluster::session::Session;
 use crate::error::{is_forbidden, is_not_found};
 use crate::graph::infer::{service_selects, services_called, POD_KINDS};
 use crate::graph::NodeInput;
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
 
 /// The Services the webhook configurations and APIServices among `inputs` call that are no
 /// input, read whole, and the objects of their namespaces that run the pods their selectors pick

@@ -19,10 +19,10 @@ use kube::Client;
 use super::{why_it_counts, Cascade, Planned, Victim};
 use crate::cluster::collect::{collect_where, Collection, ListOptions, ListScope, Listed};
 use crate::cluster::discovery::{Catalog, KindInfo};
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
+use crate::model::trackers::keep_marker;
 use crate::prune::safeguards::{dies_with_plan, made_by_control_plane};
 use crate::stack::keep::{tracked_elsewhere, TornDown};
-use crate::stack::trackers::keep_marker;
 
 /// Where the dependents of `owners` can be: the namespaces of namespaced ones, or every
 /// namespace (and the cluster-scoped kinds) when one of them is cluster-scoped. The flag tells

@@ -20,23 +20,23 @@ use crate::cluster::discovery::KindInfo;
 use crate::cluster::session::Session;
 use crate::error::is_forbidden;
 use crate::graph::{build, BuildOptions, NodeInput, NodeStatus, KPT_DEPENDS_ON};
+use crate::model::trackers::{marks, Preset, Selection, FLUX_KINDS};
 use crate::prune::recheck::Reread;
 use crate::prune::safeguards::{dies_with_plan, needed_by_staying};
-use crate::stack::trackers::{marks, Preset, Selection, FLUX_KINDS};
 
 /// What was listed again: the objects that declare dependencies, and the Flux objects with their
 /// `spec.dependsOn`.
 #[derive(Debug, Default)]
 pub struct Declaring {
     /// Each object with the Flux `spec.dependsOn` it holds (empty for other kinds).
-    pub objects: Vec<(Listed, Vec<crate::identity::ObjectId>)>,
+    pub objects: Vec<(Listed, Vec<crate::model::identity::ObjectId>)>,
     /// Kinds that could not be listed again, for another reason than being forbidden (a kind the
     /// user may not list was not seen at plan time either).
     pub failed: Vec<String>,
     /// The whole body of each object read whole: the stayers of [`crate::graph::stayers::STAYER_KINDS`]
     /// (what they need is read from their spec, as at plan time) and, once
     /// [`crate::graph::live::attach_specs`] read them, the objects inference reads whole.
-    pub bodies: HashMap<crate::identity::ObjectId, serde_json::Value>,
+    pub bodies: HashMap<crate::model::identity::ObjectId, serde_json::Value>,
 }
 
 /// The Argo CD applications the objects belong to (their sync waves order them).
@@ -114,7 +114,7 @@ impl Declaring {
             tracing::warn!("re-check: cannot list {} ({})", unlisted.kind, unlisted.why);
             self.failed.push(unlisted.kind.clone());
         }
-        let ids: HashSet<crate::identity::ObjectId> = whole.objects.iter().map(|(o, _)| o.id()).collect();
+        let ids: HashSet<crate::model::identity::ObjectId> = whole.objects.iter().map(|(o, _)| o.id()).collect();
         self.objects.retain(|(object, _)| !ids.contains(&object.id()));
         for (object, body) in whole.objects {
             self.bodies.insert(object.id(), body);
@@ -299,7 +299,7 @@ async fn finalized_elsewhere(session: &Session, scope: &ListScope, listed: &mut 
     let crds = crate::graph::stayers::tracked_crds(listed.objects.iter());
     let everywhere = crate::graph::stayers::kinds_of_crds(session, &crds);
     let elsewhere = crate::graph::stayers::list_finalized(session, scope, false, everywhere).await;
-    let known: HashSet<crate::identity::ObjectId> = listed.objects.iter().map(Listed::id).collect();
+    let known: HashSet<crate::model::identity::ObjectId> = listed.objects.iter().map(Listed::id).collect();
     listed
         .objects
         .extend(elsewhere.objects.into_iter().filter(|o| !known.contains(&o.id())));
@@ -391,7 +391,7 @@ pub struct GraphNow {
     /// The graph.
     pub graph: crate::graph::Graph,
     /// The listed object of each of its selected nodes.
-    pub objects: HashMap<crate::identity::ObjectId, Listed>,
+    pub objects: HashMap<crate::model::identity::ObjectId, Listed>,
 }
 
 /// Builds the [`GraphNow`] of a wave: `candidates` (its objects as they are now) and `declaring`,
@@ -400,10 +400,10 @@ pub struct GraphNow {
 /// inference reads (see [`Declaring::bodies`]: a webhook made since the plan keeps the Service
 /// and workloads that serve it).
 pub fn graph_now(
-    declaring: &[(Listed, Vec<crate::identity::ObjectId>)],
+    declaring: &[(Listed, Vec<crate::model::identity::ObjectId>)],
     candidates: &[Listed],
     options: &BuildOptions,
-    bodies: &HashMap<crate::identity::ObjectId, serde_json::Value>,
+    bodies: &HashMap<crate::model::identity::ObjectId, serde_json::Value>,
 ) -> GraphNow {
     let inputs: Vec<NodeInput> = candidates
         .iter()
@@ -458,16 +458,16 @@ impl GraphNow {
 /// [`GraphNow::needed`] of [`graph_now`], without reading the cluster for owners and
 /// references (what the re-check reads with [`crate::graph::live::settle_references`] in between).
 pub fn needed_now(
-    declaring: &[(Listed, Vec<crate::identity::ObjectId>)],
+    declaring: &[(Listed, Vec<crate::model::identity::ObjectId>)],
     candidates: &[Listed],
     standing: &Standing,
     options: &BuildOptions,
-    bodies: &HashMap<crate::identity::ObjectId, serde_json::Value>,
+    bodies: &HashMap<crate::model::identity::ObjectId, serde_json::Value>,
 ) -> BTreeMap<String, String> {
     graph_now(declaring, candidates, options, bodies).needed(candidates, standing)
 }
 
-fn input_of(object: &Listed, depends_on: &[crate::identity::ObjectId]) -> NodeInput {
+fn input_of(object: &Listed, depends_on: &[crate::model::identity::ObjectId]) -> NodeInput {
     NodeInput {
         depends_on: depends_on.to_vec(),
         ..crate::graph::live::input_from_listed(object)
@@ -478,8 +478,8 @@ fn input_of(object: &Listed, depends_on: &[crate::identity::ObjectId]) -> NodeIn
 mod tests {
     use super::*;
     use crate::cluster::fixtures::{kind, meta};
-    use crate::identity::ObjectId;
-    use crate::stack::trackers::{FLUX_KS_NAME, FLUX_KS_NAMESPACE};
+    use crate::model::identity::ObjectId;
+    use crate::model::trackers::{FLUX_KS_NAME, FLUX_KS_NAMESPACE};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     fn config_map(name: &str, stack: &str, annotations: &[(&str, &str)]) -> Listed {

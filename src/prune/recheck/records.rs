@@ -9,9 +9,9 @@ use std::collections::HashMap;
 use crate::cluster::collect::Listed;
 use crate::cluster::session::Session;
 use crate::error::UserError;
+use crate::model::trackers::{marks, Mark};
 use crate::stack::classify::Recorded;
 use crate::stack::keep::{self, Context, KeepReason, Question};
-use crate::stack::trackers::{marks, Mark};
 
 /// Each stack that marks a wave's objects, with its record as it is now: `Ok(None)` when its
 /// tool keeps none (its labels decide, as in the plan), `Err` when its tool would now prune

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use super::Snapshot;
 use crate::graph::{EdgeKind, Graph, NodeStatus};
+use crate::model::trackers::{marks, MarkValue, Preset};
 use crate::stack::keep::TornDown;
-use crate::stack::trackers::{marks, MarkValue, Preset};
 
 /// The named nodes, their members, and everything that depends on any of them through an
 /// explicit dependency, transitively. Each chosen node says why it was chosen.

@@ -7,11 +7,11 @@ use super::{Kept, Snapshot};
 use crate::cluster::discovery::Catalog;
 use crate::graph::full_marks;
 use crate::graph::tracker_key;
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
+use crate::model::trackers::Preset;
 use crate::prune::safeguards::holds_staying;
 use crate::stack::keep::TornDown;
 use crate::stack::keep::{ambiguous_mark, KeepReason, Trackers};
-use crate::stack::trackers::Preset;
 
 /// The Namespaces and CRDs among the targets that hold an object that stays: a node of the graph
 /// that stays, or a listed tracked object outside the graph that is not planned.
@@ -51,16 +51,16 @@ pub(super) fn holders(
 }
 
 /// Tracking objects in the plan that a stack outside the plan applies, when that parent is not
-/// one of the live reconcilers of [`crate::prune::parents`] (refused unless held): a kpt inventory or an
+/// one of the live reconcilers of [`crate::stack::parents`] (refused unless held): a kpt inventory or an
 /// ApplySet (their next apply re-creates them), or an Argo CD Application that was not listed
 /// (it may live all the same). Flux parents are always listed: one not found is gone.
 pub(super) fn parent_warnings(
     snapshot: &Snapshot,
     targets: &BTreeMap<usize, String>,
     torn_down: &TornDown,
-    parents: &[crate::prune::parents::Parent],
+    parents: &[crate::stack::parents::Parent],
 ) -> Vec<String> {
-    let found_argo = |mark: &crate::stack::trackers::Mark| {
+    let found_argo = |mark: &crate::model::trackers::Mark| {
         parents.iter().any(|p| {
             p.id.group == "argoproj.io"
                 && p.id.kind == "Application"

@@ -1,6 +1,6 @@
 use super::*;
 use crate::graph::{build, BuildOptions, NodeInput};
-use crate::stack::trackers::{FLUX_KS_NAME, FLUX_KS_NAMESPACE};
+use crate::model::trackers::{FLUX_KS_NAME, FLUX_KS_NAMESPACE};
 use kube::core::ObjectMeta;
 use std::sync::Arc;
 
@@ -498,7 +498,7 @@ fn an_application_outside_the_control_plane_never_takes_a_name_only_id() {
             Some("shop"),
             name,
             &[],
-            &[(crate::stack::trackers::ARGOCD_TRACKING_ID, id.as_str())],
+            &[(crate::model::trackers::ARGOCD_TRACKING_ID, id.as_str())],
         );
     }
     let plan = world.teardown_ids(std::slice::from_ref(&app));
@@ -514,7 +514,7 @@ fn an_application_outside_the_control_plane_never_takes_a_name_only_id() {
         "control-planes",
         &[],
         &[(
-            crate::stack::trackers::ARGOCD_TRACKING_ID,
+            crate::model::trackers::ARGOCD_TRACKING_ID,
             "web:/ConfigMap:shop/control-planes",
         )],
     );

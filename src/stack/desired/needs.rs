@@ -10,8 +10,8 @@
 
 use std::collections::HashMap;
 
-use crate::graph::{parse_depends_on, KPT_DEPENDS_ON};
-use crate::identity::ObjectId;
+use crate::model::annotations::{parse_depends_on, KPT_DEPENDS_ON};
+use crate::model::identity::ObjectId;
 use crate::stack::manifest::Manifest;
 
 /// The annotation whose substitutions read fields of other objects at apply time (cli-utils

@@ -9,8 +9,8 @@ use super::{get_object, list_labelled, Inventory};
 use crate::cluster::discovery::{Catalog, KindInfo};
 use crate::cluster::session::Session;
 use crate::error::UserError;
+use crate::model::trackers::{applyset_id, MarkValue, Preset, Tracker, APPLYSET_ID};
 use crate::stack::classify::Recorded;
-use crate::stack::trackers::{applyset_id, MarkValue, Preset, Tracker, APPLYSET_ID};
 
 /// kubectl ApplySet (kubernetes/kubectl `pkg/cmd/apply/applyset_pruner.go`
 /// `FindAllObjectsToPrune`): kubectl lists members of the parent's `contains-group-kinds` in the

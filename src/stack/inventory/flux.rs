@@ -9,10 +9,10 @@ use super::{Inventory, StackRecord};
 use crate::cluster::retry::with_retries;
 use crate::cluster::session::Session;
 use crate::error::{is_not_found, UserError};
-use crate::graph::Impersonation;
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
+use crate::model::trackers::{MarkValue, Preset, Tracker, FLUX_KUSTOMIZATION};
 use crate::stack::classify::Recorded;
-use crate::stack::trackers::{MarkValue, Preset, Tracker, FLUX_KUSTOMIZATION};
+use crate::stack::members::Impersonation;
 
 /// A Flux Kustomization as the orphan rules read it.
 pub struct FluxStack {
@@ -28,7 +28,7 @@ pub struct FluxStack {
     /// reproduce (see [`renaming_fields`]).
     pub renames: Vec<&'static str>,
     /// Why it prunes nothing in this cluster (suspended, `spec.kubeConfig`: see
-    /// [`crate::graph::flux_acts_elsewhere`]).
+    /// [`crate::stack::members::flux_acts_elsewhere`]).
     pub acts_elsewhere: Option<String>,
 }
 
@@ -106,7 +106,7 @@ pub async fn read_flux(session: &Session, name: &str, namespace: &str) -> Result
         denied.extend(unmapped_entries(&object.data, &session.catalog));
     }
     Ok(Some(FluxStack {
-        acts_elsewhere: crate::graph::flux_acts_elsewhere(&id, &object.data, false, &impersonation),
+        acts_elsewhere: crate::stack::members::flux_acts_elsewhere(&id, &object.data, false, &impersonation),
         inventory,
         target_namespace,
         prune_disabled,
@@ -118,13 +118,15 @@ pub async fn read_flux(session: &Session, name: &str, namespace: &str) -> Result
 /// `body`) impersonates (`spec.serviceAccountName`), as kustomize-controller's `CanImpersonate`
 /// and helm-controller's `reconcileReleaseDeletion` do: a GET in the stack's namespace. The one
 /// lookup every path that reads a Flux stack makes; the rule is
-/// [`crate::graph::flux_acts_elsewhere`]. `NotLookedUp` when it names none. A Kustomization's
+/// [`crate::stack::members::flux_acts_elsewhere`]. `NotLookedUp` when it names none. A Kustomization's
 /// members are its `status.inventory`, each asked of the API server as the account
 /// ([`impersonation_over`]); a HelmRelease's are its Helm release's, asked where that release is
 /// read (`flux_helm_record`).
 pub async fn impersonation_of(session: &Session, id: &ObjectId, body: &Value) -> Impersonation {
     let members = match flux_record(body) {
-        FluxRecord::Ids(members) if crate::graph::flux_controller(id) == Some("kustomize-controller") => members,
+        FluxRecord::Ids(members) if crate::stack::members::flux_controller(id) == Some("kustomize-controller") => {
+            members
+        }
         _ => HashSet::new(),
     };
     impersonation_over(session, id, body, members).await
@@ -143,7 +145,7 @@ pub async fn impersonation_over(
     body: &Value,
     members: HashSet<ObjectId>,
 ) -> Impersonation {
-    let Some(account) = crate::graph::service_account_named(id, body) else {
+    let Some(account) = crate::stack::members::service_account_named(id, body) else {
         return Impersonation::NotLookedUp;
     };
     let Some(kind) = session.catalog.get("", "ServiceAccount") else {
@@ -162,7 +164,7 @@ pub async fn impersonation_over(
         "system:serviceaccount:{}:{account}",
         id.namespace.as_deref().unwrap_or_default()
     );
-    let controller = crate::graph::flux_controller(id).unwrap_or("its controller");
+    let controller = crate::stack::members::flux_controller(id).unwrap_or("its controller");
     match denied_deletes(session, &user, controller, members).await {
         Ok(denied) if denied.is_empty() => Impersonation::Found,
         Ok(denied) => Impersonation::Limited(denied),
@@ -288,7 +290,7 @@ pub enum FluxRecord {
 /// `inventory.List` fail (cli-utils `ParseObjMetadata`, e.g. an RBAC name with `_`:
 /// fluxcd/kustomize-controller#901), so it deletes nothing either.
 pub fn flux_record(body: &Value) -> FluxRecord {
-    let Some(entries) = crate::graph::flux_inventory_entries(body) else {
+    let Some(entries) = crate::stack::members::flux_inventory_entries(body) else {
         return FluxRecord::Nothing(NO_INVENTORY.to_string());
     };
     let read: Result<HashSet<ObjectId>, &str> = entries
@@ -319,7 +321,7 @@ pub fn unmapped_entries(
     body: &Value,
     catalog: &crate::cluster::discovery::Catalog,
 ) -> std::collections::BTreeMap<ObjectId, String> {
-    let Some(entries) = crate::graph::flux_inventory_entries(body) else {
+    let Some(entries) = crate::stack::members::flux_inventory_entries(body) else {
         return Default::default();
     };
     entries

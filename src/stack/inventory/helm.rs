@@ -11,10 +11,10 @@ use super::{is_absent, served, Inventory, StackRecord};
 use crate::cluster::retry::with_retries;
 use crate::cluster::session::Session;
 use crate::error::{is_not_found, UserError};
+use crate::model::trackers::{MarkValue, Preset, Tracker};
 use crate::stack::classify::Recorded;
 use crate::stack::desired::{DesiredSet, Origin, Scopes};
 use crate::stack::manifest::{parse_text_by_document, Manifest};
-use crate::stack::trackers::{MarkValue, Preset, Tracker};
 
 mod revision;
 use revision::Unchosen;
@@ -49,12 +49,12 @@ pub(super) async fn flux_helm_record(
             )))
         }
     };
-    let id = crate::identity::ObjectId::new(FLUX_HR_GROUP, "HelmRelease", Some(namespace), name);
+    let id = crate::model::identity::ObjectId::new(FLUX_HR_GROUP, "HelmRelease", Some(namespace), name);
     let (release, storage) = match revision {
         // An upgrade (what an orphan prune compares with) prunes nothing here when the stack is
         // suspended or applies to another cluster.
         HelmRevision::LastDeployed => {
-            if let Some(why) = crate::graph::flux_acts_elsewhere(
+            if let Some(why) = crate::stack::members::flux_acts_elsewhere(
                 &id,
                 &object.data,
                 false,
@@ -76,8 +76,8 @@ pub(super) async fn flux_helm_record(
             // not delete stays (see `impersonation_over`), on uninstall and upgrade alike.
             if let Recorded::Ids { ids, denied, .. } = &mut found.recorded {
                 match super::impersonation_over(session, &id, &object.data, ids.clone()).await {
-                    crate::graph::Impersonation::Limited(limited) => denied.extend(limited),
-                    crate::graph::Impersonation::Unreadable(why) => {
+                    crate::stack::members::Impersonation::Limited(limited) => denied.extend(limited),
+                    crate::stack::members::Impersonation::Unreadable(why) => {
                         return Err(UserError::refused(format!(
                             "HelmRelease {namespace}/{name}: what its spec.serviceAccountName may delete is unknown ({why})"
                         )))
@@ -208,7 +208,7 @@ pub(super) fn helm_release_of(name: &str, namespace: &str, object: &Value) -> Re
 /// `status.history`, in `status.storageNamespace` (fluxcd/helm-controller
 /// `internal/reconcile/uninstall.go`: `Status.History.Latest()`; `reconcileReleaseDeletion`
 /// uses the storage namespace of the status, and skips the uninstall without one: see
-/// [`crate::graph::orphans_members`]). `None` when the status records neither.
+/// [`crate::stack::members::orphans_members`]). `None` when the status records neither.
 fn uninstalled_release_of(object: &Value) -> Option<(String, String)> {
     let text = |pointer: &str| {
         object
@@ -325,11 +325,11 @@ pub(super) async fn load_helm(
             .head_annotations
             .get(HELM_RESOURCE_POLICY)
             .and_then(Value::as_str)
-            .is_some_and(crate::stack::trackers::helm_keeps);
+            .is_some_and(crate::model::trackers::helm_keeps);
         for manifest in document.manifests {
             let keeps = manifest
                 .annotation(HELM_RESOURCE_POLICY)
-                .is_some_and(crate::stack::trackers::helm_keeps);
+                .is_some_and(crate::model::trackers::helm_keeps);
             if head_keeps || keeps {
                 kept.push(manifest);
             } else {
@@ -375,10 +375,10 @@ pub(super) async fn load_helm(
 /// on uninstall ("unable to build kubernetes objects for delete") and on upgrade ("current
 /// release manifest contains removed kubernetes api(s)"; helm/helm `pkg/action`).
 fn release_record(
-    ids: std::collections::HashSet<crate::identity::ObjectId>,
+    ids: std::collections::HashSet<crate::model::identity::ObjectId>,
     record: String,
     unserved: Option<String>,
-    denied: std::collections::BTreeMap<crate::identity::ObjectId, String>,
+    denied: std::collections::BTreeMap<crate::model::identity::ObjectId, String>,
 ) -> Recorded {
     match unserved {
         Some(entries) => Recorded::NoInventory {

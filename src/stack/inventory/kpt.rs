@@ -5,9 +5,9 @@ use serde_json::Value;
 use super::{list_labelled, served, Inventory};
 use crate::cluster::session::Session;
 use crate::error::UserError;
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
+use crate::model::trackers::{MarkValue, Preset, Tracker};
 use crate::stack::classify::Recorded;
-use crate::stack::trackers::{MarkValue, Preset, Tracker};
 
 /// cli-utils/kpt (kubernetes-sigs/cli-utils `pkg/apply/prune/prune.go`, `pkg/inventory/policy.go`):
 /// prune candidates are the inventory's objects missing from the new set, and only those whose

@@ -351,7 +351,7 @@ fn the_chain_asks_the_record_first_and_the_json_names_the_rule() {
 
 // The stacks a run deletes the members of (moved from the safeguards with `TornDown`).
 
-use crate::stack::trackers::{FLUX_HR_NAME, FLUX_HR_NAMESPACE, FLUX_KS_NAME, FLUX_KS_NAMESPACE, HELM_RELEASE_NAME};
+use crate::model::trackers::{FLUX_HR_NAME, FLUX_HR_NAMESPACE, FLUX_KS_NAME, FLUX_KS_NAMESPACE, HELM_RELEASE_NAME};
 
 fn key(preset: Preset, name: &str, namespace: Option<&str>) -> (Preset, MarkValue) {
     (

@@ -1,9 +1,9 @@
 //! Unit tests of the orphan rules.
 
 use super::*;
+use crate::model::trackers::{Tracker, FLUX_KS_NAME, FLUX_KS_NAMESPACE};
 use crate::stack::classify::OrphanReason;
 use crate::stack::keep::KeepReason;
-use crate::stack::trackers::{Tracker, FLUX_KS_NAME, FLUX_KS_NAMESPACE};
 use std::sync::Arc;
 
 fn config_map(labels: &[(&str, &str)]) -> Listed {
@@ -38,7 +38,7 @@ fn the_desired_digest_changes_with_any_desired_identity_and_only_then() {
         manifests: Some(DesiredSet::from_ids(
             names
                 .iter()
-                .map(|n| crate::identity::ObjectId::new("", "ConfigMap", Some("web"), n)),
+                .map(|n| crate::model::identity::ObjectId::new("", "ConfigMap", Some("web"), n)),
             Origin::Manifests,
         )),
         ..Default::default()
@@ -75,10 +75,10 @@ fn an_objects_recorded_stacks_are_those_its_marks_name_unambiguously() {
         "ambiguous"
     );
     assert!(recorded_stacks_of(&config_map(&[("app", "shop")])).is_empty());
-    let mut kpt_and_applyset = config_map(&[(crate::stack::trackers::APPLYSET_PART_OF, "applyset-x-v1")]);
+    let mut kpt_and_applyset = config_map(&[(crate::model::trackers::APPLYSET_PART_OF, "applyset-x-v1")]);
     kpt_and_applyset.meta.annotations = Some(
         [(
-            crate::stack::trackers::KPT_OWNING_INVENTORY.to_string(),
+            crate::model::trackers::KPT_OWNING_INVENTORY.to_string(),
             "inv".to_string(),
         )]
         .into_iter()
@@ -92,7 +92,7 @@ fn an_objects_recorded_stacks_are_those_its_marks_name_unambiguously() {
         ]
     );
     // kapp keeps no record that bounds its prune here: judged by its own rules.
-    assert!(recorded_stacks_of(&config_map(&[(crate::stack::trackers::KAPP_APP, "1")])).is_empty());
+    assert!(recorded_stacks_of(&config_map(&[(crate::model::trackers::KAPP_APP, "1")])).is_empty());
 }
 
 #[test]

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::{children, edges_from, unstick_command, Chain, Edge, Entry, Report, MAX_FOLLOWED};
 use crate::cluster::collect::Listed;
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
 use crate::render;
 
 fn details(entry: &Entry, prefix: &str, out: &mut String) {

@@ -19,11 +19,11 @@ use serde::Serialize;
 use crate::cluster::collect::{api_for, Listed};
 use crate::cluster::discovery::KindInfo;
 use crate::cluster::retry::with_retries;
-use crate::graph::full_marks;
-use crate::graph::tracker_key;
-use crate::identity::ObjectId;
+use crate::model::identity::ObjectId;
+use crate::model::trackers::{Mark, Preset, FLUX_KINDS};
 use crate::stack::keep::TornDown;
-use crate::stack::trackers::{Mark, Preset, FLUX_KINDS};
+use crate::stack::members::full_marks;
+use crate::stack::members::tracker_key;
 
 /// A live reconciler outside the plan that applies a planned object or another such parent.
 #[derive(Debug, Clone, Serialize)]
@@ -198,7 +198,7 @@ pub fn not_held(parents: &[Parent]) -> Vec<&Parent> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stack::trackers::{FLUX_KS_NAME, FLUX_KS_NAMESPACE};
+    use crate::model::trackers::{FLUX_KS_NAME, FLUX_KS_NAMESPACE};
     use kube::core::ObjectMeta;
 
     fn ks(name: &str, parent: Option<&str>) -> Listed {

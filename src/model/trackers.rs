@@ -313,7 +313,7 @@ impl Tracker {
     }
 
     /// Whether the object carries this tracker's mark. A Flux v1 gc mark is a per-object hash:
-    /// any gc-marked object matches here, and [`crate::stack::policy`] checks that the mark is this
+    /// any gc-marked object matches here, and `stack::policy` checks that the mark is this
     /// sync set's mark for this very object.
     pub fn matches(&self, meta: &ObjectMeta) -> bool {
         if let (Preset::FluxV1, Some(wanted)) = (self.preset, &self.value) {

@@ -113,7 +113,7 @@ impl Selection {
 mod tests {
     use super::*;
     use crate::cluster::fixtures::meta;
-    use crate::stack::trackers::KAPP_APP;
+    use crate::model::trackers::KAPP_APP;
 
     #[test]
     fn selection_without_tracker_needs_some_tool_mark() {

@@ -222,7 +222,7 @@ fn find_cycle(order: &DiGraph<usize, ()>, start: NodeIndex) -> Cycle {
 mod tests {
     use super::*;
     use crate::graph::{build, BuildOptions, NodeInput};
-    use crate::identity::ObjectId;
+    use crate::model::identity::ObjectId;
 
     fn cm(name: &str, depends_on: &[&str]) -> NodeInput {
         let mut input = NodeInput {
