@@ -11,6 +11,7 @@
 pub mod children;
 pub mod dependents;
 pub mod records;
+pub mod watched;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -75,6 +76,9 @@ pub struct Recheck {
     infer: bool,
     /// The watch of CRDs and APIServices that says when the catalog must be discovered again.
     kinds_watch: Option<Arc<KindsWatch>>,
+    /// The watches of the planned kinds the wave's listing reads when they are fresh (see
+    /// [`watched`]); none outside a Tokio runtime.
+    watches: Option<watched::Watches>,
 }
 
 impl Recheck {
@@ -118,6 +122,7 @@ impl Recheck {
             suspensions,
             infer: plan.infer,
             kinds_watch: session.kinds_watch.clone(),
+            watches: watch_planned(session, plan, options),
         }
     }
 
@@ -504,7 +509,13 @@ impl Recheck {
             mut wave,
             declaring,
             owned,
-        } = relist(&self.session, &self.scope, self.options, &covered, self.infer).await;
+        } = {
+            let fresh = match &self.watches {
+                Some(watches) => watches.fresh_version().await.map(|fresh| (watches, fresh)),
+                None => None,
+            };
+            relist(&self.session, &self.scope, self.options, &covered, self.infer, fresh).await
+        };
         let apart: BTreeMap<WaveKey, Arc<KindInfo>> =
             groups.into_iter().filter(|(key, _)| !wave.contains_key(key)).collect();
         wave.extend(self.reread(apart).await);
@@ -727,6 +738,24 @@ impl Recheck {
             }
         }
     }
+}
+
+/// Starts the watches of the plan's kinds (Flux kinds are listed whole, apart: not watched),
+/// in the re-check's scope (see [`watched`]).
+fn watch_planned(session: &Session, plan: &PrunePlan, options: ListOptions) -> Option<watched::Watches> {
+    tokio::runtime::Handle::try_current().ok()?;
+    let kinds = plan
+        .waves
+        .iter()
+        .flatten()
+        .map(|t| t.kind.clone())
+        .filter(|k| !dependents::is_flux(k));
+    Some(watched::Watches::start(
+        &session.connection.client,
+        &session.scope,
+        options.page_size,
+        kinds,
+    ))
 }
 
 /// The owned objects listed apart from the wave's listing when `apart` (see [`Recheck::read_again`]).
