@@ -245,6 +245,11 @@ async fn run(
                 Ok(events) => follow(events, &kind, &store, &moved, &mut version).await,
                 Err(err) => {
                     tracing::debug!("cannot watch {}: {err}", kind.kind_with_group());
+                    // Not allowed to watch: it is listed by every re-check, never read from here.
+                    if crate::error::is_forbidden(&err) {
+                        lock(&store).version = None;
+                        return;
+                    }
                     false
                 }
             };
@@ -252,8 +257,10 @@ async fn run(
                 break;
             }
         }
-        // Nothing is read from it until it has listed again.
+        // Nothing is read from it until it has listed again, a moment later (a watch that keeps
+        // failing does not make a list after list).
         lock(&store).version = None;
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
