@@ -334,7 +334,14 @@ impl Recheck {
             ..crate::graph::BuildOptions::for_catalog(&self.catalog, false, self.infer)
         };
         let mut now = graph_now(&declaring.objects, &present, &build, &declaring.bodies);
-        crate::live::settle_references(&self.session, &mut now.graph, &now.objects).await;
+        let known = match &self.watches {
+            Some(watches) => {
+                let referenced: Vec<ObjectId> = now.graph.referenced().map(|n| n.id.clone()).collect();
+                watches.lookup(&referenced, &self.catalog).await
+            }
+            None => HashMap::new(),
+        };
+        crate::live::settle_references_known(&self.session, &mut now.graph, &now.objects, &known).await;
         let mut needed = now.needed(&present, &standing);
         for (target, _) in passed {
             match needed.remove(&target.uid) {

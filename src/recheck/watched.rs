@@ -25,12 +25,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::TryStreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
 use kube::core::ObjectMeta;
 use kube::Client;
 
 use crate::collect::{api_for, sort_objects, Collection, ListScope, Listed, Trim};
 use crate::discovery::KindInfo;
+use crate::identity::ObjectId;
 
 /// How long one watch request lasts before it is resumed from the last resourceVersion seen.
 const WATCH_SECONDS: u32 = 290;
@@ -170,6 +172,63 @@ impl Watches {
                 None
             }
         }
+    }
+
+    /// Whether each of `ids` exists now, with its owner references, for those a fresh watch can
+    /// tell (as a GET made now would: its kind watched at the version `catalog` serves, in a scope
+    /// that holds it, and the watch delivered everything up to a resourceVersion read now);
+    /// the others are left out (read by the caller).
+    pub async fn lookup(
+        &self,
+        ids: &[ObjectId],
+        catalog: &crate::discovery::Catalog,
+    ) -> HashMap<ObjectId, Option<Vec<OwnerReference>>> {
+        let mut found = HashMap::new();
+        let watched = |id: &ObjectId| {
+            let watch = self.watches.get(&(id.group.clone(), id.kind.clone()))?;
+            let served = catalog.get(&id.group, &id.kind)?;
+            let covered = match (&self.scope, &id.namespace) {
+                (ListScope::AllNamespaces, _) => true,
+                (ListScope::Namespace(scope), Some(namespace)) => scope == namespace,
+                (ListScope::Namespace(_), None) => !watch.kind.namespaced,
+            };
+            (**served == *watch.kind && covered && id.namespace.is_some() == watch.kind.namespaced).then_some(watch)
+        };
+        if !ids.iter().any(|id| watched(id).is_some()) {
+            return found;
+        }
+        let Some(fresh) = self.fresh_version().await else {
+            return found;
+        };
+        let mut by_name: HashMap<(String, String), HashMap<(Option<String>, String), Option<Vec<OwnerReference>>>> =
+            HashMap::new();
+        for id in ids {
+            let Some(watch) = watched(id) else { continue };
+            let key = (id.group.clone(), id.kind.clone());
+            if !by_name.contains_key(&key) {
+                let store = lock(&watch.store);
+                if !store.version.is_some_and(|v| v >= fresh) {
+                    continue;
+                }
+                let names = store
+                    .objects
+                    .values()
+                    .map(|o| {
+                        let name = (o.meta.namespace.clone(), o.name().to_string());
+                        (name, Some(o.meta.owner_references.clone().unwrap_or_default()))
+                    })
+                    .collect();
+                by_name.insert(key.clone(), names);
+            }
+            let Some(names) = by_name.get(&key) else { continue };
+            let owners = names.get(&(id.namespace.clone(), id.name.clone())).cloned().flatten();
+            found.insert(id.clone(), owners);
+        }
+        tracing::debug!(
+            "re-check: {} referenced object(s) looked up in the watches",
+            found.len()
+        );
+        found
     }
 
     /// What a list of `kind` in the watches' scope made now would keep with `keep`, from its
