@@ -55,6 +55,9 @@ struct Store {
     version: Option<u64>,
 }
 
+/// A watched kind's objects by (namespace, name), each with its owner references.
+type Names = HashMap<(Option<String>, String), Option<Vec<OwnerReference>>>;
+
 /// What a store can give for a fresh resourceVersion.
 #[derive(Debug)]
 enum Snapshot {
@@ -200,14 +203,13 @@ impl Watches {
         let Some(fresh) = self.fresh_version().await else {
             return found;
         };
-        let mut by_name: HashMap<(String, String), HashMap<(Option<String>, String), Option<Vec<OwnerReference>>>> =
-            HashMap::new();
+        let mut by_name: HashMap<(String, String), Names> = HashMap::new();
         for id in ids {
             let Some(watch) = watched(id) else { continue };
             let key = (id.group.clone(), id.kind.clone());
             if !by_name.contains_key(&key) {
                 let store = lock(&watch.store);
-                if !store.version.is_some_and(|v| v >= fresh) {
+                if store.version.is_none_or(|v| v < fresh) {
                     continue;
                 }
                 let names = store
