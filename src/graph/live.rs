@@ -525,7 +525,18 @@ pub async fn flux_objects(session: &Session) -> Result<Vec<(Listed, serde_json::
 /// are no nodes are read up the chain ([`Graph::outside_owners`]). The plan's graph and the
 /// re-check's (`prune::recheck::dependents::GraphNow`) are settled by this one function.
 pub(crate) async fn settle_references(session: &Session, graph: &mut Graph, objects: &HashMap<ObjectId, Listed>) {
-    let existing = existing_references(session, graph).await;
+    settle_references_known(session, graph, objects, &HashMap::new()).await;
+}
+
+/// [`settle_references`], with the referenced objects `known` already (from a watch at least as
+/// fresh as a read made now: `Some(owners)` exists, `None` is gone) not read again.
+pub(crate) async fn settle_references_known(
+    session: &Session,
+    graph: &mut Graph,
+    objects: &HashMap<ObjectId, Listed>,
+    known: &HashMap<ObjectId, Option<Vec<OwnerReference>>>,
+) {
+    let existing = existing_references(session, graph, known).await;
     graph.mark_referenced(|id| existing.contains_key(id));
     let mut refs: Vec<(Option<String>, OwnerReference)> = Vec::new();
     for (id, owners) in existing {
@@ -598,10 +609,17 @@ async fn read_owner(
 }
 
 /// The referenced objects that exist (or cannot be told missing), with their owners.
-async fn existing_references(session: &Session, graph: &Graph) -> HashMap<ObjectId, Vec<OwnerReference>> {
+async fn existing_references(
+    session: &Session,
+    graph: &Graph,
+    known: &HashMap<ObjectId, Option<Vec<OwnerReference>>>,
+) -> HashMap<ObjectId, Vec<OwnerReference>> {
     let references: Vec<ObjectId> = graph.referenced().map(|n| n.id.clone()).collect();
     let found: Vec<Option<(ObjectId, Vec<OwnerReference>)>> = stream::iter(references)
         .map(|id| async move {
+            if let Some(owners) = known.get(&id) {
+                return owners.clone().map(|owners| (id, owners));
+            }
             let kind = session.catalog.get(&id.group, &id.kind)?;
             let api = api_for(&session.connection.client, kind, id.namespace.as_deref());
             match with_retries("get dependency", || api.get_metadata(&id.name)).await {

@@ -11,6 +11,7 @@
 pub mod children;
 pub mod dependents;
 pub mod records;
+pub mod watched;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -75,6 +76,9 @@ pub struct Recheck {
     infer: bool,
     /// The watch of CRDs and APIServices that says when the catalog must be discovered again.
     kinds_watch: Option<Arc<KindsWatch>>,
+    /// The watches of the planned kinds the wave's listing reads when they are fresh (see
+    /// [`watched`]); none outside a Tokio runtime.
+    watches: Option<watched::Watches>,
 }
 
 impl Recheck {
@@ -118,6 +122,7 @@ impl Recheck {
             suspensions,
             infer: plan.infer,
             kinds_watch: session.kinds_watch.clone(),
+            watches: watch_planned(session, plan, options),
         }
     }
 
@@ -329,7 +334,14 @@ impl Recheck {
             ..crate::graph::BuildOptions::for_catalog(&self.catalog, false, self.infer)
         };
         let mut now = graph_now(&declaring.objects, &present, &build, &declaring.bodies);
-        crate::graph::live::settle_references(&self.session, &mut now.graph, &now.objects).await;
+        let known = match &self.watches {
+            Some(watches) => {
+                let referenced: Vec<ObjectId> = now.graph.referenced().map(|n| n.id.clone()).collect();
+                watches.lookup(&referenced, &self.catalog).await
+            }
+            None => HashMap::new(),
+        };
+        crate::graph::live::settle_references_known(&self.session, &mut now.graph, &now.objects, &known).await;
         let mut needed = now.needed(&present, &standing);
         for (target, _) in passed {
             match needed.remove(&target.uid) {
@@ -504,7 +516,13 @@ impl Recheck {
             mut wave,
             declaring,
             owned,
-        } = relist(&self.session, &self.scope, self.options, &covered, self.infer).await;
+        } = {
+            let fresh = match &self.watches {
+                Some(watches) => watches.fresh_version().await.map(|fresh| (watches, fresh)),
+                None => None,
+            };
+            relist(&self.session, &self.scope, self.options, &covered, self.infer, fresh).await
+        };
         let apart: BTreeMap<WaveKey, Arc<KindInfo>> =
             groups.into_iter().filter(|(key, _)| !wave.contains_key(key)).collect();
         wave.extend(self.reread(apart).await);
@@ -728,6 +746,24 @@ impl Recheck {
             }
         }
     }
+}
+
+/// Starts the watches of the plan's kinds (Flux kinds are listed whole, apart: not watched),
+/// in the re-check's scope (see [`watched`]).
+fn watch_planned(session: &Session, plan: &PrunePlan, options: ListOptions) -> Option<watched::Watches> {
+    tokio::runtime::Handle::try_current().ok()?;
+    let kinds = plan
+        .waves
+        .iter()
+        .flatten()
+        .map(|t| t.kind.clone())
+        .filter(|k| !dependents::is_flux(k));
+    Some(watched::Watches::start(
+        &session.connection.client,
+        &session.scope,
+        options.page_size,
+        kinds,
+    ))
 }
 
 /// The owned objects listed apart from the wave's listing when `apart` (see [`Recheck::read_again`]).

@@ -21,6 +21,7 @@ use crate::cluster::session::Session;
 use crate::error::is_forbidden;
 use crate::graph::{build, BuildOptions, NodeInput, NodeStatus, KPT_DEPENDS_ON};
 use crate::model::trackers::{marks, Preset, Selection, FLUX_KINDS};
+use crate::prune::recheck::watched::Watches;
 use crate::prune::recheck::Reread;
 use crate::prune::safeguards::{dies_with_plan, needed_by_staying};
 
@@ -145,13 +146,15 @@ pub fn is_flux(kind: &crate::cluster::discovery::KindInfo) -> bool {
 /// Each kind of `wave` is listed once for both purposes: its objects in the wave's namespaces are
 /// kept whole for the wave's re-read (a kind `scope` does not cover is left to the caller).
 /// With `infer`, the stayers of [`crate::graph::stayers::STAYER_KINDS`] are listed whole beside them, as
-/// the plan lists them.
+/// the plan lists them. With `watched` (the watches and a fresh resourceVersion), a kind of the
+/// wave is read from its watch when that watch is fresh ([`crate::prune::recheck::watched`]).
 pub async fn relist(
     session: &Session,
     scope: &ListScope,
     options: ListOptions,
     wave: &HashSet<WaveKey>,
     infer: bool,
+    watched: Option<(&Watches, u64)>,
 ) -> Relisted {
     // As the teardown's plan sees them: tracked objects and tracking objects.
     let selection = Selection {
@@ -171,7 +174,7 @@ pub async fn relist(
     // Every CRD, whole (what ties a finalizer to its operator), listed apart.
     let (crds, kinds): (Vec<Arc<KindInfo>>, Vec<Arc<KindInfo>>) = kinds.into_iter().partition(|k| is_crd(k));
     let client = &session.connection.client;
-    let shared_lists = list_shared(client, &shared, wave, scope, &wanted, options);
+    let shared_lists = list_shared(client, &shared, wave, scope, &wanted, options, watched);
     let stayers = async {
         match infer {
             true => crate::graph::stayers::list_whole(session).await,
@@ -246,7 +249,8 @@ fn take_owned(listed: &mut Collection, keep: &dyn Fn(&ObjectMeta) -> bool) -> Co
 }
 
 /// Lists each kind of the wave (`shared`) once in `scope`: what `wanted` holds, and the wave's
-/// objects in their namespaces; with the namespaces of the wave each kind was listed for.
+/// objects in their namespaces; with the namespaces of the wave each kind was listed for. A kind
+/// whose watch is fresh at the resourceVersion of `watched` is read from it instead.
 async fn list_shared(
     client: &kube::Client,
     shared: &[Arc<KindInfo>],
@@ -254,6 +258,7 @@ async fn list_shared(
     scope: &ListScope,
     wanted: &(dyn Fn(&ObjectMeta) -> bool + Sync),
     options: ListOptions,
+    watched: Option<(&Watches, u64)>,
 ) -> Vec<(Arc<KindInfo>, HashSet<Option<String>>, Collection)> {
     futures::future::join_all(shared.iter().map(|kind| {
         let namespaces: HashSet<Option<String>> = wave
@@ -264,7 +269,22 @@ async fn list_shared(
         async move {
             let in_wave = |meta: &ObjectMeta| namespaces.contains(&meta.namespace);
             let both = |meta: &ObjectMeta| in_wave(meta) || wanted(meta);
-            let listed = collect_where(client, std::slice::from_ref(kind), scope, both, options).await;
+            let list = collect_where(client, std::slice::from_ref(kind), scope, both, options);
+            let listed = match watched {
+                // The list is made only when the watch cannot answer at once, and the first of
+                // the two to answer is taken (a watch still catching up costs no more than the
+                // list).
+                Some((watches, fresh)) => {
+                    let from_watch = watches.read(kind, scope, fresh, options.trim, &both);
+                    futures::pin_mut!(from_watch, list);
+                    match futures::future::select(from_watch, list).await {
+                        futures::future::Either::Left((Some(found), _)) => found,
+                        futures::future::Either::Left((None, list)) => list.await,
+                        futures::future::Either::Right((listed, _)) => listed,
+                    }
+                }
+                None => list.await,
+            };
             (kind.clone(), namespaces, listed)
         }
     }))
