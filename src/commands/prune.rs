@@ -8,7 +8,7 @@ use crate::client::load_kubeconfig;
 use crate::collect::ListScope;
 use crate::error::{exit, UserError};
 use crate::execute::ExecOptions;
-use crate::orphans::{find, read_manifests};
+use crate::orphans::{find_with_bystanders, read_manifests};
 use crate::plan_file::{self, Place, Request};
 use crate::prune_report::{print_plan, report_saved, Format, View};
 use crate::pruning::refusals::{refuse_cascades, refuse_changed, refuse_parents};
@@ -55,7 +55,7 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
         plan_teardown(&session, &request).await?
     } else {
         let selection = crate::cli::selection(&args.selection)?;
-        let report = find(
+        let report = find_with_bystanders(
             &session,
             selection,
             &args.desired,

@@ -17,7 +17,7 @@ use crate::discovery::Catalog;
 use crate::error::UserError;
 use crate::identity::ObjectId;
 use crate::keep::KeepReason;
-use crate::live::{graph_of_with, planning_graph, LiveGraph, LiveOptions};
+use crate::live::{graph_of_inner, planning_graph, LiveGraph, LiveOptions};
 use crate::orphans::OrphanReport;
 use crate::parents::read_suspended;
 use crate::session::Session;
@@ -201,7 +201,14 @@ async fn orphan_planning(
     // that depends on an orphan, or lives in an orphan Namespace, keeps it.
     let mut listed: Vec<Listed> = report.classified.into_iter().map(|c| c.object).collect();
     let known: HashSet<String> = listed.iter().map(|o| o.uid().to_string()).collect();
-    let others = crate::bystanders::list(session, &known).await;
+    let (others, stayers_listed) = match report.bystanders {
+        // Listed with the orphans' selection, in every namespace (`orphans::find_with_bystanders`).
+        Some(listing) => (
+            crate::bystanders::of_listing(listing.bystanders, ListScope::AllNamespaces, &known),
+            Some(listing.stayers),
+        ),
+        None => (crate::bystanders::list(session, &known).await, None),
+    };
     refuse_unlisted(&others.unlisted, accept_unlisted)?;
     listed.extend(others.objects);
     let options = LiveOptions {
@@ -211,7 +218,7 @@ async fn orphan_planning(
         only_selected: false,
         stayers: infer,
     };
-    let mut live = graph_of_with(session, listed, &options).await?;
+    let mut live = graph_of_inner(session, listed, &options, stayers_listed).await?;
     live.set_orphan_dependents(request.orphan_dependents);
     let chosen: HashMap<usize, String> = targets
         .into_iter()
