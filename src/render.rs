@@ -62,6 +62,9 @@ pub fn stdout_closed() -> bool {
 
 /// A kubectl-style table: upper-case headers, no borders, three spaces between columns.
 pub fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
+    if let Some(text) = plain_table(headers, &rows) {
+        return text;
+    }
     let mut table = Table::new();
     table
         .load_preset(presets::NOTHING)
@@ -79,6 +82,42 @@ pub fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
         text.push('\n');
     }
     text
+}
+
+/// A [`table`] of printable ASCII cells, written directly: the text comfy-table makes of it
+/// (each cell left-aligned, padded to its column's width and 3 spaces more, each line's end
+/// trimmed), without its copy of every cell and line — a table of many rows held once.
+/// `None` when a cell holds anything else (wide characters, line breaks): comfy-table lays it out.
+fn plain_table(headers: &[&str], rows: &[Vec<String>]) -> Option<String> {
+    let plain = |cell: &str| cell.bytes().all(|b| (b' '..=b'~').contains(&b));
+    if rows.iter().any(|row| row.len() != headers.len()) || !headers.iter().all(|h| plain(h)) {
+        return None;
+    }
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (cell, width) in row.iter().zip(widths.iter_mut()) {
+            if !plain(cell) {
+                return None;
+            }
+            *width = (*width).max(cell.len());
+        }
+    }
+    let line_width: usize = widths.iter().map(|w| w + GAP).sum::<usize>() + 1;
+    let mut text = String::with_capacity(line_width * (rows.len() + 1));
+    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
+        let start = text.len();
+        for (cell, width) in cells.zip(&widths) {
+            text.push_str(cell);
+            text.extend(std::iter::repeat_n(' ', width - cell.len() + GAP));
+        }
+        text.truncate(text[start..].trim_end().len() + start);
+        text.push('\n');
+    };
+    line(&mut headers.iter().copied());
+    for row in rows {
+        line(&mut row.iter().map(String::as_str));
+    }
+    Some(text)
 }
 
 /// The columns between two columns of a [`table`].
@@ -219,6 +258,68 @@ pub fn color_allowed() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What comfy-table makes of a table (the layout [`plain_table`] writes directly).
+    fn comfy(headers: &[&str], rows: Vec<Vec<String>>) -> String {
+        let mut table = Table::new();
+        table
+            .load_preset(presets::NOTHING)
+            .set_content_arrangement(ContentArrangement::Disabled)
+            .set_header(headers.iter().map(|h| h.to_string()));
+        for row in rows {
+            table.add_row(row);
+        }
+        for column in table.column_iter_mut() {
+            column.set_padding((0, 3));
+            column.set_cell_alignment(CellAlignment::Left);
+        }
+        let mut text: String = table.lines().map(|line| line.trim_end().to_string() + "\n").collect();
+        if text.is_empty() {
+            text.push('\n');
+        }
+        text
+    }
+
+    #[test]
+    fn a_plain_table_is_laid_out_as_comfy_table_lays_it_out() {
+        let cases: Vec<(Vec<&str>, Vec<Vec<&str>>)> = vec![
+            (vec!["KIND", "NAMESPACE", "NAME"], vec![]),
+            (
+                vec!["KIND", "NAMESPACE", "NAME"],
+                vec![vec!["ConfigMap", "default", "a"]],
+            ),
+            (
+                vec!["KIND", "NAMESPACE", "NAME", "AGE"],
+                vec![
+                    vec!["Deployment.apps", "", "web", "5d"],
+                    vec!["ConfigMap", "a-very-long-namespace-name", "", ""],
+                    vec!["X", " leading", "trailing  ", "<none>"],
+                    vec!["", "", "", ""],
+                ],
+            ),
+            (vec!["A"], vec![vec!["x"], vec!["longer cell ~!@#$%^&*()"]]),
+        ];
+        for (headers, rows) in cases {
+            let rows: Vec<Vec<String>> = rows
+                .into_iter()
+                .map(|row| row.into_iter().map(String::from).collect())
+                .collect();
+            assert_eq!(
+                table(&headers, rows.clone()),
+                comfy(&headers, rows.clone()),
+                "{headers:?} {rows:?}"
+            );
+            assert!(plain_table(&headers, &rows).is_some());
+        }
+        // Anything else is comfy-table's: wide characters, line breaks, short rows.
+        let wide = vec![vec!["名前".to_string()]];
+        assert!(plain_table(&["NAME"], &wide).is_none());
+        assert_eq!(table(&["NAME"], wide.clone()), comfy(&["NAME"], wide));
+        let broken = vec![vec!["two\nlines".to_string()]];
+        assert!(plain_table(&["NAME"], &broken).is_none());
+        let short = vec![vec!["a".to_string()]];
+        assert!(plain_table(&["A", "B"], &short).is_none());
+    }
 
     #[test]
     fn human_durations_match_kubectl() {

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use futures::{stream, StreamExt};
 
-use crate::cluster::collect::{api_for, collect, collect_kinds, list_objects, ListOptions, Listed};
+use crate::cluster::collect::{api_for, collect, collect_kinds, collect_where, list_objects, ListOptions, Listed};
 use crate::cluster::discovery::KindInfo;
 use crate::cluster::retry::with_retries;
 use crate::cluster::session::Session;
@@ -155,16 +155,27 @@ async fn live_graph_inner(
     let narrowed = selection
         .as_ref()
         .is_some_and(|s| s.tracker.is_some() || s.user_selector.is_some());
+    let mut stayers_listed = None;
     if explicit || members {
         let mut selection = selection.unwrap_or_default();
         selection.tracking_objects = members;
         let client = &session.connection.client;
-        let mut collection = collect(client, &session.catalog, &session.scope, &selection, options).await;
-        let relist = |again: Vec<Arc<KindInfo>>| {
-            let selection = &selection;
-            async move { collect_kinds(client, &again, &session.scope, selection, options).await }
+        let collection = if stayers && infer && selection.server_selector().is_none() {
+            // Every kind in scope is listed whole for the selection: the stayers by what they
+            // carry (`crate::graph::stayers::list_finalized`'s part in scope) are kept from the same
+            // listing, not listed again.
+            let (collection, stayers) = collect_with_stayers(session, &selection, options).await;
+            stayers_listed = Some(stayers);
+            collection
+        } else {
+            let mut collection = collect(client, &session.catalog, &session.scope, &selection, options).await;
+            let relist = |again: Vec<Arc<KindInfo>>| {
+                let selection = &selection;
+                async move { collect_kinds(client, &again, &session.scope, selection, options).await }
+            };
+            session.settle_not_served(&mut collection, relist).await;
+            collection
         };
-        session.settle_not_served(&mut collection, relist).await;
         warn_unlisted(&collection, session)?;
         gaps = list_gaps(&collection, session);
         unlisted = collection.failures.iter().map(|f| f.kind.kind_with_group()).collect();
@@ -184,10 +195,51 @@ async fn live_graph_inner(
         only_selected: narrowed,
         stayers,
     };
-    let mut live = graph_of_with(session, listed, &options).await?;
+    let mut live = graph_of_inner(session, listed, &options, stayers_listed).await?;
     live.unlisted.extend(unlisted);
     live.gaps = gaps;
     Ok(live)
+}
+
+/// Lists every kind in the session's scope once, without a label selector (`selection` has
+/// none), split into what `selection` matches (as [`collect`] finds it, 404s settled as
+/// [`Session::settle_not_served`] settles them) and the other objects that declare a need
+/// ([`crate::graph::stayers::declares_a_need`]), each with the listing's failures: the latter is the
+/// part in scope of [`crate::graph::stayers::list_finalized`], for [`graph_of_inner`].
+pub(crate) async fn collect_with_stayers(
+    session: &Session,
+    selection: &Selection,
+    options: ListOptions,
+) -> (crate::cluster::collect::Collection, crate::cluster::collect::Collection) {
+    let client = &session.connection.client;
+    let kinds: Vec<Arc<KindInfo>> = session.catalog.listable().cloned().collect();
+    // Told apart on the metadata as listed (before anything of it is dropped), by UID.
+    let selected = std::sync::Mutex::new(HashSet::new());
+    let keep = |meta: &kube::core::ObjectMeta| {
+        if selection.matches(meta) {
+            if let Ok(mut selected) = selected.lock() {
+                selected.insert(meta.uid.clone().unwrap_or_default());
+            }
+            return true;
+        }
+        crate::graph::stayers::declares_a_need(meta)
+    };
+    let mut listed = collect_where(client, &kinds, &session.scope, &keep, options).await;
+    let relist = |again: Vec<Arc<KindInfo>>| {
+        let keep = &keep;
+        async move { collect_where(client, &again, &session.scope, keep, options).await }
+    };
+    session.settle_not_served(&mut listed, relist).await;
+    let selected = selected.into_inner().unwrap_or_default();
+    let (chosen, others): (Vec<Listed>, Vec<Listed>) = std::mem::take(&mut listed.objects)
+        .into_iter()
+        .partition(|o| selected.contains(o.uid()));
+    let stayers = crate::cluster::collect::Collection {
+        objects: others,
+        ..listed.clone()
+    };
+    listed.objects = chosen;
+    (listed, stayers)
 }
 
 /// The live graph of the given objects plus the Flux objects in scope. With `only_members`,
@@ -253,11 +305,24 @@ async fn finalized_stayers(
     session: &Session,
     objects: &HashMap<ObjectId, Listed>,
     gaps: &mut Vec<String>,
+    in_scope: Option<crate::cluster::collect::Collection>,
 ) -> Vec<Listed> {
     let crds = crate::graph::stayers::tracked_crds(objects.values());
     let everywhere = crate::graph::stayers::kinds_of_crds(session, &crds);
     let of_crds: HashSet<String> = everywhere.iter().map(|k| k.kind_with_group()).collect();
-    let found = crate::graph::stayers::list_finalized(session, &session.scope, true, everywhere).await;
+    let found = match in_scope {
+        // Listed with the plan's own listing of every kind in scope: only the custom resources
+        // of the tracked CRDs elsewhere are left to list.
+        Some(mut found) => {
+            let elsewhere = crate::graph::stayers::list_finalized(session, &session.scope, false, everywhere).await;
+            found.objects.extend(elsewhere.objects);
+            found.failures.extend(elsewhere.failures);
+            let mut seen = HashSet::new();
+            found.objects.retain(|o| seen.insert(o.id()));
+            found
+        }
+        None => crate::graph::stayers::list_finalized(session, &session.scope, true, everywhere).await,
+    };
     for failure in &found.failures {
         let kind = failure.kind.kind_with_group();
         if failure.failure == crate::cluster::collect::ListFailure::Forbidden && !of_crds.contains(&kind) {
@@ -281,6 +346,18 @@ pub async fn graph_of_with(
     session: &Session,
     listed: Vec<Listed>,
     options: &LiveOptions,
+) -> Result<LiveGraph, UserError> {
+    graph_of_inner(session, listed, options, None).await
+}
+
+/// [`graph_of_with`]; `stayers_listed`: the stayers by what they carry in the session's scope,
+/// found by the caller's own listing of every kind there ([`collect_with_stayers`]), so not
+/// listed again.
+pub(crate) async fn graph_of_inner(
+    session: &Session,
+    listed: Vec<Listed>,
+    options: &LiveOptions,
+    stayers_listed: Option<crate::cluster::collect::Collection>,
 ) -> Result<LiveGraph, UserError> {
     let LiveOptions {
         members,
@@ -327,7 +404,7 @@ pub async fn graph_of_with(
     }
     inputs.extend(others);
     let finalized = if stayers_wanted && infer {
-        finalized_stayers(session, &objects, &mut unlisted_stayers).await
+        finalized_stayers(session, &objects, &mut unlisted_stayers, stayers_listed).await
     } else {
         Vec::new()
     };

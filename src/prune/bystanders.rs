@@ -46,6 +46,13 @@ pub async fn list(session: &Session, known: &HashSet<String>) -> Bystanders {
         listed = list_in(session, &narrow, known).await;
         scope = narrow;
     }
+    of_listing(listed, scope, known)
+}
+
+/// The bystanders of a listing made in `scope`: its objects but those whose UID is in `known`,
+/// with the kinds it could not list (those forbidden are warned about).
+pub fn of_listing(mut listed: Collection, scope: ListScope, known: &HashSet<String>) -> Bystanders {
+    listed.objects.retain(|o| !known.contains(o.uid()));
     let mut unlisted = Vec::new();
     for failure in &listed.failures {
         match &failure.failure {
@@ -61,6 +68,71 @@ pub async fn list(session: &Session, known: &HashSet<String>) -> Bystanders {
         scope,
         unlisted,
     }
+}
+
+/// Whether one listing finds both an orphan prune's selection and its bystanders: in every
+/// namespace (as the bystanders are listed), with no `-l` (a label selector only the server
+/// applies; a tracker's mark is told apart by [`Selection::matches`] itself).
+pub fn one_listing_serves(session: &Session, selection: &Selection) -> bool {
+    session.scope == ListScope::AllNamespaces && selection.user_selector.is_none()
+}
+
+/// What one listing of every kind in every namespace found besides an orphan prune's selection
+/// ([`collect_with`]); each part carries the listing's failures.
+pub struct Listing {
+    /// The other tracked objects: the bystanders, for [`of_listing`].
+    pub bystanders: Collection,
+    /// The untracked objects that declare a need ([`crate::graph::stayers::declares_a_need`]): the
+    /// part in scope of [`crate::graph::stayers::list_finalized`], for the plan's graph.
+    pub stayers: Collection,
+}
+
+/// One listing of every kind in every namespace, without a label selector, split into what
+/// `selection` matches (as [`crate::cluster::collect::collect`] would find it) and the rest of what the
+/// plan lists there ([`Listing`]). For where [`one_listing_serves`].
+pub async fn collect_with(session: &Session, selection: &Selection, options: ListOptions) -> (Collection, Listing) {
+    let client = &session.connection.client;
+    let kinds: Vec<_> = session.catalog.listable().cloned().collect();
+    let tracked = Selection::default();
+    // Told apart on the metadata as listed (before anything of it is dropped), by UID.
+    let selected = std::sync::Mutex::new(HashSet::new());
+    let stayers = std::sync::Mutex::new(HashSet::new());
+    let note = |set: &std::sync::Mutex<HashSet<String>>, meta: &ObjectMeta| {
+        if let Ok(mut set) = set.lock() {
+            set.insert(meta.uid.clone().unwrap_or_default());
+        }
+    };
+    let keep = |meta: &ObjectMeta| {
+        if selection.matches(meta) {
+            note(&selected, meta);
+            return true;
+        }
+        if tracked.matches(meta) {
+            return true;
+        }
+        let stays = crate::graph::stayers::declares_a_need(meta);
+        if stays {
+            note(&stayers, meta);
+        }
+        stays
+    };
+    let mut listed = collect_where(client, &kinds, &ListScope::AllNamespaces, keep, options).await;
+    let selected = selected.into_inner().unwrap_or_default();
+    let stayers = stayers.into_inner().unwrap_or_default();
+    let (chosen, others): (Vec<Listed>, Vec<Listed>) = std::mem::take(&mut listed.objects)
+        .into_iter()
+        .partition(|o| selected.contains(o.uid()));
+    let (staying, others): (Vec<Listed>, Vec<Listed>) = others.into_iter().partition(|o| stayers.contains(o.uid()));
+    let part = |objects: Vec<Listed>| Collection {
+        objects,
+        ..listed.clone()
+    };
+    let rest = Listing {
+        bystanders: part(others),
+        stayers: part(staying),
+    };
+    listed.objects = chosen;
+    (listed, rest)
 }
 
 async fn list_in(session: &Session, scope: &ListScope, known: &HashSet<String>) -> Collection {

@@ -24,7 +24,7 @@ use crate::cluster::collect::{ListOptions, ListScope, Listed};
 use crate::cluster::discovery::Catalog;
 use crate::cluster::session::Session;
 use crate::error::UserError;
-use crate::graph::live::{graph_of_with, planning_graph, LiveGraph, LiveOptions};
+use crate::graph::live::{graph_of_inner, planning_graph, LiveGraph, LiveOptions};
 use crate::model::identity::ObjectId;
 use crate::model::trackers::Preset;
 use crate::prune::cascade::find_cascades;
@@ -212,7 +212,14 @@ async fn orphan_planning(
     // that depends on an orphan, or lives in an orphan Namespace, keeps it.
     let mut listed: Vec<Listed> = report.classified.into_iter().map(|c| c.object).collect();
     let known: HashSet<String> = listed.iter().map(|o| o.uid().to_string()).collect();
-    let others = crate::prune::bystanders::list(session, &known).await;
+    let (others, stayers_listed) = match report.bystanders {
+        // Listed with the orphans' selection, in every namespace (`orphans::find_with_bystanders`).
+        Some(listing) => (
+            crate::prune::bystanders::of_listing(listing.bystanders, ListScope::AllNamespaces, &known),
+            Some(listing.stayers),
+        ),
+        None => (crate::prune::bystanders::list(session, &known).await, None),
+    };
     refuse_unlisted(&others.unlisted, accept_unlisted)?;
     listed.extend(others.objects);
     let options = LiveOptions {
@@ -222,7 +229,7 @@ async fn orphan_planning(
         only_selected: false,
         stayers: infer,
     };
-    let mut live = graph_of_with(session, listed, &options).await?;
+    let mut live = graph_of_inner(session, listed, &options, stayers_listed).await?;
     live.set_orphan_dependents(request.orphan_dependents);
     let chosen: HashMap<usize, String> = targets
         .into_iter()

@@ -187,6 +187,18 @@ pub fn classify(tracked: &[Listed], desired: &Desired) -> Vec<Classified> {
     tracked.iter().map(|object| classify_one(object, desired)).collect()
 }
 
+/// [`classify`], taking the objects: each is moved into its verdict, never copied (a listing
+/// of many objects is held once).
+pub fn classify_owned(tracked: Vec<Listed>, desired: &Desired) -> Vec<Classified> {
+    tracked
+        .into_iter()
+        .map(|object| {
+            let verdict = verdict(&object, desired);
+            Classified { object, verdict }
+        })
+        .collect()
+}
+
 /// Classifies one tracked object against what is desired.
 pub fn classify_one(object: &Listed, desired: &Desired) -> Classified {
     Classified {
@@ -195,7 +207,9 @@ pub fn classify_one(object: &Listed, desired: &Desired) -> Classified {
     }
 }
 
-fn verdict(object: &Listed, desired: &Desired) -> Verdict {
+/// The verdict of one tracked object against what is desired ([`classify_one`] without the
+/// object).
+pub fn verdict(object: &Listed, desired: &Desired) -> Verdict {
     let manifests = desired.manifests.as_ref();
     if desired.wants(object) {
         return Verdict::Desired;

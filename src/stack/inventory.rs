@@ -431,10 +431,22 @@ fn is_absent(err: &UserError) -> bool {
 }
 
 async fn list_labelled(session: &Session, kind: &KindInfo, selector: &str) -> Result<Vec<DynamicObject>, UserError> {
-    crate::cluster::collect::list_objects(&session.connection.client, kind, None, Some(selector))
+    let query = crate::cluster::collect::ListQuery {
+        labels: Some(selector),
+        page_size: LABELLED_PAGE,
+        ..Default::default()
+    };
+    crate::cluster::collect::list_query(&session.connection.client, kind, &query)
         .await
         .map_err(|err| session.connection.explain(&err))
 }
+
+/// Page size of the lists of a tool's record objects by label: a few objects among possibly
+/// many of their kind (every ConfigMap of the cluster, for a kpt inventory id). The API server
+/// reads its store page by page until a page is full, starting at this size: at the usual 500,
+/// a label that only a few of 50,000 ConfigMaps carry costs it many reads (1.6 s against
+/// 0.6 s at 10,000, the most it reads at once).
+const LABELLED_PAGE: u32 = 10_000;
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::cluster::collect::{collect, Collection, ListOptions, ListScope, Listed};
-use crate::stack::classify::{classify, classify_one, Classified, Desired, Recorded, Verdict};
+use crate::stack::classify::{classify_owned, verdict, Classified, Desired, Recorded, Verdict};
 use crate::stack::keep::{ComparedStack, KeepReason};
 // Until `warn_unlisted` and the session have their library homes (issue 12, helper `arch`).
 use crate::cluster::session::{resolve_selection, Session};
@@ -42,6 +42,9 @@ pub struct OrphanReport {
     /// What the objects of the desired sets the orphans were judged against need (kpt prunes
     /// none of it: [`crate::stack::keep::kpt_needed`]), for the plan and its re-check.
     pub needs: Needs,
+    /// The tracked objects outside the selection, every namespace, when the one listing of
+    /// [`find_with_bystanders`] found them with the selection; `None`: the plan lists them.
+    pub bystanders: Option<crate::prune::bystanders::Listing>,
 }
 
 impl OrphanReport {
@@ -106,10 +109,34 @@ pub fn read_manifests(args: &ManifestSources, reading: Reading) -> Result<Option
 /// `--tracker` select, `manifests` what [`read_manifests`] read, `options` how to list.
 pub async fn find(
     session: &Session,
+    selection: Selection,
+    desired_args: &DesiredOptions,
+    manifests: Option<Vec<Manifest>>,
+    options: ListOptions,
+) -> Result<OrphanReport, UserError> {
+    find_inner(session, selection, desired_args, manifests, options, false).await
+}
+
+/// [`find`] for a prune, which plans over the bystanders too ([`crate::prune::bystanders`]): where
+/// one listing serves both (every namespace, a selection the client tells apart by itself),
+/// the bystanders are kept from it ([`OrphanReport::bystanders`]) rather than listed again.
+pub async fn find_with_bystanders(
+    session: &Session,
+    selection: Selection,
+    desired_args: &DesiredOptions,
+    manifests: Option<Vec<Manifest>>,
+    options: ListOptions,
+) -> Result<OrphanReport, UserError> {
+    find_inner(session, selection, desired_args, manifests, options, true).await
+}
+
+async fn find_inner(
+    session: &Session,
     mut selection: Selection,
     desired_args: &DesiredOptions,
     manifests: Option<Vec<Manifest>>,
     options: ListOptions,
+    with_bystanders: bool,
 ) -> Result<OrphanReport, UserError> {
     selection.tracked_only = !desired_args.untracked;
     if let Some(tracker) = selection.tracker.as_mut() {
@@ -144,14 +171,21 @@ pub async fn find(
     refuse_unplaced(&desired)?;
     refuse_empty(&desired, desired_args.allow_empty)?;
     refuse_unresolved(&desired, desired_args.allow_unresolved)?;
-    let collection = collect(
-        &session.connection.client,
-        &session.catalog,
-        &session.scope,
-        &selection,
-        options,
-    )
-    .await;
+    let (mut collection, bystanders) =
+        if with_bystanders && crate::prune::bystanders::one_listing_serves(session, &selection) {
+            let (collection, bystanders) = crate::prune::bystanders::collect_with(session, &selection, options).await;
+            (collection, Some(bystanders))
+        } else {
+            let collection = collect(
+                &session.connection.client,
+                &session.catalog,
+                &session.scope,
+                &selection,
+                options,
+            )
+            .await;
+            (collection, None)
+        };
     warn_unlisted(&collection, session)?;
     if desired.recorded.is_none() && manifests.is_some() {
         refuse_missing_stack(&selection, &collection, session).await?;
@@ -172,6 +206,8 @@ pub async fn find(
         .as_ref()
         .map(|set| set.needs.clone())
         .unwrap_or_default();
+    // Moved into the verdicts: the report holds each listed object once.
+    let objects = std::mem::take(&mut collection.objects);
     let mut classified = match manifests.as_deref() {
         Some(manifests) if judged_by_labels(&desired) => {
             let judged = Judged {
@@ -179,9 +215,9 @@ pub async fn find(
                 manifests,
                 as_built: desired_args.as_built,
             };
-            classify_by_recorded_stack(&collection.objects, &judged, session, (&mut digest, &mut needs)).await
+            classify_by_recorded_stack(objects, &judged, session, (&mut digest, &mut needs)).await
         }
-        _ => classify(&collection.objects, &desired),
+        _ => classify_owned(objects, &desired),
     };
     spare_derived(&mut classified, session).await;
     Ok(OrphanReport {
@@ -193,6 +229,7 @@ pub async fn find(
         scope: scope_words(&session.scope),
         tracker: selection.tracker.clone(),
         needs,
+        bystanders,
     })
 }
 
@@ -563,7 +600,7 @@ struct Judged<'a> {
 }
 
 async fn classify_by_recorded_stack(
-    objects: &[Listed],
+    objects: Vec<Listed>,
     judged: &Judged<'_>,
     session: &Session,
     (digest, needs): (&mut DesiredDigest, &mut Needs),
@@ -573,7 +610,7 @@ async fn classify_by_recorded_stack(
     let mut classified = Vec::with_capacity(objects.len());
     for object in objects {
         let mut verdicts = Vec::new();
-        for key in recorded_stacks_of(object) {
+        for key in recorded_stacks_of(&object) {
             if !stacks.contains_key(&key) {
                 let judgement = stack_judgement(&key.0, &key.1, judged, session).await;
                 if let Ok(desired) = &judgement {
@@ -585,22 +622,26 @@ async fn classify_by_recorded_stack(
                 stacks.insert(key.clone(), judgement);
             }
             verdicts.push(match stacks.get(&key) {
-                Some(Ok(desired)) => classify_one(object, desired),
-                Some(Err(why)) => unknown_unless_desired(classify_one(object, base), &why.to_string()),
-                None => classify_one(object, base),
+                Some(Ok(desired)) => verdict(&object, desired),
+                Some(Err(why)) => unknown_unless_desired(verdict(&object, base), &why.to_string()),
+                None => verdict(&object, base),
             });
         }
-        classified.push(mildest(verdicts).unwrap_or_else(|| classify_one(object, base)));
+        let mildest = mildest(verdicts).unwrap_or_else(|| verdict(&object, base));
+        classified.push(Classified {
+            object,
+            verdict: mildest,
+        });
     }
     classified
 }
 
 /// Of the verdicts of every stack that marks an object, the first that is not an orphan (one
 /// tool keeping it keeps it), else the first.
-fn mildest(verdicts: Vec<Classified>) -> Option<Classified> {
+fn mildest(verdicts: Vec<Verdict>) -> Option<Verdict> {
     let kept = verdicts
         .iter()
-        .position(|c| !matches!(c.verdict, Verdict::Orphan(_)))
+        .position(|v| !matches!(v, Verdict::Orphan(_)))
         .unwrap_or(0);
     verdicts.into_iter().nth(kept)
 }
@@ -704,11 +745,11 @@ impl DesiredDigest {
 }
 
 /// An object whose stack cannot be read: never an orphan (its tool's verdict is unknown).
-fn unknown_unless_desired(mut classified: Classified, why: &str) -> Classified {
-    if matches!(classified.verdict, Verdict::Orphan(_)) {
-        classified.verdict = Verdict::Skipped(KeepReason::RecordUnreadable { why: why.to_string() });
+fn unknown_unless_desired(verdict: Verdict, why: &str) -> Verdict {
+    match verdict {
+        Verdict::Orphan(_) => Verdict::Skipped(KeepReason::RecordUnreadable { why: why.to_string() }),
+        other => other,
     }
-    classified
 }
 
 /// `--checksum` took one stack checksum as "current" and condemned everything else. Flux v1's

@@ -52,8 +52,8 @@ pub fn render_list(objects: &[Listed], output: ListOutput) -> Result<String, Use
     match output {
         ListOutput::Table => Ok(render::table(&HEADERS, objects.iter().map(row).collect())),
         ListOutput::Wide => Ok(render::table(&WIDE_HEADERS, objects.iter().map(wide_row).collect())),
-        ListOutput::Json => render::json(&as_list(objects)),
-        ListOutput::Yaml => render::yaml(&as_list(objects)),
+        ListOutput::Json => render::json(&ListDocument(objects)),
+        ListOutput::Yaml => render::yaml(&ListDocument(objects)),
         ListOutput::Name => Ok(objects.iter().map(|o| o.id().kubectl_name() + "\n").collect()),
     }
 }
@@ -103,9 +103,78 @@ fn wide_row(object: &Listed) -> Vec<String> {
 
 /// A Kubernetes `List` of the objects' metadata, as `kubectl get -o json` would frame it.
 pub fn as_list(objects: &[Listed]) -> Value {
-    let items: Vec<Value> = objects
-        .iter()
-        .map(|o| json!({"apiVersion": o.kind.api_version(), "kind": o.kind.kind, "metadata": o.meta}))
-        .collect();
+    let items: Vec<Value> = objects.iter().map(list_item).collect();
     json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items})
+}
+
+/// One item of [`as_list`].
+fn list_item(object: &Listed) -> Value {
+    json!({"apiVersion": object.kind.api_version(), "kind": object.kind.kind, "metadata": object.meta})
+}
+
+/// [`as_list`] as it is written: the same document (its keys in the same order), each item made
+/// only while it is written, so that a list of many objects is never held twice.
+pub struct ListDocument<'a>(pub &'a [Listed]);
+
+impl serde::Serialize for ListDocument<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        // A `Value`'s keys are sorted: apiVersion, items, kind, metadata.
+        let mut map = serializer.serialize_map(Some(4))?;
+        map.serialize_entry("apiVersion", "v1")?;
+        map.serialize_entry("items", &ListItems(self.0))?;
+        map.serialize_entry("kind", "List")?;
+        map.serialize_entry("metadata", &serde_json::Map::new())?;
+        map.end()
+    }
+}
+
+struct ListItems<'a>(&'a [Listed]);
+
+impl serde::Serialize for ListItems<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut items = serializer.serialize_seq(Some(self.0.len()))?;
+        for object in self.0 {
+            items.serialize_element(&list_item(object))?;
+        }
+        items.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn the_list_document_is_written_as_the_list_value() {
+        let kind = |group: &str, k: &str| Arc::new(crate::cluster::fixtures::kind(group, k, true));
+        let meta = |name: &str, ns: Option<&str>| kube::core::ObjectMeta {
+            name: Some(name.into()),
+            namespace: ns.map(String::from),
+            uid: Some(format!("uid-{name}")),
+            labels: Some([("b".to_string(), "2".to_string()), ("a".to_string(), "1".to_string())].into()),
+            finalizers: Some(vec!["example.com/f".into()]),
+            ..Default::default()
+        };
+        for objects in [
+            vec![],
+            vec![
+                Listed::new(kind("", "ConfigMap"), meta("a", Some("default"))),
+                Listed::new(kind("apps", "Deployment"), meta("web", Some("team"))),
+                Listed::new(kind("", "Namespace"), meta("team", None)),
+            ],
+        ] {
+            let document = ListDocument(&objects);
+            assert_eq!(
+                render::json(&document).unwrap(),
+                render::json(&as_list(&objects)).unwrap()
+            );
+            assert_eq!(
+                render::yaml(&document).unwrap(),
+                render::yaml(&as_list(&objects)).unwrap()
+            );
+        }
+    }
 }

@@ -15,7 +15,7 @@ use crate::prune::report::{print_plan, report_saved, Format, View};
 use crate::prune::run::{run_waves, suspend_for, RunOptions};
 use crate::prune::teardown::PrunePlan;
 use crate::prune::{plan_orphans, plan_teardown, PlanRequest};
-use crate::stack::orphans::{find, read_manifests};
+use crate::stack::orphans::{find_with_bystanders, read_manifests};
 
 /// Runs `prune`.
 pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8> {
@@ -58,7 +58,7 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
         plan_teardown(&session, &request).await?
     } else {
         let selection = crate::cli::selection(&args.selection)?;
-        let report = find(
+        let report = find_with_bystanders(
             &session,
             selection,
             &(&args.desired).into(),

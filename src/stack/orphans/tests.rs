@@ -106,7 +106,7 @@ fn one_stack_keeping_an_object_keeps_it() {
         object,
         verdict: Verdict::Skipped(KeepReason::NotInInventory { inventory: "x".into() }),
     };
-    let verdict = |v: Vec<Classified>| mildest(v).map(|c| c.verdict);
+    let verdict = |v: Vec<Classified>| mildest(v.into_iter().map(|c| c.verdict).collect());
     assert_eq!(verdict(vec![orphan.clone(), kept.clone()]), Some(kept.verdict.clone()));
     assert_eq!(verdict(vec![orphan.clone()]), Some(orphan.verdict.clone()));
     assert_eq!(verdict(vec![]), None);
@@ -119,9 +119,9 @@ fn an_unreadable_stack_makes_no_orphan_but_leaves_other_verdicts() {
         object: object.clone(),
         verdict: Verdict::Orphan(OrphanReason::NotInDesiredSet),
     };
-    let judged = unknown_unless_desired(orphan, "Kustomization f/apps cannot be read");
+    let judged = unknown_unless_desired(orphan.verdict, "Kustomization f/apps cannot be read");
     assert_eq!(
-        judged.verdict,
+        judged,
         Verdict::Skipped(KeepReason::RecordUnreadable {
             why: "Kustomization f/apps cannot be read".into()
         })
@@ -130,7 +130,7 @@ fn an_unreadable_stack_makes_no_orphan_but_leaves_other_verdicts() {
         object,
         verdict: Verdict::Desired,
     };
-    assert_eq!(unknown_unless_desired(desired, "x").verdict, Verdict::Desired);
+    assert_eq!(unknown_unless_desired(desired.verdict, "x"), Verdict::Desired);
 }
 
 #[test]
