@@ -6,7 +6,7 @@ use crate::cluster::collect::ListOptions;
 use crate::cluster::session::SessionOptions;
 use crate::error::UserError;
 use crate::model::trackers::{Selection, Tracker};
-use crate::stack::orphans::{DesiredOptions, ManifestSources};
+use crate::prune::orphans::{DesiredOptions, ManifestSources};
 
 impl GlobalArgs {
     /// The connection flags, for the client.
@@ -59,6 +59,28 @@ pub fn list_options(tuning: &ListTuning) -> ListOptions {
     }
 }
 
+impl From<&ManifestArgs> for ManifestSources {
+    fn from(args: &ManifestArgs) -> Self {
+        Self {
+            filenames: args.filenames.clone(),
+            kustomize: args.kustomize.clone(),
+        }
+    }
+}
+
+impl From<&DesiredArgs> for DesiredOptions {
+    fn from(args: &DesiredArgs) -> Self {
+        Self {
+            inventory: args.inventory.clone(),
+            checksum: args.checksum.clone(),
+            allow_empty: args.allow_empty,
+            allow_unresolved: args.allow_unresolved,
+            untracked: args.untracked,
+            as_built: args.as_built,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
@@ -100,27 +122,5 @@ mod tests {
         assert_eq!(connect.client_key, Some(PathBuf::from("/k")));
         let explicit = Cli::try_parse_from(["kubectl-stack", "list", "--insecure-skip-tls-verify=false"]).unwrap();
         assert!(!explicit.global.insecure_skip_tls_verify);
-    }
-}
-
-impl From<&ManifestArgs> for ManifestSources {
-    fn from(args: &ManifestArgs) -> Self {
-        Self {
-            filenames: args.filenames.clone(),
-            kustomize: args.kustomize.clone(),
-        }
-    }
-}
-
-impl From<&DesiredArgs> for DesiredOptions {
-    fn from(args: &DesiredArgs) -> Self {
-        Self {
-            inventory: args.inventory.clone(),
-            checksum: args.checksum.clone(),
-            allow_empty: args.allow_empty,
-            allow_unresolved: args.allow_unresolved,
-            untracked: args.untracked,
-            as_built: args.as_built,
-        }
     }
 }

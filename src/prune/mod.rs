@@ -2,6 +2,11 @@
 //! the planned Namespaces and CRDs would take beyond it, and the parents that would undo it;
 //! then the refusals ([`refusals`]) and the run ([`run`]). `commands::prune` only parses, asks
 //! and calls these.
+//!
+//! The layer holds every step of a prune: the orphan finder ([`orphans`]) and the teardown
+//! closure ([`teardown`]), the safeguards and cascades, the re-check before every wave
+//! ([`recheck`]), Flux suspensions ([`suspend`]), execution ([`execute`]), the plan file and the
+//! report.
 
 pub mod refusals;
 pub mod run;
@@ -10,6 +15,7 @@ mod targets;
 pub mod bystanders;
 pub mod cascade;
 pub mod execute;
+pub mod orphans;
 pub mod plan_file;
 pub mod plan_table;
 pub mod recheck;
@@ -29,10 +35,10 @@ use crate::model::identity::ObjectId;
 use crate::model::trackers::Preset;
 use crate::prune::cascade::find_cascades;
 use crate::prune::cascade::owners::{kept_on_their_own, Counted};
+use crate::prune::orphans::OrphanReport;
 use crate::prune::teardown::{plan, teardown_closure, Kept, Mode, PrunePlan, Snapshot};
 use crate::stack::classify::Verdict;
 use crate::stack::keep::KeepReason;
-use crate::stack::orphans::OrphanReport;
 use crate::stack::parents::read_suspended;
 
 use refusals::{describe_cascade, refuse_unlisted};

@@ -30,7 +30,7 @@ pub struct Request {
     /// The selector (`-l`), if any.
     pub selector: Option<String>,
     /// For an orphan prune, the digest of the desired set the orphans were judged against
-    /// ([`crate::stack::orphans::DesiredDigest`]): `--plan` runs only against the same one.
+    /// ([`crate::prune::orphans::DesiredDigest`]): `--plan` runs only against the same one.
     pub desired: Option<String>,
 }
 

@@ -11,9 +11,9 @@ use crate::graph::offline::offline_graph;
 use crate::graph::output;
 use crate::graph::plan::{plan_apply, plan_deletion, Cycle, Plan};
 use crate::graph::Graph;
+use crate::prune::orphans::read_manifests;
 use crate::render;
 use crate::stack::listing::incomplete;
-use crate::stack::orphans::read_manifests;
 
 /// Runs `graph`.
 pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {

@@ -1,15 +1,15 @@
 //! `kubectl stack orphans`: tracked objects that are no longer desired, each with the reason.
-//! The finding is [`crate::stack::orphans`]; this command parses, calls it and renders.
+//! The finding is [`crate::prune::orphans`]; this command parses, calls it and renders.
 
 use serde_json::{json, Value};
 
 use crate::cli::{list_options, selection, GlobalArgs, ListOutput, OrphansArgs};
 use crate::cluster::session::Session;
 use crate::error::{exit, UserError};
+use crate::prune::orphans::{find, read_manifests, OrphanReport};
 use crate::render;
 use crate::stack::classify::{Classified, Verdict};
 use crate::stack::listing::{gaps, incomplete, status, tracked_by};
-use crate::stack::orphans::{find, read_manifests, OrphanReport};
 
 /// Runs `orphans`.
 pub async fn run(global: &GlobalArgs, args: OrphansArgs) -> anyhow::Result<u8> {

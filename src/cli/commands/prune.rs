@@ -9,13 +9,13 @@ use crate::cluster::collect::ListScope;
 use crate::cluster::session::Session;
 use crate::error::{exit, UserError};
 use crate::prune::execute::ExecOptions;
+use crate::prune::orphans::{find_with_bystanders, read_manifests};
 use crate::prune::plan_file::{self, Place, Request};
 use crate::prune::refusals::{refuse_cascades, refuse_changed, refuse_parents};
 use crate::prune::report::{print_plan, report_saved, Format, View};
 use crate::prune::run::{run_waves, suspend_for, RunOptions};
 use crate::prune::teardown::PrunePlan;
 use crate::prune::{plan_orphans, plan_teardown, PlanRequest};
-use crate::stack::orphans::{find_with_bystanders, read_manifests};
 
 /// Runs `prune`.
 pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8> {

@@ -26,7 +26,7 @@ impl OrphanRecords {
         let mut found = HashMap::new();
         for object in objects {
             for mark in marks(&object.meta) {
-                if found.contains_key(&mark) || !crate::stack::orphans::has_record(mark.preset) {
+                if found.contains_key(&mark) || !crate::prune::orphans::has_record(mark.preset) {
                     continue;
                 }
                 let now = crate::stack::inventory::record_of(mark.preset, &mark.value, session)
