@@ -76,6 +76,7 @@ phase_done "set-up (test cluster)"
 echo "== format and lint" >&2
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
+python3 scripts/layers.py
 phase_done "fmt and clippy"
 
 echo "== tests (unit, end-to-end against the real cluster, and the benchmarks' smoke form)" >&2
