@@ -110,7 +110,7 @@ impl Suspensions {
     /// (a write since the read is read again). An error says why it could not: when the
     /// suspension is no longer the run's, the run gives it up (never lifts it, nor reports it as
     /// its own), and the object is left suspended.
-    pub async fn lift(&mut self, client: &Client, target: &Target) -> Result<(), String> {
+    pub async fn lift(&mut self, client: &Client, target: &Target) -> Result<(), LiftError> {
         let Some(index) = self
             .entries
             .iter()
@@ -123,7 +123,7 @@ impl Suspensions {
             let current = match with_retries("get", || api.get_opt(&target.id.name)).await {
                 Ok(Some(object)) => object,
                 Ok(None) => return Ok(()),
-                Err(err) => return Err(root_cause(&err)),
+                Err(err) => return Err(LiftError::Unread(root_cause(&err))),
             };
             if !self.holds_now(&target.id, &current.metadata, is_suspended(&current.data)) {
                 self.entries[index].given_up = true;
@@ -131,9 +131,7 @@ impl Suspensions {
                     "{} was suspended by someone else since this run suspended it: that suspension is kept, and the run does not lift it",
                     target.id
                 );
-                return Err(format!(
-                    "its spec.suspend was set by someone else since this run suspended it ({SUSPENDED_BY} or spec.suspend's writer changed), so it is not this run's to lift"
-                ));
+                return Err(LiftError::NotOurs);
             }
             let entry = &self.entries[index];
             match set_suspend(
@@ -151,11 +149,28 @@ impl Suspensions {
                     return Ok(());
                 }
                 Err(SetError::Conflict) => continue,
-                Err(SetError::Failed(why)) => return Err(why),
+                Err(SetError::Failed(why)) => return Err(LiftError::Failed(why)),
             }
         }
-        Err("it kept changing while its suspension was being lifted".to_string())
+        Err(LiftError::KeptChanging)
     }
+}
+
+/// Why a suspension the run set could not be lifted.
+#[derive(Debug, thiserror::Error)]
+pub enum LiftError {
+    /// The object could not be read.
+    #[error("{0}")]
+    Unread(String),
+    /// Someone else suspended it since: the suspension is theirs now.
+    #[error("its spec.suspend was set by someone else since this run suspended it ({SUSPENDED_BY} or spec.suspend's writer changed), so it is not this run's to lift")]
+    NotOurs,
+    /// The PATCH that lifts it failed.
+    #[error("{0}")]
+    Failed(String),
+    /// Every try met a newer resourceVersion.
+    #[error("it kept changing while its suspension was being lifted")]
+    KeptChanging,
 }
 
 /// Whether a target is a Flux object that can be suspended.

@@ -168,7 +168,10 @@ pub async fn impersonation_over(
     match denied_deletes(session, &user, controller, members).await {
         Ok(denied) if denied.is_empty() => Impersonation::Found,
         Ok(denied) => Impersonation::Limited(denied),
-        Err(why) => Impersonation::Unreadable(format!("whether it may delete its members could not be asked ({why})")),
+        Err(err) => Impersonation::Unreadable(format!(
+            "whether it may delete its members could not be asked ({})",
+            crate::error::root_cause(&err)
+        )),
     }
 }
 
@@ -211,6 +214,9 @@ fn delete_review(
     }
 }
 
+/// The members an account may not delete, each with why.
+type DeniedDeletes = std::collections::BTreeMap<ObjectId, String>;
+
 /// The recorded members that `user` (the ServiceAccount a Flux stack impersonates) may not
 /// delete, each with why, asked of the API server with a SubjectAccessReview per member: the
 /// authorizer `controller`'s impersonated DELETE meets (see [`delete_review`]). A member
@@ -221,7 +227,7 @@ async fn denied_deletes(
     user: &str,
     controller: &str,
     members: HashSet<ObjectId>,
-) -> Result<std::collections::BTreeMap<ObjectId, String>, String> {
+) -> Result<DeniedDeletes, kube::Error> {
     use futures::stream::{StreamExt, TryStreamExt};
     use k8s_openapi::api::authorization::v1::SubjectAccessReview;
     let api: kube::Api<SubjectAccessReview> = kube::Api::all(session.connection.client.clone());
@@ -236,9 +242,7 @@ async fn denied_deletes(
             async move {
                 let params = kube::api::PostParams::default();
                 let answer = with_retries("review access", || api.create(&params, &review)).await;
-                answer
-                    .map(|done| (member, done.status.is_some_and(|s| s.allowed)))
-                    .map_err(|err| crate::error::root_cause(&err))
+                answer.map(|done| (member, done.status.is_some_and(|s| s.allowed)))
             }
         })
         .buffer_unordered(8)

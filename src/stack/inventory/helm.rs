@@ -474,9 +474,34 @@ const HELM_RESOURCE_POLICY: &str = "helm.sh/resource-policy";
 /// JSON compresses about tenfold; more is a decompression bomb, not a release.
 const MAX_RELEASE_BYTES: u64 = 64 << 20;
 
+/// Why a Helm release Secret's release cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReleaseUnreadable {
+    /// The Secret has no `data.release`.
+    #[error("no data.release")]
+    Missing,
+    /// One of the two base64 layers does not decode.
+    #[error("{layer} is not base64: {source}")]
+    NotBase64 {
+        /// Which layer: the API's (`data.release`) or Helm's (`release`).
+        layer: &'static str,
+        /// The decoder's error.
+        source: base64::DecodeError,
+    },
+    /// The gzip stream does not decompress.
+    #[error("release is not gzip: {0}")]
+    NotGzip(std::io::Error),
+    /// It decompresses to more than a release can be: a decompression bomb.
+    #[error("release is larger than {} MiB once decompressed (a release Secret holds at most 1 MiB)", MAX_RELEASE_BYTES >> 20)]
+    TooLarge,
+    /// The decompressed release is not JSON.
+    #[error("release is not JSON: {0}")]
+    NotJson(serde_json::Error),
+}
+
 /// The `manifest` of a Helm release Secret: `data.release` is base64 (the API's) of base64
 /// (Helm's) of gzip of JSON. The Secret's data is never printed.
-pub fn helm_manifest(secret: &DynamicObject) -> Result<String, String> {
+pub fn helm_manifest(secret: &DynamicObject) -> Result<String, ReleaseUnreadable> {
     Ok(helm_release(secret)?
         .get("manifest")
         .and_then(Value::as_str)
@@ -485,36 +510,37 @@ pub fn helm_manifest(secret: &DynamicObject) -> Result<String, String> {
 }
 
 /// The release JSON of a Helm release Secret (see [`helm_manifest`]).
-fn helm_release(secret: &DynamicObject) -> Result<Value, String> {
+fn helm_release(secret: &DynamicObject) -> Result<Value, ReleaseUnreadable> {
     let engine = base64::engine::general_purpose::STANDARD;
     let field = secret
         .data
         .pointer("/data/release")
         .and_then(Value::as_str)
-        .ok_or("no data.release")?;
-    let helm_encoded = engine
-        .decode(field)
-        .map_err(|e| format!("data.release is not base64: {e}"))?;
+        .ok_or(ReleaseUnreadable::Missing)?;
+    let helm_encoded = engine.decode(field).map_err(|source| ReleaseUnreadable::NotBase64 {
+        layer: "data.release",
+        source,
+    })?;
     let compressed = engine
         .decode(&helm_encoded)
-        .map_err(|e| format!("release is not base64: {e}"))?;
+        .map_err(|source| ReleaseUnreadable::NotBase64 {
+            layer: "release",
+            source,
+        })?;
     let json = if compressed.starts_with(&[0x1f, 0x8b]) {
         let mut text = Vec::new();
         flate2::read::GzDecoder::new(compressed.as_slice())
             .take(MAX_RELEASE_BYTES + 1)
             .read_to_end(&mut text)
-            .map_err(|e| format!("release is not gzip: {e}"))?;
+            .map_err(ReleaseUnreadable::NotGzip)?;
         if text.len() as u64 > MAX_RELEASE_BYTES {
-            return Err(format!(
-                "release is larger than {} MiB once decompressed (a release Secret holds at most 1 MiB)",
-                MAX_RELEASE_BYTES >> 20
-            ));
+            return Err(ReleaseUnreadable::TooLarge);
         }
         text
     } else {
         compressed
     };
-    serde_json::from_slice(&json).map_err(|e| format!("release is not JSON: {e}"))
+    serde_json::from_slice(&json).map_err(ReleaseUnreadable::NotJson)
 }
 
 #[cfg(test)]
@@ -625,6 +651,7 @@ mod tests {
         }))
         .unwrap();
         let refused = helm_manifest(&secret).unwrap_err();
-        assert!(refused.contains("larger than"), "{refused}");
+        assert!(matches!(refused, ReleaseUnreadable::TooLarge), "{refused}");
+        assert!(refused.to_string().contains("larger than"), "{refused}");
     }
 }
