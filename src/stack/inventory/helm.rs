@@ -14,7 +14,7 @@ use crate::error::{is_not_found, UserError};
 use crate::model::trackers::{MarkValue, Preset, Tracker};
 use crate::stack::classify::Recorded;
 use crate::stack::desired::{DesiredSet, Origin, Scopes};
-use crate::stack::manifest::{parse_text_by_document, Manifest};
+use crate::stack::manifest::{parse_text_by_document, Document, Manifest};
 
 mod revision;
 use revision::Unchosen;
@@ -314,29 +314,7 @@ pub(super) async fn load_helm(
         .to_string();
     let documents = parse_text_by_document(manifest, &format!("helm release {namespace}/{release} v{version}"))?;
     let all: Vec<Manifest> = documents.iter().flat_map(|d| d.manifests.iter().cloned()).collect();
-    // Helm keeps what its manifest marks `helm.sh/resource-policy: keep`, read from the head of
-    // each document of the release manifest (helm/helm `pkg/action/resource_policy.go`
-    // `filterManifestsToKeep`; a `List`'s head keeps all its items): never a member to delete,
-    // whatever the live object says. An item that marks itself is kept too (Helm would delete
-    // it with its List; keeping it is the safe side).
-    let (mut kept, mut manifests) = (Vec::new(), Vec::new());
-    for document in documents {
-        let head_keeps = document
-            .head_annotations
-            .get(HELM_RESOURCE_POLICY)
-            .and_then(Value::as_str)
-            .is_some_and(crate::model::trackers::helm_keeps);
-        for manifest in document.manifests {
-            let keeps = manifest
-                .annotation(HELM_RESOURCE_POLICY)
-                .is_some_and(crate::model::trackers::helm_keeps);
-            if head_keeps || keeps {
-                kept.push(manifest);
-            } else {
-                manifests.push(manifest);
-            }
-        }
-    }
+    let (kept, manifests) = split_kept(documents);
     let upgrade_unserved = (revision == HelmRevision::LastDeployed)
         .then(|| unserved_entries(&all, &session.catalog))
         .flatten();
@@ -465,6 +443,34 @@ async fn release_history(
             })
         })
         .collect()
+}
+
+/// A release's manifests split into those Helm keeps and the others. Helm keeps what its
+/// manifest marks `helm.sh/resource-policy: keep`, read from the head of each document of the
+/// release manifest (helm/helm `pkg/action/resource_policy.go` `filterManifestsToKeep`; a
+/// `List`'s head keeps all its items): never a member to delete, whatever the live object says.
+/// An item that marks itself is kept too (Helm would delete it with its List; keeping it is the
+/// safe side).
+fn split_kept(documents: Vec<Document>) -> (Vec<Manifest>, Vec<Manifest>) {
+    let (mut kept, mut deleted) = (Vec::new(), Vec::new());
+    for document in documents {
+        let head_keeps = document
+            .head_annotations
+            .get(HELM_RESOURCE_POLICY)
+            .and_then(Value::as_str)
+            .is_some_and(crate::model::trackers::helm_keeps);
+        for manifest in document.manifests {
+            let keeps = manifest
+                .annotation(HELM_RESOURCE_POLICY)
+                .is_some_and(crate::model::trackers::helm_keeps);
+            if head_keeps || keeps {
+                kept.push(manifest);
+            } else {
+                deleted.push(manifest);
+            }
+        }
+    }
+    (kept, deleted)
 }
 
 /// Helm's keep policy annotation.
