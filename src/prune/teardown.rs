@@ -117,39 +117,109 @@ pub fn plan(
     mode: Mode,
 ) -> Result<PrunePlan, UserError> {
     let graph = snapshot.graph;
-    let object_of = |index: usize| snapshot.objects.get(&graph.nodes[index].id);
     let all_keys: Vec<(Preset, MarkValue)> = snapshot.objects.values().filter_map(tracker_key).collect();
     let trackers = Trackers::new(all_keys.iter());
-    let mut targets: BTreeMap<usize, String> = BTreeMap::new();
+    let teardown = matches!(mode, Mode::Teardown(_));
+    let (orphan_tracker, needs) = match &mode {
+        Mode::Orphans(tracker, needs) => (tracker.clone(), needs.clone()),
+        Mode::Teardown(_) => (None, Needs::default()),
+    };
+    let asked = Asked {
+        trackers: &trackers,
+        orphan_tracker: orphan_tracker.as_ref(),
+        needs: &needs,
+        teardown,
+    };
+    let mut targets = first_verdicts(snapshot, chosen, &asked, &mut kept);
+    let torn_down = settle(snapshot, catalog, &mode, &mut targets, &mut kept);
+    if teardown {
+        kept.extend(ambiguous_members(snapshot, &trackers, &torn_down, &targets));
+        let unplanned = unplanned_record_members(snapshot, &targets, &kept);
+        kept.extend(unplanned);
+    }
+    let (mut warnings, parents) = if teardown {
+        let planned = targets.keys().filter_map(|&i| snapshot.objects.get(&graph.nodes[i].id));
+        let parents = find_parents(planned, snapshot.objects.values(), &torn_down);
+        (parent_warnings(snapshot, &targets, &torn_down, &parents), parents)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let indices: HashSet<usize> = targets.keys().copied().collect();
+    warnings.extend(unordered_needs(graph, &indices));
+    let (waves, unsatisfied) = waves_of(snapshot, &targets)?;
+    warnings.extend(unsatisfied);
+    // One line per object: the first reason found stands (the sort is stable).
+    kept.sort_by(|a, b| a.id.cmp(&b.id));
+    kept.dedup_by(|a, b| a.id == b.id);
+    let keep_suspended = keep_suspended(graph, &indices, &kept);
+    Ok(PrunePlan {
+        waves,
+        // Set by the caller, which knows whether the graph inferred (`pruning::finish_plan`).
+        infer: false,
+        orphan_dependents: graph.orphan_dependents,
+        kept,
+        torn_down,
+        trackers,
+        tracker: orphan_tracker,
+        needs,
+        recorded_stacks: indices
+            .iter()
+            .filter(|i| graph.inventories.contains_key(i))
+            .map(|&i| graph.nodes[i].id.clone())
+            .collect(),
+        depends_on: planned_dependencies(graph, &indices),
+        warnings,
+        trackers_of: trackers_of(graph, &indices),
+        keep_suspended,
+        cascades: Vec::new(),
+        parents,
+    })
+}
+
+/// What the keep chain is asked of each chosen node.
+struct Asked<'a> {
+    trackers: &'a Trackers,
+    orphan_tracker: Option<&'a Tracker>,
+    needs: &'a Needs,
+    teardown: bool,
+}
+
+/// The chosen nodes the keep chain lets go, each with why it was chosen; the others are kept,
+/// each with its reason.
+fn first_verdicts(
+    snapshot: &Snapshot,
+    chosen: HashMap<usize, String>,
+    asked: &Asked,
+    kept: &mut Vec<Kept>,
+) -> BTreeMap<usize, String> {
+    let graph = snapshot.graph;
     let chosen_nodes: HashSet<usize> = chosen.keys().copied().collect();
     let named: HashSet<usize> = chosen
         .iter()
         .filter(|(_, why)| *why == "named")
         .map(|(&i, _)| i)
         .collect();
-    let teardown = matches!(mode, Mode::Teardown(_));
-    let (orphan_tracker, needs) = match &mode {
-        Mode::Orphans(tracker, needs) => (tracker.clone(), needs.clone()),
-        Mode::Teardown(_) => (None, Needs::default()),
-    };
+    let mut targets = BTreeMap::new();
     for (index, why) in chosen {
-        let Some(object) = object_of(index) else { continue };
+        let Some(object) = snapshot.objects.get(&graph.nodes[index].id) else {
+            continue;
+        };
         let context = keep::Context {
-            question: match teardown {
+            question: match asked.teardown {
                 true => Question::Teardown {
                     claims: claims(graph, index, &chosen_nodes, &named),
                 },
                 // The orphans were judged (with their stack) when they were classified; the
                 // tool the user named is asked again, as then.
                 false => Question::Orphan {
-                    tracker: orphan_tracker.as_ref(),
+                    tracker: asked.orphan_tracker,
                     recorded: None,
                     compared: true,
                     stack: None,
-                    needs: Some(&needs),
+                    needs: Some(asked.needs),
                 },
             },
-            trackers: Some(&trackers),
+            trackers: Some(asked.trackers),
         };
         // An orphan prune plans orphans already being deleted, to wait for them.
         match keep::reason(object, &context).filter(|r| *r != KeepReason::Terminating) {
@@ -162,6 +232,21 @@ pub fn plan(
             }
         }
     }
+    targets
+}
+
+/// Applies the safeguards until nothing changes: what another stack still tracks, what
+/// something that stays needs, and what a Namespace or CRD that stays holds are kept out of
+/// `targets` (into `kept`). Returns the stacks the plan tears down, as last settled.
+fn settle(
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+    mode: &Mode,
+    targets: &mut BTreeMap<usize, String>,
+    kept: &mut Vec<Kept>,
+) -> TornDown {
+    let graph = snapshot.graph;
+    let object_of = |index: usize| snapshot.objects.get(&graph.nodes[index].id);
     let owners_of: HashMap<String, Vec<String>> = snapshot
         .objects
         .values()
@@ -180,7 +265,7 @@ pub fn plan(
     let mut torn_down = TornDown::default();
     loop {
         let before = targets.len();
-        if let Mode::Teardown(gone) = &mode {
+        if let Mode::Teardown(gone) = mode {
             let planned_keys = targets.keys().filter_map(|&i| object_of(i).and_then(tracker_key));
             // A torn-down HelmRelease's Helm release (as its record names it) is its own.
             let aliases = targets
@@ -199,7 +284,7 @@ pub fn plan(
                     tracked_elsewhere(&object.meta, &torn_down).map(|why| (i, why))
                 })
                 .collect();
-            keep_out(graph, &mut targets, &mut kept, shared);
+            keep_out(graph, targets, kept, shared);
         }
         let planned_uids: HashSet<String> = targets
             .keys()
@@ -217,85 +302,58 @@ pub fn plan(
         };
         let planned: HashSet<usize> = targets.keys().copied().collect();
         let needed: Vec<(usize, KeepReason)> = needed_by_staying(graph, &planned, stays).into_iter().collect();
-        let held = holders(snapshot, catalog, &targets, &stays);
-        keep_out(graph, &mut targets, &mut kept, needed);
-        keep_out(graph, &mut targets, &mut kept, held);
+        let held = holders(snapshot, catalog, targets, &stays);
+        keep_out(graph, targets, kept, needed);
+        keep_out(graph, targets, kept, held);
         if targets.len() == before {
-            break;
+            return torn_down;
         }
     }
-    if teardown {
-        kept.extend(ambiguous_members(snapshot, &trackers, &torn_down, &targets));
-        let unplanned = unplanned_record_members(snapshot, &targets, &kept);
-        kept.extend(unplanned);
-    }
-    let (warnings, parents) = if teardown {
-        let planned = targets.keys().filter_map(|&i| object_of(i));
-        let parents = find_parents(planned, snapshot.objects.values(), &torn_down);
-        (parent_warnings(snapshot, &targets, &torn_down, &parents), parents)
-    } else {
-        (Vec::new(), Vec::new())
-    };
+}
+
+/// The waves of the planned `targets`, in the deletion order of the graph, with the orders no
+/// wave can satisfy (told as warnings); a dependency cycle is an error.
+fn waves_of(
+    snapshot: &Snapshot,
+    targets: &BTreeMap<usize, String>,
+) -> Result<(Vec<Vec<Target>>, Vec<String>), UserError> {
+    let graph = snapshot.graph;
     let indices: HashSet<usize> = targets.keys().copied().collect();
-    let mut warnings = warnings;
-    warnings.extend(unordered_needs(graph, &indices));
     let (order, unsatisfied) = plan_deletion_told(graph, &indices).map_err(|cycle| {
         UserError::new(exit::CYCLE, format!("dependency cycle: {}", cycle_path(graph, &cycle)))
             .hint("no deletion order exists; fix the dependsOn/depends-on annotations")
     })?;
-    warnings.extend(unsatisfied);
     let waves = order
         .waves
         .iter()
         .map(|wave| {
             wave.iter()
                 .filter_map(|&index| {
-                    let object = object_of(index)?;
+                    let object = snapshot.objects.get(&graph.nodes[index].id)?;
                     let why = crate::graph::output::plan_why(graph, index, &indices, targets.get(&index));
                     Some(target(object, why))
                 })
                 .collect()
         })
         .collect();
-    // One line per object: the first reason found stands (the sort is stable).
-    kept.sort_by(|a, b| a.id.cmp(&b.id));
-    kept.dedup_by(|a, b| a.id == b.id);
-    let trackers_of = trackers_of(graph, &indices);
-    // A member kept because its Kustomization records no inventory needs no suspension: its
-    // controller's clean-up deletes nothing of it.
+    Ok((waves, unsatisfied))
+}
+
+/// The planned tracking objects that must be deleted still suspended: a member they record is
+/// kept. A member kept because its Kustomization records no inventory needs no suspension: its
+/// controller's clean-up deletes nothing of it.
+fn keep_suspended(graph: &Graph, indices: &HashSet<usize>, kept: &[Kept]) -> HashSet<ObjectId> {
     let kept_ids: HashSet<&ObjectId> = kept
         .iter()
         .filter(|k| !matches!(k.reason, KeepReason::NoInventory { .. }))
         .map(|k| &k.id)
         .collect();
-    let keep_suspended = graph
+    graph
         .members
         .iter()
         .filter(|m| indices.contains(&m.owner) && kept_ids.contains(&graph.nodes[m.member].id))
         .map(|m| graph.nodes[m.owner].id.clone())
-        .collect();
-    Ok(PrunePlan {
-        waves,
-        // Set by the caller, which knows whether the graph inferred (`pruning::finish_plan`).
-        infer: false,
-        orphan_dependents: graph.orphan_dependents,
-        kept,
-        torn_down,
-        trackers,
-        tracker: orphan_tracker,
-        needs,
-        recorded_stacks: indices
-            .iter()
-            .filter(|i| graph.inventories.contains_key(i))
-            .map(|&i| graph.nodes[i].id.clone())
-            .collect(),
-        depends_on: planned_dependencies(graph, &indices),
-        warnings,
-        trackers_of,
-        keep_suspended,
-        cascades: Vec::new(),
-        parents,
-    })
+        .collect()
 }
 
 /// Rule "what dies goes before what it needs", where it cannot hold: an inferred need between
