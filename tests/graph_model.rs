@@ -2895,7 +2895,7 @@ impl Drop for StandInNs {
 /// their operator as `metadata.finalizers` do. Stack `op` holds the CRD of the group and its
 /// operator; stack `nsf` a Namespace with the operator's spec finalizer and a ConfigMap in it; an
 /// untracked Namespace carries it too. While the untracked one stays, a teardown of `op` keeps
-/// the operator; once it is gone, tearing `nsf` and `op` down deletes the Namespace first, while
+/// the operator, and `stuck` names that operator for it once it terminates; once it is gone, tearing `nsf` and `op` down deletes the Namespace first, while
 /// the operator finalizes it.
 #[test]
 fn a_namespaces_spec_finalizer_keeps_its_operator_and_goes_first() {
@@ -2942,8 +2942,18 @@ fn a_namespaces_spec_finalizer_keeps_its_operator_and_goes_first() {
     assert!(why.contains("inferred: finalizer"), "{why}");
 
     // Gone (its operator's entry taken out by hand): `nsf` and `op` go, the Namespace first.
-    let hand = namespace_stand_in(&untracked, &finalizer, || true);
     kubectl(&["delete", "namespace", &untracked, "--wait=false"]);
+    // `stuck` names the operator the spec finalizer waits for.
+    let stuck = stack(&["stuck", &format!("namespace/{untracked}")]);
+    assert!(
+        stuck.stdout.contains(&format!(
+            "finalizer {finalizer} belongs to the controller of CRD {resource}"
+        )),
+        "{}\n{}",
+        stuck.stdout,
+        stuck.stderr
+    );
+    let hand = namespace_stand_in(&untracked, &finalizer, || true);
     wait_until(Duration::from_secs(60), || !exists("namespace", None, &untracked));
     hand.stop();
     let both = ["prune", "-n", &f, "kustomization/nsf", "kustomization/op"];
