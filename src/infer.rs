@@ -21,7 +21,8 @@ mod volumes;
 pub use rbac::{aggregates, grants_an_operator_group, may_name_an_operator, role_ref, selector_matches, BOOTSTRAPPING};
 use volumes::volume_edges;
 
-/// The kinds whose whole objects inference reads (the rest needs only metadata).
+/// The kinds whose whole objects inference reads (the rest needs only metadata). A CRD is read
+/// trimmed to its conversion webhook ([`crate::stayers::trimmed_crds`]).
 pub const SPEC_KINDS: [(&str, &str); 19] = [
     ("", "Namespace"),
     ("apiextensions.k8s.io", "CustomResourceDefinition"),

@@ -371,11 +371,7 @@ pub async fn graph_of_with(
 /// Adds the stayers listed whole ([`crate::stayers::list_whole`]) that are no nodes yet. A stayer
 /// that is tracked too is a node already: its body is attached here, as is a CRD's trimmed body
 /// ([`crate::stayers::trimmed_crds`], read with the stayers: not read again).
-fn add_stayers(
-    inputs: &mut Vec<NodeInput>,
-    objects: &mut HashMap<ObjectId, Listed>,
-    stayers: crate::stayers::Whole,
-) {
+fn add_stayers(inputs: &mut Vec<NodeInput>, objects: &mut HashMap<ObjectId, Listed>, stayers: crate::stayers::Whole) {
     let mut bodies: HashMap<ObjectId, serde_json::Value> = stayers.crd_bodies;
     for (object, body) in stayers.objects {
         match objects.entry(object.id()) {
@@ -571,9 +567,7 @@ async fn settle_owner_chain(session: &Session, graph: &mut Graph, refs: Vec<(Opt
     let mut seen: HashSet<(String, Option<String>)> = HashSet::new();
     let mut pending = refs;
     while !pending.is_empty() {
-        pending.retain(|(namespace, r)| {
-            !node_uids.contains(&r.uid) && seen.insert((r.uid.clone(), namespace.clone()))
-        });
+        pending.retain(|(namespace, r)| !node_uids.contains(&r.uid) && seen.insert((r.uid.clone(), namespace.clone())));
         if seen.len() > OWNER_CHAIN_READS {
             tracing::warn!("more than {OWNER_CHAIN_READS} owners outside the graph: the rest count as live");
             pending.truncate(OWNER_CHAIN_READS.saturating_sub(seen.len() - pending.len()));

@@ -2807,7 +2807,10 @@ metadata: {{name: {use_ns}, labels: {usage}}}
     let lines = json_lines(&kept.stdout);
     assert_eq!(wave_of(&lines, "ClusterRole", &piece), None, "{}", kept.stdout);
     let why = kept_reason(&lines, "ClusterRole", &piece).unwrap_or_default();
-    assert!(why.contains(&format!("ClusterRole.rbac.authorization.k8s.io/{role}")), "{why}");
+    assert!(
+        why.contains(&format!("ClusterRole.rbac.authorization.k8s.io/{role}")),
+        "{why}"
+    );
 
     // All three: the Gizmo, then the operator, then its role and the piece.
     let all = [

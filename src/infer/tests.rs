@@ -1355,7 +1355,10 @@ fn label_selectors_read_match_labels_and_every_expression_operator() {
     let check = |selector: Value| selector_matches(&selector, &labels);
     assert_eq!(check(json!({})), Some(true), "an empty selector selects everything");
     assert_eq!(check(json!({"matchLabels": {"tier": "ops"}})), Some(true));
-    assert_eq!(check(json!({"matchLabels": {"tier": "ops", "env": "dev"}})), Some(false));
+    assert_eq!(
+        check(json!({"matchLabels": {"tier": "ops", "env": "dev"}})),
+        Some(false)
+    );
     assert_eq!(check(json!({"matchLabels": {"absent": "x"}})), Some(false));
     let expression = |key: &str, operator: &str, values: Value| {
         check(json!({"matchExpressions": [{"key": key, "operator": operator, "values": values}]}))
@@ -1396,16 +1399,36 @@ fn an_aggregation_rule_selects_by_any_of_its_selectors() {
         {"matchLabels": {"example.com/aggregate-to-op": "true"}},
         {"matchExpressions": [{"key": "example.com/part-of", "operator": "In", "values": ["op", "ops"]}]}
     ]}});
-    assert!(aggregates(&role, "piece", &labels_of(&[("example.com/aggregate-to-op", "true")])));
-    assert!(aggregates(&role, "piece", &labels_of(&[("example.com/part-of", "ops")])));
-    assert!(!aggregates(&role, "piece", &labels_of(&[("example.com/part-of", "other")])));
-    assert!(!aggregates(&role, "op", &labels_of(&[("example.com/aggregate-to-op", "true")])));
+    assert!(aggregates(
+        &role,
+        "piece",
+        &labels_of(&[("example.com/aggregate-to-op", "true")])
+    ));
+    assert!(aggregates(
+        &role,
+        "piece",
+        &labels_of(&[("example.com/part-of", "ops")])
+    ));
+    assert!(!aggregates(
+        &role,
+        "piece",
+        &labels_of(&[("example.com/part-of", "other")])
+    ));
+    assert!(!aggregates(
+        &role,
+        "op",
+        &labels_of(&[("example.com/aggregate-to-op", "true")])
+    ));
     assert!(!aggregates(&json!({"rules": []}), "piece", &labels_of(&[("a", "b")])));
     let invalid = json!({"aggregationRule": {"clusterRoleSelectors": [
         {"matchLabels": {"example.com/aggregate-to-op": "true"}},
         {"matchExpressions": [{"key": "x", "operator": "In", "values": []}]}
     ]}});
-    assert!(!aggregates(&invalid, "piece", &labels_of(&[("example.com/aggregate-to-op", "true")])));
+    assert!(!aggregates(
+        &invalid,
+        "piece",
+        &labels_of(&[("example.com/aggregate-to-op", "true")])
+    ));
 }
 
 /// The stacks of order review 9, F1: `op` holds the CRD, the operator Deployment, its
@@ -1422,7 +1445,13 @@ fn aggregated_operator(selector: Value, labels: &[(&str, &str)], finalizer: &str
     );
     piece.labels.extend(labels_of(labels));
     vec![
-        object(CRD_GROUP, "CustomResourceDefinition", None, "sprockets.sprocket.test", Some("op")),
+        object(
+            CRD_GROUP,
+            "CustomResourceDefinition",
+            None,
+            "sprockets.sprocket.test",
+            Some("op"),
+        ),
         workload_as("sprocket-op", "sprocket-op", "op", json!({})),
         object("", "ServiceAccount", Some("op"), "sprocket-op", Some("op")),
         with_body(
