@@ -74,7 +74,8 @@ pub enum EdgeKind {
     InferredVolume,
     /// Inferred: a webhook's or APIService's backend workload depends on what it runs with (its
     /// ServiceAccount, that account's bindings and their roles, the Secrets and ConfigMaps it
-    /// mounts).
+    /// mounts); an aggregated ClusterRole depends on the ClusterRoles its `aggregationRule`
+    /// selects.
     InferredRunsWith,
 }
 

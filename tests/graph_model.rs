@@ -2728,3 +2728,330 @@ metadata: {{name: data-lake, namespace: {use_ns}, labels: {usage}, finalizers: [
         r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
     ]);
 }
+
+/// Order review 9, F1: an operator bound to an aggregated ClusterRole (`aggregationRule`, no
+/// rules of its own) finalizes with the ClusterRole its rules come from, labelled for it by
+/// another stack. Stack `op` holds the operator, its ServiceAccount, the aggregated ClusterRole
+/// and its binding; stack `rbac` the piece that grants the Gizmos; stack `use` a Gizmo with the
+/// operator's finalizer; the CRD is untracked, so only RBAC names the operator. `graph` shows the
+/// role's need of its piece; a teardown of `rbac` alone keeps the piece; tearing all three down
+/// deletes the Gizmo first, while the operator finalizes it with its piece still there.
+#[test]
+fn an_operator_bound_to_an_aggregated_cluster_role_keeps_its_pieces() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm91");
+    let f = flux.0.clone();
+    let run = unique("gm91");
+    let group = own_group(&run);
+    let resource = format!("gizmos.{group}");
+    let finalizer = format!("{group}/cleanup");
+    let (op_ns, use_ns) = (format!("{run}-op"), format!("{run}-use"));
+    let (role, piece) = (format!("{run}-op"), format!("{run}-op-gizmos"));
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &use_ns);
+    for namespace in [&op_ns, &use_ns] {
+        leftovers.object("namespace", namespace);
+    }
+    leftovers.object("crd", &resource);
+    for name in [&role, &piece] {
+        leftovers.object("clusterrole", name);
+    }
+    leftovers.object("clusterrolebinding", &role);
+    let (op, usage) = (flux_labels("op", &f), flux_labels("use", &f));
+    apply(&crd(&group, "Gizmo", "gizmos", "{}"));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    let aggregate_label = format!("{group}/aggregate-to-op");
+    apply(&format!(
+        r#"{}{}{}---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {op_ns}, labels: {op}}}
+{}---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {piece}
+  labels: {{kustomize.toolkit.fluxcd.io/name: rbac, kustomize.toolkit.fluxcd.io/namespace: {f}, {aggregate_label}: "true"}}
+rules: [{{apiGroups: [{group}], resources: [gizmos], verbs: [get, list, watch, update, patch]}}]
+---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {use_ns}, labels: {usage}}}
+"#,
+        kustomization("op", &f, ""),
+        kustomization("rbac", &f, ""),
+        kustomization("use", &f, ""),
+        operator_with_rbac(&op_ns, "operator", &role, "[]", ONE_CONTAINER, &op).replace(
+            "rules: []",
+            &format!(
+                "aggregationRule: {{clusterRoleSelectors: [{{matchExpressions: [{{key: {aggregate_label}, operator: In, values: [\"true\"]}}]}}]}}\nrules: []"
+            )
+        ),
+    ));
+    apply(&format!(
+        "apiVersion: {group}/v1\nkind: Gizmo\nmetadata: {{name: g, namespace: {use_ns}, labels: {usage}, finalizers: [{finalizer}]}}\n"
+    ));
+    assert_eq!(
+        graph_edges(("ClusterRole", "", &role), ("ClusterRole", "", &piece)),
+        ["inferredRunsWith"]
+    );
+    assert_eq!(
+        graph_edges(("Gizmo", &use_ns, "g"), ("Deployment", &op_ns, "operator")),
+        ["inferredFinalizer"]
+    );
+    record_flux_inventories(&f);
+
+    // Without `op` and `use`: the operator stays, and keeps the piece of its role.
+    let kept = stack(&["prune", "-n", &f, "kustomization/rbac", "--dry-run", "-o", "json"]).expect_code(0);
+    let lines = json_lines(&kept.stdout);
+    assert_eq!(wave_of(&lines, "ClusterRole", &piece), None, "{}", kept.stdout);
+    let why = kept_reason(&lines, "ClusterRole", &piece).unwrap_or_default();
+    assert!(
+        why.contains(&format!("ClusterRole.rbac.authorization.k8s.io/{role}")),
+        "{why}"
+    );
+
+    // All three: the Gizmo, then the operator, then its role and the piece.
+    let all = [
+        "prune",
+        "-n",
+        &f,
+        "kustomization/use",
+        "kustomization/rbac",
+        "kustomization/op",
+    ];
+    let (alive_ns, alive_piece) = (op_ns.clone(), piece.clone());
+    let operator = StandIn::start(&resource, Some(&use_ns), "g", &finalizer, move || {
+        exists("deployment", Some(&alive_ns), "operator") && exists("clusterrole", None, &alive_piece)
+    });
+    let pruned = stack(&[&all[..], &["--yes", "-o", "json", "--timeout", "60s"]].concat());
+    let finalized = operator.stop();
+    assert_eq!(pruned.code, 0, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
+    assert_eq!(finalized, 1, "the operator finalized `g` with its role's piece");
+    let lines = json_lines(&pruned.stdout);
+    assert!(planned_wave(&lines, "Gizmo", "g") < planned_wave(&lines, "Deployment", "operator"));
+    assert!(planned_wave(&lines, "Deployment", "operator") < planned_wave(&lines, "ClusterRole", &piece));
+    assert!(!exists("clusterrole", None, &piece));
+}
+
+/// Removes `finalizer` from `spec.finalizers` of Namespace `name` once it is terminating, as its
+/// operator does (`PUT /api/v1/namespaces/NAME/finalize`), while `alive()` holds; counts it.
+fn namespace_stand_in(name: &str, finalizer: &str, alive: impl Fn() -> bool + Send + 'static) -> StandInNs {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let stop = Arc::new(AtomicBool::new(false));
+    let finalized = Arc::new(AtomicUsize::new(0));
+    let (name, finalizer) = (name.to_string(), finalizer.to_string());
+    let handle = {
+        let (stop, finalized) = (stop.clone(), finalized.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                let read = kubectl(&["get", "namespace", &name, "-o", "json"]);
+                if let (true, Ok(mut namespace)) = (alive(), serde_json::from_str::<Value>(&read.stdout)) {
+                    let listed: Vec<Value> = namespace["spec"]["finalizers"].as_array().cloned().unwrap_or_default();
+                    if !namespace["metadata"]["deletionTimestamp"].is_null() && listed.iter().any(|v| v == &finalizer) {
+                        let rest: Vec<Value> = listed.into_iter().filter(|v| v != &finalizer).collect();
+                        namespace["spec"]["finalizers"] = Value::Array(rest);
+                        let path = format!("/api/v1/namespaces/{name}/finalize");
+                        let body = namespace.to_string();
+                        if kubectl_with_stdin(&["replace", "--raw", &path, "-f", "-"], Some(&body)).code == 0 {
+                            finalized.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
+    StandInNs {
+        stop,
+        finalized,
+        handle: Some(handle),
+    }
+}
+
+/// A running [`namespace_stand_in`].
+struct StandInNs {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    finalized: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl StandInNs {
+    fn stop(mut self) -> usize {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+        self.finalized.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for StandInNs {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Order review 9, F2: a Namespace's `spec.finalizers` (`[kubernetes, GROUP/ns-cleanup]`) need
+/// their operator as `metadata.finalizers` do. Stack `op` holds the CRD of the group and its
+/// operator; stack `nsf` a Namespace with the operator's spec finalizer and a ConfigMap in it; an
+/// untracked Namespace carries it too. While the untracked one stays, a teardown of `op` keeps
+/// the operator, and `stuck` names that operator for it once it terminates; once it is gone, tearing `nsf` and `op` down deletes the Namespace first, while
+/// the operator finalizes it.
+#[test]
+fn a_namespaces_spec_finalizer_keeps_its_operator_and_goes_first() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm92");
+    let f = flux.0.clone();
+    let run = unique("gm92");
+    let group = own_group(&run);
+    let resource = format!("gizmos.{group}");
+    let finalizer = format!("{group}/ns-cleanup");
+    let (op_ns, tracked, untracked) = (format!("{run}-op"), format!("{run}-nsf"), format!("{run}-hand"));
+    let mut leftovers = Leftovers::new();
+    leftovers.object("crd", &resource);
+    for namespace in [&op_ns, &tracked, &untracked] {
+        leftovers.object("namespace", namespace);
+    }
+    let (op, nsf) = (flux_labels("op", &f), flux_labels("nsf", &f));
+    apply(&format!(
+        "{}{}{}{}",
+        kustomization("op", &f, ""),
+        kustomization("nsf", &f, ""),
+        crd(&group, "Gizmo", "gizmos", &op),
+        operator(&op_ns, "operator", &op),
+    ));
+    let namespace = |name: &str, labels: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {name}, labels: {labels}}}\nspec: {{finalizers: [kubernetes, {finalizer}]}}\n"
+        )
+    };
+    apply(&format!(
+        "{}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c, namespace: {tracked}, labels: {nsf}}}\n{}",
+        namespace(&tracked, &nsf),
+        namespace(&untracked, "{}")
+    ));
+    record_flux_inventories(&f);
+
+    // The untracked Namespace stays: it keeps the operator.
+    let planned = stack(&["prune", "-n", &f, "kustomization/op", "--dry-run", "-o", "json"]).expect_code(0);
+    let lines = json_lines(&planned.stdout);
+    assert_eq!(wave_of(&lines, "Deployment", "operator"), None, "{}", planned.stdout);
+    let why = kept_reason(&lines, "Deployment", "operator").unwrap_or_default();
+    assert!(why.contains("Namespace/"), "{why}\n{}", planned.stdout);
+    assert!(why.contains("inferred: finalizer"), "{why}");
+
+    // Gone (its operator's entry taken out by hand): `nsf` and `op` go, the Namespace first.
+    kubectl(&["delete", "namespace", &untracked, "--wait=false"]);
+    // `stuck` names the operator the spec finalizer waits for.
+    let stuck = stack(&["stuck", &format!("namespace/{untracked}")]);
+    assert!(
+        stuck.stdout.contains(&format!(
+            "finalizer {finalizer} belongs to the controller of CRD {resource}"
+        )),
+        "{}\n{}",
+        stuck.stdout,
+        stuck.stderr
+    );
+    let hand = namespace_stand_in(&untracked, &finalizer, || true);
+    wait_until(Duration::from_secs(60), || !exists("namespace", None, &untracked));
+    hand.stop();
+    let both = ["prune", "-n", &f, "kustomization/nsf", "kustomization/op"];
+    let planned = stack(&[&both[..], &["--dry-run", "-o", "json"]].concat()).expect_code(0);
+    let lines = json_lines(&planned.stdout);
+    assert!(
+        planned_wave(&lines, "Namespace", &tracked) < planned_wave(&lines, "Deployment", "operator"),
+        "{}",
+        planned.stdout
+    );
+    let alive_ns = op_ns.clone();
+    let stand_in = namespace_stand_in(&tracked, &finalizer, move || {
+        exists("deployment", Some(&alive_ns), "operator")
+    });
+    let pruned = stack(&[&both[..], &["--yes", "-o", "json", "--timeout", "60s"]].concat());
+    let finalized = stand_in.stop();
+    assert_eq!(pruned.code, 0, "stdout:\n{}\nstderr:\n{}", pruned.stdout, pruned.stderr);
+    assert_eq!(finalized, 1, "the live operator finalized the Namespace");
+    assert!(!exists("namespace", None, &tracked));
+}
+
+/// Order review 9, F3: `graph` shows the edge from a CRD to the backend of its conversion
+/// webhook, read as the plan reads it, and `graph --order delete` orders by it: the CRD goes
+/// before the Service and the Deployment that serve its conversions. Stack `s` tracks all three.
+#[test]
+fn graph_shows_and_orders_by_a_crds_conversion_webhook() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("gm93");
+    let n = ns.0.clone();
+    let run = unique("gm93");
+    let group = own_group(&run);
+    let crd_name = format!("widgets.{group}");
+    let mut leftovers = Leftovers::new();
+    leftovers.object("customresourcedefinition", &crd_name);
+    let s = flux_labels("s", &n);
+    apply(&format!(
+        r#"{}---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: conv-server, namespace: {n}, labels: {s}}}
+spec:
+  selector: {{matchLabels: {{app: conv}}}}
+  template: {{metadata: {{labels: {{app: conv}}}}, spec: {{containers: [{{name: conv, image: example.invalid/conv}}]}}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: conv, namespace: {n}, labels: {s}}}
+spec: {{selector: {{app: conv}}, ports: [{{port: 443, targetPort: 9443}}]}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {crd_name}, labels: {s}}}
+spec:
+  group: {group}
+  names: {{kind: Widget, plural: widgets, singular: widget}}
+  scope: Namespaced
+  versions: [{{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}]
+  conversion:
+    strategy: Webhook
+    webhook:
+      conversionReviewVersions: ["v1"]
+      clientConfig: {{service: {{namespace: {n}, name: conv, path: /convert}}}}
+"#,
+        kustomization("s", &n, "")
+    ));
+    record_flux_inventories(&n);
+    assert_eq!(
+        graph_edges(("CustomResourceDefinition", "", &crd_name), ("Service", &n, "conv")),
+        ["inferredWebhook"]
+    );
+    let ordered = stack(&["graph", "-n", &n, "--members", "-o", "json", "--order", "delete"]).expect_code(0);
+    let json = ordered.json();
+    let text = json.to_string();
+    let wave_of_node = |kind: &str, name: &str| -> usize {
+        let node = json["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|node| node["kind"] == kind && node["name"] == name)
+            .unwrap_or_else(|| panic!("{kind}/{name} is no node of {text}"))["index"]
+            .clone();
+        json["waves"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no waves in {text}"))
+            .iter()
+            .position(|wave| wave.as_array().is_some_and(|members| members.contains(&node)))
+            .unwrap_or_else(|| panic!("{kind}/{name} in no wave of {text}"))
+    };
+    assert!(
+        wave_of_node("CustomResourceDefinition", &crd_name) < wave_of_node("Service", "conv"),
+        "{text}"
+    );
+    assert!(
+        wave_of_node("CustomResourceDefinition", &crd_name) < wave_of_node("Deployment", "conv-server"),
+        "{text}"
+    );
+}

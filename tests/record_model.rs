@@ -1535,14 +1535,14 @@ fn an_applyset_parent_is_read_as_kubectl_reads_it() {
             desired,
         ]);
         assert!(
-            !orphans.stdout.contains(&format!("{o}")),
+            !orphans.stdout.contains(o.as_str()),
             "{namespaces:?}: {}\n{}",
             orphans.stdout,
             orphans.stderr
         );
         let teardown = stack(&["prune", "-n", n, "secret/set", "--dry-run"]);
         assert!(
-            !teardown.stdout.contains(&format!("{o}")),
+            !teardown.stdout.contains(o.as_str()),
             "{namespaces:?}: {}\n{}",
             teardown.stdout,
             teardown.stderr

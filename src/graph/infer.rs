@@ -18,11 +18,14 @@ use crate::model::trackers::{marks, MarkValue, Preset};
 mod rbac;
 mod volumes;
 
-pub use rbac::{grants_an_operator_group, may_name_an_operator, role_ref, BOOTSTRAPPING};
+pub use rbac::{aggregates, grants_an_operator_group, may_name_an_operator, role_ref, selector_matches, BOOTSTRAPPING};
 use volumes::volume_edges;
 
-/// The kinds whose whole objects inference reads (the rest needs only metadata).
-pub const SPEC_KINDS: [(&str, &str); 17] = [
+/// The kinds whose whole objects inference reads (the rest needs only metadata). A CRD is read
+/// trimmed to its conversion webhook ([`crate::graph::stayers::trimmed_crds`]).
+pub const SPEC_KINDS: [(&str, &str); 19] = [
+    ("", "Namespace"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"),
     ("", "Service"),
     ("", "Pod"),
     ("", "PersistentVolume"),
@@ -423,7 +426,7 @@ fn finalizer_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
         let custom = known
             .crd_names
             .contains_key(&(input.id.group.clone(), input.id.kind.clone()));
-        for finalizer in &input.finalizers {
+        for finalizer in &finalizers_of(input) {
             let mut named_crd = false;
             for &crd in &crds {
                 let crd_name = &objects.inputs[crd].id.name;
@@ -467,6 +470,35 @@ fn finalizer_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
         .copied()
         .collect();
     operators_run_with(objects, &operators, edges);
+}
+
+/// The finalizers inference reads on an object: its `metadata.finalizers` and, on a Namespace
+/// read whole, the `spec.finalizers` an operator serves ([`namespace_spec_finalizers`]). A
+/// Namespace's `spec.finalizers` hold it in `Terminating` as its metadata ones do, until their
+/// controller takes its entry out (`PUT .../namespaces/NAME/finalize`): while it stays, it needs
+/// that controller (order review 9, F2).
+pub fn finalizers_of(input: &NodeInput) -> Vec<String> {
+    let mut finalizers = input.finalizers.clone();
+    if (input.id.group.as_str(), input.id.kind.as_str()) == ("", "Namespace") {
+        if let Some(body) = &input.body {
+            for finalizer in namespace_spec_finalizers(body) {
+                if !finalizers.contains(&finalizer) {
+                    finalizers.push(finalizer);
+                }
+            }
+        }
+    }
+    finalizers
+}
+
+/// The `spec.finalizers` of a Namespace (its whole body) that an operator serves: every one but
+/// `kubernetes`, which the namespace controller of kube-controller-manager takes out once the
+/// Namespace is empty ([`served_by_an_operator`]).
+pub fn namespace_spec_finalizers(namespace: &Value) -> Vec<String> {
+    strings(namespace.get("spec").unwrap_or(&Value::Null), "finalizers")
+        .into_iter()
+        .filter(|finalizer| served_by_an_operator(finalizer))
+        .collect()
 }
 
 /// The finalizers that the garbage collector itself serves (`metadata.finalizers` of a

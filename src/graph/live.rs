@@ -281,7 +281,7 @@ pub struct LiveOptions {
 
 /// Lists every object of [`crate::graph::stayers::STAYER_KINDS`], whole (see [`crate::graph::stayers`]). A
 /// kind that cannot be listed is a gap the caller reports: what its objects need is unknown.
-async fn list_stayers(session: &Session, gaps: &mut Vec<String>) -> Vec<(Listed, serde_json::Value)> {
+async fn list_stayers(session: &Session, gaps: &mut Vec<String>) -> crate::graph::stayers::Whole {
     let whole = crate::graph::stayers::list_whole(session).await;
     for unlisted in &whole.unlisted {
         tracing::warn!(
@@ -291,7 +291,7 @@ async fn list_stayers(session: &Session, gaps: &mut Vec<String>) -> Vec<(Listed,
         );
         gaps.push(unlisted.kind.clone());
     }
-    whole.objects
+    whole
 }
 
 /// The finalized stayers not listed yet ([`crate::graph::stayers::list_finalized`]): the objects of
@@ -371,7 +371,7 @@ pub(crate) async fn graph_of_inner(
     let stayers = if stayers && infer {
         list_stayers(session, &mut unlisted_stayers).await
     } else {
-        Vec::new()
+        crate::graph::stayers::Whole::default()
     };
     let mut flux = flux_objects(session).await?;
     if only_selected {
@@ -446,15 +446,15 @@ pub(crate) async fn graph_of_inner(
 }
 
 /// Adds the stayers listed whole ([`crate::graph::stayers::list_whole`]) that are no nodes yet. A stayer
-/// that is tracked too is a node already: its body is read with the others, except a CRD's
-/// (inference reads only its conversion stanza, which the stayers' listing kept), attached here.
+/// that is tracked too is a node already: its body is attached here, as is a CRD's trimmed body
+/// ([`crate::graph::stayers::trimmed_crds`], read with the stayers: not read again).
 fn add_stayers(
     inputs: &mut Vec<NodeInput>,
     objects: &mut HashMap<ObjectId, Listed>,
-    stayers: Vec<(Listed, serde_json::Value)>,
+    stayers: crate::graph::stayers::Whole,
 ) {
-    let mut bodies: HashMap<ObjectId, serde_json::Value> = HashMap::new();
-    for (object, body) in stayers {
+    let mut bodies: HashMap<ObjectId, serde_json::Value> = stayers.crd_bodies;
+    for (object, body) in stayers.objects {
         match objects.entry(object.id()) {
             std::collections::hash_map::Entry::Vacant(slot) => {
                 inputs.push(crate::graph::stayers::input_of_whole(&object, &body));
@@ -523,7 +523,8 @@ pub fn input_from_listed(object: &Listed) -> NodeInput {
 }
 
 /// Reads the whole objects inference needs (webhooks, APIServices, Services, workloads, volumes,
-/// StorageClasses): one list per such kind that has nodes without a body, in the session's
+/// StorageClasses, RBAC, Namespaces; CRDs trimmed to their conversion webhook,
+/// [`crate::graph::stayers::trimmed_crds`]): one list per such kind that has nodes without a body, in the session's
 /// scope. A kind the user may not list is warned about; its edges are not inferred. The plan and
 /// the re-check before every wave read them so (see [`crate::graph::stayers`]).
 pub async fn attach_specs(session: &Session, inputs: &mut [NodeInput]) -> Result<(), UserError> {
@@ -541,7 +542,25 @@ pub async fn attach_specs(session: &Session, inputs: &mut [NodeInput]) -> Result
         let Some(info) = session.catalog.get(group, kind) else {
             continue;
         };
-        let objects = match list_objects(&session.connection.client, info, namespace, None).await {
+        let listed = match (group, kind) {
+            // Trimmed to what inference reads, as the plan reads them (order review 9, F3).
+            ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+                crate::graph::stayers::trimmed_crds(session, info).await
+            }
+            _ => list_objects(&session.connection.client, info, namespace, None)
+                .await
+                .map(|objects| {
+                    let with_version = |object: kube::api::DynamicObject| {
+                        let mut body = object.data;
+                        if let Some(fields) = body.as_object_mut() {
+                            fields.insert("apiVersion".into(), info.api_version().into());
+                        }
+                        (Listed::new(info.clone(), object.metadata), body)
+                    };
+                    objects.into_iter().map(with_version).collect()
+                }),
+        };
+        let objects = match listed {
             Ok(objects) => objects,
             Err(err) if is_forbidden(&err) => {
                 tracing::warn!(
@@ -552,13 +571,8 @@ pub async fn attach_specs(session: &Session, inputs: &mut [NodeInput]) -> Result
             }
             Err(err) => return Err(session.connection.explain(&err)),
         };
-        for object in objects {
-            let id = Listed::new(info.clone(), object.metadata.clone()).id();
-            if let Some(&index) = wanted.get(&id) {
-                let mut body = object.data;
-                if let Some(fields) = body.as_object_mut() {
-                    fields.insert("apiVersion".into(), info.api_version().into());
-                }
+        for (object, body) in objects {
+            if let Some(&index) = wanted.get(&object.id()) {
                 inputs[index].body = Some(body);
             }
         }

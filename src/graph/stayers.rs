@@ -90,6 +90,9 @@ pub struct Whole {
     pub objects: Vec<(Listed, Value)>,
     /// The kinds that could not be listed: what their objects need is unknown.
     pub unlisted: Vec<Unlisted>,
+    /// The CRDs without a conversion webhook, trimmed as [`trimmed_crds`] reads them: the body of
+    /// a CRD that is a node for another reason (inference reads nothing more of it).
+    pub crd_bodies: std::collections::HashMap<crate::model::identity::ObjectId, Value>,
 }
 
 /// One kind's whole objects, or why they could not be listed.
@@ -129,9 +132,39 @@ pub async fn list_whole(session: &Session) -> Whole {
         }
     }
     conversion_crds(session, &mut whole).await;
+    finalized_namespaces(session, &mut whole).await;
     operator_rbac(session, &mut whole).await;
     whole.objects.sort_by_key(|(listed, _)| listed.id());
     whole
+}
+
+/// Adds to `whole` every Namespace whose `spec.finalizers` hold one an operator serves
+/// ([`crate::graph::infer::namespace_spec_finalizers`]: any but `kubernetes`), whole, tracked or not:
+/// while it stays, it needs that operator, as an object whose `metadata.finalizers` name it
+/// ([`declares_a_need`], which reads metadata only) does (order review 9, F2).
+async fn finalized_namespaces(session: &Session, whole: &mut Whole) {
+    let Some(kind) = session.catalog.get("", "Namespace").cloned() else {
+        return;
+    };
+    match list_objects(&session.connection.client, &kind, None, None).await {
+        Ok(objects) => whole.objects.extend(
+            objects
+                .into_iter()
+                .filter(|object| !crate::graph::infer::namespace_spec_finalizers(&object.data).is_empty())
+                .map(|object| {
+                    let mut body = object.data;
+                    if let Some(fields) = body.as_object_mut() {
+                        fields.insert("apiVersion".into(), kind.api_version().into());
+                    }
+                    (Listed::new(kind.clone(), object.metadata), body)
+                }),
+        ),
+        Err(err) => whole.unlisted.push(Unlisted {
+            kind: kind.kind_with_group(),
+            forbidden: is_forbidden(&err),
+            why: crate::error::root_cause(&err),
+        }),
+    }
 }
 
 /// The RBAC kinds, roles first.
@@ -161,16 +194,15 @@ async fn operator_rbac(session: &Session, whole: &mut Whole) {
                 continue;
             }
         };
-        for object in objects {
+        let kept_roles = match kind.ends_with("Binding") {
+            false => naming_roles(&objects, kind == "ClusterRole"),
+            true => Vec::new(),
+        };
+        for (index, object) in objects.into_iter().enumerate() {
             let namespace = object.metadata.namespace.clone();
             let name = object.metadata.name.clone().unwrap_or_default();
             let kept = match kind.ends_with("Binding") {
-                false => {
-                    let labels = object.metadata.labels.as_ref();
-                    let (key, value) = crate::graph::infer::BOOTSTRAPPING;
-                    let default = labels.and_then(|l| l.get(key)).is_some_and(|v| v == value);
-                    crate::graph::infer::may_name_an_operator(&object.data, default)
-                }
+                false => kept_roles.get(index).copied().unwrap_or(false),
                 true => crate::graph::infer::role_ref(&object.data).is_some_and(|(role, role_name)| {
                     let scope = namespace.clone().filter(|_| role == "Role");
                     roles.contains(&(role, scope, role_name))
@@ -191,36 +223,103 @@ async fn operator_rbac(session: &Session, whole: &mut Whole) {
     }
 }
 
+/// Which of the Roles or ClusterRoles `listed` may name an operator
+/// ([`crate::graph::infer::may_name_an_operator`]) and, for ClusterRoles (`cluster`), which aggregate one
+/// that does, up the chain ([`crate::graph::infer::aggregates`]): a binding of such an aggregated
+/// ClusterRole grants what its pieces grant (order review 9, F1). A default role of the control
+/// plane ([`crate::graph::infer::BOOTSTRAPPING`]) names no operator by its built-in grants, nor by what
+/// it aggregates.
+fn naming_roles(listed: &[kube::api::DynamicObject], cluster: bool) -> Vec<bool> {
+    let default = |object: &kube::api::DynamicObject| {
+        let labels = object.metadata.labels.as_ref();
+        let (key, value) = crate::graph::infer::BOOTSTRAPPING;
+        labels.and_then(|l| l.get(key)).is_some_and(|v| v == value)
+    };
+    let mut kept: Vec<bool> = listed
+        .iter()
+        .map(|object| crate::graph::infer::may_name_an_operator(&object.data, default(object)))
+        .collect();
+    if !cluster {
+        return kept;
+    }
+    let aggregating: Vec<usize> = (0..listed.len())
+        .filter(|&i| !default(&listed[i]) && listed[i].data.get("aggregationRule").is_some())
+        .collect();
+    let labels: Vec<std::collections::BTreeMap<String, String>> = listed
+        .iter()
+        .map(|object| object.metadata.labels.clone().unwrap_or_default())
+        .collect();
+    loop {
+        let added: Vec<usize> = aggregating
+            .iter()
+            .copied()
+            .filter(|&role| !kept[role])
+            .filter(|&role| {
+                (0..listed.len()).any(|piece| {
+                    kept[piece]
+                        && piece != role
+                        && crate::graph::infer::aggregates(
+                            &listed[role].data,
+                            listed[piece].metadata.name.as_deref().unwrap_or_default(),
+                            &labels[piece],
+                        )
+                })
+            })
+            .collect();
+        if added.is_empty() {
+            return kept;
+        }
+        for role in added {
+            kept[role] = true;
+        }
+    }
+}
+
 /// Adds to `whole` every CRD whose conversion webhook calls a Service
-/// ([`crate::graph::infer::conversion_client_config`]), with only that stanza of its body: CRD bodies are
-/// large (their schemas), so each page is trimmed as it arrives. While it stays, such a CRD needs
-/// that Service and what serves it (order review 6, F-D).
+/// ([`crate::graph::infer::conversion_client_config`]), with only that stanza of its body
+/// ([`trimmed_crds`]), and the trimmed bodies of the others to [`Whole::crd_bodies`]. While it
+/// stays, such a CRD needs that Service and what serves it (order review 6, F-D).
 async fn conversion_crds(session: &Session, whole: &mut Whole) {
     let Some(kind) = session.catalog.get(CRD.0, CRD.1).cloned() else {
         return;
     };
-    let mut found = Vec::new();
-    let take = |page: Vec<kube::api::DynamicObject>| {
-        for object in page {
-            let Some(conversion) = conversion_stanza(&object.data) else {
-                continue;
-            };
-            let body = serde_json::json!({
-                "apiVersion": kind.api_version(),
-                "spec": {"conversion": conversion},
-            });
-            found.push((Listed::new(kind.clone(), object.metadata), body));
+    match trimmed_crds(session, &kind).await {
+        Ok(found) => {
+            for (object, body) in found {
+                match body.pointer("/spec/conversion").is_some() {
+                    true => whole.objects.push((object, body)),
+                    false => {
+                        whole.crd_bodies.insert(object.id(), body);
+                    }
+                }
+            }
         }
-    };
-    let query = crate::cluster::collect::ListQuery::default();
-    match crate::cluster::collect::list_object_pages(&session.connection.client, &kind, &query, take).await {
-        Ok(()) => whole.objects.extend(found),
         Err(err) => whole.unlisted.push(Unlisted {
             kind: kind.kind_with_group(),
             forbidden: is_forbidden(&err),
             why: crate::error::root_cause(&err),
         }),
     }
+}
+
+/// Every CRD (`kind`), with only what inference reads of its body: its `apiVersion` and, when
+/// its conversion webhook calls a Service, its `spec.conversion`. CRD bodies are large (their
+/// schemas), so each page is trimmed as it arrives. The one source of a CRD's conversion edge,
+/// for the plan, the re-check ([`list_whole`]) and `graph` ([`crate::graph::live::attach_specs`]).
+pub async fn trimmed_crds(session: &Session, kind: &Arc<KindInfo>) -> Result<Vec<(Listed, Value)>, kube::Error> {
+    let mut found = Vec::new();
+    let take = |page: Vec<kube::api::DynamicObject>| {
+        for object in page {
+            let mut body = serde_json::json!({"apiVersion": kind.api_version(), "spec": {}});
+            if let Some(conversion) = conversion_stanza(&object.data) {
+                body["spec"]["conversion"] = conversion;
+            }
+            found.push((Listed::new(kind.clone(), object.metadata), body));
+        }
+    };
+    let query = crate::cluster::collect::ListQuery::default();
+    crate::cluster::collect::list_object_pages(&session.connection.client, kind, &query, take).await?;
+    Ok(found)
 }
 
 /// A CRD's `spec.conversion`, when it calls a webhook backed by a Service.

@@ -447,7 +447,22 @@ pub(super) async fn gather(session: &Session, context: &mut DiagnosisContext, ob
         }
     }
     if id.group.is_empty() && id.kind == "Namespace" {
-        evidence.namespace = Some(namespace_evidence(session, context, &id.name).await);
+        let namespace = namespace_evidence(session, context, &id.name).await;
+        // Its `spec.finalizers` an operator serves wait for that operator as its metadata ones
+        // do (order review 9, F2): each is explained by the same rules.
+        let spec_finalizers = match &namespace {
+            NamespaceEvidence::Read { namespace, .. } => {
+                crate::graph::infer::namespace_spec_finalizers(&namespace.data)
+            }
+            _ => Vec::new(),
+        };
+        for finalizer in spec_finalizers {
+            if evidence.finalizers.iter().all(|(known, _)| *known != finalizer) {
+                let found = finalizer_evidence(session, context, object, &finalizer).await;
+                evidence.finalizers.push((finalizer, found));
+            }
+        }
+        evidence.namespace = Some(namespace);
     }
     evidence
 }

@@ -7,7 +7,7 @@
 //! Only an explicit grant counts: a role granting every group (`apiGroups: ["*"]`, as
 //! cluster-admin does) names no controller in particular.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use serde_json::Value;
 
@@ -230,6 +230,7 @@ fn workloads_of_roles(objects: &Objects, roles: HashSet<RoleKey>) -> BTreeSet<us
     if roles.is_empty() {
         return BTreeSet::new();
     }
+    let roles = with_aggregating(objects, roles);
     let accounts = bound_accounts(objects, &roles);
     (0..objects.inputs.len())
         .filter(|&index| objects.is(index, &WORKLOAD_KINDS))
@@ -400,9 +401,150 @@ pub(super) fn runtime_needs(objects: &Objects, workload: usize) -> Vec<(usize, u
         needs.push((workload, binding));
         if let Some(role) = role_of(&objects.inputs[binding]).and_then(|role| objects.find(&role)) {
             needs.push((binding, role));
+            needs.extend(aggregation_needs(objects, role));
         }
     }
     needs
+}
+
+/// The ClusterRoles (nodes) a ClusterRole (node) `role` aggregates, down the chain, as `(from,
+/// to)` pairs: an aggregated ClusterRole needs each ClusterRole whose rules the clusterrole
+/// aggregation controller copies into it ([`aggregates`]) and which, deleted, takes its rules
+/// away from the workloads bound to it (order review 9, F1).
+fn aggregation_needs(objects: &Objects, role: usize) -> Vec<(usize, usize)> {
+    let mut needs = Vec::new();
+    let mut seen = BTreeSet::from([role]);
+    let mut pending = vec![role];
+    while let Some(aggregated) = pending.pop() {
+        let input = &objects.inputs[aggregated];
+        let Some(body) = input.body.as_ref().filter(|_| is_cluster_role(input)) else {
+            continue;
+        };
+        if body.get("aggregationRule").is_none() {
+            continue;
+        }
+        for piece in cluster_roles(objects) {
+            let labels = &objects.inputs[piece].labels;
+            if piece != aggregated && aggregates(body, &objects.inputs[piece].id.name, labels) {
+                needs.push((aggregated, piece));
+                if seen.insert(piece) {
+                    pending.push(piece);
+                }
+            }
+        }
+    }
+    needs
+}
+
+fn is_cluster_role(input: &NodeInput) -> bool {
+    input.id.group == RBAC && input.id.kind == "ClusterRole"
+}
+
+/// The ClusterRoles among the nodes.
+fn cluster_roles<'o>(objects: &'o Objects) -> impl Iterator<Item = usize> + 'o {
+    (0..objects.inputs.len()).filter(|&index| is_cluster_role(&objects.inputs[index]))
+}
+
+/// `roles` and the ClusterRoles (nodes) that aggregate one of them, up the chain: the
+/// clusterrole aggregation controller copies a ClusterRole's rules into every ClusterRole whose
+/// `aggregationRule` selects it ([`aggregates`]), so that a binding of the aggregated role grants
+/// what the piece grants (order review 9, F1). The control plane's default roles
+/// ([`BOOTSTRAPPING`]: `admin`, `edit`, `view` aggregate what is labelled for them) never count
+/// here, as they never name an operator in [`writers_of`].
+fn with_aggregating(objects: &Objects, mut roles: HashSet<RoleKey>) -> HashSet<RoleKey> {
+    let aggregating: Vec<&NodeInput> = cluster_roles(objects)
+        .map(|index| &objects.inputs[index])
+        .filter(|input| !is_default_role(input))
+        .filter(|input| input.body.as_ref().is_some_and(|b| b.get("aggregationRule").is_some()))
+        .collect();
+    if aggregating.is_empty() {
+        return roles;
+    }
+    let key = |input: &NodeInput| (input.id.kind.clone(), input.id.namespace.clone(), input.id.name.clone());
+    loop {
+        let pieces: Vec<&NodeInput> = cluster_roles(objects)
+            .map(|index| &objects.inputs[index])
+            .filter(|input| roles.contains(&key(input)))
+            .collect();
+        let added: Vec<RoleKey> = aggregating
+            .iter()
+            .filter(|role| !roles.contains(&key(role)))
+            .filter(|role| {
+                role.body.as_ref().is_some_and(|body| {
+                    pieces
+                        .iter()
+                        .any(|piece| aggregates(body, &piece.id.name, &piece.labels))
+                })
+            })
+            .map(|role| key(role))
+            .collect();
+        if added.is_empty() {
+            return roles;
+        }
+        roles.extend(added);
+    }
+}
+
+/// Whether the ClusterRole whose whole body is `aggregated` aggregates the ClusterRole `name`
+/// labelled `labels`, as kube-controller-manager's clusterrole aggregation controller decides
+/// (kubernetes `pkg/controller/clusterroleaggregation`): one of its
+/// `aggregationRule.clusterRoleSelectors` selects those labels ([`selector_matches`]), and it is
+/// not that ClusterRole itself. A selector the controller cannot read makes it give up the whole
+/// role: it aggregates nothing.
+pub fn aggregates(aggregated: &Value, name: &str, labels: &BTreeMap<String, String>) -> bool {
+    if aggregated.pointer("/metadata/name").and_then(Value::as_str) == Some(name) {
+        return false;
+    }
+    let selectors = aggregated
+        .pointer("/aggregationRule/clusterRoleSelectors")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
+    let mut found = false;
+    for selector in selectors {
+        match selector_matches(selector, labels) {
+            Some(matches) => found |= matches,
+            None => return false,
+        }
+    }
+    found
+}
+
+/// Whether a label selector (`metav1.LabelSelector`: its `matchLabels` and `matchExpressions`,
+/// all of them) selects `labels`, as apimachinery's `LabelSelectorAsSelector` reads it: `In` (the
+/// key is there with one of the values), `NotIn` (the key is absent or has none of them),
+/// `Exists`, `DoesNotExist`; an empty selector selects everything. `None` for a selector it
+/// rejects (an unknown operator, `In` or `NotIn` without values, `Exists` or `DoesNotExist` with
+/// some, a value that is not a string).
+pub fn selector_matches(selector: &Value, labels: &BTreeMap<String, String>) -> Option<bool> {
+    let selector = selector.as_object()?;
+    let mut matches = true;
+    if let Some(match_labels) = selector.get("matchLabels").filter(|v| !v.is_null()) {
+        for (key, value) in match_labels.as_object()? {
+            matches &= labels.get(key).map(String::as_str) == Some(value.as_str()?);
+        }
+    }
+    let no_expressions = Vec::new();
+    let expressions = match selector.get("matchExpressions").filter(|v| !v.is_null()) {
+        Some(expressions) => expressions.as_array()?,
+        None => &no_expressions,
+    };
+    for expression in expressions {
+        let key = expression.get("key").and_then(Value::as_str)?;
+        let values: Vec<&str> = match expression.get("values").filter(|v| !v.is_null()) {
+            Some(values) => values.as_array()?.iter().map(Value::as_str).collect::<Option<_>>()?,
+            None => Vec::new(),
+        };
+        let value = labels.get(key).map(String::as_str);
+        matches &= match expression.get("operator").and_then(Value::as_str)? {
+            "In" if !values.is_empty() => value.is_some_and(|v| values.contains(&v)),
+            "NotIn" if !values.is_empty() => value.is_none_or(|v| !values.contains(&v)),
+            "Exists" if values.is_empty() => value.is_some(),
+            "DoesNotExist" if values.is_empty() => value.is_none(),
+            _ => return None,
+        };
+    }
+    Some(matches)
 }
 
 /// The name at `pointer` in `value`, when it is a non-empty string.

@@ -1344,3 +1344,216 @@ fn roles_that_may_name_an_operator_are_read_whole() {
     let operator = role(json!([{"apiGroups": ["ops.example.com"], "resources": ["*"], "verbs": ["patch"]}]));
     assert!(may_name_an_operator(&operator, true));
 }
+
+fn labels_of(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// Order review 9, F1: label selectors read as apimachinery's `LabelSelectorAsSelector` reads
+/// them (what the clusterrole aggregation controller selects by).
+#[test]
+fn label_selectors_read_match_labels_and_every_expression_operator() {
+    let labels = labels_of(&[("tier", "ops"), ("env", "prod")]);
+    let check = |selector: Value| selector_matches(&selector, &labels);
+    assert_eq!(check(json!({})), Some(true), "an empty selector selects everything");
+    assert_eq!(check(json!({"matchLabels": {"tier": "ops"}})), Some(true));
+    assert_eq!(
+        check(json!({"matchLabels": {"tier": "ops", "env": "dev"}})),
+        Some(false)
+    );
+    assert_eq!(check(json!({"matchLabels": {"absent": "x"}})), Some(false));
+    let expression = |key: &str, operator: &str, values: Value| {
+        check(json!({"matchExpressions": [{"key": key, "operator": operator, "values": values}]}))
+    };
+    assert_eq!(expression("env", "In", json!(["dev", "prod"])), Some(true));
+    assert_eq!(expression("env", "In", json!(["dev"])), Some(false));
+    assert_eq!(expression("absent", "In", json!(["dev"])), Some(false));
+    assert_eq!(expression("env", "NotIn", json!(["dev"])), Some(true));
+    assert_eq!(expression("env", "NotIn", json!(["prod"])), Some(false));
+    assert_eq!(expression("absent", "NotIn", json!(["prod"])), Some(true));
+    assert_eq!(expression("env", "Exists", json!(null)), Some(true));
+    assert_eq!(expression("absent", "Exists", json!([])), Some(false));
+    assert_eq!(expression("absent", "DoesNotExist", json!(null)), Some(true));
+    assert_eq!(expression("env", "DoesNotExist", json!(null)), Some(false));
+    // Both parts, all of them.
+    assert_eq!(
+        check(json!({"matchLabels": {"tier": "ops"}, "matchExpressions": [
+            {"key": "env", "operator": "In", "values": ["prod"]},
+            {"key": "gone", "operator": "DoesNotExist"}]})),
+        Some(true)
+    );
+    assert_eq!(
+        check(json!({"matchLabels": {"tier": "ops"}, "matchExpressions": [
+            {"key": "env", "operator": "NotIn", "values": ["prod"]}]})),
+        Some(false)
+    );
+    // What the API server rejects selects nothing.
+    assert_eq!(expression("env", "In", json!([])), None);
+    assert_eq!(expression("env", "Exists", json!(["prod"])), None);
+    assert_eq!(expression("env", "Equals", json!(["prod"])), None);
+}
+
+/// Order review 9, F1: a ClusterRole aggregates the ClusterRoles one of its
+/// `clusterRoleSelectors` selects, never itself; an invalid selector aggregates nothing.
+#[test]
+fn an_aggregation_rule_selects_by_any_of_its_selectors() {
+    let role = json!({"metadata": {"name": "op"}, "aggregationRule": {"clusterRoleSelectors": [
+        {"matchLabels": {"example.com/aggregate-to-op": "true"}},
+        {"matchExpressions": [{"key": "example.com/part-of", "operator": "In", "values": ["op", "ops"]}]}
+    ]}});
+    assert!(aggregates(
+        &role,
+        "piece",
+        &labels_of(&[("example.com/aggregate-to-op", "true")])
+    ));
+    assert!(aggregates(
+        &role,
+        "piece",
+        &labels_of(&[("example.com/part-of", "ops")])
+    ));
+    assert!(!aggregates(
+        &role,
+        "piece",
+        &labels_of(&[("example.com/part-of", "other")])
+    ));
+    assert!(!aggregates(
+        &role,
+        "op",
+        &labels_of(&[("example.com/aggregate-to-op", "true")])
+    ));
+    assert!(!aggregates(&json!({"rules": []}), "piece", &labels_of(&[("a", "b")])));
+    let invalid = json!({"aggregationRule": {"clusterRoleSelectors": [
+        {"matchLabels": {"example.com/aggregate-to-op": "true"}},
+        {"matchExpressions": [{"key": "x", "operator": "In", "values": []}]}
+    ]}});
+    assert!(!aggregates(
+        &invalid,
+        "piece",
+        &labels_of(&[("example.com/aggregate-to-op", "true")])
+    ));
+}
+
+/// The stacks of order review 9, F1: `op` holds the CRD, the operator Deployment, its
+/// ServiceAccount, its ClusterRoleBinding and the aggregated ClusterRole `sprocket-op` (no rules
+/// of its own, `selector` as its one selector); `rbac` the ClusterRole `sprocket-op-sprockets`,
+/// labelled `labels`, that grants the Sprockets; `use` a Sprocket with the operator's finalizer.
+fn aggregated_operator(selector: Value, labels: &[(&str, &str)], finalizer: &str) -> Vec<NodeInput> {
+    let mut sprocket = object("sprocket.test", "Sprocket", Some("use"), "s1", Some("use"));
+    sprocket.finalizers = vec![finalizer.into()];
+    let mut piece = with_body(
+        object(RBAC_GROUP, "ClusterRole", None, "sprocket-op-sprockets", Some("rbac")),
+        json!({"rules": [{"apiGroups": ["sprocket.test"], "resources": ["sprockets"],
+                          "verbs": ["get", "list", "watch", "update", "patch"]}]}),
+    );
+    piece.labels.extend(labels_of(labels));
+    vec![
+        object(
+            CRD_GROUP,
+            "CustomResourceDefinition",
+            None,
+            "sprockets.sprocket.test",
+            Some("op"),
+        ),
+        workload_as("sprocket-op", "sprocket-op", "op", json!({})),
+        object("", "ServiceAccount", Some("op"), "sprocket-op", Some("op")),
+        with_body(
+            object(RBAC_GROUP, "ClusterRoleBinding", None, "sprocket-op", Some("op")),
+            json!({"roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": "sprocket-op"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "sprocket-op", "namespace": "op"}]}),
+        ),
+        with_body(
+            object(RBAC_GROUP, "ClusterRole", None, "sprocket-op", Some("op")),
+            json!({"aggregationRule": {"clusterRoleSelectors": [selector]}, "rules": []}),
+        ),
+        piece,
+        sprocket,
+    ]
+}
+
+fn sprocket_options() -> BuildOptions {
+    let mut options = options();
+    options.crd_names.insert(
+        ("sprocket.test".into(), "Sprocket".into()),
+        "sprockets.sprocket.test".into(),
+    );
+    options
+}
+
+/// Order review 9, F1: the operator bound to an aggregated ClusterRole needs the ClusterRole its
+/// rules are aggregated from, by `matchLabels` or `matchExpressions`: the Sprocket goes before the
+/// operator, and the operator before the piece of its role (through the role it is bound to).
+#[test]
+fn an_operator_bound_to_an_aggregated_cluster_role_needs_its_pieces() {
+    let label = "rev25b.example.com/aggregate-to-sprocket-op";
+    for selector in [
+        json!({"matchLabels": {label: "true"}}),
+        json!({"matchExpressions": [{"key": label, "operator": "Exists"}]}),
+    ] {
+        let inputs = aggregated_operator(selector.clone(), &[(label, "true")], "sprocket.test/cleanup");
+        let found = inferred(&inputs, &sprocket_options());
+        for expected in [
+            edge("s1", "sprocket-op", EdgeKind::InferredFinalizer),
+            edge("sprocket-op", "sprocket-op-sprockets", EdgeKind::InferredRunsWith),
+        ] {
+            assert!(found.contains(&expected), "{selector}: {expected:?} not in {found:?}");
+        }
+        // Not selected: no piece of the role.
+        let inputs = aggregated_operator(selector.clone(), &[("other", "true")], "sprocket.test/cleanup");
+        let found = inferred(&inputs, &sprocket_options());
+        assert!(
+            !found.iter().any(|(_, to, _)| to == "sprocket-op-sprockets"),
+            "{selector}: {found:?}"
+        );
+    }
+}
+
+/// Order review 9, F1: the RBAC fallback of a finalizer that names no group of its object finds
+/// the operator through the aggregated ClusterRole it is bound to (the piece grants the update;
+/// the bound role has no rules of its own until the aggregation controller copies them in).
+#[test]
+fn the_rbac_fallback_finds_an_operator_bound_to_an_aggregated_role() {
+    let label = "rev25b.example.com/aggregate-to-sprocket-op";
+    let selector = json!({"matchExpressions": [{"key": label, "operator": "In", "values": ["true", "yes"]}]});
+    let mut inputs = aggregated_operator(selector, &[(label, "yes")], "cleanup");
+    // No CRD of the graph names the Sprocket's group: only RBAC ties it to its operator.
+    inputs.remove(0);
+    let mut found = inferred(&inputs, &sprocket_options());
+    found.retain(|(from, _, kind)| from == "s1" && *kind == EdgeKind::InferredFinalizer);
+    let operator = edge("s1", "sprocket-op", EdgeKind::InferredFinalizer);
+    assert!(found.contains(&operator), "{found:?}");
+    // Without the aggregation, no workload may update Sprockets: nothing is found.
+    let mut inputs = aggregated_operator(json!({"matchLabels": {label: "no"}}), &[(label, "yes")], "cleanup");
+    inputs.remove(0);
+    let found = inferred(&inputs, &sprocket_options());
+    assert!(!found.iter().any(|(from, _, _)| from == "s1"), "{found:?}");
+}
+
+/// Order review 9, F2: a Namespace's `spec.finalizers` but `kubernetes` tie it to their operator
+/// as its metadata ones would; `kubernetes` alone names none.
+#[test]
+fn a_namespaces_spec_finalizers_name_its_operator() {
+    let namespace = |finalizers: Value| {
+        with_body(
+            object("", "Namespace", None, "nsf", Some("nsf")),
+            json!({"apiVersion": "v1", "spec": {"finalizers": finalizers}}),
+        )
+    };
+    let mut inputs = aggregated_operator(
+        json!({"matchLabels": {"a": "b"}}),
+        &[("a", "b")],
+        "sprocket.test/cleanup",
+    );
+    inputs.pop();
+    inputs.push(namespace(json!(["kubernetes", "sprocket.test/ns-cleanup"])));
+    assert_eq!(finalizers_of(inputs.last().unwrap()), ["sprocket.test/ns-cleanup"]);
+    let found = inferred(&inputs, &sprocket_options());
+    assert!(
+        found.contains(&edge("nsf", "sprocket-op", EdgeKind::InferredFinalizer)),
+        "{found:?}"
+    );
+    inputs.pop();
+    inputs.push(namespace(json!(["kubernetes"])));
+    assert!(finalizers_of(inputs.last().unwrap()).is_empty());
+    let found = inferred(&inputs, &sprocket_options());
+    assert!(!found.iter().any(|(from, _, _)| from == "nsf"), "{found:?}");
+}

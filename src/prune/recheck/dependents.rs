@@ -115,6 +115,8 @@ impl Declaring {
             tracing::warn!("re-check: cannot list {} ({})", unlisted.kind, unlisted.why);
             self.failed.push(unlisted.kind.clone());
         }
+        // The trimmed CRDs (`stayers::trimmed_crds`): not read again by `live::attach_specs`.
+        self.bodies.extend(whole.crd_bodies);
         let ids: HashSet<crate::model::identity::ObjectId> = whole.objects.iter().map(|(o, _)| o.id()).collect();
         self.objects.retain(|(object, _)| !ids.contains(&object.id()));
         for (object, body) in whole.objects {
