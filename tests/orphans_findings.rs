@@ -587,3 +587,72 @@ fn kapp_deletes_only_objects_with_their_own_identity() {
         );
     }
 }
+
+/// Membership review 10, finding 1: a tracker's mark or option is read whatever its value looks
+/// like. Argo CD splits `sync-options` on commas and trims each (gitops-engine
+/// `pkg/utils/resource` `GetAnnotationCSVs`), so `Prune=false,\nkind: x` keeps; the value once
+/// looked like a serialized object and was dropped as content, and the object was pruned.
+#[test]
+fn a_keep_option_that_looks_like_content_still_keeps() {
+    let _logs = start();
+    let ns = Namespace::new("argo-opt");
+    let n = &ns.0;
+    let app = unique("shop");
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keepme\n  namespace: {n}\n  annotations:\n    argocd.argoproj.io/tracking-id: \"{app}:/ConfigMap:{n}/keepme\"\n    argocd.argoproj.io/sync-options: \"Prune=false,\\nkind: x\"\n"
+    ));
+    let repo = temp_file(
+        "argo-opt.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: stays}\n",
+    );
+    let run = stack(&[
+        "prune",
+        "-n",
+        n,
+        "--tracker",
+        &format!("argocd={app}"),
+        "-f",
+        repo.to_str().unwrap(),
+        "--allow-empty",
+        "--yes",
+    ]);
+    assert!(exists("configmap", Some(n), "keepme"), "{}\n{}", run.stdout, run.stderr);
+}
+
+/// Membership review 10, finding 2: an orphan prune with `-n` looks in every namespace for what
+/// depends on its orphans, untracked objects that declare a need included (as `-A` does).
+#[test]
+fn an_orphan_prune_in_one_namespace_keeps_what_an_untracked_object_elsewhere_needs() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("orph-n");
+    let elsewhere = Namespace::new("orph-n-other");
+    let (n, o) = (&ns.0, &elsewhere.0);
+    let flux_ns = Namespace::new("orph-n-flux");
+    let f = &flux_ns.0;
+    let stack_name = unique("orph");
+    let labels = common::flux_labels(&stack_name, f);
+    apply(&format!(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {stack_name}, namespace: {f}}}\nspec: {{prune: true, targetNamespace: {n}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: old, namespace: {n}, labels: {labels}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cur, namespace: {n}, labels: {labels}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: user\n  namespace: {o}\n  annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/old}}\n"
+    ));
+    record_flux_inventory(&stack_name, f);
+    let repo = temp_file(
+        "orph-n.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cur, namespace: {n}}}\n"),
+    );
+    let run = stack(&[
+        "prune",
+        "-n",
+        n,
+        "--tracker",
+        &format!("flux={stack_name}.{f}"),
+        "-f",
+        repo.to_str().unwrap(),
+        "--yes",
+    ]);
+    // Kept by the plan itself (before, only the re-check before the wave caught it: exit 5).
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(!run.stderr.contains("dropped"), "{}", run.stderr);
+    assert!(exists("configmap", Some(n), "old"), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains(&format!("ConfigMap/{o}/user")), "{}", run.stderr);
+}

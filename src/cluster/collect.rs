@@ -81,11 +81,18 @@ fn redact_secret_annotations(meta: &mut ObjectMeta) {
     }
 }
 
+/// A known content copy by name, or any other annotation whose value is a serialized object,
+/// except a tracker's mark or option (the prefixes of [`SAFE_SECRET_ANNOTATIONS`]): what a rule
+/// reads (a keep marker, an inventory id, sync options) is never dropped for what its value
+/// happens to look like (membership review 10: `Prune=false,\nkind: x` still keeps, as Argo CD
+/// splits it on commas; an inventory id that is base64 of `{"kind":123}` still names its stack).
 fn carries_content(key: &str, value: &str) -> bool {
+    let tracker_mark = SAFE_SECRET_ANNOTATIONS.iter().any(|prefix| key.starts_with(prefix));
     CONTENT_ANNOTATIONS.contains(&key)
         || key.starts_with(KAPP_ORIGINAL_PREFIX)
-        || is_serialized_object(value.as_bytes())
-        || decoded(value).is_some_and(|bytes| is_serialized_object(&bytes))
+        || (!tracker_mark
+            && (is_serialized_object(value.as_bytes())
+                || decoded(value).is_some_and(|bytes| is_serialized_object(&bytes))))
 }
 
 /// JSON or YAML text of an object: a mapping with `apiVersion`, `kind`, `data` or `stringData`.
@@ -624,6 +631,9 @@ mod tests {
             ("example.com/settings", r#"{"replicas": 3}"#),
             ("example.com/note", "kind: of a note"),
             ("example.com/checksum", "0123456789abcdef0123456789abcdef"),
+            // A tracker's mark or option is read by a rule, whatever its value looks like.
+            ("argocd.argoproj.io/sync-options", "Prune=false,\nkind: x"),
+            ("config.k8s.io/owning-inventory", "eyJraW5kIjoxMjN9"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))

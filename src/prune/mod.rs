@@ -235,7 +235,11 @@ async fn orphan_planning(
         only_selected: false,
         stayers: infer,
     };
-    let mut live = graph_of_inner(session, listed, &options, stayers_listed).await?;
+    // The untracked objects that declare a need (stayers) are looked for where the bystanders
+    // were: in every namespace when allowed, not only in `-n`'s (membership review 10).
+    let mut widened = session.clone();
+    widened.scope = others.scope.clone();
+    let mut live = graph_of_inner(&widened, listed, &options, stayers_listed).await?;
     live.set_orphan_dependents(request.orphan_dependents);
     let chosen: HashMap<usize, String> = targets
         .into_iter()

@@ -518,10 +518,11 @@ impl Recheck {
             owned,
         } = {
             let fresh = match &self.watches {
-                Some(watches) => watches.fresh_version().await.map(|fresh| (watches, fresh)),
+                Some(watches) => watches.fresh_versions().await.map(|fresh| (watches, fresh)),
                 None => None,
             };
-            relist(&self.session, &self.scope, self.options, &covered, self.infer, fresh).await
+            let watched = fresh.as_ref().map(|(watches, fresh)| (*watches, fresh));
+            relist(&self.session, &self.scope, self.options, &covered, self.infer, watched).await
         };
         let apart: BTreeMap<WaveKey, Arc<KindInfo>> =
             groups.into_iter().filter(|(key, _)| !wave.contains_key(key)).collect();

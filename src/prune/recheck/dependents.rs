@@ -21,7 +21,7 @@ use crate::cluster::session::Session;
 use crate::error::is_forbidden;
 use crate::graph::{build, BuildOptions, NodeInput, NodeStatus, KPT_DEPENDS_ON};
 use crate::model::trackers::{marks, Preset, Selection, FLUX_KINDS};
-use crate::prune::recheck::watched::Watches;
+use crate::prune::recheck::watched::{Fresh, Watches};
 use crate::prune::recheck::Reread;
 use crate::prune::safeguards::{dies_with_plan, needed_by_staying};
 
@@ -156,7 +156,7 @@ pub async fn relist(
     options: ListOptions,
     wave: &HashSet<WaveKey>,
     infer: bool,
-    watched: Option<(&Watches, u64)>,
+    watched: Option<(&Watches, &Fresh)>,
 ) -> Relisted {
     // As the teardown's plan sees them: tracked objects and tracking objects.
     let selection = Selection {
@@ -260,7 +260,7 @@ async fn list_shared(
     scope: &ListScope,
     wanted: &(dyn Fn(&ObjectMeta) -> bool + Sync),
     options: ListOptions,
-    watched: Option<(&Watches, u64)>,
+    watched: Option<(&Watches, &Fresh)>,
 ) -> Vec<(Arc<KindInfo>, HashSet<Option<String>>, Collection)> {
     futures::future::join_all(shared.iter().map(|kind| {
         let namespaces: HashSet<Option<String>> = wave
@@ -458,7 +458,7 @@ impl GraphNow {
             let owners = o.meta.owner_references.iter().flatten().map(|r| r.uid.clone());
             (o.uid().to_string(), owners.collect())
         }));
-        let wave: HashSet<usize> = candidates.iter().filter_map(|o| graph.find(&o.id())).collect();
+        let mut wave: HashSet<usize> = candidates.iter().filter_map(|o| graph.find(&o.id())).collect();
         let stays = |index: usize| {
             graph.nodes[index].status == NodeStatus::Selected
                 && self.objects.get(&graph.nodes[index].id).is_some_and(|o| {
@@ -467,7 +467,25 @@ impl GraphNow {
                         && !dies_with_plan(&o.meta, &standing.planned, &owners_of, graph.orphan_dependents)
                 })
         };
-        needed_by_staying(graph, &wave, stays)
+        // What a dropped object of the wave needs in the same wave stays too, transitively, as
+        // the plan's safeguards settle (order review 10: a RoleBinding dropped for a backend
+        // that runs with it keeps its Role).
+        let mut found = BTreeMap::new();
+        loop {
+            let needed = needed_by_staying(graph, &wave, |index| found.contains_key(&index) || stays(index));
+            let new: Vec<_> = needed
+                .into_iter()
+                .filter(|(index, _)| !found.contains_key(index))
+                .collect();
+            if new.is_empty() {
+                break;
+            }
+            for (index, why) in new {
+                wave.remove(&index);
+                found.insert(index, why);
+            }
+        }
+        found
             .into_iter()
             .filter_map(|(index, why)| {
                 let object = self.objects.get(&graph.nodes[index].id)?;

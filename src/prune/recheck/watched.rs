@@ -162,19 +162,28 @@ impl Watches {
         }
     }
 
-    /// A resourceVersion at least as recent as any write the server had acknowledged when it was
-    /// asked: one quorum read (a list of one object of a watched kind). `None` when it cannot be
-    /// read (the kinds are listed then).
-    pub async fn fresh_version(&self) -> Option<u64> {
-        let watch = self.watches.values().next()?;
-        let api = api_for(&self.client, &watch.kind, self.scope.namespace());
-        match api.list_metadata(&ListParams::default().limit(1)).await {
-            Ok(list) => number(list.metadata.resource_version.as_deref()),
-            Err(err) => {
-                tracing::debug!("re-check: no fresh resourceVersion ({err}): the wave's kinds are listed");
-                None
+    /// For each watched kind, a resourceVersion at least as recent as any write of that kind the
+    /// server had acknowledged when it was asked: one quorum read of that kind itself (a list of
+    /// one object). Each watch is compared with its own kind's read only: a kind an aggregated
+    /// API server serves from its own storage counts its resourceVersions apart (membership
+    /// review 10). A kind whose read fails is absent (listed); `None` when none could be read.
+    pub async fn fresh_versions(&self) -> Option<Fresh> {
+        let reads = self.watches.iter().map(|(key, watch)| async move {
+            let api = api_for(&self.client, &watch.kind, self.scope.namespace());
+            match api.list_metadata(&ListParams::default().limit(1)).await {
+                Ok(list) => number(list.metadata.resource_version.as_deref()).map(|version| (key.clone(), version)),
+                Err(err) => {
+                    tracing::debug!(
+                        "re-check: no fresh resourceVersion of {} ({err}): listed",
+                        watch.kind.kind_with_group()
+                    );
+                    None
+                }
             }
-        }
+        });
+        let found: HashMap<(String, String), u64> =
+            futures::future::join_all(reads).await.into_iter().flatten().collect();
+        (!found.is_empty()).then(|| Fresh(Arc::new(found)))
     }
 
     /// Whether each of `ids` exists now, with its owner references, for those a fresh watch can
@@ -200,7 +209,7 @@ impl Watches {
         if !ids.iter().any(|id| watched(id).is_some()) {
             return found;
         }
-        let Some(fresh) = self.fresh_version().await else {
+        let Some(fresh) = self.fresh_versions().await else {
             return found;
         };
         let mut by_name: HashMap<(String, String), Names> = HashMap::new();
@@ -208,6 +217,7 @@ impl Watches {
             let Some(watch) = watched(id) else { continue };
             let key = (id.group.clone(), id.kind.clone());
             if !by_name.contains_key(&key) {
+                let Some(fresh) = fresh.of(&key) else { continue };
                 let store = lock(&watch.store);
                 if store.version.is_none_or(|v| v < fresh) {
                     continue;
@@ -240,11 +250,13 @@ impl Watches {
         &self,
         kind: &Arc<KindInfo>,
         scope: &ListScope,
-        fresh: u64,
+        fresh: &Fresh,
         trim: Trim,
         keep: &(dyn Fn(&ObjectMeta) -> bool + Sync),
     ) -> Option<Collection> {
-        let watch = self.watches.get(&(kind.group.clone(), kind.kind.clone()))?;
+        let key = (kind.group.clone(), kind.kind.clone());
+        let watch = self.watches.get(&key)?;
+        let fresh = fresh.of(&key)?;
         if *watch.kind != **kind || *scope != self.scope || trim != Trim::Keep {
             return None;
         }
@@ -283,6 +295,18 @@ impl Watches {
                 return None;
             }
         }
+    }
+}
+
+/// The fresh resourceVersion of each watched kind, from that kind's own quorum read
+/// ([`Watches::fresh_versions`]).
+#[derive(Debug, Clone)]
+pub struct Fresh(Arc<HashMap<(String, String), u64>>);
+
+impl Fresh {
+    /// The fresh resourceVersion of a kind, when its read succeeded.
+    fn of(&self, key: &(String, String)) -> Option<u64> {
+        self.0.get(key).copied()
     }
 }
 
