@@ -561,6 +561,37 @@ mod tests {
         assert!(why.contains("found by the re-check"), "{why}");
     }
 
+    /// Order review 10, finding 1: a wave's object kept for a newcomer keeps what it needs in
+    /// the same wave too (a RoleBinding kept for a backend that runs with it keeps its Role),
+    /// transitively, as the plan's safeguards settle.
+    #[test]
+    fn what_a_dropped_object_needs_in_the_same_wave_stays_too() {
+        let (key, value) = depends_on("role");
+        let binding = config_map("binding", "a", &[(key, &value)]);
+        let role = config_map("role", "a", &[]);
+        let unrelated = config_map("unrelated", "a", &[]);
+        let (key, value) = depends_on("binding");
+        let backend = config_map("backend", "b", &[(key, &value)]);
+        let wave = ["uid-binding".into(), "uid-role".into(), "uid-unrelated".into()];
+        let standing = Standing {
+            leaving: wave.clone().into(),
+            planned: wave.into(),
+            victims: HashSet::new(),
+        };
+        let needed = needed_now(
+            &[(backend, Vec::new())],
+            &[binding, role, unrelated],
+            &standing,
+            &BuildOptions::default(),
+            &HashMap::new(),
+        );
+        assert_eq!(needed.keys().collect::<Vec<_>>(), vec!["uid-binding", "uid-role"]);
+        assert!(
+            needed["uid-role"].contains("needed by ConfigMap/shop/binding"),
+            "{needed:?}"
+        );
+    }
+
     #[test]
     fn what_leaves_or_dies_with_the_plan_keeps_nothing() {
         let base = config_map("base", "a", &[]);

@@ -511,9 +511,12 @@ mod tests {
             ("config.kubernetes.io/depends-on", "/namespaces/a/ConfigMap/b"),
         ]);
         assert!(held(&config_map, applied).1);
-        // A declaration that looks like content is dropped by `Listed::new`: a list's filter saw it.
-        let hidden = meta(&[("kapp.k14s.io/change-rule", r#"{"apiVersion":"v1","kind":"X"}"#)]);
+        // An annotation that looks like content is dropped by `Listed::new`: a list's filter saw it.
+        let hidden = meta(&[("example.com/rule", r#"{"apiVersion":"v1","kind":"X"}"#)]);
         assert!(!held(&config_map, hidden).1);
+        // A tracker's mark or option is kept whatever it looks like (`collect::carries_content`).
+        let declared = meta(&[("kapp.k14s.io/change-rule", r#"{"apiVersion":"v1","kind":"X"}"#)]);
+        assert!(held(&config_map, declared).1);
         // A Secret's annotations are redacted: not exact.
         let secret = Arc::new(kind("", "Secret", true));
         assert!(!held(&secret, meta(&[("note", "x")])).1);
