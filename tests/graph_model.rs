@@ -3055,3 +3055,56 @@ spec:
         "{text}"
     );
 }
+
+/// Order review 10, finding 2: an operator installed by hand (its Deployment, ServiceAccount and
+/// ClusterRoleBinding tracked by no stack) runs with a ClusterRole that stack `gapp` tracks,
+/// beside a custom resource the operator must finalize (the CRD is tracked by no stack either).
+/// The operator stays: the teardown keeps the ClusterRole it runs with (before, the ClusterRole
+/// and the resource went in one wave, and the operator could not finalize it).
+#[test]
+fn an_untracked_operator_keeps_the_tracked_role_it_runs_with() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm10");
+    let f = flux.0.clone();
+    let run = unique("gm10");
+    let group = own_group(&run);
+    let resource = format!("gadgets.{group}");
+    let (op_ns, use_ns) = (format!("{run}-op"), format!("{run}-use"));
+    let role = format!("{run}-editor");
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &use_ns);
+    for namespace in [&op_ns, &use_ns] {
+        leftovers.object("namespace", namespace);
+    }
+    leftovers.object("crd", &resource);
+    leftovers.object("clusterrole", &role);
+    leftovers.object("clusterrolebinding", &role);
+    let usage = flux_labels("gapp", &f);
+    apply(&crd(&group, "Gadget", "gadgets", "{}"));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    let untracked = operator_with_rbac(&op_ns, "operator", &role, "[]", ONE_CONTAINER, "{}");
+    // The ClusterRole is `gapp`'s; the rest of the operator is nobody's.
+    let tracked_role = format!(
+        "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {role}, labels: {usage}}}\nrules: [{{apiGroups: [{group}], resources: [gadgets], verbs: [get, list, watch, update, patch]}}]\n"
+    );
+    let untracked: String = untracked
+        .split("---\n")
+        .filter(|doc| !doc.contains("kind: ClusterRole\n"))
+        .map(|doc| format!("---\n{doc}"))
+        .collect();
+    apply(&format!(
+        "{}---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {op_ns}}}\n{untracked}{tracked_role}---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {use_ns}, labels: {usage}}}\n",
+        kustomization("gapp", &f, "")
+    ));
+    apply(&format!(
+        "apiVersion: {group}/v1\nkind: Gadget\nmetadata: {{name: g1, namespace: {use_ns}, labels: {usage}, finalizers: [{group}/cleanup]}}\n"
+    ));
+    record_flux_inventories(&f);
+    let planned = stack(&["prune", "-n", &f, "kustomization/gapp", "--dry-run", "-o", "json"]).expect_code(0);
+    let lines = json_lines(&planned.stdout);
+    assert_eq!(wave_of(&lines, "ClusterRole", &role), None, "{}", planned.stdout);
+    let why = kept_reason(&lines, "ClusterRole", &role).unwrap_or_default();
+    assert!(why.contains("runs with"), "{why}\n{}", planned.stdout);
+    assert!(wave_of(&lines, "Gadget", "g1").is_some(), "{}", planned.stdout);
+}

@@ -18,7 +18,10 @@ use crate::model::trackers::{marks, MarkValue, Preset};
 mod rbac;
 mod volumes;
 
-pub use rbac::{aggregates, grants_an_operator_group, may_name_an_operator, role_ref, selector_matches, BOOTSTRAPPING};
+pub use rbac::{
+    aggregates, grants_an_operator_group, may_name_an_operator, role_ref, selector_matches, service_account_of,
+    BOOTSTRAPPING,
+};
 use volumes::volume_edges;
 
 /// The kinds whose whole objects inference reads (the rest needs only metadata). A CRD is read

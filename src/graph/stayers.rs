@@ -134,8 +134,88 @@ pub async fn list_whole(session: &Session) -> Whole {
     conversion_crds(session, &mut whole).await;
     finalized_namespaces(session, &mut whole).await;
     operator_rbac(session, &mut whole).await;
+    operator_workloads(session, &mut whole).await;
     whole.objects.sort_by_key(|(listed, _)| listed.id());
+    whole.objects.dedup_by_key(|(listed, _)| listed.id());
     whole
+}
+
+/// The workload kinds an operator runs as.
+const WORKLOAD_KINDS: [&str; 3] = ["Deployment", "StatefulSet", "DaemonSet"];
+
+/// Adds to `whole` the workloads, tracked or not, that run with a ServiceAccount bound by one
+/// of the bindings [`operator_rbac`] kept: an operator installed by hand, that no stack tracks,
+/// is then a node that stays, and keeps the RBAC it runs with, which a stack may track (order
+/// review 10: a tracked ClusterRole was deleted beside the custom resource its untracked
+/// operator had to finalize). Listed in the namespaces of those accounts only. A namespace the
+/// user may not list workloads in is warned about, as before this listing existed.
+async fn operator_workloads(session: &Session, whole: &mut Whole) {
+    let accounts = bound_accounts(whole);
+    let namespaces: std::collections::BTreeSet<&str> =
+        accounts.iter().map(|(namespace, _)| namespace.as_str()).collect();
+    for kind in WORKLOAD_KINDS {
+        let Some(info) = session.catalog.get("apps", kind).cloned() else {
+            continue;
+        };
+        for namespace in &namespaces {
+            let objects = match list_objects(&session.connection.client, &info, Some(namespace), None).await {
+                Ok(objects) => objects,
+                Err(err) if is_forbidden(&err) => {
+                    tracing::warn!(
+                        "cannot list {} in {namespace}: an operator there that no stack tracks is not found ({})",
+                        info.kind_with_group(),
+                        crate::error::root_cause(&err)
+                    );
+                    continue;
+                }
+                Err(err) => {
+                    whole.unlisted.push(Unlisted {
+                        kind: info.kind_with_group(),
+                        forbidden: false,
+                        why: crate::error::root_cause(&err),
+                    });
+                    continue;
+                }
+            };
+            for object in objects {
+                let mut body = object.data;
+                if let Some(fields) = body.as_object_mut() {
+                    fields.insert("apiVersion".into(), info.api_version().into());
+                }
+                let listed = Listed::new(info.clone(), object.metadata);
+                let account = crate::graph::infer::service_account_of(&listed, &body);
+                if account.is_some_and(|account| accounts.contains(&account)) {
+                    whole.objects.push((listed, body));
+                }
+            }
+        }
+    }
+}
+
+/// The ServiceAccounts `(namespace, name)` the bindings among `whole` bind.
+fn bound_accounts(whole: &Whole) -> HashSet<(String, String)> {
+    whole
+        .objects
+        .iter()
+        .filter(|(listed, _)| listed.kind.group == "rbac.authorization.k8s.io" && listed.kind.kind.ends_with("Binding"))
+        .flat_map(|(listed, body)| {
+            let own_namespace = listed.meta.namespace.clone();
+            body.get("subjects")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter(|subject| subject.get("kind").and_then(Value::as_str) == Some("ServiceAccount"))
+                .filter_map(move |subject| {
+                    let name = subject.get("name").and_then(Value::as_str)?;
+                    let namespace = subject
+                        .get("namespace")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                        .or_else(|| own_namespace.clone())?;
+                    Some((namespace, name.to_string()))
+                })
+        })
+        .collect()
 }
 
 /// Adds to `whole` every Namespace whose `spec.finalizers` hold one an operator serves

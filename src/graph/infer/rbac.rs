@@ -18,7 +18,7 @@ use crate::model::identity::ObjectId;
 const RBAC: &str = "rbac.authorization.k8s.io";
 
 /// A ServiceAccount: (namespace, name).
-type Account = (String, String);
+pub(crate) type Account = (String, String);
 
 /// A role: (kind, namespace for a Role, name).
 type RoleKey = (String, Option<String>, String);
@@ -210,6 +210,14 @@ fn pod_spec(input: &NodeInput) -> Option<&Value> {
 }
 
 /// The ServiceAccount a workload's pods run as (`default` when unset).
+/// The ServiceAccount `(namespace, name)` a workload listed whole runs with.
+pub fn service_account_of(object: &crate::cluster::collect::Listed, body: &Value) -> Option<Account> {
+    account_of(&NodeInput {
+        body: Some(body.clone()),
+        ..crate::graph::live::input_from_listed(object)
+    })
+}
+
 fn account_of(workload: &NodeInput) -> Option<Account> {
     let namespace = workload.id.namespace.clone()?;
     let spec = pod_spec(workload)?;
