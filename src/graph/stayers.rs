@@ -151,6 +151,7 @@ const WORKLOAD_KINDS: [&str; 3] = ["Deployment", "StatefulSet", "DaemonSet"];
 /// user may not list workloads in is warned about, as before this listing existed.
 async fn operator_workloads(session: &Session, whole: &mut Whole) {
     let accounts = bound_accounts(whole);
+    tracing::debug!("stayers: {} account(s) bound by operator RBAC", accounts.len());
     let namespaces: std::collections::BTreeSet<&str> =
         accounts.iter().map(|(namespace, _)| namespace.as_str()).collect();
     for kind in WORKLOAD_KINDS {
@@ -185,6 +186,7 @@ async fn operator_workloads(session: &Session, whole: &mut Whole) {
                 let listed = Listed::new(info.clone(), object.metadata);
                 let account = crate::graph::infer::service_account_of(&listed, &body);
                 if account.is_some_and(|account| accounts.contains(&account)) {
+                    tracing::debug!("stayers: {} runs with operator RBAC", listed.id());
                     whole.objects.push((listed, body));
                 }
             }
