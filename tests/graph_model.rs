@@ -3063,6 +3063,22 @@ spec:
 /// and the resource went in one wave, and the operator could not finalize it).
 #[test]
 fn an_untracked_operator_keeps_the_tracked_role_it_runs_with() {
+    untracked_operator_keeps_its_role(|op_ns| format!("{{kind: ServiceAccount, name: operator, namespace: {op_ns}}}"));
+}
+
+/// Review 11, finding 1: the operator's account bound as the RBAC authorizer also binds it, by
+/// the `Group` `system:serviceaccounts:NS` or the `User` `system:serviceaccount:NS:NAME`.
+#[test]
+fn an_untracked_operator_bound_by_group_or_user_keeps_its_role() {
+    untracked_operator_keeps_its_role(|op_ns| {
+        format!("{{kind: Group, name: \"system:serviceaccounts:{op_ns}\", apiGroup: rbac.authorization.k8s.io}}")
+    });
+    untracked_operator_keeps_its_role(|op_ns| {
+        format!("{{kind: User, name: \"system:serviceaccount:{op_ns}:operator\", apiGroup: rbac.authorization.k8s.io}}")
+    });
+}
+
+fn untracked_operator_keeps_its_role(subject_of: impl Fn(&str) -> String) {
     let _logs = start();
     ensure_flux_crds();
     let flux = Namespace::new("gm10");
@@ -3083,7 +3099,11 @@ fn an_untracked_operator_keeps_the_tracked_role_it_runs_with() {
     let usage = flux_labels("gapp", &f);
     apply(&crd(&group, "Gadget", "gadgets", "{}"));
     wait_established(&[&format!("crd/{resource}")], &resource);
-    let untracked = operator_with_rbac(&op_ns, "operator", &role, "[]", ONE_CONTAINER, "{}");
+    let untracked = operator_with_rbac(&op_ns, "operator", &role, "[]", ONE_CONTAINER, "{}").replace(
+        &format!("subjects: [{{kind: ServiceAccount, name: operator, namespace: {op_ns}}}]"),
+        &format!("subjects: [{}]", subject_of(&op_ns)),
+    );
+    assert!(untracked.contains(&subject_of(&op_ns)), "{untracked}");
     // The ClusterRole is `gapp`'s; the rest of the operator is nobody's.
     let tracked_role = format!(
         "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {role}, labels: {usage}}}\nrules: [{{apiGroups: [{group}], resources: [gadgets], verbs: [get, list, watch, update, patch]}}]\n"

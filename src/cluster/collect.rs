@@ -39,9 +39,14 @@ const MAX_DECODED_ANNOTATION: usize = 1 << 20;
 /// Removes every annotation that can carry an object's content: the known ones by name, and any
 /// other whose value is a serialized object (JSON or YAML with `apiVersion`/`kind`/`data`),
 /// plainly, base64-encoded, or base64 of gzip. Such copies hold Secret data and are never needed.
-pub fn drop_content_annotations(meta: &mut ObjectMeta) {
+///
+/// A tracker's mark or option keeps its value whatever it looks like, except on a Secret
+/// (`secret`), where a value that looks like a serialized object is dropped under any key: a
+/// Secret's data is never printed, and its annotations are printed by key (membership review
+/// 11).
+pub fn drop_content_annotations(meta: &mut ObjectMeta, secret: bool) {
     if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|key, value| !carries_content(key, value));
+        annotations.retain(|key, value| !carries_content(key, value, secret));
     }
 }
 
@@ -86,8 +91,8 @@ fn redact_secret_annotations(meta: &mut ObjectMeta) {
 /// reads (a keep marker, an inventory id, sync options) is never dropped for what its value
 /// happens to look like (membership review 10: `Prune=false,\nkind: x` still keeps, as Argo CD
 /// splits it on commas; an inventory id that is base64 of `{"kind":123}` still names its stack).
-fn carries_content(key: &str, value: &str) -> bool {
-    let tracker_mark = SAFE_SECRET_ANNOTATIONS.iter().any(|prefix| key.starts_with(prefix));
+fn carries_content(key: &str, value: &str, secret: bool) -> bool {
+    let tracker_mark = !secret && SAFE_SECRET_ANNOTATIONS.iter().any(|prefix| key.starts_with(prefix));
     CONTENT_ANNOTATIONS.contains(&key)
         || key.starts_with(KAPP_ORIGINAL_PREFIX)
         || (!tracker_mark
@@ -155,8 +160,9 @@ impl Listed {
     /// annotation that can carry the object's content ([`drop_content_annotations`]).
     pub fn new(kind: Arc<KindInfo>, mut meta: ObjectMeta) -> Self {
         meta.managed_fields = None;
-        drop_content_annotations(&mut meta);
-        if kind.group.is_empty() && kind.kind == "Secret" {
+        let secret = kind.group.is_empty() && kind.kind == "Secret";
+        drop_content_annotations(&mut meta, secret);
+        if secret {
             redact_secret_annotations(&mut meta);
         }
         Self {
@@ -660,10 +666,22 @@ mod tests {
             annotations.insert(key.to_string(), value);
         }
         let mut meta = ObjectMeta {
-            annotations: Some(annotations),
+            annotations: Some(annotations.clone()),
             ..Default::default()
         };
-        drop_content_annotations(&mut meta);
-        assert_eq!(meta.annotations, Some(kept));
+        drop_content_annotations(&mut meta, false);
+        assert_eq!(meta.annotations, Some(kept.clone()));
+        // On a Secret, a tracker's key holding what looks like a copy of it is dropped too.
+        let mut on_secret = annotations;
+        on_secret.insert("argocd.argoproj.io/copy".into(), secret.to_string());
+        let mut meta = ObjectMeta {
+            annotations: Some(on_secret),
+            ..Default::default()
+        };
+        drop_content_annotations(&mut meta, true);
+        let left = meta.annotations.unwrap_or_default();
+        assert!(!left.contains_key("argocd.argoproj.io/copy"), "{left:?}");
+        assert!(!left.contains_key("argocd.argoproj.io/sync-options"), "{left:?}");
+        assert!(left.contains_key("argocd.argoproj.io/tracking-id"), "{left:?}");
     }
 }

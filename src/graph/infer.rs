@@ -20,7 +20,7 @@ mod volumes;
 
 pub use rbac::{
     aggregates, grants_an_operator_group, may_name_an_operator, role_ref, selector_matches, service_account_of,
-    BOOTSTRAPPING,
+    subject_binds, BOOTSTRAPPING,
 };
 use volumes::volume_edges;
 

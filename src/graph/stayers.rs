@@ -150,21 +150,28 @@ const WORKLOAD_KINDS: [&str; 3] = ["Deployment", "StatefulSet", "DaemonSet"];
 /// operator had to finalize). Listed in the namespaces of those accounts only. A namespace the
 /// user may not list workloads in is warned about, as before this listing existed.
 async fn operator_workloads(session: &Session, whole: &mut Whole) {
-    let accounts = bound_accounts(whole);
-    tracing::debug!("stayers: {} account(s) bound by operator RBAC", accounts.len());
-    let namespaces: std::collections::BTreeSet<&str> =
-        accounts.iter().map(|(namespace, _)| namespace.as_str()).collect();
+    let subjects = bound_subjects(whole);
+    let Some(namespaces) = subject_namespaces(&subjects) else {
+        return;
+    };
+    tracing::debug!("stayers: {} subject(s) of operator RBAC", subjects.len());
+    let bound = |account: &(String, String)| {
+        subjects
+            .iter()
+            .any(|(subject, namespace)| crate::graph::infer::subject_binds(subject, namespace.as_deref(), account))
+    };
     for kind in WORKLOAD_KINDS {
         let Some(info) = session.catalog.get("apps", kind).cloned() else {
             continue;
         };
         for namespace in &namespaces {
-            let objects = match list_objects(&session.connection.client, &info, Some(namespace), None).await {
+            let objects = match list_objects(&session.connection.client, &info, namespace.as_deref(), None).await {
                 Ok(objects) => objects,
                 Err(err) if is_forbidden(&err) => {
                     tracing::warn!(
-                        "cannot list {} in {namespace}: an operator there that no stack tracks is not found ({})",
+                        "cannot list {} in {}: an operator there that no stack tracks is not found ({})",
                         info.kind_with_group(),
+                        namespace.as_deref().unwrap_or("every namespace"),
                         crate::error::root_cause(&err)
                     );
                     continue;
@@ -184,8 +191,7 @@ async fn operator_workloads(session: &Session, whole: &mut Whole) {
                     fields.insert("apiVersion".into(), info.api_version().into());
                 }
                 let listed = Listed::new(info.clone(), object.metadata);
-                let account = crate::graph::infer::service_account_of(&listed, &body);
-                if account.is_some_and(|account| accounts.contains(&account)) {
+                if crate::graph::infer::service_account_of(&listed, &body).is_some_and(|account| bound(&account)) {
                     tracing::debug!("stayers: {} runs with operator RBAC", listed.id());
                     whole.objects.push((listed, body));
                 }
@@ -194,30 +200,51 @@ async fn operator_workloads(session: &Session, whole: &mut Whole) {
     }
 }
 
-/// The ServiceAccounts `(namespace, name)` the bindings among `whole` bind.
-fn bound_accounts(whole: &Whole) -> HashSet<(String, String)> {
+/// The subjects of the bindings among `whole`, each with its binding's namespace (`None` for a
+/// ClusterRoleBinding).
+fn bound_subjects(whole: &Whole) -> Vec<(Value, Option<String>)> {
     whole
         .objects
         .iter()
         .filter(|(listed, _)| listed.kind.group == "rbac.authorization.k8s.io" && listed.kind.kind.ends_with("Binding"))
         .flat_map(|(listed, body)| {
-            let own_namespace = listed.meta.namespace.clone();
+            let namespace = listed.meta.namespace.clone();
             body.get("subjects")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
-                .filter(|subject| subject.get("kind").and_then(Value::as_str) == Some("ServiceAccount"))
-                .filter_map(move |subject| {
-                    let name = subject.get("name").and_then(Value::as_str)?;
-                    let namespace = subject
-                        .get("namespace")
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
-                        .or_else(|| own_namespace.clone())?;
-                    Some((namespace, name.to_string()))
-                })
+                .map(move |subject| (subject.clone(), namespace.clone()))
         })
         .collect()
+}
+
+/// Where the ServiceAccounts `subjects` may bind live, as the RBAC authorizer reads them (see
+/// `infer::subject_binds`): a ServiceAccount's namespace (its binding's by default), that of a
+/// `User` `system:serviceaccount:NS:NAME` or a `Group` `system:serviceaccounts:NS`; every
+/// namespace (`None`) for the `Group` `system:serviceaccounts`. `None` when they bind no
+/// ServiceAccount.
+fn subject_namespaces(subjects: &[(Value, Option<String>)]) -> Option<std::collections::BTreeSet<Option<String>>> {
+    let mut namespaces = std::collections::BTreeSet::new();
+    for (subject, binding_namespace) in subjects {
+        let field = |key: &str| subject.get(key).and_then(Value::as_str);
+        let name = field("name").unwrap_or_default();
+        let namespace = match field("kind") {
+            Some("ServiceAccount") => field("namespace")
+                .map(str::to_string)
+                .or_else(|| binding_namespace.clone()),
+            Some("User") => name
+                .strip_prefix("system:serviceaccount:")
+                .and_then(|rest| rest.split_once(':'))
+                .map(|(namespace, _)| namespace.to_string()),
+            Some("Group") if name == "system:serviceaccounts" => return Some([None].into()),
+            Some("Group") => name.strip_prefix("system:serviceaccounts:").map(str::to_string),
+            _ => None,
+        };
+        if let Some(namespace) = namespace {
+            namespaces.insert(Some(namespace));
+        }
+    }
+    (!namespaces.is_empty()).then_some(namespaces)
 }
 
 /// Adds to `whole` every Namespace whose `spec.finalizers` hold one an operator serves

@@ -209,7 +209,6 @@ fn pod_spec(input: &NodeInput) -> Option<&Value> {
     input.body.as_ref()?.pointer(pointer)
 }
 
-/// The ServiceAccount a workload's pods run as (`default` when unset).
 /// The ServiceAccount `(namespace, name)` a workload listed whole runs with.
 pub fn service_account_of(object: &crate::cluster::collect::Listed, body: &Value) -> Option<Account> {
     account_of(&NodeInput {
@@ -218,6 +217,13 @@ pub fn service_account_of(object: &crate::cluster::collect::Listed, body: &Value
     })
 }
 
+/// Whether a binding's `subject` (the binding in `namespace`, `None` for a
+/// ClusterRoleBinding) grants to `account`, as the RBAC authorizer decides ([`binds`]).
+pub fn subject_binds(subject: &Value, namespace: Option<&str>, account: &Account) -> bool {
+    binds(subject, namespace, account)
+}
+
+/// The ServiceAccount a workload's pods run as (`default` when unset).
 fn account_of(workload: &NodeInput) -> Option<Account> {
     let namespace = workload.id.namespace.clone()?;
     let spec = pod_spec(workload)?;
