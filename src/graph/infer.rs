@@ -19,8 +19,7 @@ mod rbac;
 mod volumes;
 
 pub use rbac::{
-    aggregates, grants_an_operator_group, may_name_an_operator, role_ref, selector_matches, service_account_of,
-    subject_binds, BOOTSTRAPPING,
+    aggregates, may_name_an_operator, role_ref, selector_matches, service_account_of, subject_binds, BOOTSTRAPPING,
 };
 use volumes::volume_edges;
 

@@ -31,63 +31,112 @@ fn strings_at(value: &Value, key: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Whether a role's rules let it update or patch objects of `group` (or their finalizers).
-fn grants_updates(role: &NodeInput, group: &str) -> bool {
-    let Some(rules) = role
-        .body
-        .as_ref()
-        .and_then(|b| b.get("rules"))
-        .and_then(Value::as_array)
-    else {
-        return false;
-    };
-    rules.iter().any(|rule| {
-        let groups = strings_at(rule, "apiGroups");
-        let verbs = strings_at(rule, "verbs");
-        groups.iter().any(|g| g == group) && verbs.iter().any(|v| matches!(v.as_str(), "update" | "patch" | "*"))
-    })
+/// One question the inference asks of RBAC about a role's rules. Every question that ties a
+/// workload to what it controls is one of these, and the roles read whole with the stayers are
+/// those for which some question could answer yes ([`may_name_an_operator`]), so the two never
+/// disagree (order review 11: an operator of a `*.k8s.io` group was found by one and not read by
+/// the other).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ask<'a> {
+    /// May update or patch the objects of this API group (a CRD's group: its controller).
+    UpdatesGroup(&'a str),
+    /// May update or patch objects of an operator's API group (not one of Kubernetes' own) that
+    /// is this finalizer domain or a parent of it.
+    OperatesDomain(&'a str),
+    /// May update or patch this resource of this group (or its `finalizers`), group and
+    /// resource named; a rule for every resource of the group counts with `any_resource`.
+    UpdatesResource {
+        /// The resource's API group.
+        group: &'a str,
+        /// The resource's plural.
+        resource: &'a str,
+        /// Whether `resources: ["*"]` of that group counts.
+        any_resource: bool,
+    },
+    /// May create and delete PersistentVolumes (an external provisioner).
+    ProvisionsVolumes,
 }
 
-/// Whether a Role or ClusterRole (its whole body) lets update or patch the objects of an API
-/// group an operator may serve: a group with a dot that is not one of Kubernetes' own
-/// (`*.k8s.io`, `*.kubernetes.io`). Such a role, and the bindings that grant it, tie a finalizer
-/// of that group to the workloads bound to it, tracked or not ([`crate::graph::stayers`]).
-pub fn grants_an_operator_group(role: &Value) -> bool {
-    let rules = role.get("rules").and_then(Value::as_array).into_iter().flatten();
-    rules.into_iter().any(|rule| {
-        let verbs = strings_at(rule, "verbs");
-        let updates = verbs.iter().any(|v| matches!(v.as_str(), "update" | "patch" | "*"));
-        updates
-            && strings_at(rule, "apiGroups")
-                .iter()
-                .any(|group| is_operator_group(group))
-    })
-}
-
-/// Whether a Role or ClusterRole (its whole body) may tie a finalizer or a volume to the
-/// workloads bound to it, and so is read whole with the stayers, tracked or not: it lets update
-/// an operator's API group ([`grants_an_operator_group`]), or it grants a write (`update`,
-/// `patch`, `create`, `delete`) on resources it names in a group it names — the RBAC fallback of
-/// finalizers that name no group of their object ([`writers_of`]) and of CSI provisioners
-/// ([`provisioner_workloads`]). `default` tells a role of the control plane's own defaults
-/// (`kubernetes.io/bootstrapping: rbac-defaults`): such a role names no operator by its
-/// built-in grants.
-pub fn may_name_an_operator(role: &Value, default: bool) -> bool {
-    if grants_an_operator_group(role) {
-        return true;
+impl Ask<'_> {
+    /// Whether `rule` answers yes, in a role that is (`default`) or is not one of the control
+    /// plane's defaults ([`BOOTSTRAPPING`]). A default role answers only for an operator's own
+    /// group: its built-in grants name no operator, but a role labelled so that grants an
+    /// operator's group still counts (a label must not hide an operator). A rule for every group
+    /// (`apiGroups: ["*"]`, as cluster-admin's) never answers.
+    pub(super) fn accepts(&self, rule: &Value, default: bool) -> bool {
+        match *self {
+            Ask::UpdatesGroup(group) => {
+                (!default || is_operator_group(group)) && updates(rule) && names_group(rule, |g| g == group)
+            }
+            Ask::OperatesDomain(domain) => {
+                updates(rule)
+                    && names_group(rule, |g| {
+                        is_operator_group(g) && (domain == g || domain.ends_with(&format!(".{g}")))
+                    })
+            }
+            Ask::UpdatesResource {
+                group,
+                resource,
+                any_resource,
+            } => !default && rule_grants(rule, group, resource, any_resource, &["update", "patch"]),
+            Ask::ProvisionsVolumes => {
+                !default
+                    && rule_grants(rule, "", "persistentvolumes", false, &["create"])
+                    && rule_grants(rule, "", "persistentvolumes", false, &["delete"])
+            }
+        }
     }
-    !default
-        && rules_of(role).any(|rule| {
-            let verbs = strings_at(rule, "verbs");
-            let writes = verbs
-                .iter()
-                .any(|v| matches!(v.as_str(), "update" | "patch" | "create" | "delete" | "*"));
-            writes
-                && strings_at(rule, "apiGroups").iter().any(|g| g != "*")
-                && strings_at(rule, "resources")
-                    .iter()
-                    .any(|r| r != "*" && !r.starts_with("*/"))
-        })
+
+    /// Every question `rule` could answer yes to: asked of the groups and resources it names.
+    /// Complete, as each question needs its group (and resource) named by the rule.
+    fn answerable_by(rule: &Value) -> Vec<(String, Option<String>)> {
+        let groups = strings_at(rule, "apiGroups");
+        let resources: Vec<String> = strings_at(rule, "resources")
+            .into_iter()
+            .map(|r| r.strip_suffix("/finalizers").map(str::to_string).unwrap_or(r))
+            .collect();
+        let mut pairs: Vec<(String, Option<String>)> = Vec::new();
+        for group in groups.into_iter().filter(|g| g != "*") {
+            pairs.push((group.clone(), None));
+            pairs.extend(resources.iter().map(|r| (group.clone(), Some(r.clone()))));
+        }
+        pairs
+    }
+}
+
+/// Whether a rule grants `update`, `patch` or `*`.
+fn updates(rule: &Value) -> bool {
+    strings_at(rule, "verbs")
+        .iter()
+        .any(|v| matches!(v.as_str(), "update" | "patch" | "*"))
+}
+
+/// Whether a rule names (explicitly, not by `*`) a group `wanted` accepts.
+fn names_group(rule: &Value, wanted: impl Fn(&str) -> bool) -> bool {
+    strings_at(rule, "apiGroups").iter().any(|g| g != "*" && wanted(g))
+}
+
+/// Whether a Role or ClusterRole (its whole body) may tie a finalizer, a custom resource or a
+/// volume to the workloads bound to it, and so is read whole with the stayers, tracked or not:
+/// some [`Ask`] the inference puts accepts one of its rules. `default` tells a role of the
+/// control plane's own defaults ([`BOOTSTRAPPING`]).
+pub fn may_name_an_operator(role: &Value, default: bool) -> bool {
+    rules_of(role).any(|rule| {
+        Ask::ProvisionsVolumes.accepts(rule, default)
+            || Ask::answerable_by(rule).iter().any(|(group, resource)| match resource {
+                None => {
+                    Ask::UpdatesGroup(group).accepts(rule, default) || Ask::OperatesDomain(group).accepts(rule, default)
+                }
+                Some(resource) => [false, true].into_iter().any(|any_resource| {
+                    Ask::UpdatesResource {
+                        group,
+                        resource,
+                        any_resource,
+                    }
+                    .accepts(rule, default)
+                }),
+            })
+    })
 }
 
 /// The label the API server puts on the roles and bindings it makes by itself.
@@ -108,7 +157,7 @@ fn is_default_role(role: &NodeInput) -> bool {
 fn rule_grants(rule: &Value, group: &str, resource: &str, any_resource: bool, verbs: &[&str]) -> bool {
     let verbs_granted = strings_at(rule, "verbs");
     let verb_ok = verbs_granted.iter().any(|v| v == "*" || verbs.contains(&v.as_str()));
-    let group_ok = strings_at(rule, "apiGroups").iter().any(|g| g == group);
+    let group_ok = names_group(rule, |g| g == group);
     let resource_ok = strings_at(rule, "resources")
         .iter()
         .any(|r| r == resource || r.strip_suffix("/finalizers") == Some(resource) || (any_resource && r == "*"));
@@ -119,17 +168,6 @@ fn rule_grants(rule: &Value, group: &str, resource: &str, any_resource: bool, ve
 pub fn role_ref(binding: &Value) -> Option<(String, String)> {
     let field = |key: &str| binding.pointer(&format!("/roleRef/{key}")).and_then(Value::as_str);
     Some((field("kind")?.to_string(), field("name")?.to_string()))
-}
-
-/// The roles that may update `group`'s objects.
-fn granting_roles(objects: &Objects, group: &str) -> HashSet<RoleKey> {
-    objects
-        .inputs
-        .iter()
-        .filter(|input| input.id.group == RBAC && matches!(input.id.kind.as_str(), "Role" | "ClusterRole"))
-        .filter(|input| grants_updates(input, group))
-        .map(|input| (input.id.kind.clone(), input.id.namespace.clone(), input.id.name.clone()))
-        .collect()
 }
 
 /// The Role or ClusterRole a RoleBinding or ClusterRoleBinding grants (its `roleRef`): a Role is
@@ -236,7 +274,7 @@ fn account_of(workload: &NodeInput) -> Option<Account> {
 
 /// The workloads that run the controller of `group`, as RBAC says (see the module).
 pub(super) fn controllers_of_group(objects: &Objects, group: &str) -> BTreeSet<usize> {
-    workloads_of_roles(objects, granting_roles(objects, group))
+    workloads_of_roles(objects, roles_where(objects, Ask::UpdatesGroup(group)))
 }
 
 /// The workloads whose ServiceAccount is bound to one of `roles`.
@@ -252,15 +290,19 @@ fn workloads_of_roles(objects: &Objects, roles: HashSet<RoleKey>) -> BTreeSet<us
         .collect()
 }
 
-/// The roles (nodes) one of whose rules `grants` accepts; the control plane's default roles
-/// ([`BOOTSTRAPPING`]) only with `defaults`.
-fn roles_where(objects: &Objects, defaults: bool, grants: impl Fn(&Value) -> bool) -> HashSet<RoleKey> {
+/// The roles (nodes) one of whose rules answers `ask` yes ([`Ask::accepts`]).
+fn roles_where(objects: &Objects, ask: Ask) -> HashSet<RoleKey> {
     objects
         .inputs
         .iter()
         .filter(|input| input.id.group == RBAC && matches!(input.id.kind.as_str(), "Role" | "ClusterRole"))
-        .filter(|input| defaults || !is_default_role(input))
-        .filter(|input| input.body.as_ref().is_some_and(|body| rules_of(body).any(&grants)))
+        .filter(|input| {
+            let default = is_default_role(input);
+            input
+                .body
+                .as_ref()
+                .is_some_and(|body| rules_of(body).any(|rule| ask.accepts(rule, default)))
+        })
         .map(|input| (input.id.kind.clone(), input.id.namespace.clone(), input.id.name.clone()))
         .collect()
 }
@@ -274,10 +316,12 @@ fn roles_where(objects: &Objects, defaults: bool, grants: impl Fn(&Value) -> boo
 /// never for a built-in one (`""`, `apps`: every built-in object at once), nor does a default
 /// role of the control plane ([`BOOTSTRAPPING`]).
 pub(super) fn writers_of(objects: &Objects, group: &str, resource: &str, any_resource: bool) -> BTreeSet<usize> {
-    let roles = roles_where(objects, false, |rule| {
-        rule_grants(rule, group, resource, any_resource, &["update", "patch"])
-    });
-    workloads_of_roles(objects, roles)
+    let ask = Ask::UpdatesResource {
+        group,
+        resource,
+        any_resource,
+    };
+    workloads_of_roles(objects, roles_where(objects, ask))
 }
 
 /// The workloads RBAC names as the operator of a finalizer's domain: bound to a role that may
@@ -286,14 +330,7 @@ pub(super) fn writers_of(objects: &Objects, group: &str, resource: &str, any_res
 /// `x.ops.example.com`). How a finalizer on a built-in object (a Secret) names the operator whose
 /// CRD is no node of the graph.
 pub(super) fn operators_of_domain(objects: &Objects, domain: &str) -> BTreeSet<usize> {
-    let roles = roles_where(objects, false, |rule| {
-        let verbs = strings_at(rule, "verbs");
-        verbs.iter().any(|v| matches!(v.as_str(), "update" | "patch" | "*"))
-            && strings_at(rule, "apiGroups")
-                .iter()
-                .any(|group| is_operator_group(group) && (domain == group || domain.ends_with(&format!(".{group}"))))
-    });
-    workloads_of_roles(objects, roles)
+    workloads_of_roles(objects, roles_where(objects, Ask::OperatesDomain(domain)))
 }
 
 /// Whether an API group may be an operator's: it has a dot and is none of Kubernetes' own
@@ -309,11 +346,7 @@ fn is_operator_group(group: &str) -> bool {
 /// `external-provisioner-runner`). A default role of the control plane (the volume binder's)
 /// never counts.
 pub(super) fn provisioner_workloads(objects: &Objects) -> BTreeSet<usize> {
-    let roles = roles_where(objects, false, |rule| {
-        rule_grants(rule, "", "persistentvolumes", false, &["create"])
-            && rule_grants(rule, "", "persistentvolumes", false, &["delete"])
-    });
-    let mut found = workloads_of_roles(objects, roles);
+    let mut found = workloads_of_roles(objects, roles_where(objects, Ask::ProvisionsVolumes));
     found.extend(
         (0..objects.inputs.len())
             .filter(|&index| objects.is(index, &WORKLOAD_KINDS))

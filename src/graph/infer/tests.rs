@@ -1557,3 +1557,74 @@ fn a_namespaces_spec_finalizers_name_its_operator() {
     let found = inferred(&inputs, &sprocket_options());
     assert!(!found.iter().any(|(from, _, _)| from == "nsf"), "{found:?}");
 }
+
+/// Order review 11: the roles read whole with the stayers and the roles the inference asks
+/// about are one predicate. Over every rule built from a vocabulary of verbs, groups and
+/// resources, in default and other roles, any question the inference puts ([`rbac::Ask`]) that a
+/// rule answers yes makes its role one that `may_name_an_operator` reads; the `*.k8s.io`
+/// operator the old filter missed is one of them.
+#[test]
+fn every_role_the_inference_asks_about_is_read_whole() {
+    use super::rbac::Ask;
+    let verbs = [["update"], ["patch"], ["*"], ["create"], ["delete"], ["get"]];
+    let groups = [
+        "",
+        "*",
+        "apps",
+        "ops.example.com",
+        "snapshot.storage.k8s.io",
+        "x.kubernetes.io",
+    ];
+    let resources = [
+        "*",
+        "widgets",
+        "widgets/finalizers",
+        "persistentvolumes",
+        "*/finalizers",
+    ];
+    let mut asks: Vec<Ask> = vec![Ask::ProvisionsVolumes];
+    for group in groups {
+        asks.push(Ask::UpdatesGroup(group));
+        asks.push(Ask::OperatesDomain(group));
+        asks.push(Ask::OperatesDomain("sub.ops.example.com"));
+        for resource in ["widgets", "persistentvolumes", "gadgets"] {
+            for any_resource in [false, true] {
+                asks.push(Ask::UpdatesResource {
+                    group,
+                    resource,
+                    any_resource,
+                });
+            }
+        }
+    }
+    let mut checked = 0;
+    for verb in verbs {
+        for extra_verb in [None, Some("delete")] {
+            let mut rule_verbs: Vec<&str> = verb.to_vec();
+            rule_verbs.extend(extra_verb);
+            for group in groups {
+                for resource in resources {
+                    let rule = json!({"apiGroups": [group], "resources": [resource], "verbs": rule_verbs});
+                    let role = json!({ "rules": [rule.clone()] });
+                    for default in [false, true] {
+                        for ask in &asks {
+                            if ask.accepts(&rule, default) {
+                                checked += 1;
+                                assert!(
+                                    may_name_an_operator(&role, default),
+                                    "{ask:?} accepts {rule} (default {default}) but the role is not read"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} accepted questions");
+    let snapshotter =
+        json!({"rules": [{"apiGroups": ["snapshot.storage.k8s.io"], "resources": ["*"], "verbs": ["update"]}]});
+    assert!(may_name_an_operator(&snapshotter, false));
+    let admin = json!({"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]});
+    assert!(!may_name_an_operator(&admin, false));
+}
