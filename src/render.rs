@@ -65,6 +65,11 @@ pub fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
     if let Some(text) = plain_table(headers, &rows) {
         return text;
     }
+    comfy_table(headers, rows)
+}
+
+/// A [`table`] laid out by comfy-table: any cell, wide characters and line breaks included.
+fn comfy_table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
     let mut table = Table::new();
     table
         .load_preset(presets::NOTHING)
@@ -261,23 +266,7 @@ mod tests {
 
     /// What comfy-table makes of a table (the layout [`plain_table`] writes directly).
     fn comfy(headers: &[&str], rows: Vec<Vec<String>>) -> String {
-        let mut table = Table::new();
-        table
-            .load_preset(presets::NOTHING)
-            .set_content_arrangement(ContentArrangement::Disabled)
-            .set_header(headers.iter().map(|h| h.to_string()));
-        for row in rows {
-            table.add_row(row);
-        }
-        for column in table.column_iter_mut() {
-            column.set_padding((0, 3));
-            column.set_cell_alignment(CellAlignment::Left);
-        }
-        let mut text: String = table.lines().map(|line| line.trim_end().to_string() + "\n").collect();
-        if text.is_empty() {
-            text.push('\n');
-        }
-        text
+        comfy_table(headers, rows)
     }
 
     #[test]

@@ -260,6 +260,20 @@ fn the_orphan_recheck_reads_the_stacks_record_and_policy_again() {
     }
 }
 
+/// HelmRelease `web` in `n` and one ConfigMap per name carrying the release's labels and
+/// annotations (as helm-controller and Helm put them), whatever its release records.
+fn helmrelease_web_with(n: &str, names: &[&str]) {
+    let object = |name: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {n}\n  labels: {{helm.toolkit.fluxcd.io/name: web, helm.toolkit.fluxcd.io/namespace: {n}, app.kubernetes.io/managed-by: Helm}}\n  annotations: {{meta.helm.sh/release-name: web, meta.helm.sh/release-namespace: {n}}}\n"
+        )
+    };
+    let members: String = names.iter().map(|name| object(name)).collect();
+    apply(&format!(
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {{name: web, namespace: {n}}}\nspec: {{}}\n{members}"
+    ));
+}
+
 /// Item 5 (Helm): a HelmRelease teardown deletes what its Helm release records, never a copy
 /// that carries the release's labels and annotations.
 #[test]
@@ -268,16 +282,7 @@ fn a_helmrelease_teardown_is_bounded_by_its_release() {
     ensure_flux_crds();
     let ns = Namespace::new("hr-copy");
     let n = &ns.0;
-    let object = |name: &str| {
-        format!(
-            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {n}\n  labels: {{helm.toolkit.fluxcd.io/name: web, helm.toolkit.fluxcd.io/namespace: {n}, app.kubernetes.io/managed-by: Helm}}\n  annotations: {{meta.helm.sh/release-name: web, meta.helm.sh/release-namespace: {n}}}\n"
-        )
-    };
-    apply(&format!(
-        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {{name: web, namespace: {n}}}\nspec: {{}}\n{}{}",
-        object("a"),
-        object("a-copy")
-    ));
+    helmrelease_web_with(n, &["a", "a-copy"]);
     helm_release(
         n,
         "web",
@@ -1582,16 +1587,7 @@ fn a_helm_list_marked_keep_keeps_its_items() {
     ensure_flux_crds();
     let ns = Namespace::new("hr-list");
     let n = &ns.0;
-    let object = |name: &str| {
-        format!(
-            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {n}\n  labels: {{helm.toolkit.fluxcd.io/name: web, helm.toolkit.fluxcd.io/namespace: {n}, app.kubernetes.io/managed-by: Helm}}\n  annotations: {{meta.helm.sh/release-name: web, meta.helm.sh/release-namespace: {n}}}\n"
-        )
-    };
-    apply(&format!(
-        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {{name: web, namespace: {n}}}\nspec: {{}}\n{}{}",
-        object("inlist"),
-        object("plain")
-    ));
+    helmrelease_web_with(n, &["inlist", "plain"]);
     helm_release(
         n,
         "web",
