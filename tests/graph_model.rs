@@ -3128,3 +3128,149 @@ fn untracked_operator_keeps_its_role(subject_of: impl Fn(&str) -> String) {
     assert!(why.contains("runs with"), "{why}\n{}", planned.stdout);
     assert!(wave_of(&lines, "Gadget", "g1").is_some(), "{}", planned.stdout);
 }
+
+/// Order review 12: three add-ons that a teardown of their stacks must keep while what
+/// they serve stays, each named by RBAC alone —
+/// - F1: a cloud controller manager (may update Services) and an untracked LoadBalancer Service
+///   with `service.kubernetes.io/load-balancer-cleanup`, a finalizer of a Kubernetes domain that
+///   the control plane does not remove when the cloud provider runs out of tree;
+/// - F2: a namespace operator allowed `update` on `namespaces/finalize` (the only way to remove
+///   a Namespace's `spec.finalizers`) and an untracked Namespace with its spec finalizer;
+/// - F3: an external provisioner granted `create` and `delete` on PersistentVolumes by two
+///   ClusterRoles, and an untracked claim of its StorageClass (another stack's).
+#[test]
+fn add_ons_named_by_rbac_alone_stay_for_what_they_serve() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm12");
+    let f = flux.0.clone();
+    let run = unique("gm12");
+    let (infra_ns, app_ns, tenant) = (format!("{run}-infra"), format!("{run}-app"), format!("{run}-tenant"));
+    let mut leftovers = Leftovers::new();
+    for namespace in [&infra_ns, &app_ns] {
+        leftovers.object("namespace", namespace);
+    }
+    for role in ["ccm", "nsop", "nfs", "nfs-delete"] {
+        leftovers.object("clusterrole", &format!("{run}-{role}"));
+        leftovers.object("clusterrolebinding", &format!("{run}-{role}"));
+    }
+    leftovers.object("storageclass", &format!("{run}-nfs"));
+    let labels = |stack: &str| flux_labels(stack, &f);
+    let (ccm, nsop, nfs, sc) = (labels("ccm"), labels("nsop"), labels("nfs"), labels("sc"));
+    let provisioner = format!("{run}.example.com/nfs");
+    let nfs_containers =
+        format!("[{{name: nfs, image: example.invalid/nfs, env: [{{name: PROVISIONER_NAME, value: {provisioner}}}]}}]");
+    apply(&format!(
+        "{}{}{}{}---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {infra_ns}, labels: {ccm}}}\n{}{}{}\
+---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {run}-nfs-delete, labels: {nfs}}}\n\
+rules: [{{apiGroups: [''], resources: [persistentvolumes], verbs: [delete]}}]\n\
+---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: {run}-nfs-delete, labels: {nfs}}}\n\
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {run}-nfs-delete}}\n\
+subjects: [{{kind: ServiceAccount, name: nfs-provisioner, namespace: {infra_ns}}}]\n\
+---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: {run}-nfs, labels: {sc}}}\nprovisioner: {provisioner}\n",
+        kustomization("ccm", &f, ""),
+        kustomization("nsop", &f, ""),
+        kustomization("nfs", &f, ""),
+        kustomization("sc", &f, ""),
+        operator_with_rbac(
+            &infra_ns,
+            "cloud-controller-manager",
+            &format!("{run}-ccm"),
+            "[{apiGroups: [''], resources: [services], verbs: [list, patch, update, watch]}]",
+            ONE_CONTAINER,
+            &ccm
+        ),
+        operator_with_rbac(
+            &infra_ns,
+            "nsop",
+            &format!("{run}-nsop"),
+            "[{apiGroups: [''], resources: [namespaces], verbs: [get, list, watch]}, {apiGroups: [''], resources: [namespaces/finalize], verbs: [update]}]",
+            ONE_CONTAINER,
+            &nsop
+        ),
+        operator_with_rbac(
+            &infra_ns,
+            "nfs-provisioner",
+            &format!("{run}-nfs"),
+            "[{apiGroups: [''], resources: [persistentvolumes], verbs: [get, list, watch, create]}]",
+            &nfs_containers,
+            &nfs
+        ),
+    ));
+    apply(&format!(
+        r#"---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {app_ns}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: {app_ns}, finalizers: [service.kubernetes.io/load-balancer-cleanup]}}
+spec: {{type: LoadBalancer, ports: [{{port: 80}}], selector: {{app: web}}}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: vol, namespace: {app_ns}, annotations: {{volume.kubernetes.io/storage-provisioner: {provisioner}}}}}
+spec: {{storageClassName: {run}-nfs, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Gi}}}}}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {tenant}}}
+spec: {{finalizers: [kubernetes, cleanup.nsop.example.org/tenant]}}
+"#
+    ));
+    record_flux_inventories(&f);
+    let planned = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/ccm",
+        "kustomization/nsop",
+        "kustomization/nfs",
+        "--dry-run",
+        "-o",
+        "json",
+    ]);
+    let lines = json_lines(&planned.stdout);
+    let kept = |name: &str| kept_reason(&lines, "Deployment", name).unwrap_or_default();
+    let result = [
+        ("cloud-controller-manager", format!("needed by Service/{app_ns}/web")),
+        ("nsop", format!("needed by Namespace/{tenant}")),
+        (
+            "nfs-provisioner",
+            format!("needed by PersistentVolumeClaim/{app_ns}/vol"),
+        ),
+    ]
+    .into_iter()
+    .filter(|(name, why)| !kept(name).contains(why.as_str()))
+    .map(|(name, why)| format!("{name}: kept {:?}, want {why:?}", kept(name)))
+    .collect::<Vec<_>>();
+    // Released before asserting: the Service's and the Namespace's finalizers have no controller.
+    let _ = kubectl(&[
+        "patch",
+        "service",
+        "web",
+        "-n",
+        &app_ns,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    let body = format!(
+        r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{tenant}"}},"spec":{{"finalizers":[]}}}}"#
+    );
+    let _ = kubectl_with_stdin(
+        &[
+            "replace",
+            "--raw",
+            &format!("/api/v1/namespaces/{tenant}/finalize"),
+            "-f",
+            "-",
+        ],
+        Some(&body),
+    );
+    let _ = kubectl(&["delete", "namespace", &tenant, "--wait=false"]);
+    assert_eq!(planned.code, 0, "{}", planned.stderr);
+    assert!(result.is_empty(), "{result:#?}\n{}", planned.stdout);
+}

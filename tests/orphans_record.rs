@@ -558,6 +558,68 @@ fn an_applyset_named_by_id_or_label_is_bounded_by_its_parent() {
     assert!(exists("configmap", Some(a), "keep"));
 }
 
+/// Membership review 12: kubectl gives a manifest written without a namespace the namespace of
+/// its `-n`, where it finds a namespaced ApplySet parent (F2): read with `-A` (or another `-n`),
+/// such manifests are still in the parent's namespace, and none of the live set is an orphan. A
+/// document with a top-level `items` that is no `List` (F1: kubectl applies its items, kustomize
+/// one object) refuses the desired set, naming the file, and prunes nothing.
+#[test]
+fn an_applysets_manifests_without_a_namespace_are_in_its_parents() {
+    let _logs = start();
+    let home = Namespace::new("r12-set");
+    let a = &home.0;
+    let dir = std::env::temp_dir().join(unique("r12-dir"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cm =
+        |name: &str| format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {{a: \"1\"}}\n");
+    std::fs::write(dir.join("cm.yaml"), cm("c4") + &cm("old")).unwrap();
+    let dir_text = dir.to_str().unwrap();
+    kubectl(&["apply", "-n", a, "--prune", "--applyset", "set4", "-f", dir_text]).expect_code(0);
+    let id = kubectl(&[
+        "get",
+        "secret",
+        "set4",
+        "-n",
+        a,
+        "-o",
+        r"jsonpath={.metadata.labels.applyset\.kubernetes\.io/id}",
+    ])
+    .expect_code(0)
+    .stdout;
+    let tracker = format!("applyset={id}");
+    std::fs::write(dir.join("cm.yaml"), cm("c4")).unwrap();
+    let oracle = kubectl(&[
+        "apply",
+        "-n",
+        a,
+        "--prune",
+        "--applyset",
+        "set4",
+        "-f",
+        dir_text,
+        "--dry-run=server",
+    ])
+    .expect_code(0);
+    assert!(oracle.stdout.contains("configmap/old pruned"), "{}", oracle.stdout);
+    assert!(!oracle.stdout.contains("configmap/c4 pruned"), "{}", oracle.stdout);
+    let found = stack(&["orphans", "-A", "--tracker", &tracker, "-f", dir_text, "-o", "json"]).expect_code(1);
+    assert_eq!(
+        names(&found, "orphans"),
+        set(&[format!("ConfigMap/{a}/old")]),
+        "{}",
+        found.stderr
+    );
+    let bundle = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bundle}\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: c4}}\n";
+    std::fs::write(dir.join("cm.yaml"), bundle).unwrap();
+    let refused = stack(&["prune", "-A", "--tracker", &tracker, "-f", dir_text, "--yes"]).expect_code(2);
+    assert!(refused.stderr.contains("cm.yaml (document 1)"), "{}", refused.stderr);
+    assert!(exists("configmap", Some(a), "c4") && exists("configmap", Some(a), "old"));
+    std::fs::write(dir.join("cm.yaml"), cm("c4")).unwrap();
+    let run = stack(&["prune", "-A", "--tracker", &tracker, "-f", dir_text, "--yes"]).expect_code(0);
+    assert!(exists("configmap", Some(a), "c4"), "{}", run.stderr);
+    assert!(!exists("configmap", Some(a), "old"), "{}", run.stderr);
+}
+
 /// A release Secret in Helm's own format (helm/helm `pkg/storage/driver/secrets.go`
 /// `newSecretsObject`: labels `owner`, `name`, `status`, `version`; `data.release` the encoded
 /// body), whose labels may disagree with its body, as a hand-edited or restored Secret's do.

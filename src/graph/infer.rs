@@ -516,14 +516,21 @@ pub fn served_by_an_operator(finalizer: &str) -> bool {
     !CONTROL_PLANE_FINALIZERS.contains(&finalizer)
 }
 
-/// Whether a finalizer's domain is one of Kubernetes' own (`kubernetes.io`, `k8s.io` or a
-/// subdomain): on a built-in object, a control-plane component (or a CSI sidecar, see
-/// [`volumes`]) serves it, not an operator.
-fn is_kubernetes_domain(domain: &str) -> bool {
-    ["kubernetes.io", "k8s.io"]
-        .iter()
-        .any(|own| domain == *own || domain.ends_with(&format!(".{own}")))
-}
+/// The finalizers of Kubernetes' own domains that the control plane itself removes
+/// (kube-controller-manager's PVC and PV protection, `kubernetes/pkg/controller/volume/
+/// {pvc,pv}protection`; the Job controller's pod tracking, `batch.kubernetes.io/job-tracking`;
+/// the resource claim controller's `resource.kubernetes.io/delete-protection`): no workload of a
+/// stack serves them. Any other finalizer of a Kubernetes domain on a built-in object may be an
+/// add-on's (order review 12, F1): a cloud controller manager's
+/// `service.kubernetes.io/load-balancer-cleanup`, the snapshot controller's
+/// `snapshot.storage.kubernetes.io/pvc-as-source-protection`, a CSI provisioner's
+/// `external-provisioner.volume.kubernetes.io/finalizer`; RBAC names it.
+const CONTROL_PLANE_DOMAIN_FINALIZERS: [&str; 4] = [
+    "kubernetes.io/pvc-protection",
+    "kubernetes.io/pv-protection",
+    "batch.kubernetes.io/job-tracking",
+    "resource.kubernetes.io/delete-protection",
+];
 
 /// What the RBAC fallback of a finalizer asks ([`Fallback::of`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -540,16 +547,13 @@ struct Fallback {
 
 impl Fallback {
     /// The RBAC fallback of a finalizer that named no CRD of the graph and no group of its
-    /// object; `None` for a finalizer of the control plane's ([`CONTROL_PLANE_FINALIZERS`], and on
-    /// a built-in object one of a Kubernetes domain, [`is_kubernetes_domain`]).
+    /// object; `None` for a finalizer of the control plane's ([`CONTROL_PLANE_FINALIZERS`],
+    /// [`CONTROL_PLANE_DOMAIN_FINALIZERS`]).
     fn of(finalizer: &str, id: &ObjectId, custom: bool, known: &Known) -> Option<Self> {
-        if !served_by_an_operator(finalizer) {
+        if !served_by_an_operator(finalizer) || CONTROL_PLANE_DOMAIN_FINALIZERS.contains(&finalizer) {
             return None;
         }
         let domain = finalizer_domain(finalizer);
-        if !custom && domain.is_some_and(is_kubernetes_domain) {
-            return None;
-        }
         Some(Self {
             group: id.group.clone(),
             resource: plural_of(known, &id.group, &id.kind),

@@ -138,54 +138,8 @@ async fn find_inner(
     options: ListOptions,
     with_bystanders: bool,
 ) -> Result<OrphanReport, UserError> {
-    selection.tracked_only = !desired_args.untracked;
-    if let Some(tracker) = selection.tracker.as_mut() {
-        tracker.default_namespace(&session.connection.namespace);
-    }
-    refuse_checksum(desired_args)?;
-    let mut stack = named_record(desired_args, &mut selection, session).await?;
-    refuse_unnamed(manifests.is_some(), &stack, &selection)?;
-    // Before an ApplySet parent's name becomes its id: the record is read from the parent.
-    if stack.recorded.is_none() && manifests.is_some() {
-        stack = tracker_record(&selection, session).await?;
-    }
-    inventory::refuse_renamed(&stack, manifests.is_some(), desired_args.as_built)?;
-    resolve_selection(&mut selection, session)?;
-    let resolved = manifests.as_deref().map(|manifests| {
-        let set = resolve_manifests(manifests, session, &stack);
-        report_resolution(&set);
-        set
-    });
-    if manifests.is_none() {
-        tracing::warn!(
-            "an inventory alone is what the tool applied last: nothing in it is an orphan, and the tool never deletes what it did not record; give the new desired set with -f/-k to see what it would prune"
-        );
-    }
-    let desired = Desired {
-        manifests: resolved,
-        stack: compared_stack(selection.tracker.as_ref(), &stack),
-        recorded: stack.recorded,
-        tracker: selection.tracker.clone(),
-    };
-    warn_outside_scope(&session.scope, &desired, stack.target_namespace.as_deref());
-    refuse_unplaced(&desired)?;
-    refuse_empty(&desired, desired_args.allow_empty)?;
-    refuse_unresolved(&desired, desired_args.allow_unresolved)?;
-    let (mut collection, bystanders) =
-        if with_bystanders && crate::prune::bystanders::one_listing_serves(session, &selection) {
-            let (collection, bystanders) = crate::prune::bystanders::collect_with(session, &selection, options).await;
-            (collection, Some(bystanders))
-        } else {
-            let collection = collect(
-                &session.connection.client,
-                &session.catalog,
-                &session.scope,
-                &selection,
-                options,
-            )
-            .await;
-            (collection, None)
-        };
+    let desired = desired_of(session, &mut selection, desired_args, manifests.as_deref()).await?;
+    let (mut collection, bystanders) = list_compared(session, &selection, options, with_bystanders).await;
     warn_unlisted(&collection, session)?;
     if desired.recorded.is_none() && manifests.is_some() {
         refuse_missing_stack(&selection, &collection, session).await?;
@@ -231,6 +185,74 @@ async fn find_inner(
         needs,
         bystanders,
     })
+}
+
+/// The desired set a run compares with: the stack's record, read once, and the manifests
+/// resolved against it, after every refusal of a set that cannot be compared (a checksum, an
+/// unnamed or renamed stack, objects outside the scope, an empty or unresolved set).
+async fn desired_of(
+    session: &Session,
+    selection: &mut Selection,
+    desired_args: &DesiredOptions,
+    manifests: Option<&[Manifest]>,
+) -> Result<Desired, UserError> {
+    selection.tracked_only = !desired_args.untracked;
+    if let Some(tracker) = selection.tracker.as_mut() {
+        tracker.default_namespace(&session.connection.namespace);
+    }
+    refuse_checksum(desired_args)?;
+    let mut stack = named_record(desired_args, selection, session).await?;
+    refuse_unnamed(manifests.is_some(), &stack, selection)?;
+    // Before an ApplySet parent's name becomes its id: the record is read from the parent.
+    if stack.recorded.is_none() && manifests.is_some() {
+        stack = tracker_record(selection, session).await?;
+    }
+    inventory::refuse_renamed(&stack, manifests.is_some(), desired_args.as_built)?;
+    resolve_selection(selection, session)?;
+    let resolved = manifests.map(|manifests| {
+        let set = resolve_manifests(manifests, session, &stack);
+        report_resolution(&set);
+        set
+    });
+    if manifests.is_none() {
+        tracing::warn!(
+            "an inventory alone is what the tool applied last: nothing in it is an orphan, and the tool never deletes what it did not record; give the new desired set with -f/-k to see what it would prune"
+        );
+    }
+    let desired = Desired {
+        manifests: resolved,
+        stack: compared_stack(selection.tracker.as_ref(), &stack),
+        recorded: stack.recorded,
+        tracker: selection.tracker.clone(),
+    };
+    warn_outside_scope(&session.scope, &desired, stack.target_namespace.as_deref());
+    refuse_unplaced(&desired)?;
+    refuse_empty(&desired, desired_args.allow_empty)?;
+    refuse_unresolved(&desired, desired_args.allow_unresolved)?;
+    Ok(desired)
+}
+
+/// The objects the desired set is compared with, and the bystanders from the same listing
+/// where one serves both ([`crate::prune::bystanders::one_listing_serves`]).
+async fn list_compared(
+    session: &Session,
+    selection: &Selection,
+    options: ListOptions,
+    with_bystanders: bool,
+) -> (Collection, Option<crate::prune::bystanders::Listing>) {
+    if with_bystanders && crate::prune::bystanders::one_listing_serves(session, selection) {
+        let (collection, bystanders) = crate::prune::bystanders::collect_with(session, selection, options).await;
+        return (collection, Some(bystanders));
+    }
+    let collection = collect(
+        &session.connection.client,
+        &session.catalog,
+        &session.scope,
+        selection,
+        options,
+    )
+    .await;
+    (collection, None)
 }
 
 /// Where objects were listed, in words: `in every namespace`, or `in namespace NS (and

@@ -398,6 +398,22 @@ fn yaml_options() -> serde_saphyr::Options {
     }
 }
 
+/// A document with a top-level `items` that is no `List` of objects: kubectl and Helm read any
+/// document with `items` as a list of its items (apimachinery's `unstructuredJSONScheme`
+/// decodes it to an `UnstructuredList`), kustomize (Flux) as one object of its kind
+/// (membership review 12, F1). Which objects it describes depends on the tool, so a set that
+/// holds it is refused rather than read one way and pruned the other.
+fn items_of_no_list(source: &str, kind: &str) -> UserError {
+    let what = match kind.ends_with("List") {
+        true => "its `items` is not a list of objects, which no tool applies".to_string(),
+        false => format!(
+            "a {kind} with a top-level `items`: kubectl and Helm apply its items as a list, kustomize (Flux) applies one {kind}"
+        ),
+    };
+    UserError::usage(format!("{source}: {what}; the objects it describes depend on the tool"))
+        .hint("write each object as its own document (or in a kind: List), then run again")
+}
+
 /// The manifests of parsed documents (`List`s unwrapped); a document that is not an object is
 /// an error naming it.
 fn unwrap_documents(documents: Vec<Value>, source: &str) -> Result<Vec<Manifest>, UserError> {
@@ -414,13 +430,14 @@ fn unwrap_document(document: Value, source: &str, out: &mut Vec<Manifest>) -> Re
     }
     let field = |name: &str| document.get(name).and_then(Value::as_str).unwrap_or("").to_string();
     let (api_version, kind) = (field("apiVersion"), field("kind"));
-    if kind.ends_with("List") {
-        if let Some(items) = document.get("items").and_then(Value::as_array) {
-            for (index, item) in items.iter().enumerate() {
-                unwrap_document(item.clone(), &format!("{source} item {}", index + 1), out)?;
-            }
-            return Ok(());
+    if let Some(items) = document.get("items") {
+        let Some(items) = items.as_array().filter(|_| kind.ends_with("List")) else {
+            return Err(items_of_no_list(source, &kind));
+        };
+        for (index, item) in items.iter().enumerate() {
+            unwrap_document(item.clone(), &format!("{source} item {}", index + 1), out)?;
         }
+        return Ok(());
     }
     let name = document
         .pointer("/metadata/name")
@@ -460,6 +477,29 @@ mod tests {
         assert_eq!(manifests[0].namespace, None);
         assert_eq!(manifests[1].group(), "apps");
         assert_eq!(manifests[1].namespace.as_deref(), Some("web"));
+    }
+
+    /// Membership review 12, F1: kubectl and Helm read any document with a top-level `items` as
+    /// a list of its items, kustomize as one object: such a document is refused, whatever its
+    /// kind, as is a `List` whose `items` is no list.
+    #[test]
+    fn a_document_with_items_that_is_no_list_is_refused() {
+        let bundle = "apiVersion: stack-test.example.com/v1\nkind: Widget\nmetadata: {name: bundle}\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: inner}}\n";
+        let refused = parse_text(bundle, "all.yaml").err().map(|e| e.to_string());
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|e| e.contains("all.yaml (document 1)") && e.contains("top-level `items`")),
+            "{refused:?}"
+        );
+        for text in [
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\nitems: null\n",
+            "apiVersion: v1\nkind: ConfigMapList\nitems: {a: b}\n",
+        ] {
+            assert!(parse_text(text, "x.yaml").is_err(), "{text}");
+        }
+        let list = "apiVersion: v1\nkind: ConfigMapList\nitems: []\n";
+        assert!(parse_text(list, "x.yaml").is_ok_and(|m| m.is_empty()));
     }
 
     #[test]

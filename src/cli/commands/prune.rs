@@ -48,28 +48,11 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
         PruneOutput::Json => Format::Json,
         PruneOutput::Table | PruneOutput::Wide => Format::Table,
     };
-    let request = plan_request(&args);
-    let mut desired_digest = None;
-    let mut nothing = String::from("Nothing to prune.");
-    let plan = if teardown {
-        refuse_split_targets(&session, &args)?;
-        refuse_non_stacks(&session, &args.targets).await?;
-        session.scope = ListScope::AllNamespaces;
-        plan_teardown(&session, &request).await?
-    } else {
-        let selection = crate::cli::selection(&args.selection)?;
-        let report = find_with_bystanders(
-            &session,
-            selection,
-            &(&args.desired).into(),
-            manifests,
-            list_options(&args.tuning),
-        )
-        .await?;
-        desired_digest = Some(report.desired_digest.clone());
-        nothing = super::orphans::nothing_found("Nothing to prune: no orphans", &report, false);
-        plan_orphans(&mut session, report, &request).await?
-    };
+    let Planned {
+        plan,
+        desired_digest,
+        nothing,
+    } = plan_of(&mut session, &args, manifests).await?;
     if let Some(saved) = &saved {
         plan_file::refuse_other_desired(saved, desired_digest.as_deref())?;
         refuse_changed(saved, &plan, &session.connection.server)?;
@@ -97,13 +80,70 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
         );
         return Ok(exit::OK);
     }
+    delete_planned(&session, &plan, &args, global, format).await
+}
+
+/// A plan, with what the run compares a saved plan with and says when it is empty.
+struct Planned {
+    /// The waves.
+    plan: PrunePlan,
+    /// The desired set's digest (an orphan prune).
+    desired_digest: Option<String>,
+    /// What to say when the plan deletes nothing.
+    nothing: String,
+}
+
+/// Plans a teardown of the named stacks, or the prune of the orphans of a desired set.
+async fn plan_of(
+    session: &mut Session,
+    args: &PruneArgs,
+    manifests: Option<Vec<crate::stack::manifest::Manifest>>,
+) -> anyhow::Result<Planned> {
+    let request = plan_request(args);
+    if !args.targets.is_empty() {
+        refuse_split_targets(session, args)?;
+        refuse_non_stacks(session, &args.targets).await?;
+        session.scope = ListScope::AllNamespaces;
+        return Ok(Planned {
+            plan: plan_teardown(session, &request).await?,
+            desired_digest: None,
+            nothing: String::from("Nothing to prune."),
+        });
+    }
+    let selection = crate::cli::selection(&args.selection)?;
+    let report = find_with_bystanders(
+        session,
+        selection,
+        &(&args.desired).into(),
+        manifests,
+        list_options(&args.tuning),
+    )
+    .await?;
+    let desired_digest = Some(report.desired_digest.clone());
+    let nothing = super::orphans::nothing_found("Nothing to prune: no orphans", &report, false);
+    Ok(Planned {
+        plan: plan_orphans(session, report, &request).await?,
+        desired_digest,
+        nothing,
+    })
+}
+
+/// Confirms, suspends the parents asked for, and deletes the plan wave by wave.
+async fn delete_planned(
+    session: &Session,
+    plan: &PrunePlan,
+    args: &PruneArgs,
+    global: &GlobalArgs,
+    format: Format,
+) -> anyhow::Result<u8> {
+    let count = plan.count();
     let mut suspensions = Default::default();
     if args.dry_run == DryRun::None {
         let prompt = format!("Delete {count} object(s) in {} wave(s)?", plan.waves.len());
         if !confirm(&prompt, args.yes, "Nothing was deleted.")? {
             return Ok(exit::OK);
         }
-        suspensions = suspend_for(&session, &plan, args.suspend_parents).await?;
+        suspensions = suspend_for(session, plan, args.suspend_parents).await?;
     }
     let options = RunOptions {
         exec: ExecOptions {
@@ -116,7 +156,7 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
         format,
         verbose: global.verbosity >= 2,
     };
-    Ok(run_waves(&session, &plan, suspensions, &options).await?)
+    Ok(run_waves(session, plan, suspensions, &options).await?)
 }
 
 /// What the flags ask the planner for.

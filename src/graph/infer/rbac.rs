@@ -53,8 +53,10 @@ pub(super) enum Ask<'a> {
         /// Whether `resources: ["*"]` of that group counts.
         any_resource: bool,
     },
-    /// May create and delete PersistentVolumes (an external provisioner).
-    ProvisionsVolumes,
+    /// May `create` (or `delete`) PersistentVolumes, as an external provisioner must do both:
+    /// RBAC grants the union of every rule of every role bound to an account, so each verb is
+    /// asked alone and the accounts that get both are the provisioners (order review 12, F3).
+    WritesVolumes(&'static str),
 }
 
 impl Ask<'_> {
@@ -79,11 +81,7 @@ impl Ask<'_> {
                 resource,
                 any_resource,
             } => !default && rule_grants(rule, group, resource, any_resource, &["update", "patch"]),
-            Ask::ProvisionsVolumes => {
-                !default
-                    && rule_grants(rule, "", "persistentvolumes", false, &["create"])
-                    && rule_grants(rule, "", "persistentvolumes", false, &["delete"])
-            }
+            Ask::WritesVolumes(verb) => !default && rule_grants(rule, "", "persistentvolumes", false, &[verb]),
         }
     }
 
@@ -93,7 +91,7 @@ impl Ask<'_> {
         let groups = strings_at(rule, "apiGroups");
         let resources: Vec<String> = strings_at(rule, "resources")
             .into_iter()
-            .map(|r| r.strip_suffix("/finalizers").map(str::to_string).unwrap_or(r))
+            .map(|r| subresource_of(&r).map(str::to_string).unwrap_or(r))
             .collect();
         let mut pairs: Vec<(String, Option<String>)> = Vec::new();
         for group in groups.into_iter().filter(|g| g != "*") {
@@ -122,7 +120,9 @@ fn names_group(rule: &Value, wanted: impl Fn(&str) -> bool) -> bool {
 /// control plane's own defaults ([`BOOTSTRAPPING`]).
 pub fn may_name_an_operator(role: &Value, default: bool) -> bool {
     rules_of(role).any(|rule| {
-        Ask::ProvisionsVolumes.accepts(rule, default)
+        PROVISIONING_VERBS
+            .iter()
+            .any(|verb| Ask::WritesVolumes(verb).accepts(rule, default))
             || Ask::answerable_by(rule).iter().any(|(group, resource)| match resource {
                 None => {
                     Ask::UpdatesGroup(group).accepts(rule, default) || Ask::OperatesDomain(group).accepts(rule, default)
@@ -138,6 +138,9 @@ pub fn may_name_an_operator(role: &Value, default: bool) -> bool {
             })
     })
 }
+
+/// What an external provisioner does to PersistentVolumes: both, through any of its roles.
+const PROVISIONING_VERBS: [&str; 2] = ["create", "delete"];
 
 /// The label the API server puts on the roles and bindings it makes by itself.
 pub const BOOTSTRAPPING: (&str, &str) = ("kubernetes.io/bootstrapping", "rbac-defaults");
@@ -160,8 +163,18 @@ fn rule_grants(rule: &Value, group: &str, resource: &str, any_resource: bool, ve
     let group_ok = names_group(rule, |g| g == group);
     let resource_ok = strings_at(rule, "resources")
         .iter()
-        .any(|r| r == resource || r.strip_suffix("/finalizers") == Some(resource) || (any_resource && r == "*"));
+        .any(|r| r == resource || subresource_of(r) == Some(resource) || (any_resource && r == "*"));
     verb_ok && group_ok && resource_ok
+}
+
+/// The resource whose finalizers a rule's resource lets write: `widgets/finalizers` (what the
+/// API server checks when an update changes `metadata.finalizers` with OwnerReferencesPermission-
+/// Enforcement) or `namespaces/finalize` (the only way to remove a Namespace's
+/// `spec.finalizers`: order review 12, F2).
+fn subresource_of(resource: &str) -> Option<&str> {
+    resource
+        .strip_suffix("/finalizers")
+        .or_else(|| resource.strip_suffix("/finalize"))
 }
 
 /// The (kind, name) of the role a RoleBinding or ClusterRoleBinding (its whole body) grants.
@@ -346,7 +359,9 @@ fn is_operator_group(group: &str) -> bool {
 /// `external-provisioner-runner`). A default role of the control plane (the volume binder's)
 /// never counts.
 pub(super) fn provisioner_workloads(objects: &Objects) -> BTreeSet<usize> {
-    let mut found = workloads_of_roles(objects, roles_where(objects, Ask::ProvisionsVolumes));
+    let [create, delete] =
+        PROVISIONING_VERBS.map(|verb| workloads_of_roles(objects, roles_where(objects, Ask::WritesVolumes(verb))));
+    let mut found: BTreeSet<usize> = create.intersection(&delete).copied().collect();
     found.extend(
         (0..objects.inputs.len())
             .filter(|&index| objects.is(index, &WORKLOAD_KINDS))

@@ -1162,7 +1162,7 @@ fn a_built_in_object_finalized_by_an_operator_without_a_crd_node_is_tied_by_rbac
     let mut inputs = vec![
         secret("by-domain", "ops.example.com/protect"),
         secret("dotless", "protect"),
-        secret("kubernetes", "kubernetes.io/legacy-protection"),
+        secret("kubernetes", "kubernetes.io/pvc-protection"),
         secret("orphaning", "orphan"),
         workload_as("operator", "operator", "op", json!({})),
         workload_as("secrets-writer", "writer", "writer", json!({})),
@@ -1582,12 +1582,12 @@ fn every_role_the_inference_asks_about_is_read_whole() {
         "persistentvolumes",
         "*/finalizers",
     ];
-    let mut asks: Vec<Ask> = vec![Ask::ProvisionsVolumes];
+    let mut asks: Vec<Ask> = vec![Ask::WritesVolumes("create"), Ask::WritesVolumes("delete")];
     for group in groups {
         asks.push(Ask::UpdatesGroup(group));
         asks.push(Ask::OperatesDomain(group));
         asks.push(Ask::OperatesDomain("sub.ops.example.com"));
-        for resource in ["widgets", "persistentvolumes", "gadgets"] {
+        for resource in ["widgets", "persistentvolumes", "gadgets", "namespaces"] {
             for any_resource in [false, true] {
                 asks.push(Ask::UpdatesResource {
                     group,
@@ -1627,4 +1627,90 @@ fn every_role_the_inference_asks_about_is_read_whole() {
     assert!(may_name_an_operator(&snapshotter, false));
     let admin = json!({"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]});
     assert!(!may_name_an_operator(&admin, false));
+}
+
+/// Order review 12: a finalizer of a Kubernetes domain on a built-in object is an add-on's unless
+/// the control plane removes it itself (F1: a cloud controller manager's
+/// `service.kubernetes.io/load-balancer-cleanup` and the snapshot controller's
+/// `snapshot.storage.kubernetes.io/pvc-as-source-protection` name who may update that kind;
+/// `kubernetes.io/pvc-protection` names nobody); a Namespace's `spec.finalizers` are removed
+/// through `namespaces/finalize` (F2); a provisioner may get `create` and `delete` on
+/// PersistentVolumes from two rules of two roles (F3).
+#[test]
+fn add_on_finalizers_of_kubernetes_domains_and_split_grants_name_their_controller() {
+    let with_finalizer = |kind: &str, name: &str, finalizer: &str| {
+        let mut input = object("", kind, Some("app"), name, Some("use"));
+        input.finalizers = vec![finalizer.into()];
+        input
+    };
+    let mut inputs = vec![
+        with_finalizer("Service", "lb", "service.kubernetes.io/load-balancer-cleanup"),
+        with_finalizer(
+            "PersistentVolumeClaim",
+            "source",
+            "snapshot.storage.kubernetes.io/pvc-as-source-protection",
+        ),
+        with_finalizer("PersistentVolumeClaim", "protected", "kubernetes.io/pvc-protection"),
+        with_body(
+            object("", "Namespace", None, "tenant", Some("use")),
+            json!({"spec": {"finalizers": ["kubernetes", "cleanup.nsop.example.org/tenant"]}}),
+        ),
+        workload_as("cloud-controller-manager", "ccm", "infra", json!({})),
+        workload_as("snapshot-controller", "snap", "snap", json!({})),
+        workload_as("nsop", "nsop", "nsop", json!({})),
+        workload_as("nfs-provisioner", "nfs", "storage", json!({})),
+        with_body(
+            object("", "PersistentVolume", None, "pv-nfs", Some("data")),
+            json!({"spec": {"storageClassName": "nfs-client"}}),
+        ),
+        with_body(
+            object("storage.k8s.io", "StorageClass", None, "nfs-client", Some("sc")),
+            json!({"provisioner": "example.com/nfs"}),
+        ),
+    ];
+    inputs.extend(role_for(
+        "ccm",
+        "ccm",
+        "infra",
+        json!([{"apiGroups": [""], "resources": ["services"], "verbs": ["list", "patch", "update", "watch"]}]),
+    ));
+    inputs.extend(role_for(
+        "snap",
+        "snap",
+        "snap",
+        json!([{"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "update"]}]),
+    ));
+    inputs.extend(role_for(
+        "nsop",
+        "nsop",
+        "nsop",
+        json!([{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
+               {"apiGroups": [""], "resources": ["namespaces/finalize"], "verbs": ["update"]}]),
+    ));
+    inputs.extend(role_for(
+        "nfs-create",
+        "nfs",
+        "storage",
+        json!([{"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "list", "create"]}]),
+    ));
+    inputs.extend(role_for(
+        "nfs-delete",
+        "nfs",
+        "storage",
+        json!([{"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["delete"]}]),
+    ));
+    let found = inferred(&inputs, &options());
+    let finalized_by = |from: &str| targets(&found, from, EdgeKind::InferredFinalizer);
+    assert!(
+        finalized_by("lb").contains(&"cloud-controller-manager".to_string()),
+        "{found:?}"
+    );
+    assert!(
+        finalized_by("source").contains(&"snapshot-controller".to_string()),
+        "{found:?}"
+    );
+    assert!(finalized_by("protected").is_empty(), "{found:?}");
+    assert!(finalized_by("tenant").contains(&"nsop".to_string()), "{found:?}");
+    let served_by = targets(&found, "pv-nfs", EdgeKind::InferredStorageDriver);
+    assert!(served_by.contains(&"nfs-provisioner".to_string()), "{found:?}");
 }

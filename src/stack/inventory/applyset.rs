@@ -163,7 +163,10 @@ fn applyset_inventory(object: &DynamicObject, kind: &KindInfo, catalog: &Catalog
         recorded,
         tracker,
         target_namespace: None,
-        default_namespace: None,
+        // kubectl finds a namespaced parent in its `-n` and gives that same namespace to every
+        // manifest written without one (membership review 12, F2): a set run with `-A` or
+        // another `-n` still reads them where kubectl applied them.
+        default_namespace: namespace.map(str::to_string),
         renamed_by: None,
         record_namespace: None,
     }
