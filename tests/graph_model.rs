@@ -3274,3 +3274,110 @@ spec: {{finalizers: [kubernetes, cleanup.nsop.example.org/tenant]}}
     assert_eq!(planned.code, 0, "{}", planned.stderr);
     assert!(result.is_empty(), "{result:#?}\n{}", planned.stdout);
 }
+
+/// Order review 13: an operator run as a bare Pod. Stack `crds` holds the CRD, `ops` the
+/// operator's Namespace, ServiceAccount and RBAC, `use` a Gizmo with the operator's finalizer.
+/// While the Pod is untracked and stays (`--keep-cascading` keeps its Namespace), a teardown of
+/// `ops` keeps the ServiceAccount and RBAC it runs with (F2); once `ops` tracks the Pod, tearing
+/// down `use` and `ops` deletes the Gizmo before the Pod (F1).
+#[test]
+fn an_operator_run_as_a_bare_pod_is_ordered_and_kept_as_any_operator() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm13");
+    let f = flux.0.clone();
+    let run = unique("gm13");
+    let group = own_group(&run);
+    let resource = format!("gizmos.{group}");
+    let (op_ns, use_ns) = (format!("{run}-ops"), format!("{run}-use"));
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &use_ns);
+    for namespace in [&op_ns, &use_ns] {
+        leftovers.object("namespace", namespace);
+    }
+    leftovers.object("crd", &resource);
+    leftovers.object("clusterrole", &format!("{run}-op"));
+    leftovers.object("clusterrolebinding", &format!("{run}-op"));
+    let (crds, ops, usage) = (flux_labels("crds", &f), flux_labels("ops", &f), flux_labels("use", &f));
+    apply(&crd(&group, "Gizmo", "gizmos", &crds));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    apply(&format!(
+        r#"{}{}{}---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {op_ns}, labels: {ops}}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: op, namespace: {op_ns}, labels: {ops}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {run}-op, labels: {ops}}}
+rules: [{{apiGroups: [{group}], resources: [gizmos], verbs: [get, list, watch, update, patch]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {run}-op, labels: {ops}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {run}-op}}
+subjects: [{{kind: ServiceAccount, name: op, namespace: {op_ns}}}]
+---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {use_ns}, labels: {usage}}}
+---
+apiVersion: {group}/v1
+kind: Gizmo
+metadata: {{name: g, namespace: {use_ns}, labels: {usage}, finalizers: [{group}/cleanup]}}
+"#,
+        kustomization("crds", &f, ""),
+        kustomization("ops", &f, ""),
+        kustomization("use", &f, ""),
+    ));
+    apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: op, namespace: {op_ns}}}\nspec: {{serviceAccountName: op, containers: [{{name: op, image: example.invalid/op}}]}}\n"
+    ));
+    record_flux_inventories(&f);
+    let kept = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/ops",
+        "--keep-cascading",
+        "--dry-run",
+        "-o",
+        "json",
+    ]);
+    let lines = json_lines(&kept.stdout);
+    assert_eq!(kept.code, 0, "{}", kept.stderr);
+    for (kind, name) in [
+        ("ServiceAccount", "op".to_string()),
+        ("ClusterRole", format!("{run}-op")),
+        ("ClusterRoleBinding", format!("{run}-op")),
+    ] {
+        assert_eq!(wave_of(&lines, kind, &name), None, "{kind}/{name}: {}", kept.stdout);
+    }
+    let (name_label, namespace_label) = (
+        "kustomize.toolkit.fluxcd.io/name=ops".to_string(),
+        format!("kustomize.toolkit.fluxcd.io/namespace={f}"),
+    );
+    kubectl(&["label", "pod", "op", "-n", &op_ns, &name_label, &namespace_label]).expect_code(0);
+    record_flux_inventory("ops", &f);
+    let planned = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/use",
+        "kustomization/ops",
+        "--dry-run",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(planned.code, 0, "{}", planned.stderr);
+    let lines = json_lines(&planned.stdout);
+    assert!(
+        planned_wave(&lines, "Gizmo", "g") < planned_wave(&lines, "Pod", "op"),
+        "{}",
+        planned.stdout
+    );
+}

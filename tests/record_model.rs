@@ -202,6 +202,34 @@ fn the_recheck_reads_the_stacks_policy_again() {
     assert!(exists("configmap", Some(f), "kept"), "{}", run.stderr);
 }
 
+/// Membership review 13, F1: the Kustomization torn down is deleted by other means while an
+/// earlier wave waits. Its tool deleted nothing of it (this run had suspended it), and a run
+/// again would leave what still carries its mark: the re-check leaves it too.
+#[test]
+fn a_stack_deleted_by_other_means_mid_run_leaves_its_members() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gone-mid");
+    let f = &flux.0;
+    let labels = flux_labels("pol", f);
+    apply(&format!(
+        "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kept, namespace: {f}, labels: {labels}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: slow\n  namespace: {f}\n  labels: {labels}\n  finalizers: [stack-test.example.com/hold]\n  annotations: {{config.kubernetes.io/depends-on: /namespaces/{f}/ConfigMap/kept}}\n",
+        kustomization("pol", f, "prune: true"),
+    ));
+    record_flux_inventories(f);
+    let mut child = spawn_stack(&["prune", "-n", f, "kustomization/pol", "--yes", "--timeout", "60s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", f, "slow")
+    });
+    kubectl(&["delete", "kustomization", "pol", "-n", f, "--wait=false"]).expect_code(0);
+    wait_until(Duration::from_secs(30), || !exists("kustomization", Some(f), "pol"));
+    release_finalizers("configmap/slow", f);
+    let run = finish(child);
+    assert_eq!(run.code, 5, "dropped by the re-check:\n{}", run.stderr);
+    assert!(run.stderr.contains("was deleted since the plan"), "{}", run.stderr);
+    assert!(exists("configmap", Some(f), "kept"), "{}", run.stderr);
+}
+
 /// Membership review 6, F3 (and F2 on this path): an orphan prune (`prune --tracker flux=NAME
 /// -f`) re-reads the stack's record and policy before each wave with the function the plan read
 /// them with (`inventory::record_of`): `spec.prune: false`, `spec.suspend: true` (a suspended

@@ -60,67 +60,91 @@ pub fn want(words: &[String]) -> Want {
         Some((current, typed)) => (typed, current.as_str()),
         None => (&[][..], ""),
     };
-    let mut command = &root;
-    let mut positionals = 0usize;
-    let mut pending_value: Option<&Arg> = None;
-    let mut targets: Vec<String> = Vec::new();
+    let read = read_typed(&root, typed);
+    let command = read.command;
+    if let Some(arg) = read.pending_value {
+        if arg.get_id() == "finalizers" {
+            return Want::Finalizers(read.targets);
+        }
+        return values_for(arg, current);
+    }
+    if let Some(want) = inline_value(command, &root, current) {
+        return want;
+    }
+    if current.starts_with('-') {
+        return Want::Values(flags(command, &root));
+    }
+    if std::ptr::eq(command, &root) {
+        return Want::Values(subcommands(&root));
+    }
+    positional(command, current)
+}
+
+/// What the words before the current one say: the (sub)command, the flag still waiting for its
+/// value, and the positional words.
+struct Typed<'c> {
+    command: &'c Command,
+    pending_value: Option<&'c Arg>,
+    targets: Vec<String>,
+}
+
+fn read_typed<'c>(root: &'c Command, typed: &[String]) -> Typed<'c> {
+    let mut read = Typed {
+        command: root,
+        pending_value: None,
+        targets: Vec::new(),
+    };
     for word in typed {
-        if pending_value.take().is_some() {
+        if read.pending_value.take().is_some() {
             continue;
         }
         if word.starts_with('-') {
             // `--flag=value` and `-nVALUE` carry their value; `--flag value` takes the next word.
             let carries_value = word.contains('=') || (!word.starts_with("--") && word.len() > 2);
             if !carries_value {
-                pending_value = find_arg(command, &root, word).filter(|a| a.get_action().takes_values());
+                read.pending_value = find_arg(read.command, root, word).filter(|a| a.get_action().takes_values());
             }
             continue;
         }
-        match command.find_subcommand(word) {
-            Some(sub) if positionals == 0 && std::ptr::eq(command, &root) => command = sub,
-            _ => {
-                positionals += 1;
-                targets.push(word.clone());
-            }
+        match read.command.find_subcommand(word) {
+            Some(sub) if read.targets.is_empty() && std::ptr::eq(read.command, root) => read.command = sub,
+            _ => read.targets.push(word.clone()),
         }
     }
-    if let Some(arg) = pending_value {
-        if arg.get_id() == "finalizers" {
-            return Want::Finalizers(targets);
-        }
-        return values_for(arg, current);
-    }
-    if let Some((flag, value)) = current.split_once('=') {
-        if let Some(arg) = find_arg(command, &root, flag) {
-            let prefix = format!("{flag}=");
-            return match values_for(arg, value) {
-                Want::Values(values) => {
-                    Want::Values(values.into_iter().map(|(v, d)| (format!("{prefix}{v}"), d)).collect())
-                }
-                Want::FluxStacks { prefix: inner, kind } => Want::FluxStacks {
-                    prefix: format!("{prefix}{inner}"),
-                    kind,
-                },
-                other => other,
-            };
-        }
-    }
-    if current.starts_with('-') {
-        return Want::Values(flags(command, &root));
-    }
-    if std::ptr::eq(command, &root) {
-        let subcommands = root
-            .get_subcommands()
-            .filter(|c| !c.is_hide_set())
-            .map(|c| {
-                (
-                    c.get_name().to_string(),
-                    c.get_about().map(|a| a.to_string()).unwrap_or_default(),
-                )
-            })
-            .collect();
-        return Want::Values(subcommands);
-    }
+    read
+}
+
+/// The values of `--flag=` being typed (`current`), each with its `--flag=` prefix.
+fn inline_value(command: &Command, root: &Command, current: &str) -> Option<Want> {
+    let (flag, value) = current.split_once('=')?;
+    let arg = find_arg(command, root, flag)?;
+    let prefix = format!("{flag}=");
+    Some(match values_for(arg, value) {
+        Want::Values(values) => Want::Values(values.into_iter().map(|(v, d)| (format!("{prefix}{v}"), d)).collect()),
+        Want::FluxStacks { prefix: inner, kind } => Want::FluxStacks {
+            prefix: format!("{prefix}{inner}"),
+            kind,
+        },
+        other => other,
+    })
+}
+
+/// The visible subcommands, each with its summary.
+fn subcommands(root: &Command) -> Vec<(String, String)> {
+    root.get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .map(|c| {
+            (
+                c.get_name().to_string(),
+                c.get_about().map(|a| a.to_string()).unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// What a positional word of `command` completes to: objects (`TYPE/NAME`), stack kinds for
+/// `prune`, shells for `completion`.
+fn positional(command: &Command, current: &str) -> Want {
     let takes_objects = command
         .get_arguments()
         .any(|a| a.is_positional() && a.get_id() == "targets");

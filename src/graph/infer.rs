@@ -50,6 +50,11 @@ pub const SPEC_KINDS: [(&str, &str); 19] = [
 /// Workload kinds: what runs a controller.
 const WORKLOAD_KINDS: [(&str, &str); 3] = [("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet")];
 
+/// What runs a controller too when no other object made it (no owner): a bare ReplicaSet, Job
+/// or Pod (order review 13: an operator run as a bare Pod was deleted beside the custom resource
+/// it had to finalize). One a Deployment made is that Deployment's.
+pub const BARE_WORKLOAD_KINDS: [(&str, &str); 3] = [("apps", "ReplicaSet"), ("batch", "Job"), ("", "Pod")];
+
 /// What runs pods a Service may select: the workloads, ReplicaSets, Jobs (by their pod
 /// template's labels) and bare Pods (by their own labels).
 pub const POD_KINDS: [(&str, &str); 6] = [
@@ -151,8 +156,15 @@ impl<'a> Objects<'a> {
             .filter_map(|key| self.by_stack.get(key))
             .flatten()
             .copied()
-            .filter(|&other| other != index && self.is(other, &CONTROLLER_KINDS))
+            .filter(|&other| other != index && (self.is(other, &CONTROLLER_KINDS) || self.runs_an_operator(other)))
             .collect()
+    }
+
+    /// Whether a node runs a controller: a workload ([`WORKLOAD_KINDS`]), or a bare ReplicaSet,
+    /// Job or Pod ([`BARE_WORKLOAD_KINDS`]).
+    fn runs_an_operator(&self, index: usize) -> bool {
+        self.is(index, &WORKLOAD_KINDS)
+            || (self.is(index, &BARE_WORKLOAD_KINDS) && self.inputs[index].owners.is_empty())
     }
 
     /// A Service (by namespace and name) and what serves it: the objects running pods its

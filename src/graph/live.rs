@@ -373,36 +373,10 @@ pub(crate) async fn graph_of_inner(
     } else {
         crate::graph::stayers::Whole::default()
     };
-    let mut flux = flux_objects(session).await?;
-    if only_selected {
-        let given: HashSet<ObjectId> = listed.iter().map(Listed::id).collect();
-        flux.retain(|(object, _)| given.contains(&object.id()));
-    }
     let mut objects: HashMap<ObjectId, Listed> = HashMap::new();
-    let mut inputs = Vec::new();
-    for (object, body) in flux {
-        let mut input = input_from_listed(&object);
-        input.depends_on = NodeInput::flux_depends_on(&input.id, &body);
-        input.impersonation = crate::stack::inventory::impersonation_of(session, &input.id, &body).await;
-        input.unmapped = crate::stack::inventory::unmapped_entries(&body, &session.catalog);
-        input.body = Some(body); // its deletion policy: see `graph::orphans_members`
-        objects.insert(object.id(), object);
-        inputs.push(input);
-    }
+    let mut inputs = stack_inputs(session, &listed, only_selected, &mut objects).await?;
     let tracked: Vec<ObjectId> = listed.iter().map(Listed::id).collect();
-    let mut others: Vec<NodeInput> = Vec::new();
-    for object in listed {
-        if let std::collections::hash_map::Entry::Vacant(slot) = objects.entry(object.id()) {
-            others.push(input_from_listed(&object));
-            slot.insert(object);
-        }
-    }
-    if only_members {
-        others = tracked_by_any(&inputs, others);
-        let kept: HashSet<&ObjectId> = inputs.iter().chain(others.iter()).map(|i| &i.id).collect();
-        objects.retain(|id, _| kept.contains(id));
-    }
-    inputs.extend(others);
+    add_listed(listed, only_members, &mut inputs, &mut objects);
     let finalized = if stayers_wanted && infer {
         finalized_stayers(session, &objects, &mut unlisted_stayers, stayers_listed).await
     } else {
@@ -412,12 +386,7 @@ pub(crate) async fn graph_of_inner(
     // and guarded as any other); while they stay, it keeps what it needs.
     let would_die: Vec<ObjectId> = finalized.iter().map(Listed::id).collect();
     add_stayers(&mut inputs, &mut objects, stayers);
-    for object in finalized {
-        if let std::collections::hash_map::Entry::Vacant(slot) = objects.entry(object.id()) {
-            inputs.push(input_from_listed(&object));
-            slot.insert(object);
-        }
-    }
+    inputs.extend(new_nodes(finalized, &mut objects));
     for input in &inputs {
         for (key, value, why) in crate::graph::malformed_annotations(&input.annotations) {
             tracing::warn!("{}: {key} {value:?} ignored: {why}", input.id);
@@ -443,6 +412,62 @@ pub(crate) async fn graph_of_inner(
         inputs,
         build_options: options,
     })
+}
+
+/// The Flux stacks as nodes, with their `dependsOn`, impersonation, unmapped inventory entries
+/// and body (their deletion policy: see `graph::orphans_members`); with `only_selected`, only
+/// those among `listed`.
+async fn stack_inputs(
+    session: &Session,
+    listed: &[Listed],
+    only_selected: bool,
+    objects: &mut HashMap<ObjectId, Listed>,
+) -> Result<Vec<NodeInput>, UserError> {
+    let mut flux = flux_objects(session).await?;
+    if only_selected {
+        let given: HashSet<ObjectId> = listed.iter().map(Listed::id).collect();
+        flux.retain(|(object, _)| given.contains(&object.id()));
+    }
+    let mut inputs = Vec::new();
+    for (object, body) in flux {
+        let mut input = input_from_listed(&object);
+        input.depends_on = NodeInput::flux_depends_on(&input.id, &body);
+        input.impersonation = crate::stack::inventory::impersonation_of(session, &input.id, &body).await;
+        input.unmapped = crate::stack::inventory::unmapped_entries(&body, &session.catalog);
+        input.body = Some(body);
+        objects.insert(object.id(), object);
+        inputs.push(input);
+    }
+    Ok(inputs)
+}
+
+/// Adds the listed objects that are no node yet; with `only_members`, only those a stack (a
+/// node of `inputs` already) tracks.
+fn add_listed(
+    listed: Vec<Listed>,
+    only_members: bool,
+    inputs: &mut Vec<NodeInput>,
+    objects: &mut HashMap<ObjectId, Listed>,
+) {
+    let mut others = new_nodes(listed, objects);
+    if only_members {
+        others = tracked_by_any(inputs, others);
+        let kept: HashSet<&ObjectId> = inputs.iter().chain(others.iter()).map(|i| &i.id).collect();
+        objects.retain(|id, _| kept.contains(id));
+    }
+    inputs.extend(others);
+}
+
+/// The nodes of the objects that are none yet, each now in `objects`.
+fn new_nodes(listed: Vec<Listed>, objects: &mut HashMap<ObjectId, Listed>) -> Vec<NodeInput> {
+    let mut inputs = Vec::new();
+    for object in listed {
+        if let std::collections::hash_map::Entry::Vacant(slot) = objects.entry(object.id()) {
+            inputs.push(input_from_listed(&object));
+            slot.insert(object);
+        }
+    }
+    inputs
 }
 
 /// Adds the stayers listed whole ([`crate::graph::stayers::list_whole`]) that are no nodes yet. A stayer

@@ -140,8 +140,23 @@ pub async fn list_whole(session: &Session) -> Whole {
     whole
 }
 
-/// The workload kinds an operator runs as.
-const WORKLOAD_KINDS: [&str; 3] = ["Deployment", "StatefulSet", "DaemonSet"];
+/// The workload kinds an operator runs as; a ReplicaSet, Job or Pod only when bare (no owner:
+/// [`crate::graph::infer::BARE_WORKLOAD_KINDS`]).
+const WORKLOAD_KINDS: [(&str, &str); 6] = [
+    ("apps", "Deployment"),
+    ("apps", "StatefulSet"),
+    ("apps", "DaemonSet"),
+    ("apps", "ReplicaSet"),
+    ("batch", "Job"),
+    ("", "Pod"),
+];
+
+/// Whether a listed workload may run an operator: any but a ReplicaSet, Job or Pod another
+/// object made.
+fn may_run_an_operator(group: &str, kind: &str, meta: &kube::api::ObjectMeta) -> bool {
+    let bare = meta.owner_references.as_ref().is_none_or(Vec::is_empty);
+    bare || !crate::graph::infer::BARE_WORKLOAD_KINDS.contains(&(group, kind))
+}
 
 /// Adds to `whole` the workloads, tracked or not, that run with a ServiceAccount bound by one
 /// of the bindings [`operator_rbac`] kept: an operator installed by hand, that no stack tracks,
@@ -160,8 +175,8 @@ async fn operator_workloads(session: &Session, whole: &mut Whole) {
             .iter()
             .any(|(subject, namespace)| crate::graph::infer::subject_binds(subject, namespace.as_deref(), account))
     };
-    for kind in WORKLOAD_KINDS {
-        let Some(info) = session.catalog.get("apps", kind).cloned() else {
+    for (group, kind) in WORKLOAD_KINDS {
+        let Some(info) = session.catalog.get(group, kind).cloned() else {
             continue;
         };
         for namespace in &namespaces {
@@ -185,7 +200,10 @@ async fn operator_workloads(session: &Session, whole: &mut Whole) {
                     continue;
                 }
             };
-            for object in objects {
+            for object in objects
+                .into_iter()
+                .filter(|o| may_run_an_operator(group, kind, &o.metadata))
+            {
                 let mut body = object.data;
                 if let Some(fields) = body.as_object_mut() {
                     fields.insert("apiVersion".into(), info.api_version().into());

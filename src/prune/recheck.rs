@@ -661,7 +661,18 @@ impl Recheck {
             .iter()
             .filter_map(|tracker| {
                 let claim = match stacks_now.get(tracker)? {
-                    StackNow::Gone => return None,
+                    // Deleted by this run (after its members, so only past them): it says
+                    // nothing new.
+                    StackNow::Gone if self.deleted_by_this_run(tracker) => return None,
+                    // Deleted by other means since the plan (membership review 13, F1): what
+                    // still carries its mark is left, as a run again after it leaves it; its
+                    // tool deleted nothing of it (a suspended stack deletes nothing).
+                    StackNow::Gone => StackClaim {
+                        unreadable: Some(format!(
+                            "its stack {tracker} was deleted since the plan, not by this run: what still carries its mark is left, as a run again leaves it (`prune ... --leftovers` takes it)"
+                        )),
+                        ..StackClaim::default()
+                    },
                     // A record read at plan time and gone now (its status.inventory or the
                     // ApplySet id removed) says nothing of what its tool would delete: the
                     // labels do not take over.
@@ -682,6 +693,13 @@ impl Recheck {
                 Some((tracker, claim))
             })
             .collect()
+    }
+
+    /// Whether a planned object was deleted by a wave this run has already run.
+    fn deleted_by_this_run(&self, id: &ObjectId) -> bool {
+        self.planned_uids
+            .iter()
+            .any(|(planned, uid)| planned == id && self.done.contains(uid))
     }
 
     /// For a Namespace or a CRD: an object it holds now that its deletion would take and that the
@@ -1021,7 +1039,8 @@ mod tests {
 /// A torn-down stack's tracking object as the re-check finds it.
 #[derive(Debug)]
 enum StackNow {
-    /// Gone (or being deleted past its members): it says nothing new.
+    /// Gone: by this run (past its members) it says nothing new; by other means, its members
+    /// are left.
     Gone,
     /// Read: its tool's policy (why it would now leave its members behind) and record.
     Read {

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use serde_json::Value;
 
-use super::{Objects, WORKLOAD_KINDS};
+use super::Objects;
 use crate::graph::NodeInput;
 use crate::model::identity::ObjectId;
 
@@ -298,7 +298,7 @@ fn workloads_of_roles(objects: &Objects, roles: HashSet<RoleKey>) -> BTreeSet<us
     let roles = with_aggregating(objects, roles);
     let accounts = bound_accounts(objects, &roles);
     (0..objects.inputs.len())
-        .filter(|&index| objects.is(index, &WORKLOAD_KINDS))
+        .filter(|&index| objects.runs_an_operator(index))
         .filter(|&index| account_of(&objects.inputs[index]).is_some_and(|a| accounts.contains(&a)))
         .collect()
 }
@@ -364,7 +364,7 @@ pub(super) fn provisioner_workloads(objects: &Objects) -> BTreeSet<usize> {
     let mut found: BTreeSet<usize> = create.intersection(&delete).copied().collect();
     found.extend(
         (0..objects.inputs.len())
-            .filter(|&index| objects.is(index, &WORKLOAD_KINDS))
+            .filter(|&index| objects.runs_an_operator(index))
             .filter(|&index| pod_spec(&objects.inputs[index]).is_some_and(runs_a_csi_provisioner)),
     );
     found

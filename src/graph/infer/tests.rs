@@ -1714,3 +1714,74 @@ fn add_on_finalizers_of_kubernetes_domains_and_split_grants_name_their_controlle
     let served_by = targets(&found, "pv-nfs", EdgeKind::InferredStorageDriver);
     assert!(served_by.contains(&"nfs-provisioner".to_string()), "{found:?}");
 }
+
+/// Order review 13: an operator may run as a bare Pod, ReplicaSet or Job. A custom resource goes
+/// before one in its CRD's stack, and before one RBAC names; one that another object made (a
+/// Deployment's ReplicaSet, its Pods) is its maker's, and ties nothing.
+#[test]
+fn a_bare_pod_or_replica_set_runs_an_operator_one_made_by_another_does_not() {
+    let gizmo = |group: &str, name: &str| {
+        let mut cr = object(group, "Gizmo", Some("app"), name, Some("usage"));
+        cr.finalizers = vec![format!("{group}/cleanup")];
+        cr
+    };
+    let crd = |group: &str| {
+        object(
+            CRD_GROUP,
+            "CustomResourceDefinition",
+            None,
+            &format!("gizmos.{group}"),
+            Some("crds"),
+        )
+    };
+    let pod = |name: &str, account: &str, stack: &str, owned: bool| {
+        let mut pod = with_body(
+            object("", "Pod", Some("op"), name, Some(stack)),
+            json!({"spec": {"serviceAccountName": account}}),
+        );
+        if owned {
+            pod.owners = vec!["uid-of-a-replica-set".into()];
+        }
+        pod
+    };
+    let mut inputs = vec![
+        gizmo("a.example.com", "by-stack"),
+        gizmo("b.example.com", "by-rbac"),
+        gizmo("c.example.com", "by-owned"),
+        object(
+            CRD_GROUP,
+            "CustomResourceDefinition",
+            None,
+            "gizmos.a.example.com",
+            Some("ops-a"),
+        ),
+        crd("b.example.com"),
+        crd("c.example.com"),
+        pod("bare-pod", "a", "ops-a", false),
+        with_body(
+            object("apps", "ReplicaSet", Some("op"), "bare-rs", Some("ops-b")),
+            json!({"spec": {"template": {"spec": {"serviceAccountName": "b"}}}}),
+        ),
+        pod("owned-pod", "c", "ops-c", true),
+    ];
+    inputs.extend(role_for(
+        "b",
+        "b",
+        "ops-b",
+        json!([{"apiGroups": ["b.example.com"], "resources": ["gizmos"], "verbs": ["update"]}]),
+    ));
+    inputs.extend(role_for(
+        "c",
+        "c",
+        "ops-c",
+        json!([{"apiGroups": ["c.example.com"], "resources": ["gizmos"], "verbs": ["update"]}]),
+    ));
+    let found = inferred(&inputs, &options());
+    let finalized_by = |from: &str| targets(&found, from, EdgeKind::InferredFinalizer);
+    assert!(finalized_by("by-stack").contains(&"bare-pod".to_string()), "{found:?}");
+    assert!(finalized_by("by-rbac").contains(&"bare-rs".to_string()), "{found:?}");
+    assert!(
+        !finalized_by("by-owned").contains(&"owned-pod".to_string()),
+        "{found:?}"
+    );
+}

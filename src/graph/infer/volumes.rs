@@ -174,7 +174,7 @@ fn provisioners_of(
     }
     let names = |workload: usize, driver: &str| super::rbac::names_driver(&objects.inputs[workload], driver);
     let named: BTreeSet<usize> = provisioners.iter().copied().filter(|&p| names(p, driver)).collect();
-    if !named.is_empty() || found.iter().any(|&index| objects.is(index, &super::WORKLOAD_KINDS)) {
+    if !named.is_empty() || found.iter().any(|&index| objects.runs_an_operator(index)) {
         return named;
     }
     provisioners

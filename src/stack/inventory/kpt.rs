@@ -15,73 +15,23 @@ use crate::stack::classify::Recorded;
 pub(super) async fn load_kpt(session: &Session, id: &str) -> Result<Inventory, UserError> {
     let selector = format!("cli-utils.sigs.k8s.io/inventory-id={id}");
     let mut ids = Vec::new();
-    let mut found: Vec<String> = Vec::new();
-    let where_ = |object: &kube::api::DynamicObject| {
-        format!(
-            "{}/{}",
-            object.metadata.namespace.as_deref().unwrap_or_default(),
-            object.metadata.name.as_deref().unwrap_or_default()
-        )
-    };
+    let mut found: Vec<Holder> = Vec::new();
     let config_maps = served(session, "", "ConfigMap")?;
     for object in list_labelled(session, config_maps, &selector).await? {
-        found.push(format!("ConfigMap {}", where_(&object)));
-        let data = object
-            .data
-            .get("data")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
-        // cli-utils reads every key or none: one that does not parse fails the whole inventory
-        // (kubernetes-sigs/cli-utils `pkg/inventory/inventory.go` `ConfigMap.Load`:
-        // `ParseObjMetadata`), and neither apply nor destroy acts on any of it.
-        for key in data.keys() {
-            let parsed = ObjectId::from_flux_inventory_id(key).ok_or_else(|| {
-                UserError::refused(format!(
-                    "inventory ConfigMap {} holds key {key:?}, which is not <namespace>_<name>_<group>_<Kind>: cli-utils cannot read this inventory and acts on none of it",
-                    where_(&object)
-                ))
-                .hint("fix the inventory with its tool (`kpt live apply`) before pruning its stack")
-            })?;
-            ids.push(parsed);
-        }
+        let holder = Holder::of("ConfigMap", &object);
+        ids.extend(config_map_ids(&object, &holder)?);
+        found.push(holder);
     }
     if let Some(groups) = session.catalog.get("kpt.dev", "ResourceGroup") {
         for object in list_labelled(session, groups, &selector).await? {
-            found.push(format!("ResourceGroup {}", where_(&object)));
-            let resources = object
-                .data
-                .pointer("/spec/resources")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            ids.extend(resources.iter().filter_map(|r| {
-                let field = |name: &str| r.get(name).and_then(Value::as_str).unwrap_or("");
-                (!field("kind").is_empty())
-                    .then(|| ObjectId::new(field("group"), field("kind"), Some(field("namespace")), field("name")))
-            }));
+            found.push(Holder::of("ResourceGroup", &object));
+            ids.extend(resource_group_ids(&object));
         }
     }
-    // One id, one inventory: cli-utils refuses an id that several inventory objects claim
-    // (kubernetes-sigs/cli-utils `pkg/inventory/inventory-client.go` `getClusterInventoryInfo`:
-    // "found %d inventory objects with inventory id"), and never merges their contents.
-    if found.len() > 1 {
-        return Err(UserError::refused(format!(
-            "{} inventory objects claim inventory id {id} ({}): cli-utils acts on none of them, and neither does kubectl-stack",
-            found.len(),
-            found.join(", ")
-        ))
-        .hint("give each inventory its own id (`kpt live init --inventory-id`)"));
-    }
-    if found.is_empty() {
-        return Err(UserError::failed(format!("no inventory object labelled {selector}"))
-            .hint("check the id (`kubectl get cm -A -l cli-utils.sigs.k8s.io/inventory-id`)"));
-    }
+    refuse_shared_or_missing(&found, id, &selector)?;
     let record_namespace = found
         .first()
-        .and_then(|place| place.split_once(' '))
-        .and_then(|(_, at)| at.split_once('/'))
-        .map(|(namespace, _)| namespace.to_string())
+        .map(|holder| holder.namespace.clone())
         .filter(|namespace| !namespace.is_empty());
     let tracker = Tracker {
         preset: Preset::Kpt,
@@ -103,4 +53,82 @@ pub(super) async fn load_kpt(session: &Session, id: &str) -> Result<Inventory, U
         renamed_by: None,
         record_namespace,
     })
+}
+
+/// An object that holds an inventory: its kind, namespace and name.
+struct Holder {
+    kind: &'static str,
+    namespace: String,
+    name: String,
+}
+
+impl Holder {
+    fn of(kind: &'static str, object: &kube::api::DynamicObject) -> Self {
+        Self {
+            kind,
+            namespace: object.metadata.namespace.clone().unwrap_or_default(),
+            name: object.metadata.name.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// The objects an inventory ConfigMap lists, one per key of its `data`. cli-utils reads every
+/// key or none: one that does not parse fails the whole inventory (kubernetes-sigs/cli-utils
+/// `pkg/inventory/inventory.go` `ConfigMap.Load`: `ParseObjMetadata`), and neither apply nor
+/// destroy acts on any of it.
+fn config_map_ids(object: &kube::api::DynamicObject, holder: &Holder) -> Result<Vec<ObjectId>, UserError> {
+    let data = object.data.get("data").and_then(Value::as_object);
+    data.into_iter()
+        .flat_map(|data| data.keys())
+        .map(|key| {
+            ObjectId::from_flux_inventory_id(key).ok_or_else(|| {
+                let place = format!("{}/{}", holder.namespace, holder.name);
+                UserError::refused(format!(
+                    "inventory ConfigMap {place} holds key {key:?}, which is not <namespace>_<name>_<group>_<Kind>: cli-utils cannot read this inventory and acts on none of it"
+                ))
+                .hint("fix the inventory with its tool (`kpt live apply`) before pruning its stack")
+            })
+        })
+        .collect()
+}
+
+/// The objects a ResourceGroup lists in `spec.resources` (those with a kind).
+fn resource_group_ids(object: &kube::api::DynamicObject) -> Vec<ObjectId> {
+    let resources = object.data.pointer("/spec/resources").and_then(Value::as_array);
+    resources
+        .into_iter()
+        .flatten()
+        .filter_map(|r| {
+            let field = |name: &str| r.get(name).and_then(Value::as_str).unwrap_or("");
+            (!field("kind").is_empty())
+                .then(|| ObjectId::new(field("group"), field("kind"), Some(field("namespace")), field("name")))
+        })
+        .collect()
+}
+
+/// One id, one inventory: cli-utils refuses an id that several inventory objects claim
+/// (kubernetes-sigs/cli-utils `pkg/inventory/inventory-client.go` `getClusterInventoryInfo`:
+/// "found %d inventory objects with inventory id"), and never merges their contents; and an id
+/// that no object holds is no inventory.
+fn refuse_shared_or_missing(found: &[Holder], id: &str, selector: &str) -> Result<(), UserError> {
+    if found.len() > 1 {
+        let holders: Vec<String> = found.iter().map(Holder::to_string).collect();
+        return Err(UserError::refused(format!(
+            "{} inventory objects claim inventory id {id} ({}): cli-utils acts on none of them, and neither does kubectl-stack",
+            found.len(),
+            holders.join(", ")
+        ))
+        .hint("give each inventory its own id (`kpt live init --inventory-id`)"));
+    }
+    if found.is_empty() {
+        return Err(UserError::failed(format!("no inventory object labelled {selector}"))
+            .hint("check the id (`kubectl get cm -A -l cli-utils.sigs.k8s.io/inventory-id`)"));
+    }
+    Ok(())
 }
