@@ -355,6 +355,49 @@ fn a_helmrelease_teardown_is_bounded_by_its_release() {
     assert!(run.stderr.contains("a-copy (not in Helm release"), "{}", run.stderr);
 }
 
+/// Membership review 13, F2: a HelmRelease teardown reads the release as `helm uninstall` does
+/// (helm/helm `pkg/action/uninstall.go` `deleteRelease` sorts the manifest with
+/// `releaseutil.SortManifests`): a document whose head is a hook (`helm.sh/hook`, a `List`'s head
+/// for its items) is never deleted; a head Helm cannot read (an annotation that is no string)
+/// is a corrupted record, and uninstall deletes nothing: the teardown deletes none of its members.
+#[test]
+fn a_helmrelease_teardown_reads_the_release_as_helm_uninstall_does() {
+    let _logs = start();
+    ensure_flux_crds();
+    for corrupted in [false, true] {
+        let ns = Namespace::new(if corrupted { "hr-corrupt" } else { "hr-hook" });
+        let n = &ns.0;
+        helmrelease_web_with(n, &["plain", "hooked"]);
+        let odd = match corrupted {
+            true => "annotations: {example.com/weight: 5}",
+            false => "annotations: {helm.sh/hook: post-install}",
+        };
+        helm_release(
+            n,
+            "web",
+            &format!(
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: plain, namespace: {n}}}\n---\napiVersion: v1\nkind: List\nmetadata: {{{odd}}}\nitems:\n- {{apiVersion: v1, kind: ConfigMap, metadata: {{name: hooked, namespace: {n}}}}}\n"
+            ),
+        );
+        set_helm_release_status("web", n, "web", n);
+        let run = stack(&["prune", "-n", n, "helmrelease/web", "--yes"]);
+        assert!(exists("configmap", Some(n), "hooked"), "{}", run.stderr);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        if corrupted {
+            assert!(run.stderr.contains("corrupted release record"), "{}", run.stderr);
+            assert!(exists("configmap", Some(n), "plain"), "{}", run.stderr);
+        } else {
+            assert_eq!(run.code, 0, "{}", run.stderr);
+            assert!(
+                run.stderr.contains("helm uninstall never deletes a hook"),
+                "{}",
+                run.stderr
+            );
+            assert!(!exists("configmap", Some(n), "plain"), "{}", run.stderr);
+        }
+    }
+}
+
 /// Item 6: a copy of an ApplySet parent (kubectl refuses it: "incorrect value for label
 /// applyset.kubernetes.io/id") is no parent: tearing it down deletes none of the live set.
 #[test]

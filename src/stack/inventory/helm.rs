@@ -314,13 +314,17 @@ pub(super) async fn load_helm(
         .to_string();
     let documents = parse_text_by_document(manifest, &format!("helm release {namespace}/{release} v{version}"))?;
     let all: Vec<Manifest> = documents.iter().flat_map(|d| d.manifests.iter().cloned()).collect();
+    let record = format!("Helm release {namespace}/{release} v{version}");
+    let (hooks, documents) = match revision {
+        HelmRevision::Latest => uninstall_documents(documents, &record)?,
+        HelmRevision::LastDeployed => (Vec::new(), documents),
+    };
     let (kept, manifests) = split_kept(documents);
     let upgrade_unserved = (revision == HelmRevision::LastDeployed)
         .then(|| unserved_entries(&all, &session.catalog))
         .flatten();
     let unserved = upgrade_unserved.or_else(|| unserved_entries(&manifests, &session.catalog));
     let scopes = Scopes::new(Some(&session.catalog), &all);
-    let record = format!("Helm release {namespace}/{release} v{version}");
     let set = DesiredSet::from_manifests(
         &manifests,
         &scopes,
@@ -331,9 +335,15 @@ pub(super) async fn load_helm(
     let why = format!(
         "{record} marks it {HELM_RESOURCE_POLICY}: keep in its manifest: Helm keeps it on uninstall and upgrade"
     );
-    let denied = kept.ids.iter().map(|id| (id.clone(), why.clone())).collect();
+    let mut denied: std::collections::BTreeMap<_, _> = kept.ids.iter().map(|id| (id.clone(), why.clone())).collect();
+    let hooks = DesiredSet::from_manifests(&hooks, &scopes, &release_namespace, Origin::Inventory(record.clone()));
+    let hook_why = format!(
+        "{record} lists it as a hook (helm.sh/hook in its document's head): helm uninstall never deletes a hook"
+    );
+    denied.extend(hooks.ids.iter().map(|id| (id.clone(), hook_why.clone())));
+    let ids = set.ids.into_iter().chain(kept.ids).chain(hooks.ids).collect();
     Ok(Inventory {
-        recorded: release_record(set.ids.into_iter().chain(kept.ids).collect(), record, unserved, denied),
+        recorded: release_record(ids, record, unserved, denied),
         tracker: Tracker {
             preset: Preset::Helm,
             value: Some(MarkValue {
@@ -472,6 +482,33 @@ fn split_kept(documents: Vec<Document>) -> (Vec<Manifest>, Vec<Manifest>) {
     }
     (kept, deleted)
 }
+
+/// The documents of a release manifest as `helm uninstall` reads them (helm/helm
+/// `pkg/action/uninstall.go` `deleteRelease`: `releaseutil.SortManifests(..., UninstallOrder)`),
+/// split into its hooks' manifests and the rest (membership review 13, F2):
+/// - a document whose head carries `helm.sh/hook` is a hook (`pkg/releaseutil/manifest_sorter.go`
+///   `sort`), a `List`'s head for all its items: uninstall deletes none of it;
+/// - a head Helm cannot read as `SimpleHead` (an annotation or a name that is no string) fails the
+///   sort, and uninstall stops with "corrupted release record" and deletes nothing: refused.
+fn uninstall_documents(documents: Vec<Document>, record: &str) -> Result<(Vec<Manifest>, Vec<Document>), UserError> {
+    let unreadable = documents
+        .iter()
+        .find(|d| d.head_annotations.values().any(|v| !v.is_string()));
+    if let Some(document) = unreadable {
+        let source = document.manifests.first().map(|m| m.source.clone()).unwrap_or_default();
+        return Err(UserError::refused(format!(
+            "{record} is a corrupted release record for helm uninstall ({source} has an annotation that is no string): Helm deletes none of it, and neither does kubectl-stack"
+        ))
+        .hint("fix the release with Helm (`helm rollback`, `helm upgrade`) before tearing it down"));
+    }
+    let (hooks, rest): (Vec<Document>, Vec<Document>) = documents
+        .into_iter()
+        .partition(|d| d.head_annotations.contains_key(HELM_HOOK));
+    Ok((hooks.into_iter().flat_map(|d| d.manifests).collect(), rest))
+}
+
+/// Helm's hook annotation.
+const HELM_HOOK: &str = "helm.sh/hook";
 
 /// Helm's keep policy annotation.
 const HELM_RESOURCE_POLICY: &str = "helm.sh/resource-policy";
