@@ -202,32 +202,43 @@ fn the_recheck_reads_the_stacks_policy_again() {
     assert!(exists("configmap", Some(f), "kept"), "{}", run.stderr);
 }
 
-/// Membership review 13, F1: the Kustomization torn down is deleted by other means while an
-/// earlier wave waits. Its tool deleted nothing of it (this run had suspended it), and a run
-/// again would leave what still carries its mark: the re-check leaves it too.
+/// Membership reviews 13 and 14, F1: the Kustomization torn down is deleted by other means
+/// while an earlier wave waits, or deleted and made again under its name (another UID, its
+/// inventory the same). Its tool deleted nothing of it (this run had suspended it), a run again
+/// would leave what still carries its mark, and a new stack's members are its own: the re-check
+/// leaves them.
 #[test]
-fn a_stack_deleted_by_other_means_mid_run_leaves_its_members() {
+fn a_stack_deleted_or_replaced_by_other_means_mid_run_leaves_its_members() {
     let _logs = start();
     ensure_flux_crds();
-    let flux = Namespace::new("gone-mid");
-    let f = &flux.0;
-    let labels = flux_labels("pol", f);
-    apply(&format!(
-        "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kept, namespace: {f}, labels: {labels}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: slow\n  namespace: {f}\n  labels: {labels}\n  finalizers: [stack-test.example.com/hold]\n  annotations: {{config.kubernetes.io/depends-on: /namespaces/{f}/ConfigMap/kept}}\n",
-        kustomization("pol", f, "prune: true"),
-    ));
-    record_flux_inventories(f);
-    let mut child = spawn_stack(&["prune", "-n", f, "kustomization/pol", "--yes", "--timeout", "60s"]);
-    wait_while_running(&mut child, Duration::from_secs(60), || {
-        is_terminating("configmap", f, "slow")
-    });
-    kubectl(&["delete", "kustomization", "pol", "-n", f, "--wait=false"]).expect_code(0);
-    wait_until(Duration::from_secs(30), || !exists("kustomization", Some(f), "pol"));
-    release_finalizers("configmap/slow", f);
-    let run = finish(child);
-    assert_eq!(run.code, 5, "dropped by the re-check:\n{}", run.stderr);
-    assert!(run.stderr.contains("was deleted since the plan"), "{}", run.stderr);
-    assert!(exists("configmap", Some(f), "kept"), "{}", run.stderr);
+    for (case, said) in [
+        ("gone", "was deleted since the plan"),
+        ("replaced", "was deleted and made again since the plan"),
+    ] {
+        let flux = Namespace::new(&format!("{case}-mid"));
+        let f = &flux.0;
+        let labels = flux_labels("pol", f);
+        apply(&format!(
+            "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kept, namespace: {f}, labels: {labels}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: slow\n  namespace: {f}\n  labels: {labels}\n  finalizers: [stack-test.example.com/hold]\n  annotations: {{config.kubernetes.io/depends-on: /namespaces/{f}/ConfigMap/kept}}\n",
+            kustomization("pol", f, "prune: true"),
+        ));
+        let recorded = record_flux_inventory("pol", f);
+        let mut child = spawn_stack(&["prune", "-n", f, "kustomization/pol", "--yes", "--timeout", "60s"]);
+        wait_while_running(&mut child, Duration::from_secs(60), || {
+            is_terminating("configmap", f, "slow")
+        });
+        kubectl(&["delete", "kustomization", "pol", "-n", f, "--wait=false"]).expect_code(0);
+        wait_until(Duration::from_secs(30), || !exists("kustomization", Some(f), "pol"));
+        if case == "replaced" {
+            apply(&kustomization("pol", f, "prune: true"));
+            set_flux_inventory("pol", f, &recorded);
+        }
+        release_finalizers("configmap/slow", f);
+        let run = finish(child);
+        assert_eq!(run.code, 5, "{case}: dropped by the re-check:\n{}", run.stderr);
+        assert!(run.stderr.contains(said), "{case}: {}", run.stderr);
+        assert!(exists("configmap", Some(f), "kept"), "{case}: {}", run.stderr);
+    }
 }
 
 /// Membership review 6, F3 (and F2 on this path): an orphan prune (`prune --tracker flux=NAME

@@ -320,6 +320,96 @@ mod tests {
         assert!(has(8, 7, EdgeKind::KappRule));
     }
 
+    /// Order review 14, F2: kapp replaces the placeholders of a change group, and of the group a
+    /// change rule names, with the values of the object that carries the annotation
+    /// (carvel-dev/kapp `change_group_name.go`); one without a value for it makes no edge.
+    #[test]
+    fn kapp_placeholders_are_replaced_by_the_objects_values() {
+        let mut config = node("", "ConfigMap", Some("shop"), "cfg");
+        config
+            .annotations
+            .insert(KAPP_CHANGE_GROUP.into(), "apps.co/config-{name}".into());
+        let mut web = node("apps", "Deployment", Some("shop"), "web");
+        web.annotations.insert(
+            KAPP_CHANGE_RULE.into(),
+            "delete before deleting apps.co/config-cfg".into(),
+        );
+        let mut by_namespace = node("apps", "Deployment", Some("shop"), "api");
+        by_namespace.annotations.insert(
+            KAPP_CHANGE_RULE.into(),
+            "delete before deleting apps.co/{namespace}-crds".into(),
+        );
+        let mut crd = node(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            None,
+            "widgets.example.com",
+        );
+        crd.annotations
+            .insert(KAPP_CHANGE_GROUP.into(), "apps.co/shop-crds".into());
+        let mut unresolved = node("", "ConfigMap", Some("shop"), "odd");
+        unresolved
+            .annotations
+            .insert(KAPP_CHANGE_GROUP.into(), "apps.co/config-{crd-kind}".into());
+        let mut rule_on_odd = node("", "Secret", Some("shop"), "s");
+        rule_on_odd
+            .annotations
+            .insert(KAPP_CHANGE_RULE.into(), "delete before deleting apps.co/config-".into());
+        let graph = build(
+            &[config, web, by_namespace, crd, unresolved, rule_on_odd],
+            &BuildOptions::default(),
+        );
+        let has = |from: usize, to: usize| {
+            graph.edges.contains(&Edge {
+                from,
+                to,
+                kind: EdgeKind::KappRule,
+            })
+        };
+        assert!(has(1, 0), "{:?}", graph.edges);
+        assert!(has(2, 3), "{:?}", graph.edges);
+        assert!(
+            !graph.edges.iter().any(|e| e.to == 4 || e.from == 5),
+            "{:?}",
+            graph.edges
+        );
+        assert_eq!(
+            super::super::declared::kapp_group_name("g-{crd-group}-{crd-kind}", &{
+                let mut crd = node(
+                    "apiextensions.k8s.io",
+                    "CustomResourceDefinition",
+                    None,
+                    "gizmos.ops.io",
+                );
+                crd.body = Some(serde_json::json!({"spec": {"group": "ops.io", "names": {"kind": "Gizmo"}}}));
+                crd
+            }),
+            Some("g-ops.io-Gizmo".to_string())
+        );
+    }
+
+    /// Order review 14, F3: a Flux `dependsOn` entry with `namespace: ""` names a stack in the
+    /// dependent's own namespace, as kustomize-controller reads it.
+    #[test]
+    fn an_empty_depends_on_namespace_is_the_dependents_own() {
+        let id = ObjectId::new(
+            "kustomize.toolkit.fluxcd.io",
+            "Kustomization",
+            Some("flux-system"),
+            "use",
+        );
+        let body = serde_json::json!({"spec": {"dependsOn": [{"name": "op", "namespace": ""}]}});
+        assert_eq!(
+            NodeInput::flux_depends_on(&id, &body),
+            [ObjectId::new(
+                "kustomize.toolkit.fluxcd.io",
+                "Kustomization",
+                Some("flux-system"),
+                "op"
+            )]
+        );
+    }
+
     #[test]
     fn duplicates_are_merged_into_one_node_with_every_dependency() {
         // Two files (staging/, prod/) define the same ConfigMap; the second also depends on `b`.

@@ -59,7 +59,9 @@ pub(super) fn kapp_edges(inputs: &[NodeInput]) -> Vec<Edge> {
     let mut groups: HashMap<String, Vec<usize>> = HashMap::new();
     for (index, input) in inputs.iter().enumerate() {
         for group in prefixed(&input.annotations, KAPP_CHANGE_GROUP) {
-            groups.entry(group).or_default().push(index);
+            if let Some(group) = kapp_group_name(&group, input) {
+                groups.entry(group).or_default().push(index);
+            }
         }
     }
     let mut edges = Vec::new();
@@ -75,7 +77,10 @@ pub(super) fn kapp_edges(inputs: &[NodeInput]) -> Vec<Edge> {
                 ("delete", "after", "deleting") | ("upsert", "before", "upserting") => false,
                 _ => continue,
             };
-            for &other in groups.get(rule.group).map(Vec::as_slice).unwrap_or_default() {
+            let Some(group) = kapp_group_name(rule.group, input) else {
+                continue;
+            };
+            for &other in groups.get(&group).map(Vec::as_slice).unwrap_or_default() {
                 if other == index {
                     continue;
                 }
@@ -89,4 +94,70 @@ pub(super) fn kapp_edges(inputs: &[NodeInput]) -> Vec<Edge> {
         }
     }
     edges
+}
+
+/// A kapp change group's name (in `change-group`, or the group a `change-rule` names) with its
+/// placeholders replaced by the values of the object that carries the annotation, as kapp
+/// replaces them (carvel-dev/kapp `pkg/kapp/diffgraph/change_group_name.go`: `{api-group}`,
+/// `{kind}`, `{name}`, `{namespace}`, and a CRD's `{crd-kind}`, `{crd-group}`; order review 14,
+/// F2). `None` where kapp fails the whole deploy instead (an unknown placeholder, or one without
+/// a value for this object), with a warning: no edge is made of it.
+pub(super) fn kapp_group_name(name: &str, input: &NodeInput) -> Option<String> {
+    if !name.contains('{') {
+        return Some(name.to_string());
+    }
+    let crd = |pointer: &str| {
+        let is_crd = input.id.group == "apiextensions.k8s.io" && input.id.kind == "CustomResourceDefinition";
+        let from_body = input
+            .body
+            .as_ref()
+            .and_then(|b| b.pointer(pointer))
+            .and_then(serde_json::Value::as_str);
+        let group_from_name = || input.id.name.split_once('.').map(|(_, group)| group);
+        match pointer {
+            "/spec/group" => from_body.or_else(group_from_name),
+            _ => from_body,
+        }
+        .filter(|_| is_crd)
+        .unwrap_or_default()
+        .to_string()
+    };
+    let value_of = |placeholder: &str| -> String {
+        match placeholder {
+            "{api-group}" => input.id.group.clone(),
+            "{kind}" => input.id.kind.clone(),
+            "{name}" => input.id.name.clone(),
+            "{namespace}" => input.id.namespace.clone().unwrap_or_default(),
+            "{crd-kind}" => crd("/spec/names/kind"),
+            "{crd-group}" => crd("/spec/group"),
+            _ => String::new(),
+        }
+    };
+    let mut expanded = String::new();
+    let mut rest = name;
+    while let Some(start) = rest.find('{') {
+        // kapp's `{.+?}`: the shortest run of at least one character up to a `}`.
+        let Some(length) = rest[start + 1..]
+            .char_indices()
+            .skip(1)
+            .find(|(_, c)| *c == '}')
+            .map(|(i, _)| i)
+        else {
+            break;
+        };
+        let placeholder = &rest[start..start + 1 + length + 1];
+        let value = value_of(placeholder);
+        if value.is_empty() {
+            tracing::warn!(
+                "{}: kapp change group {name:?}: placeholder {placeholder} has no value for it (kapp fails such a deploy): no order is read from it",
+                input.id
+            );
+            return None;
+        }
+        expanded.push_str(&rest[..start]);
+        expanded.push_str(&value);
+        rest = &rest[start + 1 + length + 1..];
+    }
+    expanded.push_str(rest);
+    Some(expanded)
 }

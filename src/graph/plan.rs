@@ -26,7 +26,8 @@ pub struct Cycle {
 /// The "deleted before" relation of the graph: `a -> b` when `a` must be gone before `b` is
 /// deleted. A dependency `from -> to` is such an edge. A tracking object (Kustomization,
 /// HelmRelease, inventory) goes after its members, so that it, and its `dependsOn`, is still
-/// there when a run is resumed; and when it depends on another, the other's members go after it.
+/// there when a run is resumed; and when it depends on another (Flux `dependsOn`, an Argo CD
+/// Application of a later sync wave than another), the other's members go after it.
 ///
 /// A tracking object whose deletion deletes nothing itself ([`Graph::inert`]: a kpt inventory,
 /// an ApplySet parent) and that tracks the Namespace it lives in goes after that Namespace, as
@@ -51,7 +52,11 @@ pub fn deletion_order(graph: &Graph) -> DiGraph<usize, ()> {
         order.add_edge(indices[membership.member], indices[membership.owner], ());
     }
     if !graph.members.is_empty() {
-        for edge in graph.edges.iter().filter(|e| e.kind == EdgeKind::DependsOn) {
+        // Flux `dependsOn`, and Argo CD sync waves between Applications (app of apps): Argo CD
+        // deletes a later wave's Application, and with its resources finalizer all it holds,
+        // before an earlier wave's (argoproj/argo-cd #3959; order review 14, F1).
+        let between_stacks = |e: &&crate::graph::Edge| matches!(e.kind, EdgeKind::DependsOn | EdgeKind::SyncWave);
+        for edge in graph.edges.iter().filter(between_stacks) {
             for member in graph.members_of(edge.to) {
                 order.add_edge(indices[edge.from], indices[member], ());
             }
@@ -391,6 +396,54 @@ mod tests {
             names(&graph, &plan),
             vec![vec!["cr"], vec!["usage"], vec!["controller"], vec!["operator"]]
         );
+    }
+
+    /// Order review 14, F1: Argo CD deletes a later sync wave's Application, and with its
+    /// resources finalizer everything it holds, before an earlier wave's (app of apps): the
+    /// earlier Application's members go after the later one.
+    #[test]
+    fn an_earlier_sync_waves_application_keeps_its_members_until_the_later_one_is_gone() {
+        let tracked = |group: &str, kind: &str, ns: &str, name: &str, app: &str, wave: Option<&str>| {
+            let mut input = NodeInput {
+                id: ObjectId::new(group, kind, Some(ns), name),
+                ..Default::default()
+            };
+            let id = format!("{app}:{group}/{kind}:{ns}/{name}");
+            input.annotations.insert("argocd.argoproj.io/tracking-id".into(), id);
+            if let Some(wave) = wave {
+                input
+                    .annotations
+                    .insert(crate::graph::ARGO_SYNC_WAVE.into(), wave.into());
+            }
+            input
+        };
+        let root = NodeInput {
+            id: ObjectId::new("argoproj.io", "Application", Some("argocd"), "root"),
+            ..Default::default()
+        };
+        let graph = build(
+            &[
+                root,
+                tracked("argoproj.io", "Application", "argocd", "infra", "root", Some("0")),
+                tracked("argoproj.io", "Application", "argocd", "apps", "root", Some("1")),
+                tracked("", "Secret", "shop", "creds", "infra", None),
+                tracked("", "ConfigMap", "shop", "bucket", "apps", None),
+            ],
+            &BuildOptions {
+                members: true,
+                ..Default::default()
+            },
+        );
+        let plan = plan_deletion(&graph, &all(&graph)).unwrap();
+        let wave = |name: &str| {
+            plan.waves
+                .iter()
+                .position(|w| w.iter().any(|&i| graph.nodes[i].id.name == name))
+                .unwrap()
+        };
+        assert!(wave("bucket") < wave("apps"), "{:?}", names(&graph, &plan));
+        assert!(wave("apps") < wave("creds"), "{:?}", names(&graph, &plan));
+        assert!(wave("creds") < wave("infra"), "{:?}", names(&graph, &plan));
     }
 
     #[test]

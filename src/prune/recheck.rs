@@ -493,7 +493,14 @@ impl Recheck {
         let mut found = HashMap::new();
         for id in trackers {
             let now = match self.catalog.get(&id.group, &id.kind) {
-                Some(kind) => read_stack(&self.session, kind, id, &self.suspensions).await,
+                Some(kind) => {
+                    let planned_uid = self
+                        .planned_uids
+                        .iter()
+                        .find(|(planned, _)| planned == id)
+                        .map(|(_, uid)| uid.as_str());
+                    read_stack(&self.session, kind, id, planned_uid, &self.suspensions).await
+                }
                 None => StackNow::Unreadable(format!("{} is no longer served", id.kind)),
             };
             found.insert(id.clone(), now);
@@ -667,6 +674,12 @@ impl Recheck {
                     // Deleted by other means since the plan (membership review 13, F1): what
                     // still carries its mark is left, as a run again after it leaves it; its
                     // tool deleted nothing of it (a suspended stack deletes nothing).
+                    StackNow::Replaced => StackClaim {
+                        unreadable: Some(format!(
+                            "its stack {tracker} was deleted and made again since the plan (another UID): what the new one tracks is left to it"
+                        )),
+                        ..StackClaim::default()
+                    },
                     StackNow::Gone => StackClaim {
                         unreadable: Some(format!(
                             "its stack {tracker} was deleted since the plan, not by this run: what still carries its mark is left, as a run again leaves it (`prune ... --leftovers` takes it)"
@@ -1042,6 +1055,9 @@ enum StackNow {
     /// Gone: by this run (past its members) it says nothing new; by other means, its members
     /// are left.
     Gone,
+    /// Deleted and made again under its name since the plan (another UID): what the new one
+    /// records is its own, and its members are left to it (membership review 14, F1).
+    Replaced,
     /// Read: its tool's policy (why it would now leave its members behind) and record.
     Read {
         leaves_members: Option<String>,
@@ -1117,6 +1133,7 @@ async fn read_stack(
     session: &Session,
     kind: &KindInfo,
     id: &ObjectId,
+    planned_uid: Option<&str>,
     suspensions: &crate::prune::suspend::Suspensions,
 ) -> StackNow {
     let api = crate::cluster::collect::api_for(&session.connection.client, kind, id.namespace.as_deref());
@@ -1127,6 +1144,9 @@ async fn read_stack(
     .await
     {
         Ok(None) => return StackNow::Gone,
+        Ok(Some(object)) if planned_uid.is_some_and(|uid| object.metadata.uid.as_deref() != Some(uid)) => {
+            return StackNow::Replaced
+        }
         Ok(Some(object)) => object,
         Err(err) => return StackNow::Unreadable(crate::error::root_cause(&err)),
     };

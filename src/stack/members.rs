@@ -497,7 +497,10 @@ impl NodeInput {
                         other.get("namespace").and_then(Value::as_str),
                     ),
                 };
-                let namespace = namespace.or(id.namespace.as_deref());
+                // An empty namespace is the dependent's own, as kustomize-controller's
+                // `checkDependencies` reads it (`if d.Namespace == "" { d.Namespace = obj.GetNamespace() }`):
+                // order review 14, F3.
+                let namespace = namespace.filter(|n| !n.is_empty()).or(id.namespace.as_deref());
                 Some(ObjectId::new(&id.group, &id.kind, namespace, name))
             })
             .collect()

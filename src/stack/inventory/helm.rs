@@ -325,23 +325,18 @@ pub(super) async fn load_helm(
         .flatten();
     let unserved = upgrade_unserved.or_else(|| unserved_entries(&manifests, &session.catalog));
     let scopes = Scopes::new(Some(&session.catalog), &all);
-    let set = DesiredSet::from_manifests(
-        &manifests,
-        &scopes,
-        &release_namespace,
-        Origin::Inventory(record.clone()),
-    );
-    let kept = DesiredSet::from_manifests(&kept, &scopes, &release_namespace, Origin::Inventory(record.clone()));
-    let why = format!(
-        "{record} marks it {HELM_RESOURCE_POLICY}: keep in its manifest: Helm keeps it on uninstall and upgrade"
-    );
-    let mut denied: std::collections::BTreeMap<_, _> = kept.ids.iter().map(|id| (id.clone(), why.clone())).collect();
-    let hooks = DesiredSet::from_manifests(&hooks, &scopes, &release_namespace, Origin::Inventory(record.clone()));
-    let hook_why = format!(
-        "{record} lists it as a hook (helm.sh/hook in its document's head): helm uninstall never deletes a hook"
-    );
-    denied.extend(hooks.ids.iter().map(|id| (id.clone(), hook_why.clone())));
-    let ids = set.ids.into_iter().chain(kept.ids).chain(hooks.ids).collect();
+    let ids_of = |manifests: &[Manifest]| {
+        DesiredSet::from_manifests(
+            manifests,
+            &scopes,
+            &release_namespace,
+            Origin::Inventory(record.clone()),
+        )
+        .ids
+    };
+    let (set, kept, hooks) = (ids_of(&manifests), ids_of(&kept), ids_of(&hooks));
+    let denied = denied_by_helm(&record, &kept, &hooks);
+    let ids = set.into_iter().chain(kept).chain(hooks).collect();
     Ok(Inventory {
         recorded: release_record(ids, record, unserved, denied),
         tracker: Tracker {
@@ -481,6 +476,24 @@ fn split_kept(documents: Vec<Document>) -> (Vec<Manifest>, Vec<Manifest>) {
         }
     }
     (kept, deleted)
+}
+
+/// Why Helm deletes none of `kept` (marked `helm.sh/resource-policy: keep` in the manifest) nor
+/// of `hooks` (uninstall never deletes a hook).
+fn denied_by_helm(
+    record: &str,
+    kept: &std::collections::HashSet<crate::model::identity::ObjectId>,
+    hooks: &std::collections::HashSet<crate::model::identity::ObjectId>,
+) -> std::collections::BTreeMap<crate::model::identity::ObjectId, String> {
+    let kept_why = format!(
+        "{record} marks it {HELM_RESOURCE_POLICY}: keep in its manifest: Helm keeps it on uninstall and upgrade"
+    );
+    let hook_why = format!(
+        "{record} lists it as a hook (helm.sh/hook in its document's head): helm uninstall never deletes a hook"
+    );
+    let kept = kept.iter().map(|id| (id.clone(), kept_why.clone()));
+    kept.chain(hooks.iter().map(|id| (id.clone(), hook_why.clone())))
+        .collect()
 }
 
 /// The documents of a release manifest as `helm uninstall` reads them (helm/helm
