@@ -60,7 +60,10 @@ impl Manifest {
             .filter(|a| a.as_object().is_some_and(|a| !a.is_empty()))
         {
             let annotations = annotations.take();
-            kept.insert("metadata".into(), Value::Object([("annotations".into(), annotations)].into_iter().collect()));
+            kept.insert(
+                "metadata".into(),
+                Value::Object([("annotations".into(), annotations)].into_iter().collect()),
+            );
         }
         if self.kind == "CustomResourceDefinition" && self.group() == "apiextensions.k8s.io" {
             if let Some(Value::Object(spec)) = self.body.get_mut("spec") {
@@ -71,7 +74,11 @@ impl Manifest {
                 kept.insert("spec".into(), Value::Object(spec));
             }
         }
-        self.body = if kept.is_empty() { Value::Null } else { Value::Object(kept) };
+        self.body = if kept.is_empty() {
+            Value::Null
+        } else {
+            Value::Object(kept)
+        };
     }
 }
 
@@ -635,7 +642,11 @@ mod tests {
                 assert_eq!(slim.annotation(key), full.annotation(key), "{} {key}", slim.name);
             }
         }
-        assert_eq!(desired[0].body, Value::Null, "nothing of a plain ConfigMap's body is kept");
+        assert_eq!(
+            desired[0].body,
+            Value::Null,
+            "nothing of a plain ConfigMap's body is kept"
+        );
         assert_eq!(desired[1].body.pointer("/spec/replicas"), None);
         assert_eq!(desired[2].body.pointer("/spec/versions"), None);
         // Slimming twice (kustomize's output is slimmed after it is read) changes nothing.
