@@ -112,24 +112,40 @@ enum StackKey {
 struct Objects<'a> {
     inputs: &'a [NodeInput],
     by_id: HashMap<&'a ObjectId, usize>,
-    stacks: Vec<Vec<StackKey>>,
-    by_stack: HashMap<StackKey, Vec<usize>>,
+    /// Each input's stacks ([`stack_keys`]) by number: those of input `i` are
+    /// `stack_numbers[stack_starts[i]..stack_starts[i + 1]]`. Numbered, in one vector: the many
+    /// objects of one stack hold no copy of its key each (issue 30).
+    stack_starts: Vec<usize>,
+    stack_numbers: Vec<usize>,
+    /// The inputs of each stack, by number.
+    by_stack: Vec<Vec<usize>>,
 }
 
 impl<'a> Objects<'a> {
     fn new(inputs: &'a [NodeInput]) -> Self {
         let by_id = inputs.iter().enumerate().map(|(i, input)| (&input.id, i)).collect();
-        let stacks: Vec<Vec<StackKey>> = inputs.iter().map(stack_keys).collect();
-        let mut by_stack: HashMap<StackKey, Vec<usize>> = HashMap::new();
-        for (index, keys) in stacks.iter().enumerate() {
-            for key in keys {
-                by_stack.entry(key.clone()).or_default().push(index);
+        let mut numbers: HashMap<StackKey, usize> = HashMap::new();
+        let mut by_stack: Vec<Vec<usize>> = Vec::new();
+        let mut stack_starts = Vec::with_capacity(inputs.len() + 1);
+        let mut stack_numbers = Vec::new();
+        for (index, input) in inputs.iter().enumerate() {
+            stack_starts.push(stack_numbers.len());
+            for key in stack_keys(input) {
+                let next = by_stack.len();
+                let number = *numbers.entry(key).or_insert(next);
+                if number == next {
+                    by_stack.push(Vec::new());
+                }
+                by_stack[number].push(index);
+                stack_numbers.push(number);
             }
         }
+        stack_starts.push(stack_numbers.len());
         Self {
             inputs,
             by_id,
-            stacks,
+            stack_starts,
+            stack_numbers,
             by_stack,
         }
     }
@@ -151,10 +167,9 @@ impl<'a> Objects<'a> {
     /// The controller objects (workloads, ServiceAccounts, RBAC, Services) of the stacks `index`
     /// belongs to.
     fn controllers_of_stack(&self, index: usize) -> BTreeSet<usize> {
-        self.stacks[index]
+        self.stack_numbers[self.stack_starts[index]..self.stack_starts[index + 1]]
             .iter()
-            .filter_map(|key| self.by_stack.get(key))
-            .flatten()
+            .flat_map(|&number| &self.by_stack[number])
             .copied()
             .filter(|&other| other != index && (self.is(other, &CONTROLLER_KINDS) || self.runs_an_operator(other)))
             .collect()

@@ -101,6 +101,10 @@ pub fn read_manifests(args: &ManifestSources, reading: Reading) -> Result<Option
     for dir in &args.kustomize {
         manifests.extend(load_kustomize(dir)?);
     }
+    if reading == Reading::Desired {
+        // Those `load_paths` read are slim already; kustomize's output is slimmed here.
+        manifests.iter_mut().for_each(Manifest::slim);
+    }
     validate_identities(&manifests)?;
     Ok(Some(manifests))
 }

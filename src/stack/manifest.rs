@@ -21,7 +21,8 @@ pub struct Manifest {
     pub namespace: Option<String>,
     /// Where it was read: `path` and document number, for messages.
     pub source: String,
-    /// The whole object.
+    /// The whole object; for a desired set ([`Reading::Desired`]), only what its rules read
+    /// (see [`Manifest::slim`]).
     pub body: Value,
 }
 
@@ -42,6 +43,42 @@ impl Manifest {
             .pointer("/metadata/annotations")
             .and_then(|a| a.get(key))
             .and_then(Value::as_str)
+    }
+
+    /// Drops from the body all that no rule of a desired set reads, keeping its identity (the
+    /// fields above) and, of the body, `metadata.annotations` (`depends-on`,
+    /// `apply-time-mutation`: [`crate::stack::desired::Needs`]) and, of a CRD, the `spec`
+    /// fields that say which kind it defines and its scope (`group`, `names`, `scope`:
+    /// [`crate::stack::desired::Scopes`]). A desired set may hold many thousands of manifests,
+    /// each read once: the rest of each body is never held (issue 30: 50,000 whole bodies were
+    /// ~125 MB). The body is `null` when nothing is kept.
+    pub fn slim(&mut self) {
+        let mut kept = serde_json::Map::new();
+        if let Some(annotations) = self
+            .body
+            .pointer_mut("/metadata/annotations")
+            .filter(|a| a.as_object().is_some_and(|a| !a.is_empty()))
+        {
+            let annotations = annotations.take();
+            kept.insert(
+                "metadata".into(),
+                Value::Object([("annotations".into(), annotations)].into_iter().collect()),
+            );
+        }
+        if self.kind == "CustomResourceDefinition" && self.group() == "apiextensions.k8s.io" {
+            if let Some(Value::Object(spec)) = self.body.get_mut("spec") {
+                let spec: serde_json::Map<String, Value> = ["group", "names", "scope"]
+                    .into_iter()
+                    .filter_map(|field| Some((field.to_string(), spec.remove(field)?)))
+                    .collect();
+                kept.insert("spec".into(), Value::Object(spec));
+            }
+        }
+        self.body = if kept.is_empty() {
+            Value::Null
+        } else {
+            Value::Object(kept)
+        };
     }
 }
 
@@ -145,12 +182,18 @@ pub fn load_paths(paths: &[PathBuf], reading: Reading) -> Result<Vec<Manifest>, 
 /// The objects of one text: for a view, a file of no objects is skipped with a warning; for a
 /// desired set it is refused.
 fn read_text(text: &str, source: &str, file: Option<&Path>, reading: Reading) -> Result<Vec<Manifest>, UserError> {
-    let documents = parse_documents(text, source)?;
-    if let Some(why) = not_kubernetes_objects(file, &documents) {
-        if reading == Reading::View {
+    if reading == Reading::View {
+        let documents: Vec<Value> = parse_documents(text, source)?;
+        let shapes: Vec<Shape> = documents.iter().map(Shape::of).collect();
+        if let Some(why) = not_kubernetes_objects(file, &shapes) {
             tracing::warn!("skipped {source}: {why}");
             return Ok(Vec::new());
         }
+        return unwrap_documents(documents, source);
+    }
+    // A desired set: each document is reduced to what a rule reads as soon as it is parsed.
+    let slimmed: Slimmed = parse_documents(text, source)?;
+    if let Some(why) = not_kubernetes_objects(file, &slimmed.shapes) {
         return Err(UserError::usage(format!(
             "{source}: {why}; a desired set is read whole or not at all"
         ))
@@ -158,7 +201,43 @@ fn read_text(text: &str, source: &str, file: Option<&Path>, reading: Reading) ->
             "whatever is missing from the desired set may be deleted: point -f at the manifests only, or render a kustomization with -k DIR",
         ));
     }
-    unwrap_documents(documents, source)
+    if let Some(refused) = slimmed.refused {
+        return Err(refused.placed_in(source).into());
+    }
+    let mut manifests = slimmed.manifests;
+    for manifest in &mut manifests {
+        manifest.source.insert_str(0, source);
+    }
+    Ok(manifests)
+}
+
+/// The documents of a desired set's text as they are parsed ([`parse_documents`]), each reduced
+/// at once to its manifests, slimmed ([`Manifest::slim`]), and what [`not_kubernetes_objects`]
+/// reads of it: a stream of many objects is never held whole. Sources are relative (` (document
+/// N)`): the caller puts the text's name before them.
+#[derive(Default)]
+struct Slimmed {
+    shapes: Vec<Shape>,
+    manifests: Vec<Manifest>,
+    /// The first document that is not an object, if any.
+    refused: Option<NotAnObject>,
+}
+
+impl Extend<Value> for Slimmed {
+    fn extend<I: IntoIterator<Item = Value>>(&mut self, documents: I) {
+        for document in documents {
+            self.shapes.push(Shape::of(&document));
+            if self.refused.is_some() {
+                continue;
+            }
+            let first = self.manifests.len();
+            let at = format!(" (document {})", self.shapes.len());
+            match unwrap_document(document, &at, &mut self.manifests) {
+                Ok(()) => self.manifests[first..].iter_mut().for_each(Manifest::slim),
+                Err(refused) => self.refused = Some(refused),
+            }
+        }
+    }
 }
 
 /// The most a manifest file may hold (a generated repository's largest files are a few MB).
@@ -286,33 +365,58 @@ fn is_manifest_file(path: &Path) -> bool {
 /// it), and files none of whose documents has an `apiVersion` or a `kind` (CI workflows, tool
 /// settings). A file with one document that looks like an object is read, and refused if
 /// broken.
-fn not_kubernetes_objects(file: Option<&Path>, documents: &[Value]) -> Option<&'static str> {
+fn not_kubernetes_objects(file: Option<&Path>, documents: &[Shape]) -> Option<&'static str> {
     let name = file.and_then(|f| f.file_name()).and_then(|n| n.to_str()).unwrap_or("");
-    if matches!(name, "Chart.yaml" | "Chart.lock") && !documents.iter().any(|d| d.get("kind").is_some()) {
+    if matches!(name, "Chart.yaml" | "Chart.lock") && !documents.iter().any(|d| d.kind) {
         return Some("Helm chart metadata, not a Kubernetes object");
     }
-    let is_kustomize_config = |d: &Value| {
-        d.get("apiVersion")
-            .and_then(Value::as_str)
-            .is_some_and(|v| group_of(v) == "kustomize.config.k8s.io")
-    };
-    if !documents.is_empty() && documents.iter().all(is_kustomize_config) {
+    if !documents.is_empty() && documents.iter().all(|d| d.kustomize_config) {
         return Some("a kustomize configuration, not a Kubernetes object (use -k to render it)");
     }
-    if documents.iter().any(Value::is_array) {
+    if documents.iter().any(|d| d.sequence) {
         return Some("a sequence (a YAML list or a JSON array), not Kubernetes objects");
     }
-    let looks_like_object = |d: &Value| d.get("apiVersion").is_some() || d.get("kind").is_some();
-    let has_content = documents.iter().any(|d| !d.is_null());
+    let looks_like_object = |d: &Shape| d.api_version || d.kind;
+    let has_content = documents.iter().any(|d| !d.null);
     if has_content && !documents.iter().any(looks_like_object) {
         return Some("no document has an apiVersion or a kind: not Kubernetes objects");
     }
     None
 }
 
+/// What [`not_kubernetes_objects`] reads of one parsed document.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    /// It has a `kind`.
+    kind: bool,
+    /// It has an `apiVersion`.
+    api_version: bool,
+    /// Its `apiVersion` is of `kustomize.config.k8s.io`.
+    kustomize_config: bool,
+    /// It is a sequence.
+    sequence: bool,
+    /// It is null.
+    null: bool,
+}
+
+impl Shape {
+    fn of(document: &Value) -> Self {
+        Self {
+            kind: document.get("kind").is_some(),
+            api_version: document.get("apiVersion").is_some(),
+            kustomize_config: document
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .is_some_and(|v| group_of(v) == "kustomize.config.k8s.io"),
+            sequence: document.is_array(),
+            null: document.is_null(),
+        }
+    }
+}
+
 /// Parses one text of YAML documents (JSON is YAML too) into manifests; `source` names it in errors.
 pub fn parse_text(text: &str, source: &str) -> Result<Vec<Manifest>, UserError> {
-    unwrap_documents(parse_documents(text, source)?, source)
+    unwrap_documents(parse_documents::<Vec<Value>>(text, source)?, source)
 }
 
 /// One YAML document of a text: the annotations of its own head (a `List`'s own, not its
@@ -330,7 +434,7 @@ pub struct Document {
 /// every item.
 pub fn parse_text_by_document(text: &str, source: &str) -> Result<Vec<Document>, UserError> {
     let mut documents = Vec::new();
-    for (index, document) in parse_documents(text, source)?.into_iter().enumerate() {
+    for (index, document) in parse_documents::<Vec<Value>>(text, source)?.into_iter().enumerate() {
         let head_annotations = document
             .pointer("/metadata/annotations")
             .and_then(Value::as_object)
@@ -346,19 +450,23 @@ pub fn parse_text_by_document(text: &str, source: &str) -> Result<Vec<Document>,
     Ok(documents)
 }
 
-/// The documents of a text, parsed but not yet checked as objects.
-fn parse_documents(text: &str, source: &str) -> Result<Vec<Value>, UserError> {
-    let documents: Vec<Value> = if text.trim_start().starts_with(['{', '[']) {
-        serde_json::from_str::<Value>(text).map(|v| vec![v]).map_err(|err| {
+/// The documents of a text, parsed but not yet checked as objects, each handed to `C` as it is
+/// parsed (a `Vec<Value>` holds them whole; [`Slimmed`] reduces each at once).
+fn parse_documents<C: Default + Extend<Value>>(text: &str, source: &str) -> Result<C, UserError> {
+    let documents: C = if text.trim_start().starts_with(['{', '[']) {
+        let mut documents = C::default();
+        let document = serde_json::from_str::<Value>(text).map_err(|err| {
             UserError::usage(format!(
                 "{source}:{}:{}: invalid JSON: {}",
                 err.line(),
                 err.column(),
                 crate::error::without_content(&err.to_string())
             ))
-        })?
+        })?;
+        documents.extend([document]);
+        documents
     } else {
-        serde_saphyr::from_multiple_with_options::<Value>(text, yaml_options()).map_err(|err| {
+        serde_saphyr::from_str_multiple_with_options::<Value, C>(text, yaml_options()).map_err(|err| {
             let at = err
                 .location()
                 .map(|l| format!(":{}:{}", l.line(), l.column()))
@@ -424,7 +532,45 @@ fn unwrap_documents(documents: Vec<Value>, source: &str) -> Result<Vec<Manifest>
     Ok(manifests)
 }
 
-fn unwrap_document(document: Value, source: &str, out: &mut Vec<Manifest>) -> Result<(), UserError> {
+/// A document that is no object (or no objects), by where it is written.
+#[derive(Debug)]
+enum NotAnObject {
+    /// It lacks its apiVersion, kind or metadata.name.
+    Fields(String),
+    /// It has a top-level `items` and is no `List` of objects ([`items_of_no_list`]).
+    Items {
+        /// Where it is written.
+        source: String,
+        /// Its kind.
+        kind: String,
+    },
+}
+
+impl NotAnObject {
+    /// The same, its place written after `text` (a text's name before a document's number).
+    fn placed_in(self, text: &str) -> Self {
+        match self {
+            Self::Fields(at) => Self::Fields(format!("{text}{at}")),
+            Self::Items { source, kind } => Self::Items {
+                source: format!("{text}{source}"),
+                kind,
+            },
+        }
+    }
+}
+
+impl From<NotAnObject> for UserError {
+    fn from(refused: NotAnObject) -> Self {
+        match refused {
+            NotAnObject::Fields(source) => UserError::usage(format!(
+                "{source}: not a Kubernetes object (apiVersion, kind and metadata.name are required)"
+            )),
+            NotAnObject::Items { source, kind } => items_of_no_list(&source, &kind),
+        }
+    }
+}
+
+fn unwrap_document(document: Value, source: &str, out: &mut Vec<Manifest>) -> Result<(), NotAnObject> {
     if document.is_null() {
         return Ok(());
     }
@@ -432,7 +578,10 @@ fn unwrap_document(document: Value, source: &str, out: &mut Vec<Manifest>) -> Re
     let (api_version, kind) = (field("apiVersion"), field("kind"));
     if let Some(items) = document.get("items") {
         let Some(items) = items.as_array().filter(|_| kind.ends_with("List")) else {
-            return Err(items_of_no_list(source, &kind));
+            return Err(NotAnObject::Items {
+                source: source.to_string(),
+                kind,
+            });
         };
         for (index, item) in items.iter().enumerate() {
             unwrap_document(item.clone(), &format!("{source} item {}", index + 1), out)?;
@@ -445,9 +594,7 @@ fn unwrap_document(document: Value, source: &str, out: &mut Vec<Manifest>) -> Re
         .unwrap_or("")
         .to_string();
     if api_version.is_empty() || kind.is_empty() || name.is_empty() {
-        return Err(UserError::usage(format!(
-            "{source}: not a Kubernetes object (apiVersion, kind and metadata.name are required)"
-        )));
+        return Err(NotAnObject::Fields(source.to_string()));
     }
     let namespace = document
         .pointer("/metadata/namespace")
@@ -530,6 +677,51 @@ mod tests {
         assert_eq!(manifests.len(), 5_000);
         assert_eq!(manifests[4_999].name, "cm-4999");
         assert_eq!(manifests[4_999].source, format!("{} (document 5000)", file.display()));
+    }
+
+    /// A desired set's manifests hold of their bodies only what its rules read: identity, every
+    /// annotation, a CRD's group, names and scope; each read the same as from the whole body.
+    #[test]
+    fn a_desired_set_keeps_of_each_body_what_its_rules_read() {
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\n  namespace: web\n  labels: {a: b}\ndata: {k: v}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\n  annotations:\n    config.kubernetes.io/depends-on: /namespaces/web/ConfigMap/plain\n    config.kubernetes.io/apply-time-mutation: '[]'\n    example.com/other: x\nspec: {replicas: 2}\n---\napiVersion: v1\nkind: List\nitems:\n- apiVersion: apiextensions.k8s.io/v1\n  kind: CustomResourceDefinition\n  metadata: {name: widgets.example.com}\n  spec: {group: example.com, scope: Cluster, names: {kind: Widget, plural: widgets}, versions: [{name: v1, served: true, storage: true}]}\n- apiVersion: other.io/v1\n  kind: CustomResourceDefinition\n  metadata: {name: not-a-crd}\n  spec: {group: g}\n";
+        let dir = std::env::temp_dir().join(format!("manifest-slim-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("set.yaml");
+        std::fs::write(&file, text).unwrap();
+        let desired = load_paths(std::slice::from_ref(&file), Reading::Desired);
+        let whole = load_paths(std::slice::from_ref(&file), Reading::View);
+        let _ = std::fs::remove_dir_all(&dir);
+        let (desired, whole) = (desired.unwrap(), whole.unwrap());
+        assert_eq!(desired.len(), 4);
+        for (slim, full) in desired.iter().zip(&whole) {
+            assert_eq!(
+                (&slim.api_version, &slim.kind, &slim.name, &slim.namespace, &slim.source),
+                (&full.api_version, &full.kind, &full.name, &full.namespace, &full.source)
+            );
+            for pointer in ["/spec/group", "/spec/names/kind", "/spec/names/plural", "/spec/scope"] {
+                let crd = slim.kind == "CustomResourceDefinition" && slim.group() == "apiextensions.k8s.io";
+                let expected = if crd { full.str_at(pointer) } else { None };
+                assert_eq!(slim.str_at(pointer), expected, "{} {pointer}", slim.name);
+            }
+            for key in [
+                "config.kubernetes.io/depends-on",
+                "config.kubernetes.io/apply-time-mutation",
+                "example.com/other",
+            ] {
+                assert_eq!(slim.annotation(key), full.annotation(key), "{} {key}", slim.name);
+            }
+        }
+        assert_eq!(
+            desired[0].body,
+            Value::Null,
+            "nothing of a plain ConfigMap's body is kept"
+        );
+        assert_eq!(desired[1].body.pointer("/spec/replicas"), None);
+        assert_eq!(desired[2].body.pointer("/spec/versions"), None);
+        // Slimming twice (kustomize's output is slimmed after it is read) changes nothing.
+        let mut again = desired.clone();
+        again.iter_mut().for_each(Manifest::slim);
+        assert_eq!(again, desired);
     }
 
     /// A fresh directory of files (relative path, text).
