@@ -1218,15 +1218,9 @@ fn a_built_in_object_finalized_by_an_operator_without_a_crd_node_is_tied_by_rbac
     assert!(!served_by_an_operator("orphan"));
 }
 
-/// Order review 7, gap 3: a CSI driver's controller in another stack than its CSIDriver and
-/// StorageClass. A volume goes before the provisioner workloads that serve its driver (a
-/// `csi-provisioner` sidecar, or RBAC that creates and deletes PersistentVolumes) and that name
-/// it (`--drivername=...`, as csi-driver-host-path's plugin does), not those that name another
-/// driver; when none names it and the driver's stacks run no workload, before those that name no
-/// known driver. An in-tree driver (`kubernetes.io/...`) has no provisioner workload.
-#[test]
-fn a_volume_goes_before_the_provisioner_that_serves_its_driver_in_any_stack() {
-    let hostpath = "hostpath.csi.k8s.io";
+/// The volumes, drivers and provisioners of
+/// [`a_volume_goes_before_the_provisioner_that_serves_its_driver_in_any_stack`].
+fn csi_world(hostpath: &str) -> Vec<NodeInput> {
     let volume = |name: &str, driver: &str| {
         with_body(
             object("", "PersistentVolume", None, name, Some("data")),
@@ -1294,6 +1288,19 @@ fn a_volume_goes_before_the_provisioner_that_serves_its_driver_in_any_stack() {
         "csi-hostpathplugin-sa",
         Some("controller"),
     ));
+    inputs
+}
+
+/// Order review 7, gap 3: a CSI driver's controller in another stack than its CSIDriver and
+/// StorageClass. A volume goes before the provisioner workloads that serve its driver (a
+/// `csi-provisioner` sidecar, or RBAC that creates and deletes PersistentVolumes) and that name
+/// it (`--drivername=...`, as csi-driver-host-path's plugin does), not those that name another
+/// driver; when none names it and the driver's stacks run no workload, before those that name no
+/// known driver. An in-tree driver (`kubernetes.io/...`) has no provisioner workload.
+#[test]
+fn a_volume_goes_before_the_provisioner_that_serves_its_driver_in_any_stack() {
+    let hostpath = "hostpath.csi.k8s.io";
+    let inputs = csi_world(hostpath);
     let found = inferred(&inputs, &options());
     let hostpath_targets = targets(&found, "pv-hostpath", EdgeKind::InferredStorageDriver);
     assert!(

@@ -441,28 +441,36 @@ fn an_argo_cd_application_is_torn_down_by_its_full_identity() {
     assert!(other.contains("argocd:team-b/shop"), "{other}");
 }
 
+/// A compared stack named by `text` (`flux=NAME.NS`), with the marks its tool writes under
+/// other names.
+fn named_stack(text: &str, aliases: Vec<Mark>) -> ComparedStack {
+    ComparedStack {
+        tracker: Tracker::parse(text).expect("tracker"),
+        aliases,
+    }
+}
+
+/// [`marked_elsewhere`] asked by an orphan prune of `stack` with a desired set.
+fn marked_elsewhere_of(object: &Listed, stack: &ComparedStack) -> Option<KeepReason> {
+    let context = Context {
+        question: Question::Orphan {
+            tracker: Some(&stack.tracker),
+            recorded: None,
+            compared: true,
+            stack: Some(stack),
+            needs: None,
+        },
+        trackers: None,
+    };
+    marked_elsewhere(object, &context)
+}
+
 /// Property finding F1 (issue 24): an orphan prune of one named stack leaves what another stack
 /// or tool marks too; the marks its tool writes under another name (a HelmRelease's Helm
 /// release, named by its record) are its own.
 #[test]
 fn an_orphan_prune_of_one_stack_keeps_what_another_stack_or_tool_marks_too() {
-    let named = |text: &str, aliases: Vec<Mark>| ComparedStack {
-        tracker: Tracker::parse(text).expect("tracker"),
-        aliases,
-    };
-    let ask = |object: &Listed, stack: &ComparedStack| {
-        let context = Context {
-            question: Question::Orphan {
-                tracker: Some(&stack.tracker),
-                recorded: None,
-                compared: true,
-                stack: Some(stack),
-                needs: None,
-            },
-            trackers: None,
-        };
-        marked_elsewhere(object, &context)
-    };
+    let (named, ask) = (named_stack, marked_elsewhere_of);
     let flux = named("flux=apps.flux-system", Vec::new());
     assert_eq!(ask(&flux_marked("only-flux"), &flux), None);
     let also_kpt = config_map(
@@ -496,8 +504,13 @@ fn an_orphan_prune_of_one_stack_keeps_what_another_stack_or_tool_marks_too() {
         reason(&also_kpt, &context).map(|r| r.rule()),
         Some("trackedElsewhere".into())
     );
-    // A HelmRelease's members carry its Helm release's annotations: its own when its record names
-    // the release, another stack's when not.
+}
+
+/// Property finding F1 (issue 24), Helm: a HelmRelease's members carry its Helm release's
+/// annotations: its own when its record names the release, another stack's when not.
+#[test]
+fn a_helmreleases_release_marks_are_its_own_only_by_its_record() {
+    let (named, ask) = (named_stack, marked_elsewhere_of);
     let release_member = config_map(
         "chart-cm",
         meta(
