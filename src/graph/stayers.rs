@@ -140,17 +140,6 @@ pub async fn list_whole(session: &Session) -> Whole {
     whole
 }
 
-/// The workload kinds an operator runs as; a ReplicaSet, Job or Pod only when bare (no owner:
-/// [`crate::graph::infer::BARE_WORKLOAD_KINDS`]).
-const WORKLOAD_KINDS: [(&str, &str); 6] = [
-    ("apps", "Deployment"),
-    ("apps", "StatefulSet"),
-    ("apps", "DaemonSet"),
-    ("apps", "ReplicaSet"),
-    ("batch", "Job"),
-    ("", "Pod"),
-];
-
 /// Whether a listed workload may run an operator: any but a ReplicaSet, Job or Pod another
 /// object made.
 fn may_run_an_operator(group: &str, kind: &str, meta: &kube::api::ObjectMeta) -> bool {
@@ -175,7 +164,8 @@ async fn operator_workloads(session: &Session, whole: &mut Whole) {
             .iter()
             .any(|(subject, namespace)| crate::graph::infer::subject_binds(subject, namespace.as_deref(), account))
     };
-    for (group, kind) in WORKLOAD_KINDS {
+    // What runs pods; a ReplicaSet, Job or Pod only when bare ([`may_run_an_operator`]).
+    for (group, kind) in crate::graph::infer::POD_KINDS {
         let Some(info) = session.catalog.get(group, kind).cloned() else {
             continue;
         };
