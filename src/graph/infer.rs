@@ -53,7 +53,13 @@ const WORKLOAD_KINDS: [(&str, &str); 3] = [("apps", "Deployment"), ("apps", "Sta
 /// What runs a controller too when no other object made it (no owner): a bare ReplicaSet, Job
 /// or Pod (order review 13: an operator run as a bare Pod was deleted beside the custom resource
 /// it had to finalize). One a Deployment made is that Deployment's.
-pub const BARE_WORKLOAD_KINDS: [(&str, &str); 3] = [("apps", "ReplicaSet"), ("batch", "Job"), ("", "Pod")];
+const BARE_WORKLOAD_KINDS: [(&str, &str); 3] = [("apps", "ReplicaSet"), ("batch", "Job"), ("", "Pod")];
+
+/// Whether an object of this kind may run an operator: a workload ([`WORKLOAD_KINDS`]), or a
+/// ReplicaSet, Job or Pod that no other object made (`owned`: it has an owner reference).
+pub fn may_run_an_operator(group: &str, kind: &str, owned: bool) -> bool {
+    WORKLOAD_KINDS.contains(&(group, kind)) || (!owned && BARE_WORKLOAD_KINDS.contains(&(group, kind)))
+}
 
 /// What runs pods a Service may select: the workloads, ReplicaSets, Jobs (by their pod
 /// template's labels) and bare Pods (by their own labels).
@@ -178,8 +184,8 @@ impl<'a> Objects<'a> {
     /// Whether a node runs a controller: a workload ([`WORKLOAD_KINDS`]), or a bare ReplicaSet,
     /// Job or Pod ([`BARE_WORKLOAD_KINDS`]).
     fn runs_an_operator(&self, index: usize) -> bool {
-        self.is(index, &WORKLOAD_KINDS)
-            || (self.is(index, &BARE_WORKLOAD_KINDS) && self.inputs[index].owners.is_empty())
+        let id = &self.inputs[index].id;
+        may_run_an_operator(&id.group, &id.kind, !self.inputs[index].owners.is_empty())
     }
 
     /// A Service (by namespace and name) and what serves it: the objects running pods its

@@ -140,13 +140,6 @@ pub async fn list_whole(session: &Session) -> Whole {
     whole
 }
 
-/// Whether a listed workload may run an operator: any but a ReplicaSet, Job or Pod another
-/// object made.
-fn may_run_an_operator(group: &str, kind: &str, meta: &kube::api::ObjectMeta) -> bool {
-    let bare = meta.owner_references.as_ref().is_none_or(Vec::is_empty);
-    bare || !crate::graph::infer::BARE_WORKLOAD_KINDS.contains(&(group, kind))
-}
-
 /// Adds to `whole` the workloads, tracked or not, that run with a ServiceAccount bound by one
 /// of the bindings [`operator_rbac`] kept: an operator installed by hand, that no stack tracks,
 /// is then a node that stays, and keeps the RBAC it runs with, which a stack may track (order
@@ -164,7 +157,8 @@ async fn operator_workloads(session: &Session, whole: &mut Whole) {
             .iter()
             .any(|(subject, namespace)| crate::graph::infer::subject_binds(subject, namespace.as_deref(), account))
     };
-    // What runs pods; a ReplicaSet, Job or Pod only when bare ([`may_run_an_operator`]).
+    // What runs pods; a ReplicaSet, Job or Pod only when bare
+    // ([`crate::graph::infer::may_run_an_operator`]).
     for (group, kind) in crate::graph::infer::POD_KINDS {
         let Some(info) = session.catalog.get(group, kind).cloned() else {
             continue;
@@ -190,10 +184,10 @@ async fn operator_workloads(session: &Session, whole: &mut Whole) {
                     continue;
                 }
             };
-            for object in objects
-                .into_iter()
-                .filter(|o| may_run_an_operator(group, kind, &o.metadata))
-            {
+            for object in objects.into_iter().filter(|o| {
+                let owned = o.metadata.owner_references.as_ref().is_some_and(|r| !r.is_empty());
+                crate::graph::infer::may_run_an_operator(group, kind, owned)
+            }) {
                 let mut body = object.data;
                 if let Some(fields) = body.as_object_mut() {
                     fields.insert("apiVersion".into(), info.api_version().into());

@@ -499,7 +499,12 @@ impl Recheck {
                         .iter()
                         .find(|(planned, _)| planned == id)
                         .map(|(_, uid)| uid.as_str());
-                    read_stack(&self.session, kind, id, planned_uid, &self.suspensions).await
+                    match read_stack(&self.session, kind, id, planned_uid, &self.suspensions).await {
+                        StackNow::Gone if planned_uid.is_some_and(|uid| self.done.contains(uid)) => {
+                            StackNow::DeletedByThisRun
+                        }
+                        now => now,
+                    }
                 }
                 None => StackNow::Unreadable(format!("{} is no longer served", id.kind)),
             };
@@ -668,9 +673,7 @@ impl Recheck {
             .iter()
             .filter_map(|tracker| {
                 let claim = match stacks_now.get(tracker)? {
-                    // Deleted by this run (after its members, so only past them): it says
-                    // nothing new.
-                    StackNow::Gone if self.deleted_by_this_run(tracker) => return None,
+                    StackNow::DeletedByThisRun => return None,
                     // Deleted by other means since the plan (membership review 13, F1): what
                     // still carries its mark is left, as a run again after it leaves it; its
                     // tool deleted nothing of it (a suspended stack deletes nothing).
@@ -706,13 +709,6 @@ impl Recheck {
                 Some((tracker, claim))
             })
             .collect()
-    }
-
-    /// Whether a planned object was deleted by a wave this run has already run.
-    fn deleted_by_this_run(&self, id: &ObjectId) -> bool {
-        self.planned_uids
-            .iter()
-            .any(|(planned, uid)| planned == id && self.done.contains(uid))
     }
 
     /// For a Namespace or a CRD: an object it holds now that its deletion would take and that the
@@ -1052,8 +1048,9 @@ mod tests {
 /// A torn-down stack's tracking object as the re-check finds it.
 #[derive(Debug)]
 enum StackNow {
-    /// Gone: by this run (past its members) it says nothing new; by other means, its members
-    /// are left.
+    /// Deleted by this run (after its members, so only past them): it says nothing new.
+    DeletedByThisRun,
+    /// Gone by other means: its members are left.
     Gone,
     /// Deleted and made again under its name since the plan (another UID): what the new one
     /// records is its own, and its members are left to it (membership review 14, F1).
