@@ -600,3 +600,156 @@ webhooks:
     });
     drop(app_ns);
 }
+
+/// A cluster-scoped `Tenant` of stack `ten` (its CRD untracked) that controls a Namespace and a
+/// CRD it made (`controller: true`, no stack's labels), as a tenant operator or a Crossplane
+/// ProviderRevision does. Returns the guards of what is made outside the test's Namespace, the
+/// group, the Tenant's, the Namespace's and the owned CRD's names.
+fn seed_tenant_owning_holders(f: &str, run: &str, extra: &str) -> (Vec<ClusterObject>, String, String, String, String) {
+    let group = format!("{run}.example.com");
+    let tenants = ClusterObject("crd", format!("tenants.{group}"));
+    let crd = |plural: &str, kind: &str, scope: &str, owner: &str| {
+        format!(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: {plural}.{group}{owner}}}\nspec:\n  group: {group}\n  names: {{kind: {kind}, plural: {plural}}}\n  scope: {scope}\n  versions: [{{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}]\n"
+        )
+    };
+    apply(&crd("tenants", "Tenant", "Cluster", ""));
+    wait_established(&[&format!("crd/{}", tenants.1)], &tenants.1);
+    let tenant = format!("{run}-acme");
+    apply(&format!(
+        "{ks}apiVersion: {group}/v1\nkind: Tenant\nmetadata: {{name: {tenant}, labels: {s}}}\n{extra}",
+        ks = kustomization("ten", f, ""),
+        s = flux_labels("ten", f),
+    ));
+    let owner = format!(
+        ", ownerReferences: [{{apiVersion: {group}/v1, kind: Tenant, name: {tenant}, uid: {uid}, controller: true, blockOwnerDeletion: true}}]",
+        uid = uid_of(&format!("tenant.{group}"), None, &tenant)
+    );
+    let made = ClusterObject("namespace", format!("{run}-acme"));
+    let gadgets = ClusterObject("crd", format!("gadgets.{group}"));
+    apply(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {}{owner}}}\n---\n{}",
+        made.1,
+        crd("gadgets", "Gadget", "Namespaced", &owner)
+    ));
+    wait_established(&[&format!("crd/{}", gadgets.1)], &gadgets.1);
+    let names = (group, tenant, made.1.clone(), gadgets.1.clone());
+    (vec![tenants, made, gadgets], names.0, names.1, names.2, names.3)
+}
+
+/// Review 15, F1: a Namespace and a CRD a planned Tenant's controller made die with the Tenant;
+/// what they hold (another stack's ConfigMap, an untracked Secret, an untracked custom resource)
+/// is named under the Tenant and refused, and nothing is deleted. Red before the rule: the
+/// teardown deleted the Tenant and took them all, exit 0.
+#[test]
+fn what_a_namespace_or_crd_made_by_a_planned_owner_holds_is_named_and_refused() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("dyh");
+    let f = flux.0.clone();
+    let run = unique("dyh");
+    let (_guards, group, tenant, made, gadgets) = seed_tenant_owning_holders(&f, &run, "");
+    apply(&format!(
+        "{ks}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: theirs, namespace: {made}, labels: {s}}}\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: handmade, namespace: {made}}}\nstringData: {{token: not-shown}}\n---\napiVersion: {group}/v1\nkind: Gadget\nmetadata: {{name: g, namespace: {f}}}\n",
+        ks = kustomization("other", &f, ""),
+        s = flux_labels("other", &f),
+    ));
+    record_flux_inventories(&f);
+    let refused = stack(&["prune", "-n", &f, "kustomization/ten", "--yes", "--timeout", "60s"]).expect_code(4);
+    let said = format!("stdout:\n{}\nstderr:\n{}", refused.stdout, refused.stderr);
+    assert!(
+        refused
+            .stdout
+            .lines()
+            .any(|l| l == format!("Tenant.{group}/{tenant} would also delete 3 object(s) the plan does not delete:")),
+        "{said}"
+    );
+    for line in [
+        format!("  ConfigMap/{made}/theirs (in Namespace/{made}, which dies with it: another stack's"),
+        format!("  Secret/{made}/handmade (in Namespace/{made}, which dies with it: untracked)"),
+        format!("  Gadget.{group}/{f}/g (in CustomResourceDefinition.apiextensions.k8s.io/{gadgets}, which dies with it: untracked)"),
+    ] {
+        assert!(refused.stdout.lines().any(|l| l.starts_with(&line)), "missing {line:?}\n{said}");
+    }
+    assert!(!refused.stdout.contains("not-shown"), "{said}");
+    for (kind, namespace, name) in [
+        (format!("tenant.{group}"), None, tenant.as_str()),
+        ("namespace".to_string(), None, made.as_str()),
+        ("crd".to_string(), None, gadgets.as_str()),
+        ("configmap".to_string(), Some(made.as_str()), "theirs"),
+        ("secret".to_string(), Some(made.as_str()), "handmade"),
+        (format!("gadget.{group}"), Some(f.as_str()), "g"),
+        ("kustomization".to_string(), Some(f.as_str()), "ten"),
+    ] {
+        assert!(exists(&kind, namespace, name), "{kind} {name} must stay\n{said}");
+    }
+    // Kept whole with --keep-cascading: the Tenant and what it takes stay.
+    let kept = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/ten",
+        "--keep-cascading",
+        "--dry-run=client",
+    ])
+    .expect_code(0);
+    assert!(
+        kept.stderr
+            .contains(&format!("kept: Tenant.{group}/{tenant} (--keep-cascading")),
+        "{}",
+        kept.stderr
+    );
+}
+
+/// Review 15, F1, at the re-check: a Namespace a planned Tenant made is empty at plan time and
+/// gets an untracked Secret before the Tenant's wave; the re-check names it and keeps the Tenant
+/// (exit 5), as the plan would have.
+#[test]
+fn a_newcomer_in_a_namespace_made_by_a_planned_owner_stops_it_at_the_recheck() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("dyr");
+    let f = flux.0.clone();
+    let run = unique("dyr");
+    // The holder depends on the Tenant: it goes in an earlier wave and holds that wave up.
+    let holder = format!(
+        "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: holder, namespace: {f}, labels: {s}, finalizers: [stack-test.example.com/hold], annotations: {{config.kubernetes.io/depends-on: {run}.example.com/Tenant/{run}-acme}}}}\n",
+        s = flux_labels("ten", &f)
+    );
+    let (_guards, _group, tenant, made, _gadgets) = seed_tenant_owning_holders(&f, &run, &holder);
+    record_flux_inventories(&f);
+    let mut child = spawn_stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/ten",
+        "--yes",
+        "--timeout",
+        "60s",
+        "-o",
+        "json",
+    ]);
+    wait_while_running(&mut child, std::time::Duration::from_secs(30), || {
+        is_terminating("configmap", &f, "holder")
+    });
+    create(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: newcomer, namespace: {made}}}\n"
+    ));
+    release_finalizers("configmap/holder", &f);
+    let done = finish(child);
+    let said = format!("stdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);
+    assert_eq!(done.code, 5, "{said}");
+    let dropped = json_lines(&done.stdout)
+        .into_iter()
+        .find(|e| e["change"] == "dropped" && e["id"]["name"] == tenant.as_str())
+        .unwrap_or_else(|| panic!("the Tenant was not dropped\n{said}"));
+    let reason = dropped["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&format!(
+            "Secret/{made}/newcomer (in Namespace/{made}, which dies with it: untracked)"
+        )),
+        "{reason}"
+    );
+    assert!(exists("namespace", None, &made), "{said}");
+    assert!(exists("secret", Some(&made), "newcomer"), "{said}");
+}

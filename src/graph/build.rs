@@ -288,7 +288,9 @@ mod tests {
             "argocd.argoproj.io/tracking-id".into(),
             "app:/ConfigMap:test/wave1".into(),
         );
-        wave1.annotations.insert(ARGO_SYNC_WAVE.into(), "1".into());
+        // Not a number to Go's Atoi (a space): Argo CD takes the Helm hook weight (review 15).
+        wave1.annotations.insert(ARGO_SYNC_WAVE.into(), " 0".into());
+        wave1.annotations.insert("helm.sh/hook-weight".into(), "1".into());
         let mut wave0 = node("", "ConfigMap", Some("test"), "wave0");
         wave0.annotations.insert(
             "argocd.argoproj.io/tracking-id".into(),

@@ -3,12 +3,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::{Edge, EdgeKind, KappRule, NodeInput, ARGO_SYNC_WAVE, KAPP_CHANGE_GROUP, KAPP_CHANGE_RULE};
+use super::{Edge, EdgeKind, KappRule, NodeInput, KAPP_CHANGE_GROUP, KAPP_CHANGE_RULE};
+use crate::model::annotations::argo_sync_wave;
 use crate::model::trackers::{marks, Preset};
 use crate::stack::members::object_meta;
 
 /// Argo CD: objects of one app in wave N depend on the objects of the nearest earlier wave
-/// (earlier waves follow transitively). No annotation means wave 0.
+/// (earlier waves follow transitively), each wave read as Argo CD reads it ([`argo_sync_wave`]).
 pub(super) fn sync_wave_edges(inputs: &[NodeInput]) -> Vec<Edge> {
     let mut by_app: BTreeMap<String, BTreeMap<i64, Vec<usize>>> = BTreeMap::new();
     for (index, input) in inputs.iter().enumerate() {
@@ -20,11 +21,7 @@ pub(super) fn sync_wave_edges(inputs: &[NodeInput]) -> Vec<Edge> {
             (None, Some(folder)) => format!("folder {folder}"),
             (None, None) => continue,
         };
-        let wave = input
-            .annotations
-            .get(ARGO_SYNC_WAVE)
-            .and_then(|w| w.trim().parse::<i64>().ok())
-            .unwrap_or(0);
+        let wave = argo_sync_wave(&input.annotations);
         by_app.entry(app).or_default().entry(wave).or_default().push(index);
     }
     let mut edges = Vec::new();

@@ -9,10 +9,31 @@ use crate::model::identity::ObjectId;
 pub const KPT_DEPENDS_ON: &str = "config.kubernetes.io/depends-on";
 /// Argo CD sync wave annotation.
 pub const ARGO_SYNC_WAVE: &str = "argocd.argoproj.io/sync-wave";
+/// Helm hook weight annotation: Argo CD's wave when `sync-wave` is missing or not a number.
+pub const HELM_HOOK_WEIGHT: &str = "helm.sh/hook-weight";
 /// kapp change group annotation (also `kapp.k14s.io/change-group.<suffix>`).
 pub const KAPP_CHANGE_GROUP: &str = "kapp.k14s.io/change-group";
 /// kapp change rule annotation (also `kapp.k14s.io/change-rule.<suffix>`).
 pub const KAPP_CHANGE_RULE: &str = "kapp.k14s.io/change-rule";
+
+/// Argo CD's sync wave of an object, as gitops-engine reads it (`pkg/sync/syncwaves/waves.go`,
+/// `Wave`): `sync-wave` when Go's `strconv.Atoi` takes it (a sign and digits, no whitespace, in
+/// range), else `helm.sh/hook-weight` the same way (`pkg/sync/hook/helm`, `Weight`), else 0.
+pub fn argo_sync_wave(annotations: &BTreeMap<String, String>) -> i64 {
+    [ARGO_SYNC_WAVE, HELM_HOOK_WEIGHT]
+        .iter()
+        .find_map(|key| annotations.get(*key).and_then(|value| go_atoi(value)))
+        .unwrap_or(0)
+}
+
+/// Go's `strconv.Atoi` on a 64-bit platform: an optional sign and decimal digits, nothing else.
+fn go_atoi(text: &str) -> Option<i64> {
+    let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
+    match !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        true => text.parse().ok(),
+        false => None,
+    }
+}
 
 /// A kapp change rule: `(upsert|delete) (after|before) (upserting|deleting) GROUP`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,6 +146,40 @@ pub fn malformed_annotations(annotations: &BTreeMap<String, String>) -> Vec<(Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Review 15: Argo CD falls back to the Helm hook weight when `sync-wave` is missing or not
+    /// a number as Go's `strconv.Atoi` reads one (which trims nothing).
+    #[test]
+    fn the_argo_wave_is_read_as_gitops_engine_reads_it() {
+        let wave = |pairs: &[(&str, &str)]| {
+            let annotations: BTreeMap<String, String> =
+                pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            argo_sync_wave(&annotations)
+        };
+        assert_eq!(wave(&[]), 0);
+        assert_eq!(wave(&[(ARGO_SYNC_WAVE, "-3")]), -3);
+        assert_eq!(wave(&[(ARGO_SYNC_WAVE, "+7"), (HELM_HOOK_WEIGHT, "2")]), 7);
+        assert_eq!(wave(&[(HELM_HOOK_WEIGHT, "5")]), 5);
+        for unread in [
+            " 1",
+            "1 ",
+            "1.0",
+            "",
+            "+",
+            "-",
+            "0x1",
+            "1_0",
+            "99999999999999999999",
+            "\u{0661}",
+        ] {
+            assert_eq!(
+                wave(&[(ARGO_SYNC_WAVE, unread), (HELM_HOOK_WEIGHT, "4")]),
+                4,
+                "{unread:?}"
+            );
+            assert_eq!(wave(&[(HELM_HOOK_WEIGHT, unread)]), 0, "{unread:?}");
+        }
+    }
 
     #[test]
     fn kapp_rules_and_depends_on_parse_as_their_tools_do() {

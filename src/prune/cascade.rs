@@ -8,7 +8,8 @@
 
 pub mod owners;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use kube::core::ObjectMeta;
@@ -277,6 +278,74 @@ pub fn cascade_of(catalog: &Catalog, holder: &ObjectId, held: &Collection, plann
     }
 }
 
+/// The content cascades of the Namespaces and CRDs that die with the plan although it does not
+/// name them ([`owners::dying_holders`]), each charged to the planned owner that takes it (a
+/// victim's `why` and an unlisted kind say which holder holds it), with the victims as listed.
+/// The plan and the re-check before each wave ask this one function.
+pub async fn held_by_dying(
+    client: &Client,
+    catalog: &Catalog,
+    owned: &[Listed],
+    planned: &Planned,
+    planned_ids: &HashMap<String, ObjectId>,
+    options: ListOptions,
+) -> Vec<(Cascade, Vec<Listed>)> {
+    let mut found = Vec::new();
+    for (holder, owner) in owners::dying_holders(owned, planned, planned_ids) {
+        let Some(held) = contents(client, catalog, &holder, options).await else {
+            continue;
+        };
+        let mut cascade = cascade_of(catalog, &holder, &held, planned);
+        if cascade.is_clean() {
+            continue;
+        }
+        let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
+        let taken = held
+            .objects
+            .iter()
+            .filter(|o| victims.contains(o.uid()))
+            .cloned()
+            .collect();
+        for victim in &mut cascade.victims {
+            victim.why = format!("in {holder}, which dies with it: {}", victim.why);
+        }
+        for kind in &mut cascade.unlisted {
+            *kind = format!("{kind} in {holder}");
+        }
+        cascade.holder = owner;
+        found.push((cascade, taken));
+    }
+    found
+}
+
+/// One cascade per holder: the victims and unlisted kinds of the cascades of the same holder
+/// (its content, what it owns, what the Namespaces and CRDs it takes hold) together.
+fn merged(cascades: Vec<Cascade>) -> Vec<Cascade> {
+    let mut by_holder: BTreeMap<ObjectId, Cascade> = BTreeMap::new();
+    for cascade in cascades {
+        match by_holder.entry(cascade.holder.clone()) {
+            Entry::Vacant(slot) => {
+                slot.insert(cascade);
+            }
+            Entry::Occupied(mut slot) => {
+                let into = slot.get_mut();
+                into.victims.extend(cascade.victims);
+                into.unlisted.extend(cascade.unlisted);
+            }
+        }
+    }
+    by_holder
+        .into_values()
+        .map(|mut cascade| {
+            cascade.victims.sort_by(|a, b| a.id.cmp(&b.id));
+            cascade.victims.dedup_by(|a, b| a.uid == b.uid);
+            cascade.unlisted.sort();
+            cascade.unlisted.dedup();
+            cascade
+        })
+        .collect()
+}
+
 /// The cascades of the plan that would take something beyond it — of its Namespaces and CRDs
 /// (their content), and of its objects as owners ([`owners::owner_cascades`]) — and the victims as
 /// listed, with what a planned object controls that may run a controller
@@ -331,6 +400,11 @@ pub async fn find_cascades(
         taken.extend(owned.objects.iter().filter(|o| victims.contains(o.uid())).cloned());
         found.push(cascade);
     }
+    for (cascade, held) in held_by_dying(client, catalog, &owned.objects, &planned, &names, options).await {
+        taken.extend(held);
+        found.push(cascade);
+    }
+    let found = merged(found);
     // What a planned object controls and may run a controller is a node too, no victim.
     let mut nodes: HashSet<String> = taken.iter().map(|o| o.uid().to_string()).collect();
     let controlled = owners::controlled_children(&owned.objects, &planned);

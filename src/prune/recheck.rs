@@ -27,7 +27,7 @@ use crate::graph::MemberRecord;
 use crate::model::identity::ObjectId;
 use crate::model::trackers::{Preset, Selection};
 use crate::prune::cascade::owners::{owned_around, owner_cascades, Counted};
-use crate::prune::cascade::{contents, unknown_content, victims, Planned};
+use crate::prune::cascade::{contents, held_by_dying, unknown_content, victims, Planned};
 use crate::prune::execute::{CheckedWave, Target, WaveGuard};
 use crate::prune::suspend::Suspensions;
 use crate::prune::teardown::PrunePlan;
@@ -279,6 +279,7 @@ impl Recheck {
         )
         .await;
         self.judge_owned(&mut checked, &owned);
+        self.judge_dying_holders(&mut checked, &owned).await;
         self.lift_suspensions(&mut checked).await;
         for (target, _) in &checked.dropped {
             self.dropped.insert(target.uid.clone());
@@ -419,17 +420,7 @@ impl Recheck {
         if checked.targets.is_empty() {
             return;
         }
-        let still: Vec<&(ObjectId, String)> = self
-            .planned_uids
-            .iter()
-            .filter(|(_, uid)| !self.dropped.contains(uid))
-            .collect();
-        let planned = Planned {
-            uids: still.iter().map(|(_, uid)| uid.clone()).collect(),
-            ids: still.iter().map(|(id, _)| id.clone()).collect(),
-            orphans: self.planned.orphans,
-        };
-        let names: HashMap<String, ObjectId> = still.iter().map(|(id, uid)| (uid.clone(), id.clone())).collect();
+        let (planned, names) = self.still_planned();
         let mut taking: HashMap<ObjectId, String> = HashMap::new();
         let counted = Counted {
             torn_down: &self.torn_down,
@@ -444,15 +435,64 @@ impl Recheck {
                 taking.insert(cascade.holder, why);
             }
         }
-        if taking.is_empty() {
+        drop_taking(checked, taking);
+    }
+
+    /// What the plan still deletes (not dropped by an earlier wave's re-check), and its objects by
+    /// UID, as the cascade rules take them.
+    fn still_planned(&self) -> (Planned, HashMap<String, ObjectId>) {
+        let still: Vec<&(ObjectId, String)> = self
+            .planned_uids
+            .iter()
+            .filter(|(_, uid)| !self.dropped.contains(uid))
+            .collect();
+        let planned = Planned {
+            uids: still.iter().map(|(_, uid)| uid.clone()).collect(),
+            ids: still.iter().map(|(id, _)| id.clone()).collect(),
+            orphans: self.planned.orphans,
+        };
+        let names = still.iter().map(|(id, uid)| (uid.clone(), id.clone())).collect();
+        (planned, names)
+    }
+
+    /// Drops the wave's objects that take, through the garbage collector, a Namespace or CRD the
+    /// plan does not name that now holds an object the plan did not accept, or content that could
+    /// not be listed (the plan's own rule, [`held_by_dying`]), judged on `owned`.
+    async fn judge_dying_holders(&self, checked: &mut CheckedWave, owned: &Collection) {
+        if checked.targets.is_empty() || self.planned.orphans {
             return;
         }
-        for target in std::mem::take(&mut checked.targets) {
-            match taking.remove(&target.id) {
-                Some(why) => checked.dropped.push((target, why)),
-                None => checked.targets.push(target),
+        let (planned, names) = self.still_planned();
+        let wave: HashSet<&ObjectId> = checked.targets.iter().map(|t| &t.id).collect();
+        let mut taking: HashMap<ObjectId, String> = HashMap::new();
+        let found = held_by_dying(
+            &self.client,
+            &self.catalog,
+            &owned.objects,
+            &planned,
+            &names,
+            self.options,
+        )
+        .await;
+        for (cascade, _) in found {
+            if !wave.contains(&cascade.holder) {
+                continue;
             }
+            let why = match cascade.victims.iter().find(|v| !self.accepted_victims.contains(&v.uid)) {
+                Some(victim) => format!(
+                    "its deletion would take {} ({}), which is not pruned (found by the re-check)",
+                    victim.id, victim.why
+                ),
+                None => match cascade.unlisted.first() {
+                    Some(unknown) => {
+                        format!("what its deletion would take could not be re-checked ({unknown} could not be listed)")
+                    }
+                    None => continue,
+                },
+            };
+            taking.insert(cascade.holder, why);
         }
+        drop_taking(checked, taking);
     }
 
     /// Where the planned objects stand as the wave of `present` is about to be deleted.
@@ -851,6 +891,19 @@ fn wave_groups(targets: &[Target]) -> BTreeMap<WaveKey, Arc<KindInfo>> {
         groups.entry(key).or_insert_with(|| target.kind.clone());
     }
     groups
+}
+
+/// Moves the wave's targets named in `taking` to its dropped ones, each with its reason.
+fn drop_taking(checked: &mut CheckedWave, mut taking: HashMap<ObjectId, String>) {
+    if taking.is_empty() {
+        return;
+    }
+    for target in std::mem::take(&mut checked.targets) {
+        match taking.remove(&target.id) {
+            Some(why) => checked.dropped.push((target, why)),
+            None => checked.targets.push(target),
+        }
+    }
 }
 
 /// The UID of each cascade victim the plan accepted, with that of the planned holder that takes it.

@@ -187,7 +187,7 @@ pub fn cascades_text(cascades: &[Cascade]) -> String {
             text.push_str(&format!("  {} ({})\n", victim.id, victim.why));
         }
         for kind in &cascade.unlisted {
-            text.push_str(&format!("  every {kind} in it (could not be listed)\n"));
+            text.push_str(&format!("  every {kind} it holds (could not be listed)\n"));
         }
     }
     text

@@ -156,6 +156,35 @@ pub fn owner_cascades(
         .collect()
 }
 
+/// The Namespaces and CRDs among `owned` that the garbage collector deletes with the plan
+/// although the plan does not name them (a tenant operator's Namespace, a Crossplane
+/// ProviderRevision's CRDs), each with the planned owner up its chain that takes it. Their content
+/// dies with them, another stack's included, so it is judged as a planned holder's is
+/// ([`super::held_by_dying`]); controller-made or not, the holder itself is no proof its content is
+/// its owner's (review 15, F1).
+pub fn dying_holders(
+    owned: &[Listed],
+    planned: &Planned,
+    planned_ids: &HashMap<String, ObjectId>,
+) -> Vec<(ObjectId, ObjectId)> {
+    let owners_of = owners_by_uid(owned);
+    let mut found: Vec<(ObjectId, ObjectId)> = owned
+        .iter()
+        .filter(|object| {
+            super::is_holder(&object.id())
+                && !planned.uids.contains(object.uid())
+                && !object.is_terminating()
+                && dies_with_plan(&object.meta, &planned.uids, &owners_of, planned.orphans)
+        })
+        .filter_map(|object| {
+            let root = planned_root(object.uid(), &planned.uids, &owners_of)?;
+            Some((object.id(), planned_ids.get(&root)?.clone()))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
 /// The objects among `owned` that a planned object controls (its owner reference with
 /// `controller: true`) and that can run a controller ([`crate::graph::infer::runs_controllers`]: an
 /// operator Deployment a ClusterServiceVersion made, its ServiceAccount and RBAC), when they die
@@ -326,6 +355,64 @@ mod tests {
             .collect();
         names.sort();
         assert_eq!(names, ["direct", "two-down"]);
+    }
+
+    /// Review 15, F1: a Namespace or CRD dies with the plan through any chain of owners (a
+    /// Provider's revision's CRD), controller-made or not, and is charged to the planned owner.
+    #[test]
+    fn namespaces_and_crds_that_die_with_the_plan_are_found_with_their_planned_owner() {
+        let holder = |group: &str, kind_name: &str, name: &str, owners: &[(&str, bool)]| {
+            let mut meta = (*object(name, owners, &[]).meta).clone();
+            meta.namespace = None;
+            Listed::new(Arc::new(kind(group, kind_name, false)), meta)
+        };
+        let owned = [
+            object("revision", &[("provider", true)], &[]),
+            holder("", "Namespace", "made", &[("provider", true)]),
+            holder(
+                "apiextensions.k8s.io",
+                "CustomResourceDefinition",
+                "two-down",
+                &[("revision", true)],
+            ),
+            holder(
+                "",
+                "Namespace",
+                "second-live-owner",
+                &[("provider", true), ("live", false)],
+            ),
+            holder("", "Namespace", "elsewhere", &[("stranger", true)]),
+            holder("", "Namespace", "planned", &[("provider", true)]),
+            holder(
+                "rbac.authorization.k8s.io",
+                "ClusterRole",
+                "no-holder",
+                &[("provider", true)],
+            ),
+        ];
+        let provider = ObjectId::new("pkg.crossplane.io", "Provider", None, "provider");
+        let planned = Planned {
+            uids: ["provider", "planned"].map(String::from).into(),
+            ids: [provider.clone()].into(),
+            orphans: false,
+        };
+        let names: HashMap<String, ObjectId> = [("provider".to_string(), provider.clone())].into();
+        let found: Vec<(String, ObjectId)> = dying_holders(&owned, &planned, &names)
+            .into_iter()
+            .map(|(holder, owner)| (holder.name, owner))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("made".to_string(), provider.clone()),
+                ("two-down".to_string(), provider)
+            ]
+        );
+        let orphaned = Planned {
+            orphans: true,
+            ..planned
+        };
+        assert!(dying_holders(&owned, &orphaned, &names).is_empty());
     }
 
     #[test]
