@@ -8,6 +8,7 @@
 pub mod classify;
 pub mod desired;
 pub mod inventory;
+pub mod kapp_versions;
 pub mod keep;
 pub mod listing;
 pub mod manifest;

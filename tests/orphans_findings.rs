@@ -588,6 +588,51 @@ fn kapp_deletes_only_objects_with_their_own_identity() {
     }
 }
 
+/// Review 15: kapp versions a manifest annotated `kapp.k14s.io/versioned` as `NAME-ver-N` and,
+/// on each deploy, keeps the newest `kapp.k14s.io/num-versions` live versions of a base name
+/// still in the manifests, deleting the older ones and every version of a base name gone
+/// (carvel-dev/kapp `pkg/kapp/diff/change_set_with_versioned_rs.go`, `noopAndDeleteChanges`;
+/// the live objects as kapp writes them: the app label, the identity annotation naming the
+/// versioned name). Red before: every live version was called an orphan.
+#[test]
+fn kapp_keeps_the_newest_versions_of_a_versioned_manifest() {
+    let _logs = start();
+    let ns = Namespace::new("kapp-ver");
+    let n = &ns.0;
+    let app = format!("2{}", std::process::id());
+    let object = |name: &str, versioned: bool| {
+        let versioned = if versioned {
+            ", kapp.k14s.io/versioned: \"\""
+        } else {
+            ""
+        };
+        format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {n}, labels: {{kapp.k14s.io/app: \"{app}\"}}, annotations: {{kapp.k14s.io/identity: \"v1;{n}//ConfigMap/{name};v1\"{versioned}}}}}\n"
+        )
+    };
+    let live: String = (1..=4)
+        .map(|v| object(&format!("settings-ver-{v}"), true))
+        .chain([object("gone-ver-1", true), object("other", false)])
+        .collect();
+    apply(&live);
+    let repo = temp_file(
+        "kapp-ver.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  annotations: {kapp.k14s.io/versioned: \"\", kapp.k14s.io/num-versions: \"2\"}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n",
+    );
+    let tracker = format!("kapp={app}");
+    let args = ["-n", n, "--tracker", &tracker, "-f", repo.to_str().unwrap()];
+    let found = stack(&[&["orphans"][..], &args[..], &["-o", "json"]].concat()).expect_code(1);
+    let orphans = ["settings-ver-1", "settings-ver-2", "gone-ver-1"].map(|name| format!("ConfigMap/{n}/{name}"));
+    assert_eq!(orphan_names(&found), set(&orphans));
+    stack(&[&["prune"][..], &args[..], &["--yes", "--timeout", "60s"]].concat()).expect_code(0);
+    for name in ["settings-ver-3", "settings-ver-4", "other"] {
+        assert!(exists("configmap", Some(n), name), "{name} must stay");
+    }
+    for name in ["settings-ver-1", "settings-ver-2", "gone-ver-1"] {
+        assert!(!exists("configmap", Some(n), name), "{name} must be pruned");
+    }
+}
+
 /// Membership review 10, finding 1: a tracker's mark or option is read whatever its value looks
 /// like. Argo CD splits `sync-options` on commas and trims each (gitops-engine
 /// `pkg/utils/resource` `GetAnnotationCSVs`), so `Prune=false,\nkind: x` keeps; the value once

@@ -635,6 +635,7 @@ fn orphans_start(world: &World, cluster: &Cluster) -> Option<Start> {
             tracker: tracker.clone(),
             aliases,
         }),
+        live_versions: Default::default(),
     };
     let mut selected: Vec<Listed> = cluster
         .all

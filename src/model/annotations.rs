@@ -27,7 +27,7 @@ pub fn argo_sync_wave(annotations: &BTreeMap<String, String>) -> i64 {
 }
 
 /// Go's `strconv.Atoi` on a 64-bit platform: an optional sign and decimal digits, nothing else.
-fn go_atoi(text: &str) -> Option<i64> {
+pub fn go_atoi(text: &str) -> Option<i64> {
     let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
     match !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
         true => text.parse().ok(),

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::cluster::collect::{collect, Collection, ListOptions, ListScope, Listed};
 use crate::stack::classify::{classify_owned, verdict, Classified, Desired, Recorded, Verdict};
+use crate::stack::kapp_versions::LiveVersions;
 use crate::stack::keep::{ComparedStack, KeepReason};
 // Until `warn_unlisted` and the session have their library homes (issue 12, helper `arch`).
 use crate::cluster::session::{resolve_selection, Session};
@@ -142,8 +143,9 @@ async fn find_inner(
     options: ListOptions,
     with_bystanders: bool,
 ) -> Result<OrphanReport, UserError> {
-    let desired = desired_of(session, &mut selection, desired_args, manifests.as_deref()).await?;
+    let mut desired = desired_of(session, &mut selection, desired_args, manifests.as_deref()).await?;
     let (mut collection, bystanders) = list_compared(session, &selection, options, with_bystanders).await;
+    desired.live_versions = std::sync::Arc::new(LiveVersions::of(&collection.objects));
     warn_unlisted(&collection, session)?;
     if desired.recorded.is_none() && manifests.is_some() {
         refuse_missing_stack(&selection, &collection, session).await?;
@@ -228,6 +230,7 @@ async fn desired_of(
         stack: compared_stack(selection.tracker.as_ref(), &stack),
         recorded: stack.recorded,
         tracker: selection.tracker.clone(),
+        live_versions: Default::default(),
     };
     warn_outside_scope(&session.scope, &desired, stack.target_namespace.as_deref());
     refuse_unplaced(&desired)?;
@@ -707,6 +710,7 @@ async fn stack_judgement(preset: &Preset, value: &MarkValue, judged: &Judged<'_>
         stack: compared_stack(Some(&tracker), &stack),
         recorded: stack.recorded,
         tracker: judged.base.tracker.clone(),
+        live_versions: judged.base.live_versions.clone(),
     })
 }
 

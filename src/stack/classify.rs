@@ -12,6 +12,7 @@ use crate::cluster::collect::Listed;
 use crate::model::identity::ObjectId;
 use crate::model::trackers::{marks, Preset, Tracker};
 use crate::stack::desired::DesiredSet;
+use crate::stack::kapp_versions::LiveVersions;
 use crate::stack::keep::{self, outside_record, ComparedStack, Context, KeepReason, Question};
 
 /// What a tool recorded as applied last: only objects in it can be pruned by that tool.
@@ -136,6 +137,9 @@ pub struct Desired {
     pub tracker: Option<Tracker>,
     /// The stack the desired set describes, when a tracker named one (see [`ComparedStack`]).
     pub stack: Option<ComparedStack>,
+    /// The live versions of kapp's versioned resources among the listed objects: those kapp
+    /// keeps for a versioned manifest are desired ([`crate::stack::kapp_versions`]).
+    pub live_versions: std::sync::Arc<LiveVersions>,
 }
 
 /// Why an object is an orphan.
@@ -238,7 +242,8 @@ impl Desired {
     /// Whether the new desired set holds the object, as the tool that would prune it compares:
     /// by identity (group, kind, namespace, name), and for an object Flux v1 tracks (its mark
     /// on it, or `--tracker flux-v1`) also as Flux v1 compares, without the group (see
-    /// [`DesiredSet::holds_flux_v1`]): what Flux v1 keeps is never its orphan.
+    /// [`DesiredSet::holds_flux_v1`]): what Flux v1 keeps is never its orphan. A live version of
+    /// a manifest kapp versions is wanted while kapp keeps it ([`LiveVersions::keeps`]).
     pub fn wants(&self, object: &Listed) -> bool {
         let Some(set) = self.manifests.as_ref() else {
             return false;
@@ -246,7 +251,9 @@ impl Desired {
         let id = object.id();
         let flux_v1 = self.tracker.as_ref().is_some_and(|t| t.preset == Preset::FluxV1)
             || marks(&object.meta).iter().any(|m| m.preset == Preset::FluxV1);
-        set.ids.contains(&id) || (flux_v1 && set.holds_flux_v1(&id))
+        set.ids.contains(&id)
+            || (flux_v1 && set.holds_flux_v1(&id))
+            || self.live_versions.keeps(object, &set.kapp_versioned)
     }
 
     /// The question the keep chain answers for this desired set.

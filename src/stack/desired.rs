@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 use crate::cluster::discovery::Catalog;
 use crate::error::UserError;
 use crate::model::identity::ObjectId;
+use crate::stack::kapp_versions::VersionedDesired;
 use crate::stack::manifest::Manifest;
 
 pub mod needs;
@@ -220,6 +221,8 @@ pub struct DesiredSet {
     /// The same identities as Flux v1 wrote them, `<namespace>:<kind>/<name>` (no group: see
     /// [`DesiredSet::holds_flux_v1`]).
     flux_v1_ids: HashSet<String>,
+    /// The manifests kapp versions, by base name ([`crate::stack::kapp_versions`]).
+    pub kapp_versioned: VersionedDesired,
 }
 
 impl DesiredSet {
@@ -239,6 +242,7 @@ impl DesiredSet {
             origin,
             needs: Needs::default(),
             flux_v1_ids: HashSet::new(),
+            kapp_versioned: VersionedDesired::default(),
         };
         for manifest in manifests {
             if let Some(unplaced) = unplaced(manifest, scopes, rule) {
@@ -268,6 +272,7 @@ impl DesiredSet {
                         ));
                     }
                     set.needs.add(&id, manifest, scopes.crd_of(&id.group, &id.kind));
+                    set.kapp_versioned.add(&id, manifest);
                     set.insert(id);
                 }
                 Err(why) => set.unresolved.push(why),
@@ -291,6 +296,7 @@ impl DesiredSet {
             origin,
             needs: Needs::default(),
             flux_v1_ids: HashSet::new(),
+            kapp_versioned: VersionedDesired::default(),
         };
         for id in ids {
             set.insert(id);
