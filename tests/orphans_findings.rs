@@ -633,6 +633,58 @@ fn kapp_keeps_the_newest_versions_of_a_versioned_manifest() {
     }
 }
 
+/// Membership review 15: Argo CD places a namespaced manifest written without a namespace in
+/// its Application's `spec.destination.namespace` (gitops-engine `pkg/sync/reconcile.go`
+/// `Reconcile`, called with `app.Spec.Destination.Namespace` by argo-cd `controller/state.go`),
+/// whatever `-n` or the context says. Red before: under `-A` the manifest took the context's
+/// namespace and the live object in the destination was called an orphan, by `--tracker` and
+/// by `-l` alike.
+#[test]
+fn an_argo_manifest_without_a_namespace_is_in_the_applications_destination() {
+    let _logs = start();
+    ensure_argo_crd();
+    let control = Namespace::new("argo-ctl");
+    let dest = Namespace::new("argo-dest");
+    let (c, d) = (&control.0, &dest.0);
+    let app = unique("shop");
+    let object = |name: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {d}\n  labels: {{stack-test/run: {app}}}\n  annotations: {{argocd.argoproj.io/tracking-id: \"{app}:/ConfigMap:{d}/{name}\"}}\n"
+        )
+    };
+    apply(&format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {app}, namespace: {c}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {d}}}\n{}{}",
+        object("app-config"),
+        object("gone")
+    ));
+    let repo = temp_file(
+        "argo-dest.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app-config}\n",
+    );
+    let repo = repo.to_str().unwrap();
+    let expected = set(&[format!("ConfigMap/{d}/gone")]);
+    let tracker = format!("argocd={app}");
+    let named = stack(&["orphans", "-A", "--tracker", &tracker, "-f", repo, "-o", "json"]).expect_code(1);
+    assert_eq!(orphan_names(&named), expected, "--tracker");
+    let selector = format!("stack-test/run={app}");
+    let labelled = stack(&["orphans", "-A", "-l", &selector, "-f", repo, "-o", "json"]).expect_code(1);
+    assert_eq!(orphan_names(&labelled), expected, "-l");
+    stack(&[
+        "prune",
+        "-A",
+        "--tracker",
+        &tracker,
+        "-f",
+        repo,
+        "--yes",
+        "--timeout",
+        "60s",
+    ])
+    .expect_code(0);
+    assert!(exists("configmap", Some(d), "app-config"));
+    assert!(!exists("configmap", Some(d), "gone"));
+}
+
 /// Membership review 10, finding 1: a tracker's mark or option is read whatever its value looks
 /// like. Argo CD splits `sync-options` on commas and trims each (gitops-engine
 /// `pkg/utils/resource` `GetAnnotationCSVs`), so `Prune=false,\nkind: x` keeps; the value once

@@ -587,12 +587,15 @@ fn judged_by_labels(desired: &Desired) -> bool {
 
 /// The stacks whose record bounds what their tool prunes that an object's marks name: a Flux
 /// Kustomization or HelmRelease, a Helm release (each with its namespace: a mark without one is
-/// ambiguous and judged elsewhere), a cli-utils/kpt inventory, an ApplySet.
+/// ambiguous and judged elsewhere), a cli-utils/kpt inventory, an ApplySet; and an Argo CD
+/// Application, whose destination namespace places the manifests written without one
+/// (`inventory::record_of`).
 fn recorded_stacks_of(object: &Listed) -> Vec<(Preset, MarkValue)> {
+    let named_whole = |preset: Preset| matches!(preset, Preset::Kpt | Preset::ApplySet | Preset::ArgoCd);
     marks(&object.meta)
         .into_iter()
-        .filter(|mark| has_record(mark.preset))
-        .filter(|mark| mark.value.namespace.is_some() || matches!(mark.preset, Preset::Kpt | Preset::ApplySet))
+        .filter(|mark| has_record(mark.preset) || mark.preset == Preset::ArgoCd)
+        .filter(|mark| mark.value.namespace.is_some() || named_whole(mark.preset))
         .map(|mark| (mark.preset, mark.value))
         .collect()
 }

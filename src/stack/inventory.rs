@@ -4,6 +4,7 @@
 //! set, so a record bounds the orphans and never adds to them ([`crate::stack::classify::Recorded`]).
 
 mod applyset;
+mod argo;
 mod flux;
 mod helm;
 mod kpt;
@@ -320,6 +321,7 @@ async fn record_as(
             Some(owned) => return Ok(owned),
             None => load_helm(session, &value.name, &namespace, helm_revision).await,
         },
+        Preset::ArgoCd => return argo::argo_record(session, &value.name).await,
         Preset::Kpt => load_kpt(session, &value.name).await,
         Preset::ApplySet if value.name.starts_with("applyset-") => {
             match find_applyset_parent(session, &value.name).await? {

@@ -369,6 +369,12 @@ pub fn ensure_flux_crds() {
     );
 }
 
+/// Installs the Argo CD Application kind once (`tests/fixtures/argocd-crd.yaml`).
+pub fn ensure_argo_crd() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    ensure_applied(&DONE, "tests/fixtures/argocd-crd.yaml", "applications.argoproj.io");
+}
+
 /// Runs kpt with the admin kubeconfig.
 pub fn kpt(args: &[&str]) -> Run {
     let mut command = Command::new("kpt");
