@@ -1,6 +1,6 @@
 //! The cluster-wide fixtures that several test binaries share, installed once before any of them
-//! starts: `scripts/test.sh` runs this binary first, alone. The test CRDs, the Flux stand-in CRDs
-//! and kpt's ResourceGroup CRD (made nullable for the 1.20 server) are then in place, so the
+//! starts: `scripts/test.sh` runs this binary first, alone. The test CRDs, the Flux stand-in CRDs,
+//! the Argo CD Application CRD and kpt's ResourceGroup CRD (made nullable for the 1.20 server) are then in place, so the
 //! binaries that run side by side never race to create or replace them; their own `ensure_*`
 //! calls find them done (and still install them when a binary is run alone).
 
@@ -40,6 +40,7 @@ fn the_shared_fixtures_are_installed_and_served() {
         "gadgets.stack-test.example.com",
         "kustomizations.kustomize.toolkit.fluxcd.io",
         "helmreleases.helm.toolkit.fluxcd.io",
+        "applications.argoproj.io",
         RESOURCE_GROUP_CRD,
     ] {
         let listed = kubectl(&["get", resource, "-A", "-o", "name"]);

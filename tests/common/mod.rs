@@ -488,6 +488,7 @@ pub fn install_resource_group() {
 pub fn install_shared_fixtures() {
     ensure_crds();
     ensure_flux_crds();
+    ensure_argo_crd();
     ensure_resource_group();
 }
 
