@@ -190,14 +190,16 @@ pub async fn load(reference: &InventoryRef, session: &Session) -> Result<Invento
             inventory.renamed_by = renamed_by;
             Ok(inventory)
         }
-        InventoryRef::Kpt { id } => load_kpt(session, id).await,
+        InventoryRef::Kpt { id } => load_kpt(session, id).await.map_err(Unloaded::into_user_error),
         InventoryRef::Helm { name, namespace } => {
             let namespace = namespace
                 .clone()
                 .unwrap_or_else(|| session.connection.namespace.clone());
-            load_helm(session, name, &namespace, HelmRevision::LastDeployed).await
+            load_helm(session, name, &namespace, HelmRevision::LastDeployed)
+                .await
+                .map_err(Unloaded::into_user_error)
         }
-        InventoryRef::ApplySet { parent } => load_applyset(session, parent).await,
+        InventoryRef::ApplySet { parent } => load_applyset(session, parent).await.map_err(Unloaded::into_user_error),
     }
 }
 
@@ -237,17 +239,17 @@ async fn get_object(
     kind: &KindInfo,
     namespace: Option<&str>,
     name: &str,
-) -> Result<DynamicObject, UserError> {
+) -> Result<DynamicObject, Unloaded> {
     let api = crate::cluster::collect::api_for(&session.connection.client, kind, namespace);
     with_retries("get inventory", || api.get(name)).await.map_err(|err| {
         if is_not_found(&err) {
-            UserError::failed(format!(
+            Unloaded::Absent(UserError::failed(format!(
                 "{} {}{name} not found",
                 kind.kind_with_group(),
                 namespace.map(|n| format!("{n}/")).unwrap_or_default()
-            ))
+            )))
         } else {
-            session.connection.explain(&err)
+            Unloaded::Failed(session.connection.explain(&err))
         }
     })
 }
@@ -326,11 +328,11 @@ async fn record_as(
         Preset::ApplySet if value.name.starts_with("applyset-") => {
             match find_applyset_parent(session, &value.name).await? {
                 Some(parent) => Ok(parent),
-                None => Err(UserError::failed(format!(
+                None => Err(Unloaded::Absent(UserError::failed(format!(
                     "no parent carries {}={} as its own id",
                     crate::model::trackers::APPLYSET_ID,
                     value.name
-                ))),
+                )))),
             }
         }
         // A parent given by name: kubectl's own prune reads that parent.
@@ -340,19 +342,19 @@ async fn record_as(
     let default_namespace = matches!(preset, Preset::Helm).then_some(namespace);
     match found {
         Ok(found) => Ok(found.into()),
-        Err(err) if is_absent(&err) && preset == Preset::Helm => Err(no_helm_release(&value.name, &err)),
-        Err(err) if is_absent(&err) && matches!(preset, Preset::Kpt | Preset::ApplySet) => Ok(StackRecord {
+        Err(Unloaded::Absent(err)) if preset == Preset::Helm => Err(no_helm_release(&value.name, &err)),
+        Err(Unloaded::Absent(err)) if matches!(preset, Preset::Kpt | Preset::ApplySet) => Ok(StackRecord {
             recorded: Some(gone_record(preset, &value.name, &err)),
             ..StackRecord::default()
         }),
-        Err(err) if is_absent(&err) => {
+        Err(Unloaded::Absent(err)) => {
             tracing::debug!("no record for {}: {}", preset.name(), err.message);
             Ok(StackRecord {
                 default_namespace,
                 ..StackRecord::default()
             })
         }
-        Err(err) => Err(err),
+        Err(Unloaded::Failed(err)) => Err(err),
     }
 }
 
@@ -426,10 +428,26 @@ pub(crate) fn prunes_nothing(why: &str) -> UserError {
         .hint("prune it with its own tool's rules in mind, or name another stack")
 }
 
-/// Whether a load failed because the stack keeps no record under that name (no release
-/// Secret, no inventory object, no parent): not an error, the labels are all there is.
-fn is_absent(err: &UserError) -> bool {
-    err.message.contains("not found") || err.message.starts_with("no ")
+/// Why a tool's record was not loaded: told apart by the loader where it knows (a 404, an empty
+/// list), never by the words of a message.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unloaded {
+    /// The stack keeps no record under that name (no release Secret, no inventory object, no
+    /// parent): what that means is the caller's to say (see [`record_of`]).
+    #[error("{}", .0.message)]
+    Absent(UserError),
+    /// The record could not be read, or its tool would refuse it.
+    #[error("{}", .0.message)]
+    Failed(#[from] UserError),
+}
+
+impl Unloaded {
+    /// The error for the user, absent or not (a record the user named must exist).
+    pub(crate) fn into_user_error(self) -> UserError {
+        match self {
+            Unloaded::Absent(err) | Unloaded::Failed(err) => err,
+        }
+    }
 }
 
 async fn list_labelled(session: &Session, kind: &KindInfo, selector: &str) -> Result<Vec<DynamicObject>, UserError> {

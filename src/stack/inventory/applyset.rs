@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use super::{get_object, list_labelled, Inventory};
+use super::{get_object, list_labelled, Inventory, Unloaded};
 use crate::cluster::discovery::{Catalog, KindInfo};
 use crate::cluster::session::Session;
 use crate::error::UserError;
@@ -15,7 +15,7 @@ use crate::stack::classify::Recorded;
 /// kubectl ApplySet (kubernetes/kubectl `pkg/cmd/apply/applyset_pruner.go`
 /// `FindAllObjectsToPrune`): kubectl lists members of the parent's `contains-group-kinds` in the
 /// parent's namespace and its `additional-namespaces`, and prunes those not applied this time.
-pub(super) async fn load_applyset(session: &Session, parent: &str) -> Result<Inventory, UserError> {
+pub(super) async fn load_applyset(session: &Session, parent: &str) -> Result<Inventory, Unloaded> {
     let (resource, name) = parent.split_once('/').unwrap_or(("secrets", parent));
     let kind = session
         .catalog
@@ -33,7 +33,8 @@ pub(super) async fn load_applyset(session: &Session, parent: &str) -> Result<Inv
                 "{} {name} carries {APPLYSET_ID}={label}, which is not its own id ({own}): it is a copy of another ApplySet parent, not a parent",
                 kind.kind_with_group()
             ))
-            .hint("kubectl refuses such a parent too; name the parent whose id it is"))
+            .hint("kubectl refuses such a parent too; name the parent whose id it is")
+            .into())
         }
         // kubectl: "ApplySet parent object ... exists and does not have required label".
         None => {
@@ -41,7 +42,8 @@ pub(super) async fn load_applyset(session: &Session, parent: &str) -> Result<Inv
                 "{} {name} has no {APPLYSET_ID} label: kubectl refuses to prune with it (\"does not have required label\"), so it is no ApplySet parent and records nothing",
                 kind.kind_with_group()
             ))
-            .hint("kubectl refuses such a parent too; re-apply the set with kubectl to restore the label"))
+            .hint("kubectl refuses such a parent too; re-apply the set with kubectl to restore the label")
+            .into())
         }
     }
     kubectl_tooling(&object, &kind)?;

@@ -7,7 +7,7 @@ use base64::Engine;
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use super::{is_absent, served, Inventory, StackRecord};
+use super::{served, Inventory, StackRecord, Unloaded};
 use crate::cluster::retry::with_retries;
 use crate::cluster::session::Session;
 use crate::error::{is_not_found, UserError};
@@ -96,8 +96,8 @@ pub(super) async fn flux_helm_record(
             });
             Ok(record)
         }
-        Err(err) if is_absent(&err) => Err(no_helm_release(&release, &err)),
-        Err(err) => Err(err),
+        Err(Unloaded::Absent(err)) => Err(no_helm_release(&release, &err)),
+        Err(Unloaded::Failed(err)) => Err(err),
     }
 }
 
@@ -279,19 +279,20 @@ pub(super) async fn load_helm(
     release: &str,
     namespace: &str,
     revision: HelmRevision,
-) -> Result<Inventory, UserError> {
+) -> Result<Inventory, Unloaded> {
     let chosen = match revision::choose(release_history(session, release, namespace).await?, revision) {
         Ok(chosen) => chosen,
         Err(Unchosen::NoRevision) => {
-            return Err(
+            return Err(Unloaded::Absent(
                 UserError::failed(format!("no release Secret for Helm release {namespace}/{release}"))
                     .hint("Helm keeps sh.helm.release.v1.<name>.v<revision> Secrets in the release namespace"),
-            )
+            ))
         }
         Err(unchosen) => {
             return Err(
                 UserError::refused(format!("Helm release {namespace}/{release} {unchosen}"))
-                    .hint("see `helm history`; roll back or finish the pending operation first"),
+                    .hint("see `helm history`; roll back or finish the pending operation first")
+                    .into(),
             )
         }
     };

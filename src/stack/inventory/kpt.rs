@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{list_labelled, served, Inventory};
+use super::{list_labelled, served, Inventory, Unloaded};
 use crate::cluster::session::Session;
 use crate::error::UserError;
 use crate::model::identity::ObjectId;
@@ -12,7 +12,7 @@ use crate::stack::classify::Recorded;
 /// cli-utils/kpt (kubernetes-sigs/cli-utils `pkg/apply/prune/prune.go`, `pkg/inventory/policy.go`):
 /// prune candidates are the inventory's objects missing from the new set, and only those whose
 /// `config.k8s.io/owning-inventory` is this inventory (the `--tracker kpt=ID` selection).
-pub(super) async fn load_kpt(session: &Session, id: &str) -> Result<Inventory, UserError> {
+pub(super) async fn load_kpt(session: &Session, id: &str) -> Result<Inventory, Unloaded> {
     let selector = format!("cli-utils.sigs.k8s.io/inventory-id={id}");
     let mut ids = Vec::new();
     let mut found: Vec<Holder> = Vec::new();
@@ -116,7 +116,7 @@ fn resource_group_ids(object: &kube::api::DynamicObject) -> Vec<ObjectId> {
 /// (kubernetes-sigs/cli-utils `pkg/inventory/inventory-client.go` `getClusterInventoryInfo`:
 /// "found %d inventory objects with inventory id"), and never merges their contents; and an id
 /// that no object holds is no inventory.
-fn refuse_shared_or_missing(found: &[Holder], id: &str, selector: &str) -> Result<(), UserError> {
+fn refuse_shared_or_missing(found: &[Holder], id: &str, selector: &str) -> Result<(), Unloaded> {
     if found.len() > 1 {
         let holders: Vec<String> = found.iter().map(Holder::to_string).collect();
         return Err(UserError::refused(format!(
@@ -124,11 +124,14 @@ fn refuse_shared_or_missing(found: &[Holder], id: &str, selector: &str) -> Resul
             found.len(),
             holders.join(", ")
         ))
-        .hint("give each inventory its own id (`kpt live init --inventory-id`)"));
+        .hint("give each inventory its own id (`kpt live init --inventory-id`)")
+        .into());
     }
     if found.is_empty() {
-        return Err(UserError::failed(format!("no inventory object labelled {selector}"))
-            .hint("check the id (`kubectl get cm -A -l cli-utils.sigs.k8s.io/inventory-id`)"));
+        return Err(Unloaded::Absent(
+            UserError::failed(format!("no inventory object labelled {selector}"))
+                .hint("check the id (`kubectl get cm -A -l cli-utils.sigs.k8s.io/inventory-id`)"),
+        ));
     }
     Ok(())
 }
