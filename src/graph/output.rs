@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use serde_json::{json, Value};
 
-use crate::graph::plan::{Cycle, Plan};
+use crate::graph::plan::{Cycle, Waves};
 use crate::graph::{Graph, NodeStatus};
 
 fn label(graph: &Graph, index: usize) -> String {
@@ -157,7 +157,7 @@ pub fn mermaid(graph: &Graph) -> String {
 }
 
 /// JSON: nodes, edges, members, and the waves or the cycle when given.
-pub fn json(graph: &Graph, plan: Option<&Plan>, cycle: Option<&Cycle>) -> Value {
+pub fn json(graph: &Graph, plan: Option<&Waves>, cycle: Option<&Cycle>) -> Value {
     let nodes: Vec<Value> = graph
         .nodes
         .iter()
@@ -178,7 +178,7 @@ pub fn json(graph: &Graph, plan: Option<&Plan>, cycle: Option<&Cycle>) -> Value 
 }
 
 /// The waves as a table: WAVE, KIND, NAMESPACE, NAME.
-pub fn waves_table(graph: &Graph, plan: &Plan) -> String {
+pub fn waves_table(graph: &Graph, plan: &Waves) -> String {
     let rows = plan
         .waves
         .iter()

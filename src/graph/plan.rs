@@ -9,9 +9,10 @@ use petgraph::graph::{DiGraph, NodeIndex};
 
 use crate::graph::{EdgeKind, Graph};
 
-/// Deletion waves: node indices, wave by wave, each wave sorted by identity.
+/// The order the graph gives: node indices, wave by wave, each wave sorted by identity. What a
+/// prune does with it is its one plan, [`crate::prune::teardown::PrunePlan`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Plan {
+pub struct Waves {
     /// The waves, first to delete first.
     pub waves: Vec<Vec<usize>>,
 }
@@ -71,19 +72,19 @@ pub fn deletion_order(graph: &Graph) -> DiGraph<usize, ()> {
 /// the plan does not delete (say another package's inventory and the Namespace it lives in)
 /// orders what passes through it as one node and fails nothing; only a cycle that holds a
 /// target is reported, as a path through that target.
-pub fn plan_deletion(graph: &Graph, targets: &HashSet<usize>) -> Result<Plan, Cycle> {
+pub fn plan_deletion(graph: &Graph, targets: &HashSet<usize>) -> Result<Waves, Cycle> {
     plan_deletion_told(graph, targets).map(|(plan, _)| plan)
 }
 
 /// [`plan_deletion`], with what no order of waves can satisfy (see [`add_victim_orders`]), to
 /// tell before asking.
-pub fn plan_deletion_told(graph: &Graph, targets: &HashSet<usize>) -> Result<(Plan, Vec<String>), Cycle> {
+pub fn plan_deletion_told(graph: &Graph, targets: &HashSet<usize>) -> Result<(Waves, Vec<String>), Cycle> {
     let mut order = deletion_order(graph);
     let unsatisfied = add_victim_orders(graph, targets, &mut order);
     layered(graph, targets, &order).map(|plan| (plan, unsatisfied))
 }
 
-fn layered(graph: &Graph, targets: &HashSet<usize>, order: &DiGraph<usize, ()>) -> Result<Plan, Cycle> {
+fn layered(graph: &Graph, targets: &HashSet<usize>, order: &DiGraph<usize, ()>) -> Result<Waves, Cycle> {
     let layer = layers(order, targets)?;
     let deepest = targets.iter().map(|&t| layer[t]).max().unwrap_or(0);
     let mut waves: Vec<Vec<usize>> = vec![Vec::new(); deepest + 1];
@@ -94,7 +95,7 @@ fn layered(graph: &Graph, targets: &HashSet<usize>, order: &DiGraph<usize, ()>) 
     for wave in &mut waves {
         wave.sort_by(|a, b| graph.nodes[*a].id.cmp(&graph.nodes[*b].id));
     }
-    Ok(Plan { waves })
+    Ok(Waves { waves })
 }
 
 /// The layer of every node of `order` (its longest path from a source, counted in strongly
@@ -174,7 +175,7 @@ fn add_victim_orders(graph: &Graph, targets: &HashSet<usize>, order: &mut DiGrap
 }
 
 /// The apply order: the deletion waves reversed.
-pub fn plan_apply(graph: &Graph, targets: &HashSet<usize>) -> Result<Plan, Cycle> {
+pub fn plan_apply(graph: &Graph, targets: &HashSet<usize>) -> Result<Waves, Cycle> {
     let mut plan = plan_deletion(graph, targets)?;
     plan.waves.reverse();
     Ok(plan)
@@ -246,7 +247,7 @@ mod tests {
         input
     }
 
-    fn names(graph: &Graph, plan: &Plan) -> Vec<Vec<String>> {
+    fn names(graph: &Graph, plan: &Waves) -> Vec<Vec<String>> {
         plan.waves
             .iter()
             .map(|w| w.iter().map(|i| graph.nodes[*i].id.name.clone()).collect())

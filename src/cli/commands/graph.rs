@@ -9,7 +9,7 @@ use crate::error::{exit, UserError};
 use crate::graph::live::live_graph_with;
 use crate::graph::offline::offline_graph;
 use crate::graph::output;
-use crate::graph::plan::{plan_apply, plan_deletion, Cycle, Plan};
+use crate::graph::plan::{plan_apply, plan_deletion, Cycle, Waves};
 use crate::graph::Graph;
 use crate::prune::orphans::read_manifests;
 use crate::render;
@@ -65,7 +65,7 @@ pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
 fn render_graph(
     graph: &Graph,
     args: &GraphArgs,
-    plan: Option<&Plan>,
+    plan: Option<&Waves>,
     cycle: Option<&Cycle>,
 ) -> Result<String, UserError> {
     Ok(match (args.output, args.order, plan) {
