@@ -685,6 +685,85 @@ fn an_argo_manifest_without_a_namespace_is_in_the_applications_destination() {
     assert!(!exists("configmap", Some(d), "gone"));
 }
 
+/// Membership review 16, F1: an Application without `spec.destination.namespace` gives a
+/// namespace-less manifest none, and Argo CD then syncs and prunes nothing of it (argo-cd
+/// `controller/state.go`: "Namespace for %s %s is missing.", an `InvalidSpecError` that
+/// `controller/sync.go` performs no operation under). Red before: the manifest took the context's
+/// namespace and the live objects of the destination were pruned, exit 0.
+#[test]
+fn an_argo_application_without_a_destination_namespace_prunes_nothing() {
+    let _logs = start();
+    ensure_argo_crd();
+    let control = Namespace::new("argo-nd-ctl");
+    let live = Namespace::new("argo-nd");
+    let (c, d) = (&control.0, &live.0);
+    let app = unique("nodest");
+    let object = |name: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {d}\n  labels: {{stack-test/run: {app}}}\n  annotations: {{argocd.argoproj.io/tracking-id: \"{app}:/ConfigMap:{d}/{name}\"}}\n"
+        )
+    };
+    apply(&format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {app}, namespace: {c}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc}}\n{}{}",
+        object("cfg"),
+        object("old")
+    ));
+    let repo = temp_file(
+        "argo-nd.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\n",
+    );
+    let repo = repo.to_str().unwrap();
+    let tracker = format!("argocd={app}");
+    let refused = stack(&["prune", "-A", "--tracker", &tracker, "-f", repo, "--yes"]).expect_code(4);
+    assert!(
+        refused.stderr.contains("no spec.destination.namespace"),
+        "{}",
+        refused.stderr
+    );
+    let selector = format!("stack-test/run={app}");
+    let labelled = stack(&["orphans", "-A", "-l", &selector, "-f", repo, "-o", "json"]).expect_code(0);
+    assert!(orphan_names(&labelled).is_empty(), "{}", labelled.stdout);
+    stack(&["prune", "-A", "-l", &selector, "-f", repo, "--yes"]).expect_code(0);
+    for name in ["cfg", "old"] {
+        assert!(exists("configmap", Some(d), name), "{name} must stay");
+    }
+}
+
+/// Membership review 16, F2: `kapp deploy -a APP -n NS` places a namespace-less manifest in NS,
+/// where its app record is (carvel-dev/kapp `pkg/kapp/cmd/app/deploy.go` sets the preparation's
+/// `DefaultNamespace` to the app's namespace; `pkg/kapp/app/preparation.go`
+/// `placeIntoNamespace`; the record's `data.spec` as `pkg/kapp/app/app_meta.go` writes it). Red
+/// before: the manifest took the context's namespace and the live one was called an orphan.
+#[test]
+fn kapp_places_a_manifest_without_a_namespace_where_its_app_record_is() {
+    let _logs = start();
+    let ns = Namespace::new("kapp-ns");
+    let n = &ns.0;
+    let app = format!("3{}", std::process::id());
+    let object = |name: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {n}, labels: {{kapp.k14s.io/app: \"{app}\"}}, annotations: {{kapp.k14s.io/identity: \"v1;{n}//ConfigMap/{name};v1\"}}}}\n"
+        )
+    };
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: myapp, namespace: {n}, labels: {{kapp.k14s.io/is-app: \"\"}}}}\ndata:\n  spec: '{{\"labelKey\":\"kapp.k14s.io/app\",\"labelValue\":\"{app}\"}}'\n{}{}",
+        object("cfg"),
+        object("gone")
+    ));
+    let repo = temp_file(
+        "kapp-ns.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\n",
+    );
+    let repo = repo.to_str().unwrap();
+    let expected = set(&[format!("ConfigMap/{n}/gone")]);
+    let tracker = format!("kapp={app}");
+    let named = stack(&["orphans", "-A", "--tracker", &tracker, "-f", repo, "-o", "json"]).expect_code(1);
+    assert_eq!(orphan_names(&named), expected, "--tracker");
+    let selector = format!("kapp.k14s.io/app={app}");
+    let labelled = stack(&["orphans", "-A", "-l", &selector, "-f", repo, "-o", "json"]).expect_code(1);
+    assert_eq!(orphan_names(&labelled), expected, "-l");
+}
+
 /// Membership review 10, finding 1: a tracker's mark or option is read whatever its value looks
 /// like. Argo CD splits `sync-options` on commas and trims each (gitops-engine
 /// `pkg/utils/resource` `GetAnnotationCSVs`), so `Prune=false,\nkind: x` keeps; the value once

@@ -588,13 +588,14 @@ fn judged_by_labels(desired: &Desired) -> bool {
 /// The stacks whose record bounds what their tool prunes that an object's marks name: a Flux
 /// Kustomization or HelmRelease, a Helm release (each with its namespace: a mark without one is
 /// ambiguous and judged elsewhere), a cli-utils/kpt inventory, an ApplySet; and an Argo CD
-/// Application, whose destination namespace places the manifests written without one
-/// (`inventory::record_of`).
+/// Application or a kapp app, whose destination or app-record namespace places the manifests
+/// written without one (`inventory::record_of`).
 fn recorded_stacks_of(object: &Listed) -> Vec<(Preset, MarkValue)> {
-    let named_whole = |preset: Preset| matches!(preset, Preset::Kpt | Preset::ApplySet | Preset::ArgoCd);
+    let named_whole = |preset: Preset| matches!(preset, Preset::Kpt | Preset::ApplySet | Preset::ArgoCd | Preset::Kapp);
+    let places = |preset: Preset| matches!(preset, Preset::ArgoCd | Preset::Kapp);
     marks(&object.meta)
         .into_iter()
-        .filter(|mark| has_record(mark.preset) || mark.preset == Preset::ArgoCd)
+        .filter(|mark| has_record(mark.preset) || places(mark.preset))
         .filter(|mark| mark.value.namespace.is_some() || named_whole(mark.preset))
         .map(|mark| (mark.preset, mark.value))
         .collect()
@@ -827,11 +828,12 @@ fn refuse_empty(desired: &Desired, allow_empty: bool) -> Result<(), UserError> {
 /// tool's apply fails on it, and it prunes nothing. Given `-n`'s namespace it would keep an object
 /// of that namespace and call the same object elsewhere an orphan; refused instead (exit 4).
 fn refuse_unplaced(desired: &Desired) -> Result<(), UserError> {
-    match desired.manifests.as_ref().and_then(unplaced_words) {
-        Some(why) => Err(UserError::refused(why).hint(
-            "write metadata.namespace in each namespaced manifest (or give the stack a spec.targetNamespace), as Flux needs",
-        )),
-        None => Ok(()),
+    let Some(set) = desired.manifests.as_ref() else {
+        return Ok(());
+    };
+    match (unplaced_words(set), set.unplaced.first()) {
+        (Some(why), Some(first)) => Err(UserError::refused(why).hint(first.by.hint())),
+        _ => Ok(()),
     }
 }
 
@@ -839,13 +841,7 @@ fn refuse_unplaced(desired: &Desired) -> Result<(), UserError> {
 fn unplaced_words(set: &DesiredSet) -> Option<String> {
     let first = set.unplaced.first()?;
     let all: Vec<String> = set.unplaced.iter().map(ToString::to_string).collect();
-    Some(format!(
-        "{} and the stack gives it no namespace (no spec.targetNamespace): kustomize-controller's apply fails on it (\"{}/{} namespace not specified\") and Flux prunes nothing, so nothing is an orphan ({})",
-        first,
-        first.kind,
-        first.name,
-        all.join("; ")
-    ))
+    Some(first.by.why(first, &all.join("; ")))
 }
 
 /// A desired set with entries the cluster cannot resolve (a kind not served yet, a typo in

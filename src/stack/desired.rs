@@ -107,8 +107,46 @@ pub enum NamespaceRule<'a> {
     /// `ssa/manager_apply.go` `ApplyAll` returns at the first dry-run error, `ssa/errors.go`
     /// `DryRunErr`), so kustomize-controller applies nothing and prunes nothing
     /// (`internal/controller/kustomization_controller.go`: `prune` runs after a successful
-    /// apply). Such a manifest is [`Unplaced`], never given `-n`'s namespace.
-    Required,
+    /// apply). Such a manifest is [`Unplaced`], never given `-n`'s namespace. An Argo CD
+    /// Application without `spec.destination.namespace` likewise ([`NoNamespace::ArgoCd`]).
+    Required(NoNamespace),
+}
+
+/// The tool that gives a namespaced manifest written without a namespace none, and so applies
+/// and prunes nothing of its stack ([`NamespaceRule::Required`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoNamespace {
+    /// A Flux Kustomization without `spec.targetNamespace`: the whole apply fails its dry-run.
+    Flux,
+    /// An Argo CD Application without `spec.destination.namespace`: argo-cd
+    /// `controller/state.go` `CompareAppState` adds an `InvalidSpecError` ("Namespace for %s %s
+    /// is missing."), and `controller/sync.go` `SyncAppState` performs no operation while such
+    /// a condition stands.
+    ArgoCd,
+}
+
+impl NoNamespace {
+    /// Why nothing of the stack is an orphan, for the first unplaced manifest (`all`: every one).
+    pub fn why(self, first: &Unplaced, all: &str) -> String {
+        match self {
+            NoNamespace::Flux => format!(
+                "{first} and the stack gives it no namespace (no spec.targetNamespace): kustomize-controller's apply fails on it (\"{}/{} namespace not specified\") and Flux prunes nothing, so nothing is an orphan ({all})",
+                first.kind, first.name
+            ),
+            NoNamespace::ArgoCd => format!(
+                "{first} and its Application gives it no namespace (no spec.destination.namespace): Argo CD refuses to sync it (\"Namespace for {} {} is missing.\") and prunes nothing, so nothing is an orphan ({all})",
+                first.name, first.kind
+            ),
+        }
+    }
+
+    /// What to do about it.
+    pub fn hint(self) -> &'static str {
+        match self {
+            NoNamespace::Flux => "write metadata.namespace in each namespaced manifest (or give the stack a spec.targetNamespace), as Flux needs",
+            NoNamespace::ArgoCd => "write metadata.namespace in each namespaced manifest (or give the Application a spec.destination.namespace), as Argo CD needs",
+        }
+    }
 }
 
 /// A namespaced manifest without a namespace where its tool gives it none
@@ -122,6 +160,8 @@ pub struct Unplaced {
     pub kind: String,
     /// Its name.
     pub name: String,
+    /// The tool that gives it none.
+    pub by: NoNamespace,
 }
 
 /// A manifest whose identity the cluster cannot resolve: its kind is not served and no CRD
@@ -149,7 +189,7 @@ pub fn resolve(manifest: &Manifest, scopes: &Scopes, rule: NamespaceRule) -> Res
                 NamespaceRule::Default(default) => manifest.namespace.as_deref().unwrap_or(default),
                 NamespaceRule::Target(target) => target,
                 // Callers ask [`unplaced`] first.
-                NamespaceRule::Required => manifest.namespace.as_deref().unwrap_or_default(),
+                NamespaceRule::Required(_) => manifest.namespace.as_deref().unwrap_or_default(),
             };
             Ok(ObjectId::new(group, &manifest.kind, Some(namespace), &manifest.name))
         }
@@ -173,10 +213,14 @@ pub fn resolve(manifest: &Manifest, scopes: &Scopes, rule: NamespaceRule) -> Res
 pub fn unplaced(manifest: &Manifest, scopes: &Scopes, rule: NamespaceRule) -> Option<Unplaced> {
     let namespaced = scopes.namespaced(manifest.group(), &manifest.kind) == Some(true);
     let written = manifest.namespace.as_deref().is_some_and(|ns| !ns.is_empty());
-    (rule == NamespaceRule::Required && namespaced && !written).then(|| Unplaced {
+    let NamespaceRule::Required(by) = rule else {
+        return None;
+    };
+    (namespaced && !written).then(|| Unplaced {
         location: locate(&manifest.source, &format!("name: {}", manifest.name)),
         kind: manifest.kind.clone(),
         name: manifest.name.clone(),
+        by,
     })
 }
 
@@ -517,7 +561,12 @@ metadata: {name: settings}
         )
         .unwrap();
         let scopes = Scopes::new(None, &manifests);
-        let set = DesiredSet::resolved(&manifests, &scopes, NamespaceRule::Required, Origin::Manifests);
+        let set = DesiredSet::resolved(
+            &manifests,
+            &scopes,
+            NamespaceRule::Required(NoNamespace::Flux),
+            Origin::Manifests,
+        );
         assert_eq!(set.unplaced.len(), 1);
         assert_eq!(set.unplaced[0].name, "a");
         assert!(set.ids.contains(&ObjectId::new("", "ConfigMap", Some("web"), "b")));

@@ -7,6 +7,7 @@ mod applyset;
 mod argo;
 mod flux;
 mod helm;
+mod kapp;
 mod kpt;
 
 use kube::api::DynamicObject;
@@ -17,7 +18,7 @@ use crate::cluster::session::Session;
 use crate::error::{is_not_found, UserError};
 use crate::model::trackers::{MarkValue, Preset, Tracker, FLUX_KUSTOMIZATION};
 use crate::stack::classify::Recorded;
-use crate::stack::desired::NamespaceRule;
+use crate::stack::desired::{NamespaceRule, NoNamespace};
 
 use applyset::{find_applyset_parent, load_applyset};
 pub use flux::{
@@ -133,7 +134,7 @@ pub struct StackRecord {
     /// Its tool gives a namespaced object written without a namespace none, and fails to apply
     /// it (a Flux Kustomization without `spec.targetNamespace`: see
     /// [`NamespaceRule::Required`]).
-    pub namespace_required: bool,
+    pub namespace_required: Option<NoNamespace>,
     /// The namespace of the object that holds the record: kpt keeps it as still in use (cli-utils
     /// `pkg/apply/applier.go` `localNamespaces` adds the inventory's namespace).
     pub record_namespace: Option<String>,
@@ -146,7 +147,7 @@ impl StackRecord {
     pub fn namespace_rule<'a>(&'a self, fallback: &'a str) -> NamespaceRule<'a> {
         match (&self.target_namespace, &self.default_namespace) {
             (Some(target), _) => NamespaceRule::Target(target),
-            (None, _) if self.namespace_required => NamespaceRule::Required,
+            (None, _) if let Some(by) = self.namespace_required => NamespaceRule::Required(by),
             (None, Some(default)) => NamespaceRule::Default(default),
             (None, None) => NamespaceRule::Default(fallback),
         }
@@ -156,7 +157,8 @@ impl StackRecord {
 impl From<Inventory> for StackRecord {
     fn from(inventory: Inventory) -> Self {
         // A Flux Kustomization's, as [`FluxStack::into_record`] reads it.
-        let namespace_required = inventory.tracker.preset == Preset::Flux && inventory.target_namespace.is_none();
+        let namespace_required = (inventory.tracker.preset == Preset::Flux && inventory.target_namespace.is_none())
+            .then_some(NoNamespace::Flux);
         Self {
             recorded: Some(inventory.recorded),
             target_namespace: inventory.target_namespace,
@@ -324,6 +326,7 @@ async fn record_as(
             None => load_helm(session, &value.name, &namespace, helm_revision).await,
         },
         Preset::ArgoCd => return argo::argo_record(session, &value.name).await,
+        Preset::Kapp => return kapp::kapp_record(session, &value.name).await,
         Preset::Kpt => load_kpt(session, &value.name).await,
         Preset::ApplySet if value.name.starts_with("applyset-") => {
             match find_applyset_parent(session, &value.name).await? {
@@ -512,10 +515,13 @@ mod tests {
         assert_eq!(stack(None, None).namespace_rule("n"), NamespaceRule::Default("n"));
         // A Flux Kustomization without a target namespace gives none (see `NamespaceRule::Required`).
         let flux = |target: Option<&str>| StackRecord {
-            namespace_required: true,
+            namespace_required: Some(NoNamespace::Flux),
             ..stack(target, None)
         };
-        assert_eq!(flux(None).namespace_rule("n"), NamespaceRule::Required);
+        assert_eq!(
+            flux(None).namespace_rule("n"),
+            NamespaceRule::Required(NoNamespace::Flux)
+        );
         assert_eq!(flux(Some("t")).namespace_rule("n"), NamespaceRule::Target("t"));
     }
 }

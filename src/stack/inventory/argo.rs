@@ -12,22 +12,29 @@ use super::StackRecord;
 use crate::cluster::retry::with_retries;
 use crate::cluster::session::Session;
 use crate::error::{is_not_found, UserError};
+use crate::stack::desired::NoNamespace;
 
 /// The Application's group and kind.
 const APPLICATION: (&str, &str) = ("argoproj.io", "Application");
 
 /// The record of the Argo CD stack `app` (the name its tracking id or instance label carries:
 /// `NAME`, or `NAMESPACE_NAME` for an Application outside the control-plane namespace): the
-/// destination namespace as the default of namespace-less manifests. Without the Application
-/// (no Argo CD here, or none of that name), nothing is known and the manifests take `-n`'s
-/// namespace, as before; Applications of that name that disagree on the destination are refused.
+/// destination namespace as the default of namespace-less manifests; with none, such a manifest
+/// is unplaced ([`NoNamespace::ArgoCd`]: Argo CD syncs and prunes nothing of the Application).
+/// Without the Application (no Argo CD here, or none of that name), nothing is known and the
+/// manifests take `-n`'s namespace; Applications of that name that disagree are refused.
 pub async fn argo_record(session: &Session, app: &str) -> Result<StackRecord, UserError> {
     let applications = find_applications(session, app).await?;
     let mut destinations: Vec<Option<&str>> = applications.iter().map(destination_of).collect();
     destinations.sort();
     destinations.dedup();
     match destinations.as_slice() {
-        [] | [None] => Ok(StackRecord::default()),
+        [] => Ok(StackRecord::default()),
+        // Argo CD syncs nothing of an Application whose manifest has no namespace then.
+        [None] => Ok(StackRecord {
+            namespace_required: Some(NoNamespace::ArgoCd),
+            ..StackRecord::default()
+        }),
         [Some(namespace)] => Ok(StackRecord {
             default_namespace: Some(namespace.to_string()),
             ..StackRecord::default()

@@ -62,7 +62,10 @@ impl FluxStack {
     pub(super) fn into_record(self) -> StackRecord {
         StackRecord {
             recorded: Some(self.inventory.recorded),
-            namespace_required: self.target_namespace.is_none(),
+            namespace_required: self
+                .target_namespace
+                .is_none()
+                .then_some(crate::stack::desired::NoNamespace::Flux),
             target_namespace: self.target_namespace,
             default_namespace: None,
             helm_release: None,
