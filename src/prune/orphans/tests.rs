@@ -91,8 +91,11 @@ fn an_objects_recorded_stacks_are_those_its_marks_name_unambiguously() {
             named(Preset::Kpt, "inv", None)
         ]
     );
-    // kapp keeps no record that bounds its prune here: judged by its own rules.
-    assert!(recorded_stacks_of(&config_map(&[(crate::model::trackers::KAPP_APP, "1")])).is_empty());
+    // A kapp app's record bounds nothing, but places its namespace-less manifests (review 16).
+    assert_eq!(
+        recorded_stacks_of(&config_map(&[(crate::model::trackers::KAPP_APP, "1")])),
+        vec![named(Preset::Kapp, "1", None)]
+    );
 }
 
 #[test]
