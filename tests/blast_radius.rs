@@ -753,3 +753,180 @@ fn a_newcomer_in_a_namespace_made_by_a_planned_owner_stops_it_at_the_recheck() {
     assert!(exists("namespace", None, &made), "{said}");
     assert!(exists("secret", Some(&made), "newcomer"), "{said}");
 }
+
+/// A CRD of stack `gz` (`things.GROUP`, cluster-scoped) and an untracked `Thing` of it: its
+/// victim when the CRD goes. Returns the guards, the group and the Thing's UID.
+fn seed_crd_with_owning_victim(f: &str, run: &str) -> (Vec<ClusterObject>, String, String) {
+    let group = format!("{run}.example.com");
+    let crd = ClusterObject("crd", format!("things.{group}"));
+    apply(&format!(
+        "{ks}apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: {}, labels: {s}}}\nspec:\n  group: {group}\n  names: {{kind: Thing, plural: things}}\n  scope: Cluster\n  versions: [{{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}]\n",
+        crd.1,
+        ks = kustomization("gz", f, ""),
+        s = flux_labels("gz", f),
+    ));
+    wait_established(&[&format!("crd/{}", crd.1)], &crd.1);
+    let thing = format!("{run}-thing");
+    apply(&format!(
+        "apiVersion: {group}/v1\nkind: Thing\nmetadata: {{name: {thing}}}\n"
+    ));
+    let uid = uid_of(&format!("thing.{group}"), None, &thing);
+    (vec![crd], group, uid)
+}
+
+/// Order review 16, F1: a victim takes what it owns. The untracked Thing a planned CRD takes
+/// owns another stack's ClusterRole (a plain owner reference) and a Namespace it made, which
+/// holds another stack's ConfigMap: the garbage collector takes them all, so all are named
+/// under the CRD and refused. Red before: only the Thing was named, and `--allow-cascade`
+/// accepted one object while four died.
+#[test]
+fn what_a_cascade_victim_owns_is_named_too() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("vdep");
+    let f = flux.0.clone();
+    let run = unique("vdep");
+    let (_guards, group, thing_uid) = seed_crd_with_owning_victim(&f, &run);
+    let owner = |controller: bool| {
+        format!(
+            "ownerReferences: [{{apiVersion: {group}/v1, kind: Thing, name: {run}-thing, uid: {thing_uid}, controller: {controller}}}]"
+        )
+    };
+    let role = ClusterObject("clusterrole", format!("{run}-precious"));
+    let made = ClusterObject("namespace", format!("{run}-made"));
+    apply(&format!(
+        "{ks}apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {}, labels: {s}, {}}}\nrules: []\n---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {}, {}}}\n",
+        role.1,
+        owner(false),
+        made.1,
+        owner(true),
+        ks = kustomization("other", &f, ""),
+        s = flux_labels("other", &f),
+    ));
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: precious, namespace: {}, labels: {s}}}\n",
+        made.1,
+        s = flux_labels("other", &f),
+    ));
+    record_flux_inventories(&f);
+    let refused = stack(&["prune", "-n", &f, "kustomization/gz", "--dry-run=client", "-o", "json"]).expect_code(4);
+    let plan: serde_json::Value = serde_json::from_str(refused.stdout.lines().next().unwrap_or("{}")).unwrap();
+    let victims: Vec<String> = plan["cascades"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|c| c["victims"].as_array().into_iter().flatten())
+        .map(|v| {
+            format!(
+                "{}/{}",
+                v["id"]["kind"].as_str().unwrap_or(""),
+                v["id"]["name"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    for expected in [
+        format!("Thing/{run}-thing"),
+        format!("ClusterRole/{}", role.1),
+        "ConfigMap/precious".to_string(),
+    ] {
+        assert!(
+            victims.contains(&expected),
+            "{expected} not named: {victims:?}\n{}",
+            refused.stdout
+        );
+    }
+    assert!(exists("clusterrole", None, &role.1));
+    assert!(exists("configmap", Some(&made.1), "precious"));
+}
+
+/// Order review 16, F2: content owned by an object the Namespace holds but that is never named
+/// (the `default` ServiceAccount, made by the control plane) counts on its own: an untracked
+/// ConfigMap owned by it is named and refused. Red before: nothing was named, exit 0.
+#[test]
+fn content_owned_by_an_unnamed_object_of_the_namespace_still_counts() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("sadep");
+    let f = flux.0.clone();
+    let app = ClusterObject("namespace", unique("sadep-app"));
+    apply(&format!(
+        "{ks}apiVersion: v1\nkind: Namespace\nmetadata: {{name: {}, labels: {s}}}\n",
+        app.1,
+        ks = kustomization("ik", &f, ""),
+        s = flux_labels("ik", &f),
+    ));
+    wait_until(std::time::Duration::from_secs(30), || {
+        exists("serviceaccount", Some(&app.1), "default")
+    });
+    let account = uid_of("serviceaccount", Some(&app.1), "default");
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: owned-by-account, namespace: {}, ownerReferences: [{{apiVersion: v1, kind: ServiceAccount, name: default, uid: {account}}}]}}\n",
+        app.1
+    ));
+    record_flux_inventories(&f);
+    let refused = stack(&["prune", "-n", &f, "kustomization/ik", "--dry-run=client"]).expect_code(4);
+    assert!(
+        refused
+            .stdout
+            .contains(&format!("ConfigMap/{}/owned-by-account (untracked)", app.1)),
+        "{}\n{}",
+        refused.stdout,
+        refused.stderr
+    );
+}
+
+/// Order review 16, F3: an operator in a Namespace that a planned Gadget made dies with the
+/// Gadget, so the custom resource whose finalizer it serves goes before the Gadget, as before a
+/// planned Namespace. Red before: the Doom and the Gadget were in one wave, and the operator was
+/// gone before the Doom's finalizer could run.
+#[test]
+fn what_an_operator_in_a_namespace_dying_by_ownership_serves_goes_first() {
+    let _logs = start();
+    ensure_crds();
+    ensure_flux_crds();
+    let flux = Namespace::new("dyo");
+    let f = flux.0.clone();
+    let run = unique("dyo");
+    let group = format!("{run}.example.com");
+    let crd = ClusterObject("crd", format!("dooms.{group}"));
+    let gadget = ClusterObject("gadget.stack-test.example.com", format!("{run}-tenant"));
+    let s = flux_labels("tq", &f);
+    apply(&format!(
+        "{ks}apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: {}, labels: {s}}}\nspec:\n  group: {group}\n  names: {{kind: Doom, plural: dooms}}\n  scope: Namespaced\n  versions: [{{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}]\n---\napiVersion: stack-test.example.com/v1beta1\nkind: Gadget\nmetadata: {{name: {}, labels: {s}}}\n",
+        crd.1,
+        gadget.1,
+        ks = kustomization("tq", &f, ""),
+    ));
+    wait_established(&[&format!("crd/{}", crd.1)], &crd.1);
+    let made = ClusterObject("namespace", format!("{run}-qns"));
+    let owner = uid_of("gadget.stack-test.example.com", None, &gadget.1);
+    apply(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {}, ownerReferences: [{{apiVersion: stack-test.example.com/v1beta1, kind: Gadget, name: {}, uid: {owner}, controller: true, blockOwnerDeletion: true}}]}}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: doom-operator, namespace: {}, labels: {s}}}\nspec:\n  replicas: 0\n  selector: {{matchLabels: {{app: doom}}}}\n  template: {{metadata: {{labels: {{app: doom}}}}, spec: {{containers: [{{name: c, image: registry.invalid/doom:1}}]}}}}\n---\napiVersion: {group}/v1\nkind: Doom\nmetadata: {{name: doom-1, namespace: {f}, labels: {s}, finalizers: [{group}/cleanup]}}\n",
+        made.1,
+        gadget.1,
+        made.1,
+    ));
+    record_flux_inventories(&f);
+    let plan = stack(&["prune", "-n", &f, "kustomization/tq", "--dry-run=client", "-o", "json"]).expect_code(0);
+    let lines = json_lines(&plan.stdout);
+    let doom = planned_wave(&lines, "Doom", "doom-1");
+    let operator = planned_wave(&lines, "Deployment", "doom-operator");
+    assert!(doom < operator, "the Doom must go before its operator\n{}", plan.stdout);
+    assert!(
+        doom < planned_wave(&lines, "Gadget", &gadget.1),
+        "the Doom must go before the Gadget that takes its operator\n{}",
+        plan.stdout
+    );
+    let _ = kubectl(&[
+        "patch",
+        "doom",
+        "doom-1",
+        "-n",
+        &f,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    let _ = (made, crd);
+}

@@ -34,8 +34,55 @@ impl Graph {
     /// A node that dies by ownership ([`Graph::dying_by_owners`]) is a victim too, taken by its
     /// planned owners (or by the holders of its owners that are victims).
     pub fn dying_victims(&self, planned: impl Fn(usize) -> bool) -> HashMap<usize, Vec<usize>> {
-        let held = self.held_victims(&planned);
-        let mut dying = self.owned_victims(&planned, &held);
+        let mut held = self.held_victims(&planned);
+        // A Namespace or CRD that dies unplanned takes its content too, and what that owns
+        // (review 16, F1 and F3): grown until nothing more dies.
+        loop {
+            let dying = self.dying_with(&planned, &held);
+            if !self.hold_content_of(&dying, &planned, &mut held) {
+                return dying;
+            }
+        }
+    }
+
+    /// Adds to `held` the victims a dying victim Namespace or CRD (`dying`) holds, taken by the
+    /// planned objects that take it; whether any was new.
+    fn hold_content_of(
+        &self,
+        dying: &HashMap<usize, Vec<usize>>,
+        planned: &dyn Fn(usize) -> bool,
+        held: &mut HashMap<usize, Vec<usize>>,
+    ) -> bool {
+        let mut grown = false;
+        for edge in &self.edges {
+            if !matches!(edge.kind, EdgeKind::Namespace | EdgeKind::Crd)
+                || planned(edge.from)
+                || planned(edge.to)
+                || !self.victims.contains(&edge.from)
+            {
+                continue;
+            }
+            let Some(takers) = dying.get(&edge.to) else { continue };
+            let entry = held.entry(edge.from).or_default();
+            for &taker in takers {
+                if !entry.contains(&taker) {
+                    entry.push(taker);
+                    grown = true;
+                }
+            }
+        }
+        grown
+    }
+
+    /// What dies with the plan given the victims `held` by dying Namespaces and CRDs: by
+    /// ownership or held, each with the planned objects that take it.
+    fn dying_with(
+        &self,
+        planned: &dyn Fn(usize) -> bool,
+        held: &HashMap<usize, Vec<usize>>,
+    ) -> HashMap<usize, Vec<usize>> {
+        let held = held.clone();
+        let mut dying = self.owned_victims(planned, &held);
         // What dies by ownership is taken by a planned Namespace or CRD it lives in as well,
         // whichever goes first: both take it.
         for edge in &self.edges {
@@ -174,9 +221,13 @@ impl Graph {
     /// before their own wave: an operator Deployment owned by a planned object of an earlier wave
     /// (OLM's ClusterServiceVersion) dies with that owner, so every planned object that needs it
     /// goes before the owner (order review 5, finding 2).
-    fn early_orders(&self, planned: &HashSet<usize>) -> Vec<VictimOrder> {
-        if !self.owners.keys().any(|index| planned.contains(index)) {
-            return Vec::new();
+    /// The planned nodes that die before their own wave, each with the planned objects whose
+    /// deletion takes them: through their owners (an operator Deployment a planned
+    /// ClusterServiceVersion owns), or with a Namespace or CRD that dies unplanned (an operator
+    /// in the Namespace a planned tenant made).
+    pub fn early_takers(&self, planned: &HashSet<usize>) -> HashMap<usize, Vec<usize>> {
+        if !self.owners.keys().any(|index| planned.contains(index)) && self.victims.is_empty() {
+            return HashMap::new();
         }
         let is_planned = |index: usize| planned.contains(&index);
         let held = self.held_victims(&is_planned);
@@ -186,7 +237,7 @@ impl Graph {
             held: &held,
             by_uid: self.outside_uids(),
         };
-        let early: HashMap<usize, Vec<usize>> = self
+        let mut early: HashMap<usize, Vec<usize>> = self
             .owners
             .keys()
             .filter(|index| planned.contains(index))
@@ -196,6 +247,27 @@ impl Graph {
                 (!roots.is_empty()).then_some((index, roots))
             })
             .collect();
+        // A planned object in a Namespace (or of a CRD) that dies unplanned dies with it, before
+        // its own wave (review 16, F3: an operator in a tenant's Namespace).
+        let dying = self.dying_victims(is_planned);
+        for edge in &self.edges {
+            if !matches!(edge.kind, EdgeKind::Namespace | EdgeKind::Crd) || !planned.contains(&edge.from) {
+                continue;
+            }
+            let Some(takers) = dying.get(&edge.to).filter(|_| !planned.contains(&edge.to)) else {
+                continue;
+            };
+            let roots = early.entry(edge.from).or_default();
+            roots.extend(takers.iter().filter(|&&taker| taker != edge.from));
+            roots.sort_unstable();
+            roots.dedup();
+        }
+        early.retain(|_, roots| !roots.is_empty());
+        early
+    }
+
+    fn early_orders(&self, planned: &HashSet<usize>) -> Vec<VictimOrder> {
+        let early = self.early_takers(planned);
         if early.is_empty() {
             return Vec::new();
         }

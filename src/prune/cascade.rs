@@ -170,22 +170,32 @@ pub fn victims(held: &[Listed], tokens: &HashSet<String>, planned: &Planned) -> 
         .filter(|o| o.kind.group.is_empty() && o.kind.kind == "ServiceAccount" && o.name() == "default")
         .map(|o| o.uid().to_string())
         .collect();
-    let mut found: Vec<Victim> = held
+    let kept_marked = |o: &Listed| crate::model::trackers::keep_marker(&o.meta).is_some();
+    let counted: Vec<&Listed> = held
         .iter()
         .filter(|o| !o.is_terminating() && !planned.uids.contains(o.uid()))
         .filter(|o| !dies_with_plan(&o.meta, &planned.uids, &owners_of, planned.orphans))
-        // An object all of whose owners the same holder holds goes with them, and they are
-        // named themselves (or planned, or made by the control plane). One owner outside (a
-        // ClusterRole) would keep it from the garbage collector: the holder alone takes it.
-        .filter(|o| {
-            let mut owners = o.meta.owner_references.iter().flatten().peekable();
-            owners.peek().is_none() || !owners.all(|r| held_uids.contains(r.uid.as_str()))
-        })
-        .filter(|o| made_by_control_plane(&o.id(), &o.meta, &services).is_none())
+        // A keep marker counts whoever made the object (review 16, F2).
+        .filter(|o| made_by_control_plane(&o.id(), &o.meta, &services).is_none() || kept_marked(o))
         // Only a Secret proven of the token type is the token controller's: any Secret can carry
         // a ServiceAccount's name and UID annotations.
         .filter(|o| !tokens.contains(o.uid()) || !token_of_default_account(&o.id(), &o.meta, &default_accounts))
         .filter(|o| !tokens.contains(o.uid()) || !token_of_planned_account(&o.id(), &o.meta, planned))
+        .collect();
+    // What a controller the holder holds made (a Deployment's ReplicaSets and Pods), unmarked,
+    // goes with that controller, which is named itself: named once, through it. Anything else
+    // counts on its own: a plain owner reference, a mark, a keep marker, or a controller that is
+    // not named (made by the control plane, already being deleted) would leave it unnamed
+    // (review 16, F2).
+    let named: HashSet<&str> = counted.iter().map(|o| o.uid()).collect();
+    let mut found: Vec<Victim> = counted
+        .iter()
+        .filter(|o| {
+            let goes_with_controller = o
+                .controller_owner()
+                .is_some_and(|c| held_uids.contains(c.uid.as_str()) && named.contains(c.uid.as_str()));
+            !goes_with_controller || kept_marked(o) || is_tracked(&o.meta)
+        })
         .map(|o| Victim {
             id: o.id(),
             uid: o.uid().to_string(),
@@ -318,6 +328,108 @@ pub async fn held_by_dying(
     found
 }
 
+/// How many rounds [`victims_dependents`] follows the garbage collector down from the victims.
+const MAX_DEPTH: usize = 8;
+
+/// What the garbage collector takes with the victims found so far (review 16, F1): a victim (a
+/// CRD's custom resource, a Namespace's object) that owns objects elsewhere takes them when it
+/// dies, and they take theirs; a Namespace or CRD among them takes its content. Each is charged
+/// to the planned object charged with the victim it hangs from, and counts as any owner's
+/// dependent does ([`owners::Counted`]); followed for up to [`MAX_DEPTH`] rounds. Deleted with
+/// `--cascade=orphan`, the planned objects take nothing, but their Namespaces' and CRDs'
+/// content still dies, and with it what it owns.
+async fn victims_dependents(
+    client: &Client,
+    catalog: &Catalog,
+    found: &[Cascade],
+    planned: &Planned,
+    counted: &owners::Counted<'_>,
+    options: ListOptions,
+) -> Vec<(Cascade, Vec<Listed>)> {
+    let mut charged: HashMap<String, ObjectId> = found
+        .iter()
+        .flat_map(|c| c.victims.iter().map(|v| (v.uid.clone(), c.holder.clone())))
+        .collect();
+    let mut dying: HashSet<String> = charged.keys().cloned().collect();
+    if !planned.orphans {
+        dying.extend(planned.uids.iter().cloned());
+    }
+    let mut frontier: Vec<ObjectId> = found
+        .iter()
+        .flat_map(|c| c.victims.iter().map(|v| v.id.clone()))
+        .collect();
+    let mut out = Vec::new();
+    for _ in 0..MAX_DEPTH {
+        if frontier.is_empty() {
+            break;
+        }
+        let owned = owners::owned_around(client, catalog, frontier.iter(), options).await;
+        let owners_of = owners::owners_by_uid(&owned.objects);
+        let mut next = Vec::new();
+        for object in &owned.objects {
+            let uid = object.uid();
+            if charged.contains_key(uid) || planned.uids.contains(uid) || object.is_terminating() {
+                continue;
+            }
+            if !dies_with_plan(&object.meta, &dying, &owners_of, false) {
+                continue;
+            }
+            let Some(root) = owners::charged_owner(uid, &charged, &owners_of) else {
+                continue;
+            };
+            charged.insert(uid.to_string(), root.clone());
+            dying.insert(uid.to_string());
+            next.push(object.id());
+            if counted.counts(object) && made_by_control_plane(&object.id(), &object.meta, &HashSet::new()).is_none() {
+                let victim = Victim {
+                    id: object.id(),
+                    uid: uid.to_string(),
+                    why: format!("owned by what the plan takes: {}", why_it_counts(object)),
+                };
+                out.push((single(root.clone(), victim), vec![object.clone()]));
+            }
+            if !is_holder(&object.id()) {
+                continue;
+            }
+            let Some(held) = contents(client, catalog, &object.id(), options).await else {
+                continue;
+            };
+            let mut cascade = cascade_of(catalog, &object.id(), &held, planned);
+            for victim in &mut cascade.victims {
+                victim.why = format!("in {}, which dies with it: {}", object.id(), victim.why);
+                charged.insert(victim.uid.clone(), root.clone());
+                dying.insert(victim.uid.clone());
+                next.push(victim.id.clone());
+            }
+            for kind in &mut cascade.unlisted {
+                *kind = format!("{kind} in {}", object.id());
+            }
+            let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
+            let taken = held
+                .objects
+                .iter()
+                .filter(|o| victims.contains(o.uid()))
+                .cloned()
+                .collect();
+            cascade.holder = root.clone();
+            if !cascade.is_clean() {
+                out.push((cascade, taken));
+            }
+        }
+        frontier = next;
+    }
+    out
+}
+
+/// A cascade of one victim.
+fn single(holder: ObjectId, victim: Victim) -> Cascade {
+    Cascade {
+        holder,
+        victims: vec![victim],
+        unlisted: Vec::new(),
+    }
+}
+
 /// One cascade per holder: the victims and unlisted kinds of the cascades of the same holder
 /// (its content, what it owns, what the Namespaces and CRDs it takes hold) together.
 fn merged(cascades: Vec<Cascade>) -> Vec<Cascade> {
@@ -405,6 +517,19 @@ pub async fn find_cascades(
         found.push(cascade);
     }
     let found = merged(found);
+    let mut found = found;
+    for (cascade, held) in victims_dependents(client, catalog, &found, &planned, counted, options).await {
+        taken.extend(held);
+        found.push(cascade);
+    }
+    let found = merged(found);
+    // A Namespace or CRD that dies with the plan unnamed is a node too: what it holds and the
+    // plan deletes dies when it does (review 16, F3).
+    let dying: HashSet<ObjectId> = owners::dying_holders(&owned.objects, &planned, &names)
+        .into_iter()
+        .map(|(holder, _)| holder)
+        .collect();
+    taken.extend(owned.objects.iter().filter(|o| dying.contains(&o.id())).cloned());
     // What a planned object controls and may run a controller is a node too, no victim.
     let mut nodes: HashSet<String> = taken.iter().map(|o| o.uid().to_string()).collect();
     let controlled = owners::controlled_children(&owned.objects, &planned);
@@ -432,11 +557,13 @@ mod tests {
                 namespace: Some("shop".into()),
                 uid: Some(format!("uid-{name}")),
                 labels: Some(labels),
+                // `*uid`: the owner is the object's controller.
                 owner_references: owner.map(|uid| {
                     vec![OwnerReference {
-                        uid: uid.into(),
+                        uid: uid.trim_start_matches('*').into(),
                         kind: "X".into(),
                         name: "x".into(),
+                        controller: uid.starts_with('*').then_some(true),
                         ..Default::default()
                     }]
                 }),
@@ -461,7 +588,11 @@ mod tests {
             object("PersistentVolumeClaim", "data-db-0", None, &[]),
             object("ServiceAccount", "default", None, &[]),
             object("ConfigMap", "kube-root-ca.crt", None, &[]),
+            // Review 16, F2: only an unmarked child a named controller made goes with it.
             object("Pod", "stray-child", Some("uid-handmade"), &[]),
+            object("Pod", "made-child", Some("*uid-handmade"), &[]),
+            object("ConfigMap", "owned-by-default-account", Some("uid-default"), &[]),
+            object("ConfigMap", "made-by-default-account", Some("*uid-default"), &[]),
         ];
         let planned = Planned {
             uids: ["uid-planned".to_string(), "uid-deploy".to_string()].into(),
@@ -475,8 +606,11 @@ mod tests {
         assert_eq!(
             found,
             vec![
+                ("made-by-default-account".to_string(), "untracked".to_string()),
+                ("owned-by-default-account".to_string(), "untracked".to_string()),
                 ("theirs".to_string(), "another stack's: flux:b".to_string()),
                 ("data-db-0".to_string(), "untracked".to_string()),
+                ("stray-child".to_string(), "untracked".to_string()),
                 ("handmade".to_string(), "untracked".to_string()),
             ]
         );

@@ -75,6 +75,9 @@ pub fn needed_by_staying(
     // What a planned owner takes with it (the garbage collector's all-owners rule): a need that
     // dies so keeps those owners.
     let by_owners = graph.dying_by_owners(|index| planned.contains(&index));
+    // A planned need that dies before its own wave (with a Namespace a planned owner takes)
+    // keeps what takes it too (review 16, F3).
+    let early = graph.early_takers(planned);
     // One edge set: declared, structural and inferred (a CR that stays needs the operator its
     // finalizer names; an untracked webhook that stays needs its backend).
     // An inferred need that orders nothing (it would close a cycle) keeps all the same.
@@ -85,13 +88,19 @@ pub fn needed_by_staying(
         let by = graph.nodes[*from].id.to_string();
         if planned.contains(to) && !needed.contains_key(to) {
             let why = match kind {
-                EdgeKind::Namespace | EdgeKind::Crd => KeepReason::Holds { held: by },
+                EdgeKind::Namespace | EdgeKind::Crd => KeepReason::Holds { held: by.clone() },
                 other => KeepReason::Needed {
-                    by,
+                    by: by.clone(),
                     edge: other.label().to_string(),
                 },
             };
             needed.insert(*to, why);
+            for taker in early.get(to).into_iter().flatten() {
+                needed.entry(*taker).or_insert_with(|| KeepReason::Needed {
+                    by: by.clone(),
+                    edge: format!("{}: {} dies with it", kind.label(), graph.nodes[*to].id),
+                });
+            }
         } else if let Some(owners) = by_owners.get(to) {
             for owner in owners {
                 needed.entry(*owner).or_insert_with(|| KeepReason::Needed {

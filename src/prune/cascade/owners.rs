@@ -99,7 +99,8 @@ pub fn kept_on_their_own(kept: &[crate::prune::teardown::Kept]) -> HashSet<Objec
 }
 
 impl Counted<'_> {
-    fn counts(&self, object: &Listed) -> bool {
+    /// Whether an object that dies with the plan counts as a victim.
+    pub fn counts(&self, object: &Listed) -> bool {
         object.controller_owner().is_none()
             || keep_marker(&object.meta).is_some()
             || self.kept.contains(&object.id())
@@ -229,6 +230,27 @@ fn controlled_from_plan(uid: &str, controller_of: &HashMap<&str, &str>, planned:
         current = controller;
     }
     false
+}
+
+/// The planned object charged with the first owner up the owner chain of the object with this
+/// UID that is charged to one (`charged`: what dies with the plan, by UID, with the planned object
+/// that takes it), breadth first.
+pub fn charged_owner(
+    uid: &str,
+    charged: &HashMap<String, ObjectId>,
+    owners_of: &HashMap<String, Vec<String>>,
+) -> Option<ObjectId> {
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut queue: std::collections::VecDeque<&str> = owners_of.get(uid)?.iter().map(String::as_str).collect();
+    while let Some(owner) = queue.pop_front() {
+        if let Some(root) = charged.get(owner) {
+            return Some(root.clone());
+        }
+        if seen.insert(owner) {
+            queue.extend(owners_of.get(owner).into_iter().flatten().map(String::as_str));
+        }
+    }
+    None
 }
 
 /// The first planned owner up the owner chain of the object with this UID (breadth first).
