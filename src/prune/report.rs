@@ -490,12 +490,12 @@ pub fn finish(progress: &Progress, ending: &Ending, format: Format) -> Result<u8
 fn report_ending(progress: &Progress, ending: &Ending, format: Format, failed: usize, dropped: usize) {
     match ending.outcome {
         Outcome::DeleteFailed { wave } => {
-            crate::say!("error: {failed} delete(s) failed in wave {wave}; later waves were not started (nothing they depend on was deleted)");
+            crate::say!("error: {failed} delete(s) failed in wave {wave}; later waves were not started");
             crate::say!("hint: fix the cause above, then run the same command again to continue");
         }
         Outcome::TimedOut { wave, blockers } => {
             crate::say!(
-                "error: wave {wave} was not gone within {}s; later waves were not started (nothing these objects depend on was deleted)",
+                "error: wave {wave} was not gone within {}s; later waves were not started",
                 ending.wave_timeout.as_secs()
             );
             report_blockers(blockers);
@@ -512,7 +512,7 @@ fn report_ending(progress: &Progress, ending: &Ending, format: Format, failed: u
                 );
             } else {
                 crate::say!(
-                    "wave {wave} was still waiting for {} object(s); later waves were not started (nothing these objects depend on was deleted):",
+                    "wave {wave} was still waiting for {} object(s); later waves were not started:",
                     blockers.len()
                 );
                 report_blockers(blockers);
