@@ -10,7 +10,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use crate::graph::{EdgeKind, Graph};
 
 /// The order the graph gives: node indices, wave by wave, each wave sorted by identity. What a
-/// prune does with it is its one plan, [`crate::prune::teardown::PrunePlan`].
+/// prune does with it is its one plan, `PrunePlan` (in `prune::teardown`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Waves {
     /// The waves, first to delete first.

@@ -302,28 +302,7 @@ pub async fn held_by_dying(
 ) -> Vec<(Cascade, Vec<Listed>)> {
     let mut found = Vec::new();
     for (holder, owner) in owners::dying_holders(owned, planned, planned_ids) {
-        let Some(held) = contents(client, catalog, &holder, options).await else {
-            continue;
-        };
-        let mut cascade = cascade_of(catalog, &holder, &held, planned);
-        if cascade.is_clean() {
-            continue;
-        }
-        let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
-        let taken = held
-            .objects
-            .iter()
-            .filter(|o| victims.contains(o.uid()))
-            .cloned()
-            .collect();
-        for victim in &mut cascade.victims {
-            victim.why = format!("in {holder}, which dies with it: {}", victim.why);
-        }
-        for kind in &mut cascade.unlisted {
-            *kind = format!("{kind} in {holder}");
-        }
-        cascade.holder = owner;
-        found.push((cascade, taken));
+        found.extend(held_by(client, catalog, &holder, &owner, planned, options).await);
     }
     found
 }
@@ -391,34 +370,52 @@ async fn victims_dependents(
             if !is_holder(&object.id()) {
                 continue;
             }
-            let Some(held) = contents(client, catalog, &object.id(), options).await else {
+            let Some((cascade, taken)) = held_by(client, catalog, &object.id(), &root, planned, options).await else {
                 continue;
             };
-            let mut cascade = cascade_of(catalog, &object.id(), &held, planned);
-            for victim in &mut cascade.victims {
-                victim.why = format!("in {}, which dies with it: {}", object.id(), victim.why);
+            for victim in &cascade.victims {
                 charged.insert(victim.uid.clone(), root.clone());
                 dying.insert(victim.uid.clone());
                 next.push(victim.id.clone());
             }
-            for kind in &mut cascade.unlisted {
-                *kind = format!("{kind} in {}", object.id());
-            }
-            let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
-            let taken = held
-                .objects
-                .iter()
-                .filter(|o| victims.contains(o.uid()))
-                .cloned()
-                .collect();
-            cascade.holder = root.clone();
-            if !cascade.is_clean() {
-                out.push((cascade, taken));
-            }
+            out.push((cascade, taken));
         }
         frontier = next;
     }
     out
+}
+
+/// The content cascade of a Namespace or CRD (`holder`) that dies unplanned, charged to the
+/// planned object `root` that takes it (a victim's `why` and an unlisted kind say which holder
+/// holds it), with the victims as listed; `None` when it takes nothing beyond the plan.
+async fn held_by(
+    client: &Client,
+    catalog: &Catalog,
+    holder: &ObjectId,
+    root: &ObjectId,
+    planned: &Planned,
+    options: ListOptions,
+) -> Option<(Cascade, Vec<Listed>)> {
+    let held = contents(client, catalog, holder, options).await?;
+    let mut cascade = cascade_of(catalog, holder, &held, planned);
+    if cascade.is_clean() {
+        return None;
+    }
+    for victim in &mut cascade.victims {
+        victim.why = format!("in {holder}, which dies with it: {}", victim.why);
+    }
+    for kind in &mut cascade.unlisted {
+        *kind = format!("{kind} in {holder}");
+    }
+    let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
+    let taken = held
+        .objects
+        .iter()
+        .filter(|o| victims.contains(o.uid()))
+        .cloned()
+        .collect();
+    cascade.holder = root.clone();
+    Some((cascade, taken))
 }
 
 /// A cascade of one victim.
