@@ -325,7 +325,11 @@ fn argocd_orphans_pass_argocd_ownership_checks() {
     apply(&format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: owned\n  namespace: {n}\n  annotations: {{argocd.argoproj.io/tracking-id: \"{app}:/ConfigMap:{n}/owned\"}}\n  ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: own, uid: {own_uid}}}]\n"
     ));
-    let repo = temp_file("repo.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: kept}\n");
+    // With no Application to give it one, the manifest writes its namespace.
+    let repo = temp_file(
+        "repo.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: kept, namespace: {n}}}\n"),
+    );
     let found = stack(&[
         "orphans",
         "-n",
@@ -646,6 +650,7 @@ fn an_argo_manifest_without_a_namespace_is_in_the_applications_destination() {
     let control = Namespace::new("argo-ctl");
     let dest = Namespace::new("argo-dest");
     let (c, d) = (&control.0, &dest.0);
+    argo_control_plane(c);
     let app = unique("shop");
     let object = |name: &str| {
         format!(
@@ -697,6 +702,7 @@ fn an_argo_application_without_a_destination_namespace_prunes_nothing() {
     let control = Namespace::new("argo-nd-ctl");
     let live = Namespace::new("argo-nd");
     let (c, d) = (&control.0, &live.0);
+    argo_control_plane(c);
     let app = unique("nodest");
     let object = |name: &str| {
         format!(
@@ -729,13 +735,14 @@ fn an_argo_application_without_a_destination_namespace_prunes_nothing() {
     }
 }
 
-/// Membership review 16, F2: `kapp deploy -a APP -n NS` places a namespace-less manifest in NS,
-/// where its app record is (carvel-dev/kapp `pkg/kapp/cmd/app/deploy.go` sets the preparation's
-/// `DefaultNamespace` to the app's namespace; `pkg/kapp/app/preparation.go`
-/// `placeIntoNamespace`; the record's `data.spec` as `pkg/kapp/app/app_meta.go` writes it). Red
-/// before: the manifest took the context's namespace and the live one was called an orphan.
+/// Membership reviews 16 F2 and 17 F1: `kapp deploy -a APP -n NS` places a namespace-less
+/// manifest in NS (carvel-dev/kapp `pkg/kapp/cmd/app/deploy.go` sets the preparation's
+/// `DefaultNamespace` to `-n`; `pkg/kapp/app/preparation.go` `placeIntoNamespace`), which the
+/// cluster does not record (the app record may live elsewhere with `--app-namespace`): the
+/// user's `-n` says it, and without one nothing is compared. Red before: the context's (then the
+/// app record's) namespace was taken and a still-wanted object was called an orphan.
 #[test]
-fn kapp_places_a_manifest_without_a_namespace_where_its_app_record_is() {
+fn kapp_places_a_manifest_without_a_namespace_where_only_n_can_say() {
     let _logs = start();
     let ns = Namespace::new("kapp-ns");
     let n = &ns.0;
@@ -757,11 +764,68 @@ fn kapp_places_a_manifest_without_a_namespace_where_its_app_record_is() {
     let repo = repo.to_str().unwrap();
     let expected = set(&[format!("ConfigMap/{n}/gone")]);
     let tracker = format!("kapp={app}");
-    let named = stack(&["orphans", "-A", "--tracker", &tracker, "-f", repo, "-o", "json"]).expect_code(1);
+    let named = stack(&["orphans", "-n", n, "--tracker", &tracker, "-f", repo, "-o", "json"]).expect_code(1);
     assert_eq!(orphan_names(&named), expected, "--tracker");
     let selector = format!("kapp.k14s.io/app={app}");
-    let labelled = stack(&["orphans", "-A", "-l", &selector, "-f", repo, "-o", "json"]).expect_code(1);
+    let labelled = stack(&["orphans", "-n", n, "-l", &selector, "-f", repo, "-o", "json"]).expect_code(1);
     assert_eq!(orphan_names(&labelled), expected, "-l");
+    // Without -n, kapp's `deploy -n` is not known (the app record may live elsewhere: review 17).
+    let unknown = stack(&["orphans", "-A", "--tracker", &tracker, "-f", repo]).expect_code(4);
+    assert!(unknown.stderr.contains("kapp deploy -n"), "{}", unknown.stderr);
+    let labelled = stack(&["orphans", "-A", "-l", &selector, "-f", repo, "-o", "json"]).expect_code(0);
+    assert!(orphan_names(&labelled).is_empty(), "{}", labelled.stdout);
+}
+
+/// Marks `namespace` as an Argo CD control plane, as its install does: the `argocd-cm`
+/// ConfigMap (a name-only tracking id names an Application there only).
+fn argo_control_plane(namespace: &str) {
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: argocd-cm, namespace: {namespace}, labels: {{app.kubernetes.io/part-of: argocd}}}}\n"
+    ));
+}
+
+/// Membership review 17, F2 and F3. A name-only tracking id names the Application of that name
+/// in Argo CD's control-plane namespace only (argo-cd `util/argo/argo.go` `AppInstanceName`):
+/// one of that name elsewhere gives its destination to nothing, and a namespace-less manifest is
+/// then refused. An Application with `spec.syncPolicy.syncOptions: [Prune=false]` prunes none of
+/// its resources (argo-cd `docs/user-guide/sync-options.md`): nothing of it is an orphan. Red
+/// before: the other Application's destination was taken, and Prune=false was not read.
+#[test]
+fn argo_applications_are_told_and_read_as_argo_cd_does() {
+    let _logs = start();
+    ensure_argo_crd();
+    let control = Namespace::new("argo-cp");
+    let team = Namespace::new("argo-team");
+    let live = Namespace::new("argo-live");
+    let (c, t, l) = (&control.0, &team.0, &live.0);
+    argo_control_plane(c);
+    let elsewhere = unique("elsewhere");
+    let keeping = unique("keeping");
+    let object = |app: &str, name: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {l}\n  labels: {{stack-test/run: {app}}}\n  annotations: {{argocd.argoproj.io/tracking-id: \"{app}:/ConfigMap:{l}/{name}\"}}\n"
+        )
+    };
+    apply(&format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {elsewhere}, namespace: {t}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {t}}}\n---\napiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {keeping}, namespace: {c}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {l}}}\n  syncPolicy: {{syncOptions: [Prune=false]}}\n{}{}{}{}",
+        object(&elsewhere, "cfg"),
+        object(&elsewhere, "old"),
+        object(&keeping, "cfg-k"),
+        object(&keeping, "old-k"),
+    ));
+    let repo = temp_file("argo-told.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg-k}\n");
+    let repo = repo.to_str().unwrap();
+    let tracker = format!("argocd={elsewhere}");
+    let unknown = stack(&["orphans", "-A", "--tracker", &tracker, "-f", repo]).expect_code(4);
+    assert!(unknown.stderr.contains("argocd-cm"), "{}", unknown.stderr);
+    let tracker = format!("argocd={keeping}");
+    let refused = stack(&["orphans", "-A", "--tracker", &tracker, "-f", repo]).expect_code(4);
+    assert!(refused.stderr.contains("Prune=false"), "{}", refused.stderr);
+    for app in [&elsewhere, &keeping] {
+        let selector = format!("stack-test/run={app}");
+        let labelled = stack(&["orphans", "-A", "-l", &selector, "-f", repo, "-o", "json"]).expect_code(0);
+        assert!(orphan_names(&labelled).is_empty(), "{app}: {}", labelled.stdout);
+    }
 }
 
 /// Membership review 10, finding 1: a tracker's mark or option is read whatever its value looks
@@ -779,7 +843,7 @@ fn a_keep_option_that_looks_like_content_still_keeps() {
     ));
     let repo = temp_file(
         "argo-opt.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: stays}\n",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: stays, namespace: {n}}}\n"),
     );
     let run = stack(&[
         "prune",
@@ -792,6 +856,7 @@ fn a_keep_option_that_looks_like_content_still_keeps() {
         "--allow-empty",
         "--yes",
     ]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     assert!(exists("configmap", Some(n), "keepme"), "{}\n{}", run.stdout, run.stderr);
 }
 

@@ -70,6 +70,9 @@ pub struct Connection {
     pub client: Client,
     /// The namespace from `-n`, else the context's, else `default`.
     pub namespace: String,
+    /// Whether `-n` gave it (a tool whose namespace the cluster does not record, kapp's
+    /// `deploy -n`, takes the user's word only: [`crate::stack::desired::NoNamespace::Kapp`]).
+    pub namespace_given: bool,
     /// The API server URL, for error messages.
     pub server: String,
     /// The user name as the kubeconfig or `--as` gives it, for error messages.
@@ -366,6 +369,7 @@ pub async fn connect(args: &ConnectOptions) -> Result<Connection, UserError> {
     Ok(Connection {
         client,
         namespace,
+        namespace_given: args.namespace.as_deref().is_some_and(|n| !n.is_empty()),
         server,
         user,
     })

@@ -123,6 +123,12 @@ pub enum NoNamespace {
     /// is missing."), and `controller/sync.go` `SyncAppState` performs no operation while such
     /// a condition stands.
     ArgoCd,
+    /// An Argo CD tracking id naming an Application that cannot be told (none of that name in
+    /// the control-plane namespace, or that namespace unknown): its destination is unknown.
+    ArgoCdUnknown,
+    /// A kapp app, without `-n`: kapp places the manifest in its `deploy -n`, which the
+    /// cluster does not record (see `stack::inventory::kapp`).
+    Kapp,
 }
 
 impl NoNamespace {
@@ -137,6 +143,12 @@ impl NoNamespace {
                 "{first} and its Application gives it no namespace (no spec.destination.namespace): Argo CD refuses to sync it (\"Namespace for {} {} is missing.\") and prunes nothing, so nothing is an orphan ({all})",
                 first.name, first.kind
             ),
+            NoNamespace::ArgoCdUnknown => format!(
+                "{first}: which Application the stack's name-only tracking id names is not known (none of that name in a namespace holding Argo CD's argocd-cm ConfigMap), so neither is the destination namespace it would take ({all})"
+            ),
+            NoNamespace::Kapp => format!(
+                "{first}: kapp places it in the namespace `kapp deploy -n` was given, which the cluster does not record ({all})"
+            ),
         }
     }
 
@@ -145,6 +157,8 @@ impl NoNamespace {
         match self {
             NoNamespace::Flux => "write metadata.namespace in each namespaced manifest (or give the stack a spec.targetNamespace), as Flux needs",
             NoNamespace::ArgoCd => "write metadata.namespace in each namespaced manifest (or give the Application a spec.destination.namespace), as Argo CD needs",
+            NoNamespace::ArgoCdUnknown => "write metadata.namespace in each namespaced manifest, or name the stack as NAMESPACE_NAME",
+            NoNamespace::Kapp => "give -n as `kapp deploy -n` was given, or write metadata.namespace in each namespaced manifest",
         }
     }
 }

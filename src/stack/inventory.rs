@@ -325,8 +325,11 @@ async fn record_as(
             Some(owned) => return Ok(owned),
             None => load_helm(session, &value.name, &namespace, helm_revision).await,
         },
-        Preset::ArgoCd => return argo::argo_record(session, &value.name).await,
-        Preset::Kapp => return kapp::kapp_record(session, &value.name).await,
+        Preset::ArgoCd => {
+            let comparing = helm_revision == HelmRevision::LastDeployed;
+            return argo::argo_record(session, &value.name, comparing).await;
+        }
+        Preset::Kapp => return Ok(kapp::kapp_record(session)),
         Preset::Kpt => load_kpt(session, &value.name).await,
         Preset::ApplySet if value.name.starts_with("applyset-") => {
             match find_applyset_parent(session, &value.name).await? {

@@ -1,9 +1,13 @@
 //! Argo CD: the Application a stack's marks name, read for what decides which objects its
-//! manifests stand for. A namespaced manifest written without a namespace is Argo CD's in the
-//! Application's `spec.destination.namespace` (gitops-engine `pkg/sync/reconcile.go`
-//! `Reconcile`: `text.FirstNonEmpty(obj.GetNamespace(), namespace)`, called by argo-cd
-//! `controller/state.go` with `app.Spec.Destination.Namespace`), never in `-n`'s or the
-//! context's (membership review 15: the live object in the destination was pruned under `-A`).
+//! manifests stand for, and whether Argo CD prunes at all. A namespaced manifest written without
+//! a namespace is Argo CD's in the Application's `spec.destination.namespace` (gitops-engine
+//! `pkg/sync/reconcile.go` `Reconcile`: `text.FirstNonEmpty(obj.GetNamespace(), namespace)`,
+//! called by argo-cd `controller/state.go` with `app.Spec.Destination.Namespace`), never in `-n`'s
+//! or the context's (membership review 15). A name-only tracking id names the Application of that
+//! name in the control-plane namespace only (argo-cd `util/argo/argo.go` `AppInstanceName`), the
+//! namespace that holds Argo CD's `argocd-cm` ConfigMap (review 17, F2); and
+//! `spec.syncPolicy.syncOptions: [Prune=false]` keeps every resource of the Application (argo-cd
+//! `docs/user-guide/sync-options.md`, "No Prune Resources": review 17, F3).
 
 use kube::api::{DynamicObject, ListParams};
 use serde_json::Value;
@@ -16,25 +20,38 @@ use crate::stack::desired::NoNamespace;
 
 /// The Application's group and kind.
 const APPLICATION: (&str, &str) = ("argoproj.io", "Application");
+/// The ConfigMap that marks Argo CD's control-plane namespace.
+const ARGOCD_CM: &str = "argocd-cm";
 
 /// The record of the Argo CD stack `app` (the name its tracking id or instance label carries:
 /// `NAME`, or `NAMESPACE_NAME` for an Application outside the control-plane namespace): the
-/// destination namespace as the default of namespace-less manifests; with none, such a manifest
-/// is unplaced ([`NoNamespace::ArgoCd`]: Argo CD syncs and prunes nothing of the Application).
-/// Without the Application (no Argo CD here, or none of that name), nothing is known and the
-/// manifests take `-n`'s namespace; Applications of that name that disagree are refused.
-pub async fn argo_record(session: &Session, app: &str) -> Result<StackRecord, UserError> {
+/// destination namespace as the default of namespace-less manifests; with none, or no telling
+/// which Application it is, such a manifest is unplaced. Without the Application kind nothing is
+/// known and the manifests take `-n`'s namespace. `comparing` (an orphan comparison, not a
+/// teardown): an Application that prunes nothing is refused ([`super::prunes_nothing`]).
+pub async fn argo_record(session: &Session, app: &str, comparing: bool) -> Result<StackRecord, UserError> {
+    if session.catalog.get(APPLICATION.0, APPLICATION.1).is_none() {
+        return Ok(StackRecord::default());
+    }
     let applications = find_applications(session, app).await?;
+    if let Some(keeping) = applications.iter().find(|a| comparing && prunes_none(a)) {
+        return Err(super::prunes_nothing(&format!(
+            "Application {}/{} sets Prune=false in spec.syncPolicy.syncOptions: Argo CD prunes none of its resources",
+            keeping.metadata.namespace.as_deref().unwrap_or_default(),
+            keeping.metadata.name.as_deref().unwrap_or_default()
+        )));
+    }
     let mut destinations: Vec<Option<&str>> = applications.iter().map(destination_of).collect();
     destinations.sort();
     destinations.dedup();
+    let unplaced = |by| StackRecord {
+        namespace_required: Some(by),
+        ..StackRecord::default()
+    };
     match destinations.as_slice() {
-        [] => Ok(StackRecord::default()),
+        [] => Ok(unplaced(NoNamespace::ArgoCdUnknown)),
         // Argo CD syncs nothing of an Application whose manifest has no namespace then.
-        [None] => Ok(StackRecord {
-            namespace_required: Some(NoNamespace::ArgoCd),
-            ..StackRecord::default()
-        }),
+        [None] => Ok(unplaced(NoNamespace::ArgoCd)),
         [Some(namespace)] => Ok(StackRecord {
             default_namespace: Some(namespace.to_string()),
             ..StackRecord::default()
@@ -56,7 +73,22 @@ fn destination_of(application: &DynamicObject) -> Option<&str> {
         .filter(|namespace| !namespace.is_empty())
 }
 
-/// The Applications `app` may name: the one of `NAMESPACE_NAME`, else every one of that name.
+/// Whether an Application's own sync options keep every resource from pruning.
+fn prunes_none(application: &DynamicObject) -> bool {
+    application
+        .data
+        .pointer("/spec/syncPolicy/syncOptions")
+        .and_then(Value::as_array)
+        .is_some_and(|options| {
+            options
+                .iter()
+                .filter_map(Value::as_str)
+                .any(|o| o.trim() == "Prune=false")
+        })
+}
+
+/// The Applications `app` names: the one of `NAMESPACE_NAME`, else those of that name in a
+/// control-plane namespace ([`control_plane_namespaces`]).
 async fn find_applications(session: &Session, app: &str) -> Result<Vec<DynamicObject>, UserError> {
     let Some(kind) = session.catalog.get(APPLICATION.0, APPLICATION.1) else {
         return Ok(Vec::new());
@@ -80,10 +112,32 @@ async fn find_applications(session: &Session, app: &str) -> Result<Vec<DynamicOb
             Err(err) => Err(unreadable(err)),
         };
     }
+    let control = control_plane_namespaces(session).await;
     let api = crate::cluster::collect::api_for(client, kind, None);
     let params = ListParams::default().fields(&format!("metadata.name={app}"));
     match with_retries("list Applications", || api.list(&params)).await {
-        Ok(list) => Ok(list.items),
+        Ok(list) => Ok(list
+            .items
+            .into_iter()
+            .filter(|a| a.metadata.namespace.as_ref().is_some_and(|ns| control.contains(ns)))
+            .collect()),
         Err(err) => Err(unreadable(err)),
+    }
+}
+
+/// The namespaces that hold Argo CD's `argocd-cm` ConfigMap: its control planes. None when it
+/// cannot be listed (no Application is then told by a name-only id).
+async fn control_plane_namespaces(session: &Session) -> Vec<String> {
+    let Some(kind) = session.catalog.get("", "ConfigMap") else {
+        return Vec::new();
+    };
+    let api = crate::cluster::collect::api_for(&session.connection.client, kind, None);
+    let params = ListParams::default().fields(&format!("metadata.name={ARGOCD_CM}"));
+    match with_retries("list argocd-cm", || api.list_metadata(&params)).await {
+        Ok(list) => list.items.into_iter().filter_map(|cm| cm.metadata.namespace).collect(),
+        Err(err) => {
+            tracing::debug!("cannot list the {ARGOCD_CM} ConfigMaps: {err}");
+            Vec::new()
+        }
     }
 }
