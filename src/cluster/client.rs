@@ -71,7 +71,7 @@ pub struct Connection {
     /// The namespace from `-n`, else the context's, else `default`.
     pub namespace: String,
     /// Whether `-n` gave it (a tool whose namespace the cluster does not record, kapp's
-    /// `deploy -n`, takes the user's word only: [`crate::stack::desired::NoNamespace::Kapp`]).
+    /// `deploy -n`, takes the user's word only).
     pub namespace_given: bool,
     /// The API server URL, for error messages.
     pub server: String,
