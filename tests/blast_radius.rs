@@ -809,31 +809,45 @@ fn what_a_cascade_victim_owns_is_named_too() {
         s = flux_labels("other", &f),
     ));
     record_flux_inventories(&f);
-    let refused = stack(&["prune", "-n", &f, "kustomization/gz", "--dry-run=client", "-o", "json"]).expect_code(4);
-    let plan: serde_json::Value = serde_json::from_str(refused.stdout.lines().next().unwrap_or("{}")).unwrap();
-    let victims: Vec<String> = plan["cascades"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|c| c["victims"].as_array().into_iter().flatten())
-        .map(|v| {
-            format!(
-                "{}/{}",
-                v["id"]["kind"].as_str().unwrap_or(""),
-                v["id"]["name"].as_str().unwrap_or("")
-            )
-        })
-        .collect();
-    for expected in [
-        format!("Thing/{run}-thing"),
-        format!("ClusterRole/{}", role.1),
-        "ConfigMap/precious".to_string(),
-    ] {
-        assert!(
-            victims.contains(&expected),
-            "{expected} not named: {victims:?}\n{}",
-            refused.stdout
-        );
+    // With --cascade=orphan the CRD's clean-up still deletes its custom resources with the
+    // default policy, so the garbage collector takes what they own all the same (review 17, F1).
+    for cascade in ["--cascade=background", "--cascade=orphan"] {
+        let refused = stack(&[
+            "prune",
+            "-n",
+            &f,
+            "kustomization/gz",
+            "--dry-run=client",
+            cascade,
+            "-o",
+            "json",
+        ])
+        .expect_code(4);
+        let plan: serde_json::Value = serde_json::from_str(refused.stdout.lines().next().unwrap_or("{}")).unwrap();
+        let victims: Vec<String> = plan["cascades"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|c| c["victims"].as_array().into_iter().flatten())
+            .map(|v| {
+                format!(
+                    "{}/{}",
+                    v["id"]["kind"].as_str().unwrap_or(""),
+                    v["id"]["name"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        for expected in [
+            format!("Thing/{run}-thing"),
+            format!("ClusterRole/{}", role.1),
+            "ConfigMap/precious".to_string(),
+        ] {
+            assert!(
+                victims.contains(&expected),
+                "{cascade}: {expected} not named: {victims:?}\n{}",
+                refused.stdout
+            );
+        }
     }
     assert!(exists("clusterrole", None, &role.1));
     assert!(exists("configmap", Some(&made.1), "precious"));
@@ -929,4 +943,62 @@ fn what_an_operator_in_a_namespace_dying_by_ownership_serves_goes_first() {
         r#"{"metadata":{"finalizers":null}}"#,
     ]);
     let _ = (made, crd);
+}
+
+/// Order review 17, F2: the re-check before a CRD's wave follows its accepted victims down: a
+/// ClusterRole of another stack that an accepted victim came to own after the plan drops the
+/// CRD (exit 5) and stays. Red before: the re-check listed the CRD's custom resources only, and
+/// the ClusterRole died with the accepted victim, exit 0.
+#[test]
+fn the_recheck_follows_an_accepted_victim_to_what_it_owns_now() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("vrc");
+    let f = flux.0.clone();
+    let run = unique("vrc");
+    let (_guards, group, thing_uid) = seed_crd_with_owning_victim(&f, &run);
+    // A member that goes first (it depends on the CRD) and holds its wave with a finalizer.
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: holder\n  namespace: {f}\n  labels: {s}\n  finalizers: [stack-test.example.com/hold]\n  annotations: {{config.kubernetes.io/depends-on: apiextensions.k8s.io/CustomResourceDefinition/things.{group}}}\n",
+        s = flux_labels("gz", &f)
+    ));
+    record_flux_inventories(&f);
+    let mut child = spawn_stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/gz",
+        "--allow-cascade",
+        "--yes",
+        "--timeout",
+        "60s",
+        "-o",
+        "json",
+    ]);
+    wait_while_running(&mut child, std::time::Duration::from_secs(30), || {
+        is_terminating("configmap", &f, "holder")
+    });
+    let role = ClusterObject("clusterrole", format!("{run}-late"));
+    apply(&format!(
+        "{ks}apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {}, labels: {s}, ownerReferences: [{{apiVersion: {group}/v1, kind: Thing, name: {run}-thing, uid: {thing_uid}}}]}}\nrules: []\n",
+        role.1,
+        ks = kustomization("other", &f, ""),
+        s = flux_labels("other", &f),
+    ));
+    release_finalizers("configmap/holder", &f);
+    let done = finish(child);
+    let said = format!("stdout:\n{}\nstderr:\n{}", done.stdout, done.stderr);
+    assert_eq!(done.code, 5, "{said}");
+    let dropped = json_lines(&done.stdout)
+        .into_iter()
+        .find(|e| e["change"] == "dropped" && e["id"]["kind"] == "CustomResourceDefinition")
+        .unwrap_or_else(|| panic!("the CRD was not dropped\n{said}"));
+    assert!(
+        dropped["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!("ClusterRole.rbac.authorization.k8s.io/{}", role.1)),
+        "{said}"
+    );
+    assert!(exists("clusterrole", None, &role.1), "{said}");
 }

@@ -191,9 +191,17 @@ pub fn victims(held: &[Listed], tokens: &HashSet<String>, planned: &Planned) -> 
     let mut found: Vec<Victim> = counted
         .iter()
         .filter(|o| {
-            let goes_with_controller = o
-                .controller_owner()
-                .is_some_and(|c| held_uids.contains(c.uid.as_str()) && named.contains(c.uid.as_str()));
+            // One owner outside (a ClusterRole) would keep it from the garbage collector: the
+            // holder alone takes it, and it is named on its own.
+            let all_owners_held = o
+                .meta
+                .owner_references
+                .iter()
+                .flatten()
+                .all(|r| held_uids.contains(r.uid.as_str()));
+            let goes_with_controller = all_owners_held
+                && o.controller_owner()
+                    .is_some_and(|c| held_uids.contains(c.uid.as_str()) && named.contains(c.uid.as_str()));
             !goes_with_controller || kept_marked(o) || is_tracked(&o.meta)
         })
         .map(|o| Victim {
@@ -316,8 +324,9 @@ const MAX_DEPTH: usize = 8;
 /// to the planned object charged with the victim it hangs from, and counts as any owner's
 /// dependent does ([`owners::Counted`]); followed for up to [`MAX_DEPTH`] rounds. Deleted with
 /// `--cascade=orphan`, the planned objects take nothing, but their Namespaces' and CRDs'
-/// content still dies, and with it what it owns.
-async fn victims_dependents(
+/// content still dies, and with it what it owns. The plan and the re-check before each wave
+/// ask this one function.
+pub async fn victims_dependents(
     client: &Client,
     catalog: &Catalog,
     found: &[Cascade],
@@ -492,9 +501,14 @@ pub async fn find_cascades(
             }
         }
     }
-    // Deleted with `--cascade=orphan`, the planned objects take nothing they own.
+    // Deleted with `--cascade=orphan`, the planned objects take nothing they own; their
+    // Namespaces' and CRDs' content still dies, and what it owns (review 17, F1).
     if planned.ids.is_empty() || orphans {
-        return (found, taken);
+        for (cascade, held) in victims_dependents(client, catalog, &found, &planned, counted, options).await {
+            taken.extend(held);
+            found.push(cascade);
+        }
+        return (merged(found), taken);
     }
     let owned = owners::owned_around(client, catalog, planned.ids.iter(), options).await;
     for failure in &owned.failures {

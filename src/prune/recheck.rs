@@ -27,7 +27,7 @@ use crate::graph::MemberRecord;
 use crate::model::identity::ObjectId;
 use crate::model::trackers::{Preset, Selection};
 use crate::prune::cascade::owners::{owned_around, owner_cascades, Counted};
-use crate::prune::cascade::{contents, held_by_dying, unknown_content, victims, Planned};
+use crate::prune::cascade::{contents, held_by_dying, unknown_content, victims, victims_dependents, Planned};
 use crate::prune::execute::{CheckedWave, Target, WaveGuard};
 use crate::prune::suspend::Suspensions;
 use crate::prune::teardown::PrunePlan;
@@ -761,13 +761,59 @@ impl Recheck {
                 "its content could not be re-checked ({unknown} could not be listed)"
             ));
         }
-        let victim = victims(&held.objects, &held.service_account_tokens, &self.planned)
-            .into_iter()
-            .find(|v| !self.accepted_victims.contains(&v.uid))?;
-        Some(format!(
-            "holds {} ({}), which is not pruned (found by the re-check)",
-            victim.id, victim.why
-        ))
+        let all = victims(&held.objects, &held.service_account_tokens, &self.planned);
+        if let Some(victim) = all.iter().find(|v| !self.accepted_victims.contains(&v.uid)) {
+            return Some(format!(
+                "holds {} ({}), which is not pruned (found by the re-check)",
+                victim.id, victim.why
+            ));
+        }
+        self.judge_victims_dependents(target, all).await
+    }
+
+    /// What the accepted victims of a Namespace or CRD own dies with them (the plan's closure,
+    /// [`victims_dependents`]): one the plan did not accept, or content that could not be
+    /// listed, drops the holder (review 17, F2).
+    async fn judge_victims_dependents(
+        &self,
+        target: &Target,
+        victims: Vec<crate::prune::cascade::Victim>,
+    ) -> Option<String> {
+        if victims.is_empty() {
+            return None;
+        }
+        let counted = Counted {
+            torn_down: &self.torn_down,
+            kept: &self.kept,
+        };
+        let found = [crate::prune::cascade::Cascade {
+            holder: target.id.clone(),
+            victims,
+            unlisted: Vec::new(),
+        }];
+        let dependents = victims_dependents(
+            &self.client,
+            &self.catalog,
+            &found,
+            &self.planned,
+            &counted,
+            self.options,
+        )
+        .await;
+        for (cascade, _) in dependents {
+            if let Some(victim) = cascade.victims.iter().find(|v| !self.accepted_victims.contains(&v.uid)) {
+                return Some(format!(
+                    "its deletion would take {} ({}), which is not pruned (found by the re-check)",
+                    victim.id, victim.why
+                ));
+            }
+            if let Some(unknown) = cascade.unlisted.first() {
+                return Some(format!(
+                    "what its deletion would take could not be re-checked ({unknown} could not be listed)"
+                ));
+            }
+        }
+        None
     }
 
     /// Lifts the suspensions prune set on the wave's tracking objects, just before their deletes.
