@@ -931,6 +931,41 @@ fn what_an_operator_in_a_namespace_dying_by_ownership_serves_goes_first() {
         "the Doom must go before the Gadget that takes its operator\n{}",
         plan.stdout
     );
+    // `graph --order delete` orders as prune does (order review 17, F3).
+    let tracker = format!("flux=tq.{f}");
+    let graph = stack(&[
+        "graph",
+        "-A",
+        "--tracker",
+        &tracker,
+        "--members",
+        "--order",
+        "delete",
+        "-o",
+        "json",
+    ])
+    .expect_code(0);
+    let json = graph.json();
+    let graph_wave = |kind: &str, name: &str| -> usize {
+        let node = json["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|node| node["kind"] == kind && node["name"] == name)
+            .unwrap_or_else(|| panic!("{kind}/{name} is no node: {}", graph.stdout))["index"]
+            .clone();
+        json["waves"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .position(|wave| wave.as_array().is_some_and(|members| members.contains(&node)))
+            .unwrap_or_else(|| panic!("{kind}/{name} in no wave: {}", graph.stdout))
+    };
+    assert!(
+        graph_wave("Doom", "doom-1") < graph_wave("Gadget", &gadget.1),
+        "graph --order delete: the Doom must go before the Gadget\n{}",
+        graph.stdout
+    );
     let _ = kubectl(&[
         "patch",
         "doom",

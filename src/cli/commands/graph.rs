@@ -32,8 +32,12 @@ pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
             let mut selection = crate::cli::selection(&args.selection)?;
             resolve_selection(&mut selection, &session)?;
             let wanted = (selection.tracker.is_some() || selection.user_selector.is_some()).then_some(selection);
-            let live = live_graph_with(&session, wanted, args.members, list_options(&args.tuning), infer).await?;
-            gaps = live.gaps;
+            let options = list_options(&args.tuning);
+            let mut live = live_graph_with(&session, wanted, args.members, options, infer).await?;
+            if matches!(args.order, Some(Order::Delete)) {
+                add_cascades(&session, &mut live, options).await?;
+            }
+            gaps = std::mem::take(&mut live.gaps);
             live.graph
         }
     };
@@ -60,6 +64,36 @@ pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
     }
     incomplete(&gaps)?;
     Ok(exit::OK)
+}
+
+/// What deleting the selected objects would take beyond them, found as prune finds it
+/// ([`crate::prune::cascade::find_cascades`]: cascade victims and what they own, the Namespaces
+/// and CRDs that die with them, the operators their controllers made), as nodes of the graph:
+/// `--order delete` then orders by every route an object dies by, as prune does (order review
+/// 17, F3).
+async fn add_cascades(
+    session: &Session,
+    live: &mut crate::graph::live::LiveGraph,
+    options: crate::cluster::collect::ListOptions,
+) -> Result<(), UserError> {
+    let planned: Vec<(crate::model::identity::ObjectId, String)> = live
+        .graph
+        .nodes
+        .iter()
+        .filter(|n| n.status == crate::graph::NodeStatus::Selected)
+        .filter_map(|n| Some((n.id.clone(), n.uid.clone()?)))
+        .collect();
+    let torn_down = crate::stack::keep::TornDown::default();
+    let kept = HashSet::new();
+    let counted = crate::prune::cascade::owners::Counted {
+        torn_down: &torn_down,
+        kept: &kept,
+    };
+    let client = &session.connection.client;
+    let (_, taken) =
+        crate::prune::cascade::find_cascades(client, &session.catalog, planned, &counted, options, false).await;
+    live.add_victims(session, taken).await?;
+    Ok(())
 }
 
 fn render_graph(
