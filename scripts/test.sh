@@ -16,6 +16,14 @@ phase_done() { # NAME: prints the seconds since the last phase ended
   phase_started=$SECONDS
 }
 
+# Every temporary file of the run (the tests' scratch folders, the logs) lives under target/ and
+# goes with the run: the disk is shared, and a full one fails tests that have nothing wrong.
+export TMPDIR="$PWD/target/tmp"
+rm -rf "$TMPDIR" && mkdir -p "$TMPDIR"
+# A fresh clone gains nothing from incremental builds but their disk.
+[ -z "${CI:-}" ] || export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+echo "test.sh: $(df -h . | awk 'NR == 2 {print $4}') free on the disk of $PWD" >&2
+
 command -v cargo >/dev/null || { echo "cargo is required (rustup.rs)" >&2; exit 1; }
 command -v kubectl >/dev/null || {
   echo "test.sh: installing kubectl" >&2
@@ -64,6 +72,7 @@ cleanup() {
   status=$?
   if [ "$status" -ne 0 ]; then scripts/test-cluster.sh logs 30 >&2 || true; fi
   [ "${KEEP_CLUSTER:-}" = 1 ] || scripts/test-cluster.sh stop || true
+  rm -rf "$TMPDIR"
   exit "$status"
 }
 trap cleanup EXIT

@@ -3383,3 +3383,100 @@ metadata: {{name: g, namespace: {use_ns}, labels: {usage}, finalizers: [{group}/
         planned.stdout
     );
 }
+
+/// Order review 18, G: `graph --order delete` asks what `prune` asks of the untracked objects
+/// that need something. Stack `g18` tracks a CRD, a custom resource `d` with a finalizer, and the
+/// Namespace that holds an untracked operator: its Deployment runs as a ServiceAccount that an
+/// untracked ClusterRole grants the kind's `finalizers` (the RBAC fallback). Deleting the
+/// Namespace takes the operator, so `d` goes in an earlier wave than the operator, as `prune`
+/// orders it; the untracked objects asked (the RBAC objects, the cluster's APIServices) are
+/// outside the selection and in no wave. Red before: the operator was no node, and went in `d`'s
+/// wave.
+#[test]
+fn graph_order_delete_keeps_an_operator_rbac_names_alive_for_what_it_finalizes() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm18");
+    let f = flux.0.clone();
+    let run = unique("gm18");
+    let group = own_group(&run);
+    let resource = format!("dooms.{group}");
+    let op_ns = format!("{run}-op");
+    let role = format!("{run}-op");
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &f);
+    leftovers.object("namespace", &op_ns);
+    leftovers.object("crd", &resource);
+    leftovers.object("clusterrole", &role);
+    leftovers.object("clusterrolebinding", &role);
+    let labels = flux_labels("g18", &f);
+    apply(&format!(
+        "{}{}---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {op_ns}, labels: {labels}}}\n{}",
+        kustomization("g18", &f, ""),
+        crd(&group, "Doom", "dooms", &labels),
+        operator_with_rbac(
+            &op_ns,
+            "op",
+            &role,
+            &format!("[{{apiGroups: [{group}], resources: [dooms, dooms/finalizers], verbs: [get, list, watch, update, patch]}}]"),
+            ONE_CONTAINER,
+            "{}"
+        ),
+    ));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    apply(&format!(
+        "apiVersion: {group}/v1\nkind: Doom\nmetadata: {{name: d, namespace: {f}, labels: {labels}, finalizers: [{group}/cleanup]}}\n"
+    ));
+    record_flux_inventories(&f);
+    let tracker = format!("flux=g18.{f}");
+    let ordered = stack(&[
+        "graph",
+        "-A",
+        "--tracker",
+        &tracker,
+        "--members",
+        "-o",
+        "json",
+        "--order",
+        "delete",
+    ])
+    .expect_code(0);
+    let json = ordered.json();
+    let text = json.to_string();
+    let node_of = |kind: &str, name: &str| -> Value {
+        json["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|node| node["kind"] == kind && node["name"] == name)
+            .unwrap_or_else(|| panic!("{kind}/{name} is no node of {text}"))
+            .clone()
+    };
+    let wave_of = |kind: &str, name: &str| -> Option<usize> {
+        let index = node_of(kind, name)["index"].clone();
+        json["waves"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no waves in {text}"))
+            .iter()
+            .position(|wave| wave.as_array().is_some_and(|members| members.contains(&index)))
+    };
+    let doom = wave_of("Doom", "d").unwrap_or_else(|| panic!("d in no wave of {text}"));
+    let operator = wave_of("Deployment", "op").unwrap_or_else(|| panic!("the operator in no wave of {text}"));
+    assert!(
+        doom < operator,
+        "d must go before the operator its Namespace takes: {text}"
+    );
+    assert!(
+        wave_of("Namespace", &op_ns).is_some_and(|namespace| namespace > doom),
+        "{text}"
+    );
+    assert_eq!(node_of("ClusterRole", &role)["status"], "external", "{text}");
+    assert_eq!(wave_of("ClusterRole", &role), None, "{text}");
+    let deleted_apiservices = json["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|node| node["kind"] == "APIService" && node["status"] == "selected")
+        .count();
+    assert_eq!(deleted_apiservices, 0, "{text}");
+}

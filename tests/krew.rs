@@ -426,8 +426,9 @@ fn the_release_job_packs_every_platform_with_real_hashes() {
 fn plugin_path() -> (PathBuf, String) {
     let dir = std::env::temp_dir().join(common::unique("plugin-path"));
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::copy(env!("CARGO_BIN_EXE_kubectl-stack"), dir.join("kubectl-stack")).unwrap();
-    std::fs::copy(
+    // Links, not copies: a debug build is hundreds of MiB, and CI's disk is shared.
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_kubectl-stack"), dir.join("kubectl-stack")).unwrap();
+    std::os::unix::fs::symlink(
         root().join("scripts/kubectl_complete-stack"),
         dir.join("kubectl_complete-stack"),
     )

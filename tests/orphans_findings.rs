@@ -735,6 +735,75 @@ fn an_argo_application_without_a_destination_namespace_prunes_nothing() {
     }
 }
 
+/// Membership review 18, F2: the re-check before each wave reads every stack the plan judged
+/// again, Argo CD's too, and holds it against how it placed its manifests then. An Application
+/// set to `Prune=false`, or given another destination namespace, while an earlier wave waits
+/// keeps the later wave's orphan. Red before: Argo CD Applications were read at plan time only,
+/// and the later wave was deleted, exit 0.
+#[test]
+fn the_recheck_reads_an_argo_application_again() {
+    let _logs = start();
+    ensure_argo_crd();
+    let control = Namespace::new("argo-rc-ctl");
+    argo_control_plane(&control.0);
+    let changes = [
+        (
+            "prune",
+            r#"{"spec":{"syncPolicy":{"syncOptions":["Prune=false"]}}}"#,
+            "sets Prune=false",
+        ),
+        (
+            "dest",
+            r#"{"spec":{"destination":{"namespace":"elsewhere"}}}"#,
+            "the namespace it gives a manifest without one is elsewhere",
+        ),
+    ];
+    for (case, patch, said) in changes {
+        let live = Namespace::new(&format!("argo-rc-{case}"));
+        let (c, d) = (&control.0, &live.0);
+        let app = unique("rc");
+        // `slow` goes first (Argo CD deletes the higher sync wave first) and holds its wave.
+        let object = |name: &str, wave: &str, extra: &str| {
+            format!(
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {d}\n  labels: {{stack-test/run: {app}}}\n  annotations: {{argocd.argoproj.io/tracking-id: \"{app}:/ConfigMap:{d}/{name}\", argocd.argoproj.io/sync-wave: \"{wave}\"}}\n{extra}"
+            )
+        };
+        apply(&format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {app}, namespace: {c}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {d}}}\n{}{}{}",
+            object("desired", "0", ""),
+            object("slow", "5", "  finalizers: [stack-test.example.com/hold]\n"),
+            object("later", "1", ""),
+        ));
+        let repo = temp_file(
+            &format!("{}.yaml", unique("argo-rc")),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: desired}\n",
+        );
+        let tracker = format!("argocd={app}");
+        let mut child = spawn_stack(&[
+            "prune",
+            "-A",
+            "--tracker",
+            &tracker,
+            "-f",
+            repo.to_str().unwrap(),
+            "--yes",
+            "--timeout",
+            "60s",
+        ]);
+        wait_while_running(&mut child, Duration::from_secs(60), || {
+            is_terminating("configmap", d, "slow")
+        });
+        let patched = kubectl(&["patch", "application", &app, "-n", c, "--type", "merge", "-p", patch]);
+        assert_eq!(patched.code, 0, "{}", patched.stderr);
+        release_finalizers("configmap/slow", d);
+        let run = finish(child);
+        assert_eq!(run.code, 5, "{case}: dropped by the re-check:\n{}", run.stderr);
+        assert!(run.stderr.contains(said), "{case}: {}", run.stderr);
+        assert!(exists("configmap", Some(d), "later"), "{case}: {}", run.stderr);
+        assert!(exists("configmap", Some(d), "desired"), "{case}: {}", run.stderr);
+    }
+}
+
 /// Membership reviews 16 F2 and 17 F1: `kapp deploy -a APP -n NS` places a namespace-less
 /// manifest in NS (carvel-dev/kapp `pkg/kapp/cmd/app/deploy.go` sets the preparation's
 /// `DefaultNamespace` to `-n`; `pkg/kapp/app/preparation.go` `placeIntoNamespace`), which the

@@ -245,7 +245,8 @@ fn a_stack_deleted_or_replaced_by_other_means_mid_run_leaves_its_members() {
 /// -f`) re-reads the stack's record and policy before each wave with the function the plan read
 /// them with (`inventory::record_of`): `spec.prune: false`, `spec.suspend: true` (a suspended
 /// stack prunes nothing) or a `status.inventory` that no longer lists the orphan, set while an
-/// earlier wave waits, keep the later wave's orphan.
+/// earlier wave waits, keep the later wave's orphan; so do a target namespace, patches or a name
+/// prefix set mid-run (review 18, F1: the plan's desired set is not what Flux builds now).
 #[test]
 fn the_orphan_recheck_reads_the_stacks_record_and_policy_again() {
     let _logs = start();
@@ -254,6 +255,23 @@ fn the_orphan_recheck_reads_the_stacks_record_and_policy_again() {
         ("prune", r#"{"spec":{"prune":false}}"#, "spec.prune: false"),
         ("suspend", r#"{"spec":{"suspend":true}}"#, "suspended"),
         ("record", "", "not in the inventory of Kustomization"),
+        // Membership review 18, F1: what places or names the build, set mid-run, makes the
+        // desired set the plan compared with no longer Flux's.
+        (
+            "target",
+            r#"{"spec":{"targetNamespace":"elsewhere"}}"#,
+            "its target namespace is elsewhere",
+        ),
+        (
+            "patches",
+            r#"{"spec":{"patches":[{"patch":"- op: add\n  path: /metadata/annotations/x\n  value: y","target":{"kind":"ConfigMap"}}]}}"#,
+            "builds with spec.patches",
+        ),
+        (
+            "prefix",
+            r#"{"spec":{"namePrefix":"p-"}}"#,
+            "builds with spec.namePrefix",
+        ),
     ];
     for (case, patch, said) in changes {
         let flux = Namespace::new(&format!("orphan-re-{case}"));

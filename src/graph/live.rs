@@ -30,6 +30,10 @@ pub struct LiveGraph {
     pub unlisted: Vec<String>,
     /// What could not be listed for another reason than 403 (`listing::gaps`).
     pub gaps: Vec<String>,
+    /// The nodes that are in the graph only to be asked what they need while they stay (see
+    /// [`LiveOptions::stayers`]), not chosen: none of them dies unless it is found to be a
+    /// victim ([`LiveGraph::add_victims`] takes it out of here).
+    pub stayers: HashSet<ObjectId>,
     /// What the graph was built from, and how: [`LiveGraph::add_victims`] builds it again.
     inputs: Vec<NodeInput>,
     build_options: BuildOptions,
@@ -55,6 +59,9 @@ impl LiveGraph {
         victims: Vec<Listed>,
     ) -> Result<Option<HashMap<usize, usize>>, UserError> {
         let victim_ids: Vec<ObjectId> = victims.iter().map(Listed::id).collect();
+        for id in &victim_ids {
+            self.stayers.remove(id);
+        }
         let mut fresh: HashMap<ObjectId, Listed> = HashMap::new();
         for victim in victims {
             if !self.objects.contains_key(&victim.id()) {
@@ -130,6 +137,20 @@ pub async fn live_graph_with(
     infer: bool,
 ) -> Result<LiveGraph, UserError> {
     live_graph_inner(session, selection, members, options, infer, false).await
+}
+
+/// [`live_graph_with`] as a deletion is ordered (`graph --order delete`): with inference, the
+/// untracked objects that may need what the selection deletes are nodes too (see
+/// [`LiveOptions::stayers`]), as in the graph a prune plans over, so that the waves shown keep an
+/// operator found through RBAC alive until what it finalizes is gone.
+pub async fn deletion_graph(
+    session: &Session,
+    selection: Option<Selection>,
+    members: bool,
+    options: ListOptions,
+    infer: bool,
+) -> Result<LiveGraph, UserError> {
+    live_graph_inner(session, selection, members, options, infer, infer).await
 }
 
 /// The live graph a teardown plans over: every tracked object, the tracking objects and their
@@ -377,6 +398,7 @@ pub(crate) async fn graph_of_inner(
     let mut inputs = stack_inputs(session, &listed, only_selected, &mut objects).await?;
     let tracked: Vec<ObjectId> = listed.iter().map(Listed::id).collect();
     add_listed(listed, only_members, &mut inputs, &mut objects);
+    let chosen: HashSet<ObjectId> = objects.keys().cloned().collect();
     let finalized = if stayers_wanted && infer {
         finalized_stayers(session, &objects, &mut unlisted_stayers, stayers_listed).await
     } else {
@@ -405,12 +427,14 @@ pub(crate) async fn graph_of_inner(
     settle_references(session, &mut graph, &objects).await;
     let potential_victims: Vec<usize> = would_die.iter().filter_map(|id| graph.find(id)).collect();
     graph.victims.extend(potential_victims);
+    let stayers = objects.keys().filter(|id| !chosen.contains(*id)).cloned().collect();
     Ok(LiveGraph {
         graph,
         objects,
         tracked,
         unlisted: unlisted_stayers,
         gaps: Vec::new(),
+        stayers,
         inputs,
         build_options: options,
     })

@@ -240,7 +240,7 @@ fn why_it_counts(object: &Listed) -> String {
     if let Some(marker) = crate::model::trackers::keep_marker(&object.meta) {
         format!("keep marker {marker}")
     } else if is_tracked(&object.meta) {
-        format!("another stack's: {}", describe_marks(&object.meta))
+        format!("tracked, not pruned: {}", describe_marks(&object.meta))
     } else {
         "untracked".to_string()
     }
@@ -619,7 +619,7 @@ mod tests {
             vec![
                 ("made-by-default-account".to_string(), "untracked".to_string()),
                 ("owned-by-default-account".to_string(), "untracked".to_string()),
-                ("theirs".to_string(), "another stack's: flux:b".to_string()),
+                ("theirs".to_string(), "tracked, not pruned: flux:b".to_string()),
                 ("data-db-0".to_string(), "untracked".to_string()),
                 ("stray-child".to_string(), "untracked".to_string()),
                 ("handmade".to_string(), "untracked".to_string()),

@@ -99,6 +99,7 @@ async fn finish_plan(
     let mut plan = plan_with_cascades(session, planning, request).await?;
     plan.infer = request.infer;
     plan.orphan_dependents = request.orphan_dependents;
+    plan.placements = planning.placements.clone();
     read_suspended(&session.connection.client, &mut plan.parents)
         .await
         .map_err(|err| UserError::failed(err.to_string()))?;
@@ -112,6 +113,8 @@ struct Planning {
     chosen: HashMap<usize, String>,
     kept: Vec<Kept>,
     mode: Mode,
+    /// An orphan prune's stacks' placements ([`PrunePlan::placements`]).
+    placements: crate::stack::inventory::Placements,
 }
 
 impl Planning {
@@ -196,6 +199,7 @@ async fn orphan_planning(
     let (infer, accept_unlisted) = (request.infer, request.skip_unlisted);
     let tracker = report.tracker.clone();
     let needs = report.needs.clone();
+    let placements = report.placements.clone();
     let mut kept = Vec::new();
     let mut targets = HashMap::new();
     for classified in &report.classified {
@@ -250,6 +254,7 @@ async fn orphan_planning(
         chosen,
         kept,
         mode: Mode::Orphans(tracker, needs),
+        placements,
     };
     Ok((planning, others.scope))
 }
@@ -281,6 +286,7 @@ async fn teardown_planning(session: &Session, request: &PlanRequest) -> Result<P
         chosen,
         kept,
         mode: Mode::Teardown(gone),
+        placements: Default::default(),
     })
 }
 

@@ -17,7 +17,7 @@ use crate::cluster::session::{resolve_selection, Session};
 use crate::error::{is_not_found, UserError};
 use crate::model::trackers::{marks, Mark, MarkValue, Preset, Selection, Tracker};
 use crate::stack::desired::{validate_identities, DesiredSet, Needs, Origin, Scopes};
-use crate::stack::inventory::{self, InventoryRef, StackRecord};
+use crate::stack::inventory::{self, InventoryRef, Placements, StackRecord};
 use crate::stack::listing::warn_unlisted;
 use crate::stack::manifest::{load_kustomize, load_paths, Manifest, Reading};
 use crate::stack::policy::is_claim_of;
@@ -43,6 +43,9 @@ pub struct OrphanReport {
     /// What the objects of the desired sets the orphans were judged against need (kpt prunes
     /// none of it: [`crate::stack::keep::kpt_needed`]), for the plan and its re-check.
     pub needs: Needs,
+    /// How each stack whose objects were judged placed and named its manifests (see
+    /// [`Placement`]), by its mark: the re-check before each wave reads each again.
+    pub placements: Placements,
     /// The tracked objects outside the selection, every namespace, when the one listing of
     /// [`find_with_bystanders`] found them with the selection; `None`: the plan lists them.
     pub bystanders: Option<crate::prune::bystanders::Listing>,
@@ -143,7 +146,15 @@ async fn find_inner(
     options: ListOptions,
     with_bystanders: bool,
 ) -> Result<OrphanReport, UserError> {
-    let mut desired = desired_of(session, &mut selection, desired_args, manifests.as_deref()).await?;
+    let mut placements = Placements::new();
+    let mut desired = desired_of(
+        session,
+        &mut selection,
+        desired_args,
+        manifests.as_deref(),
+        &mut placements,
+    )
+    .await?;
     let (mut collection, bystanders) = list_compared(session, &selection, options, with_bystanders).await;
     desired.live_versions = std::sync::Arc::new(LiveVersions::of(&collection.objects));
     warn_unlisted(&collection, session)?;
@@ -175,7 +186,7 @@ async fn find_inner(
                 manifests,
                 as_built: desired_args.as_built,
             };
-            classify_by_recorded_stack(objects, &judged, session, (&mut digest, &mut needs)).await
+            classify_by_recorded_stack(objects, &judged, session, (&mut digest, &mut needs, &mut placements)).await
         }
         _ => classify_owned(objects, &desired),
     };
@@ -189,6 +200,7 @@ async fn find_inner(
         scope: scope_words(&session.scope),
         tracker: selection.tracker.clone(),
         needs,
+        placements,
         bystanders,
     })
 }
@@ -201,6 +213,7 @@ async fn desired_of(
     selection: &mut Selection,
     desired_args: &DesiredOptions,
     manifests: Option<&[Manifest]>,
+    placements: &mut Placements,
 ) -> Result<Desired, UserError> {
     selection.tracked_only = !desired_args.untracked;
     if let Some(tracker) = selection.tracker.as_mut() {
@@ -225,9 +238,13 @@ async fn desired_of(
             "an inventory alone is what the tool applied last: nothing in it is an orphan, and the tool never deletes what it did not record; give the new desired set with -f/-k to see what it would prune"
         );
     }
+    let compared = compared_stack(selection.tracker.as_ref(), &stack);
+    if let Some(compared) = &compared {
+        place(placements, compared, &stack);
+    }
     let desired = Desired {
         manifests: resolved,
-        stack: compared_stack(selection.tracker.as_ref(), &stack),
+        stack: compared,
         recorded: stack.recorded,
         tracker: selection.tracker.clone(),
         live_versions: Default::default(),
@@ -636,7 +653,7 @@ async fn classify_by_recorded_stack(
     objects: Vec<Listed>,
     judged: &Judged<'_>,
     session: &Session,
-    (digest, needs): (&mut DesiredDigest, &mut Needs),
+    (digest, needs, placements): (&mut DesiredDigest, &mut Needs, &mut Placements),
 ) -> Vec<Classified> {
     let base = judged.base;
     let mut stacks: HashMap<(Preset, MarkValue), StackJudgement> = HashMap::new();
@@ -645,7 +662,7 @@ async fn classify_by_recorded_stack(
         let mut verdicts = Vec::new();
         for key in recorded_stacks_of(&object) {
             if !stacks.contains_key(&key) {
-                let judgement = stack_judgement(&key.0, &key.1, judged, session).await;
+                let judgement = stack_judgement(&key.0, &key.1, judged, session, placements).await;
                 if let Ok(desired) = &judgement {
                     digest.add(desired);
                     if let Some(set) = &desired.manifests {
@@ -681,7 +698,13 @@ fn mildest(verdicts: Vec<Verdict>) -> Option<Verdict> {
 
 /// What the objects of one stack are judged against: its record, with the manifests resolved
 /// in the namespaces its tool gives them.
-async fn stack_judgement(preset: &Preset, value: &MarkValue, judged: &Judged<'_>, session: &Session) -> StackJudgement {
+async fn stack_judgement(
+    preset: &Preset,
+    value: &MarkValue,
+    judged: &Judged<'_>,
+    session: &Session,
+    placements: &mut Placements,
+) -> StackJudgement {
     let stack_name = crate::model::trackers::Mark {
         preset: *preset,
         value: value.clone(),
@@ -709,13 +732,29 @@ async fn stack_judgement(preset: &Preset, value: &MarkValue, judged: &Judged<'_>
         tracing::warn!("{stack_name}: {why}");
         return Err(Unjudged::Unplaced(why));
     }
+    let compared = compared_stack(Some(&tracker), &stack);
+    if let Some(compared) = &compared {
+        place(placements, compared, &stack);
+    }
     Ok(Desired {
         manifests: Some(manifests),
-        stack: compared_stack(Some(&tracker), &stack),
+        stack: compared,
         recorded: stack.recorded,
         tracker: judged.base.tracker.clone(),
         live_versions: judged.base.live_versions.clone(),
     })
+}
+
+/// Keeps how `stack`'s tool placed its manifests under every mark of the compared stack (its
+/// tracker's and its aliases'), for the re-check to hold against the one it reads again.
+fn place(placements: &mut Placements, compared: &ComparedStack, stack: &StackRecord) {
+    let tracker = compared.tracker.value.iter().map(|value| Mark {
+        preset: compared.tracker.preset,
+        value: value.clone(),
+    });
+    for mark in tracker.chain(compared.aliases.iter().cloned()) {
+        placements.insert(mark, stack.placement());
+    }
 }
 
 /// The stack a desired set describes, as the keep chain asks of it: the tracker, and the Helm

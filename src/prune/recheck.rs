@@ -48,6 +48,8 @@ pub struct Recheck {
     tracker: Option<crate::model::trackers::Tracker>,
     /// What an orphan prune's desired set needs: kpt's prune filters apply as in the plan.
     needs: crate::stack::desired::Needs,
+    /// How an orphan prune's stacks placed their manifests when planned: each is read again.
+    placements: crate::stack::inventory::Placements,
     recorded_stacks: HashSet<ObjectId>,
     depends_on: HashMap<ObjectId, Vec<ObjectId>>,
     trackers_of: HashMap<ObjectId, Vec<ObjectId>>,
@@ -92,6 +94,7 @@ impl Recheck {
             trackers: plan.trackers.clone(),
             tracker: plan.tracker.clone(),
             needs: plan.needs.clone(),
+            placements: plan.placements.clone(),
             recorded_stacks: plan.recorded_stacks.clone(),
             depends_on: plan.depends_on.clone(),
             trackers_of: plan.trackers_of.clone(),
@@ -697,7 +700,11 @@ impl Recheck {
             );
             current.get(&key)?.as_ref().ok()?.get(&target.id.name)
         });
-        timed("the stacks' records", OrphanRecords::read(&self.session, objects)).await
+        timed(
+            "the stacks' records",
+            OrphanRecords::read(&self.session, objects, &self.placements),
+        )
+        .await
     }
 
     /// The target's torn-down stacks as they are now, each with its record as it meets the

@@ -58,6 +58,10 @@ pub struct PrunePlan {
     /// What the objects of an orphan prune's desired set need (kpt prunes none of it:
     /// [`crate::stack::keep::kpt_needed`]): the re-check asks it as the plan did. Empty for a teardown.
     pub needs: Needs,
+    /// How each stack an orphan prune's objects were judged by placed and named its manifests
+    /// (see [`crate::stack::inventory::Placement`]): the re-check reads each stack again and
+    /// drops what a stack that now places them otherwise marks. Empty for a teardown.
+    pub placements: crate::stack::inventory::Placements,
     /// The planned tracking objects whose tool's record bounded their members: one whose
     /// record is gone by the re-check no longer says what its tool would delete.
     pub recorded_stacks: HashSet<ObjectId>,
@@ -162,6 +166,8 @@ pub fn plan(
         trackers,
         tracker: orphan_tracker,
         needs,
+        // Set by the caller, which read the stacks (`pruning::finish_plan`).
+        placements: Default::default(),
         recorded_stacks: indices
             .iter()
             .filter(|i| graph.inventories.contains_key(i))

@@ -154,6 +154,81 @@ impl StackRecord {
     }
 }
 
+/// How a stack's tool places and names what it applies, as read with its record: all of a
+/// [`StackRecord`] but the record itself. A desired set is resolved and compared with it, so an
+/// orphan prune's re-check holds the plan's against the one read again
+/// ([`Placement::changed_since`]): a stack that now places or names its manifests otherwise (a
+/// Flux `spec.targetNamespace` or `spec.patches` set, an Argo CD destination moved) was judged
+/// against a desired set that no longer holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placement {
+    target_namespace: Option<String>,
+    default_namespace: Option<String>,
+    helm_release: Option<MarkValue>,
+    flux_helm_release: Option<MarkValue>,
+    renamed_by: Option<String>,
+    namespace_required: Option<NoNamespace>,
+    record_namespace: Option<String>,
+}
+
+/// The placement each stack's desired set was resolved with, by the marks its objects carry.
+pub type Placements = std::collections::HashMap<crate::model::trackers::Mark, Placement>;
+
+impl Placement {
+    /// What changed since `planned`, in words; `None` when nothing did.
+    pub fn changed_since(&self, planned: &Placement) -> Option<String> {
+        let shown = |value: &Option<String>| value.clone().unwrap_or_else(|| "none".to_string());
+        let mut changes = Vec::new();
+        if self.target_namespace != planned.target_namespace {
+            changes.push(format!(
+                "its target namespace is {} (was {})",
+                shown(&self.target_namespace),
+                shown(&planned.target_namespace)
+            ));
+        }
+        if self.default_namespace != planned.default_namespace || self.namespace_required != planned.namespace_required
+        {
+            changes.push(format!(
+                "the namespace it gives a manifest without one is {} (was {})",
+                shown(&self.default_namespace),
+                shown(&planned.default_namespace)
+            ));
+        }
+        if self.renamed_by != planned.renamed_by {
+            changes.push(match &self.renamed_by {
+                Some(why) => why.clone(),
+                None => "it no longer renames what it builds".to_string(),
+            });
+        }
+        if self.helm_release != planned.helm_release || self.flux_helm_release != planned.flux_helm_release {
+            changes.push("the Helm release it manages is another".to_string());
+        }
+        if self.record_namespace != planned.record_namespace {
+            changes.push(format!(
+                "its record is in namespace {} (was {})",
+                shown(&self.record_namespace),
+                shown(&planned.record_namespace)
+            ));
+        }
+        (!changes.is_empty()).then(|| changes.join("; "))
+    }
+}
+
+impl StackRecord {
+    /// How this stack's tool places and names what it applies (see [`Placement`]).
+    pub fn placement(&self) -> Placement {
+        Placement {
+            target_namespace: self.target_namespace.clone(),
+            default_namespace: self.default_namespace.clone(),
+            helm_release: self.helm_release.clone(),
+            flux_helm_release: self.flux_helm_release.clone(),
+            renamed_by: self.renamed_by.clone(),
+            namespace_required: self.namespace_required,
+            record_namespace: self.record_namespace.clone(),
+        }
+    }
+}
+
 impl From<Inventory> for StackRecord {
     fn from(inventory: Inventory) -> Self {
         // A Flux Kustomization's, as [`FluxStack::into_record`] reads it.

@@ -6,7 +6,7 @@ use crate::cli::list_options;
 use crate::cli::{GlobalArgs, GraphArgs, GraphOutput, Order};
 use crate::cluster::session::{resolve_selection, Session};
 use crate::error::{exit, UserError};
-use crate::graph::live::live_graph_with;
+use crate::graph::live::{deletion_graph, live_graph_with};
 use crate::graph::offline::offline_graph;
 use crate::graph::output;
 use crate::graph::plan::{plan_apply, plan_deletion, Cycle, Waves};
@@ -33,9 +33,14 @@ pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
             resolve_selection(&mut selection, &session)?;
             let wanted = (selection.tracker.is_some() || selection.user_selector.is_some()).then_some(selection);
             let options = list_options(&args.tuning);
-            let mut live = live_graph_with(&session, wanted, args.members, options, infer).await?;
-            if matches!(args.order, Some(Order::Delete)) {
+            let deleting = matches!(args.order, Some(Order::Delete));
+            let mut live = match deleting {
+                true => deletion_graph(&session, wanted, args.members, options, infer).await?,
+                false => live_graph_with(&session, wanted, args.members, options, infer).await?,
+            };
+            if deleting {
                 add_cascades(&session, &mut live, options).await?;
+                outside_selection(&mut live);
             }
             gaps = std::mem::take(&mut live.gaps);
             live.graph
@@ -80,7 +85,7 @@ async fn add_cascades(
         .graph
         .nodes
         .iter()
-        .filter(|n| n.status == crate::graph::NodeStatus::Selected)
+        .filter(|n| n.status == crate::graph::NodeStatus::Selected && !live.stayers.contains(&n.id))
         .filter_map(|n| Some((n.id.clone(), n.uid.clone()?)))
         .collect();
     let torn_down = crate::stack::keep::TornDown::default();
@@ -94,6 +99,20 @@ async fn add_cascades(
         crate::prune::cascade::find_cascades(client, &session.catalog, planned, &counted, options, false).await;
     live.add_victims(session, taken).await?;
     Ok(())
+}
+
+/// The nodes a deletion graph holds only to be asked what they need (the stayers, which no
+/// cascade takes) are outside the selection: they are shown, and keep what they need, but are
+/// not deleted.
+fn outside_selection(live: &mut crate::graph::live::LiveGraph) {
+    for node in live
+        .graph
+        .nodes
+        .iter_mut()
+        .filter(|node| live.stayers.contains(&node.id))
+    {
+        node.status = crate::graph::NodeStatus::External;
+    }
 }
 
 fn render_graph(

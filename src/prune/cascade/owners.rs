@@ -240,26 +240,24 @@ pub fn charged_owner(
     charged: &HashMap<String, ObjectId>,
     owners_of: &HashMap<String, Vec<String>>,
 ) -> Option<ObjectId> {
-    let mut seen: HashSet<&str> = HashSet::new();
-    let mut queue: std::collections::VecDeque<&str> = owners_of.get(uid)?.iter().map(String::as_str).collect();
-    while let Some(owner) = queue.pop_front() {
-        if let Some(root) = charged.get(owner) {
-            return Some(root.clone());
-        }
-        if seen.insert(owner) {
-            queue.extend(owners_of.get(owner).into_iter().flatten().map(String::as_str));
-        }
-    }
-    None
+    first_owner(uid, owners_of, |owner| charged.get(owner).cloned())
 }
 
 /// The first planned owner up the owner chain of the object with this UID (breadth first).
 fn planned_root(uid: &str, planned: &HashSet<String>, owners_of: &HashMap<String, Vec<String>>) -> Option<String> {
+    first_owner(uid, owners_of, |owner| {
+        planned.contains(owner).then(|| owner.to_string())
+    })
+}
+
+/// The first answer `found` gives of an owner up the owner chain of the object with this UID,
+/// breadth first, each owner asked once.
+fn first_owner<T>(uid: &str, owners_of: &HashMap<String, Vec<String>>, found: impl Fn(&str) -> Option<T>) -> Option<T> {
     let mut seen: HashSet<&str> = HashSet::new();
     let mut queue: std::collections::VecDeque<&str> = owners_of.get(uid)?.iter().map(String::as_str).collect();
     while let Some(owner) = queue.pop_front() {
-        if planned.contains(owner) {
-            return Some(owner.to_string());
+        if let Some(answer) = found(owner) {
+            return Some(answer);
         }
         if seen.insert(owner) {
             queue.extend(owners_of.get(owner).into_iter().flatten().map(String::as_str));
@@ -347,7 +345,7 @@ mod tests {
             names,
             ["made-but-another-stacks", "other-stacks", "plain", "through-made"]
         );
-        assert!(victims[1].1.starts_with("another stack's"), "{victims:?}");
+        assert!(victims[1].1.starts_with("tracked, not pruned"), "{victims:?}");
         assert_eq!(victims[2], ("plain", "untracked"));
     }
 

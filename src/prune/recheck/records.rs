@@ -3,6 +3,10 @@
 //! Kustomization's `status.inventory` emptied, `spec.prune: false` or `spec.suspend: true` set,
 //! a kpt inventory or ApplySet parent changed since the plan — what its tool would no longer
 //! delete is dropped, by the same rules as the plan ([`crate::stack::keep::outside_record`]).
+//! Every stack the plan judged is read again, whatever its tool, and held against how it placed
+//! and named its manifests then ([`Placement`]): an Argo CD Application set to `Prune=false`, a
+//! Flux Kustomization given `spec.targetNamespace` or `spec.patches` since the plan, keep all
+//! that they mark (the desired set the plan compared with is no longer theirs).
 
 use std::collections::HashMap;
 
@@ -11,6 +15,7 @@ use crate::cluster::session::Session;
 use crate::error::UserError;
 use crate::model::trackers::{marks, Mark};
 use crate::stack::classify::Recorded;
+use crate::stack::inventory::{Placement, Placements, StackRecord};
 use crate::stack::keep::{self, Context, KeepReason, Question};
 
 /// Each stack that marks a wave's objects, with its record as it is now: `Ok(None)` when its
@@ -21,17 +26,19 @@ use crate::stack::keep::{self, Context, KeepReason, Question};
 pub struct OrphanRecords(HashMap<Mark, Result<Option<Recorded>, UserError>>);
 
 impl OrphanRecords {
-    /// Reads the record of every stack that marks one of `objects`, once each.
-    pub async fn read<'a>(session: &Session, objects: impl Iterator<Item = &'a Listed>) -> Self {
+    /// Reads the record of every stack that marks one of `objects`, once each: those whose
+    /// tool keeps a record, and every stack the plan judged (`planned`, held against how it
+    /// placed its manifests then).
+    pub async fn read<'a>(session: &Session, objects: impl Iterator<Item = &'a Listed>, planned: &Placements) -> Self {
         let mut found = HashMap::new();
         for object in objects {
             for mark in marks(&object.meta) {
-                if found.contains_key(&mark) || !crate::prune::orphans::has_record(mark.preset) {
+                let placed = planned.get(&mark);
+                if found.contains_key(&mark) || !(placed.is_some() || crate::prune::orphans::has_record(mark.preset)) {
                     continue;
                 }
-                let now = crate::stack::inventory::record_of(mark.preset, &mark.value, session)
-                    .await
-                    .map(|stack| stack.recorded);
+                let now = crate::stack::inventory::record_of(mark.preset, &mark.value, session).await;
+                let now = now.and_then(|stack| placed_as_planned(&mark, stack, placed));
                 found.insert(mark, now);
             }
         }
@@ -66,5 +73,20 @@ impl OrphanRecords {
                 keep::outside_record(object, &asked)
             }
         })
+    }
+}
+
+/// The stack's record, when its tool places and names its manifests as when planned.
+fn placed_as_planned(
+    mark: &Mark,
+    stack: StackRecord,
+    planned: Option<&Placement>,
+) -> Result<Option<Recorded>, UserError> {
+    match planned.and_then(|planned| stack.placement().changed_since(planned)) {
+        Some(change) => Err(UserError::refused(format!(
+            "{mark} changed since the plan: {change}; the desired set the plan compared with is not what it applies now"
+        ))
+        .hint("run the prune again to compare with the stack as it is now")),
+        None => Ok(stack.recorded),
     }
 }
