@@ -7,8 +7,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod mapping;
 
-pub mod commands;
-pub mod complete;
+pub(crate) mod commands;
+pub(crate) mod complete;
 
 use crate::model::values::parse_duration;
 pub use mapping::{list_options, selection};

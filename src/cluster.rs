@@ -8,6 +8,6 @@ pub mod collect;
 pub mod discovery;
 #[cfg(test)]
 pub(crate) mod fixtures;
-pub mod proxy;
-pub mod retry;
+pub(crate) mod proxy;
+pub(crate) mod retry;
 pub mod session;

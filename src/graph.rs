@@ -14,8 +14,8 @@ mod memberships;
 mod victims;
 
 pub mod infer;
-pub mod live;
-pub mod offline;
+pub(crate) mod live;
+pub(crate) mod offline;
 pub mod output;
 pub mod plan;
 pub mod stayers;

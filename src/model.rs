@@ -2,7 +2,7 @@
 //! ([`identity`]), how each tool marks what it tracks and what it must keep ([`trackers`]), and
 //! kubectl-format values such as durations ([`values`]).
 
-pub mod annotations;
+pub(crate) mod annotations;
 pub mod identity;
 pub mod trackers;
-pub mod values;
+pub(crate) mod values;

@@ -7,12 +7,12 @@
 
 pub mod classify;
 pub mod desired;
-pub mod inventory;
-pub mod kapp_versions;
+pub(crate) mod inventory;
+pub(crate) mod kapp_versions;
 pub mod keep;
-pub mod listing;
+pub(crate) mod listing;
 pub mod manifest;
-pub mod members;
-pub mod parents;
-pub mod policy;
-pub mod suspension;
+pub(crate) mod members;
+pub(crate) mod parents;
+pub(crate) mod policy;
+pub(crate) mod suspension;

@@ -242,15 +242,6 @@ where
     result
 }
 
-/// Sends one request (no retry), bounded as every try is: for requests that must not be
-/// repeated blindly (a finalizer PATCH).
-pub async fn bounded<T, Fut>(request: Fut) -> Result<T, kube::Error>
-where
-    Fut: Future<Output = Result<T, kube::Error>>,
-{
-    one_try(request).await
-}
-
 /// Resolves once the run is interrupted.
 async fn until_cancelled() {
     const SLICE: Duration = Duration::from_millis(50);

@@ -116,18 +116,8 @@ impl LiveGraph {
 
 /// The live graph: Flux Kustomizations and HelmReleases in scope (full objects, for
 /// `spec.dependsOn`), plus the selected objects (metadata), plus, with `members`, the objects
-/// that hang under a tracking object. Referred-to objects are looked up to tell missing from
-/// external.
-pub async fn live_graph(
-    session: &Session,
-    selection: Option<Selection>,
-    members: bool,
-    options: ListOptions,
-) -> Result<LiveGraph, UserError> {
-    live_graph_with(session, selection, members, options, true).await
-}
-
-/// [`live_graph`], with inference on or off (`--no-infer`). With a selection, only the Flux
+/// that hang under a tracking object, with inference on or off (`--no-infer`). Referred-to
+/// objects are looked up to tell missing from external. With a selection, only the Flux
 /// objects it holds are nodes; what they depend on outside it is marked external.
 pub async fn live_graph_with(
     session: &Session,
@@ -263,24 +253,6 @@ pub(crate) async fn collect_with_stayers(
     (listed, stayers)
 }
 
-/// The live graph of the given objects plus the Flux objects in scope. With `only_members`,
-/// the given objects are kept only when they hang under a tracking object. Inference is on.
-pub async fn graph_of(
-    session: &Session,
-    listed: Vec<Listed>,
-    members: bool,
-    only_members: bool,
-) -> Result<LiveGraph, UserError> {
-    let options = LiveOptions {
-        members,
-        only_members,
-        infer: true,
-        only_selected: false,
-        stayers: false,
-    };
-    graph_of_with(session, listed, &options).await
-}
-
 /// How to build a live graph.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LiveOptions {
@@ -362,16 +334,8 @@ async fn finalized_stayers(
         .collect()
 }
 
-/// [`graph_of`] with every option.
-pub async fn graph_of_with(
-    session: &Session,
-    listed: Vec<Listed>,
-    options: &LiveOptions,
-) -> Result<LiveGraph, UserError> {
-    graph_of_inner(session, listed, options, None).await
-}
-
-/// [`graph_of_with`]; `stayers_listed`: the stayers by what they carry in the session's scope,
+/// The live graph of the given objects plus the Flux objects in scope, built as `options` say;
+/// `stayers_listed`: the stayers by what they carry in the session's scope,
 /// found by the caller's own listing of every kind there ([`collect_with_stayers`]), so not
 /// listed again.
 pub(crate) async fn graph_of_inner(

@@ -8,20 +8,20 @@
 //! ([`recheck`]), Flux suspensions ([`suspend`]), execution ([`execute`]), the plan file and the
 //! report.
 
-pub mod refusals;
-pub mod run;
+pub(crate) mod refusals;
+pub(crate) mod run;
 mod targets;
 
-pub mod bystanders;
+pub(crate) mod bystanders;
 pub mod cascade;
 pub mod execute;
-pub mod orphans;
-pub mod plan_file;
-pub mod plan_table;
+pub(crate) mod orphans;
+pub(crate) mod plan_file;
+pub(crate) mod plan_table;
 pub mod recheck;
-pub mod report;
-pub mod safeguards;
-pub mod suspend;
+pub(crate) mod report;
+pub(crate) mod safeguards;
+pub(crate) mod suspend;
 pub mod teardown;
 
 use std::collections::{HashMap, HashSet};

@@ -246,8 +246,8 @@ pub fn changes(saved: &Saved, fresh: &PrunePlan, server: &str) -> Vec<String> {
     let mut found = Vec::new();
     if saved.server != server {
         found.push(format!(
-            "the server is {server}, the plan was made against {}",
-            saved.server
+            "the server is {server}, the plan was made against {} (context {})",
+            saved.server, saved.context
         ));
     }
     let mut now: HashMap<&ObjectId, (&str, usize)> = HashMap::new();

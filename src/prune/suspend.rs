@@ -31,7 +31,7 @@ use crate::model::trackers::FLUX_KINDS;
 use crate::prune::execute::Target;
 use crate::stack::parents::Parent;
 use crate::stack::suspension::AT_GENERATION;
-pub use crate::stack::suspension::{forget_unproven, is_suspended, suspension_by_tool, FIELD_MANAGER, SUSPENDED_BY};
+pub use crate::stack::suspension::{is_suspended, suspension_by_tool, FIELD_MANAGER, SUSPENDED_BY};
 
 /// One Flux object prune suspended.
 #[derive(Debug, Clone, Serialize)]

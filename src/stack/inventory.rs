@@ -21,10 +21,9 @@ use crate::stack::classify::Recorded;
 use crate::stack::desired::{NamespaceRule, NoNamespace};
 
 use applyset::{find_applyset_parent, load_applyset};
-pub use flux::{
-    flux_record, impersonation_of, impersonation_over, read_flux, unmapped_entries, FluxRecord, FluxStack, NO_INVENTORY,
-};
-pub use helm::helm_manifest;
+#[cfg(test)]
+pub(crate) use flux::NO_INVENTORY;
+pub use flux::{flux_record, impersonation_of, impersonation_over, read_flux, unmapped_entries, FluxRecord, FluxStack};
 pub use helm::HelmRevision;
 use helm::{flux_helm_record, load_helm, no_helm_release, owned_release_record};
 use kpt::load_kpt;

@@ -101,19 +101,22 @@ fn wide_row(object: &Listed) -> Vec<String> {
     cells
 }
 
-/// A Kubernetes `List` of the objects' metadata, as `kubectl get -o json` would frame it.
-pub fn as_list(objects: &[Listed]) -> Value {
+/// A Kubernetes `List` of the objects' metadata, as `kubectl get -o json` would frame it: what
+/// [`ListDocument`] writes, built whole (the tests compare the two).
+#[cfg(test)]
+fn as_list(objects: &[Listed]) -> Value {
     let items: Vec<Value> = objects.iter().map(list_item).collect();
     json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items})
 }
 
-/// One item of [`as_list`].
+/// One item of the `List`.
 fn list_item(object: &Listed) -> Value {
     json!({"apiVersion": object.kind.api_version(), "kind": object.kind.kind, "metadata": object.meta})
 }
 
-/// [`as_list`] as it is written: the same document (its keys in the same order), each item made
-/// only while it is written, so that a list of many objects is never held twice.
+/// A Kubernetes `List` of the objects' metadata, as `kubectl get -o json` frames it (its keys in
+/// the order of a `Value`'s), each item made only while it is written, so that a list of many
+/// objects is never held twice.
 pub struct ListDocument<'a>(pub &'a [Listed]);
 
 impl serde::Serialize for ListDocument<'_> {

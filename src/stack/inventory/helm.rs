@@ -558,7 +558,8 @@ pub enum ReleaseUnreadable {
 
 /// The `manifest` of a Helm release Secret: `data.release` is base64 (the API's) of base64
 /// (Helm's) of gzip of JSON. The Secret's data is never printed.
-pub fn helm_manifest(secret: &DynamicObject) -> Result<String, ReleaseUnreadable> {
+#[cfg(test)]
+fn helm_manifest(secret: &DynamicObject) -> Result<String, ReleaseUnreadable> {
     Ok(helm_release(secret)?
         .get("manifest")
         .and_then(Value::as_str)
