@@ -665,7 +665,7 @@ fn what_a_namespace_or_crd_made_by_a_planned_owner_holds_is_named_and_refused() 
         "{said}"
     );
     for line in [
-        format!("  ConfigMap/{made}/theirs (in Namespace/{made}, which dies with it: another stack's"),
+        format!("  ConfigMap/{made}/theirs (in Namespace/{made}, which dies with it: tracked, not pruned"),
         format!("  Secret/{made}/handmade (in Namespace/{made}, which dies with it: untracked)"),
         format!("  Gadget.{group}/{f}/g (in CustomResourceDefinition.apiextensions.k8s.io/{gadgets}, which dies with it: untracked)"),
     ] {

@@ -3480,3 +3480,73 @@ fn graph_order_delete_keeps_an_operator_rbac_names_alive_for_what_it_finalizes()
         .count();
     assert_eq!(deleted_apiservices, 0, "{text}");
 }
+
+/// Order review 19, R: the re-check before a wave orders what the plan could not see. Stack
+/// `r19` deletes Gadget `gr` and the operator `opr` (found through RBAC for the kind's
+/// finalizers) in one wave; while the first wave waits, `gr`'s controller makes the custom
+/// resource `c1` with a finalizer. Deleting `gr` takes `c1`, which needs `opr`: the re-check
+/// keeps `opr` (exit 5, named), so that `c1` can still be finalized. Red before: `opr` went
+/// with `gr`, and `c1` could never be finalized.
+#[test]
+fn the_recheck_keeps_an_operator_a_child_made_since_the_plan_needs() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm19r");
+    let f = flux.0.clone();
+    let run = unique("gm19r");
+    let group = own_group(&run);
+    let resource = format!("dooms.{group}");
+    let role = format!("{run}-op");
+    let gadget = format!("{run}-gr");
+    let finalizer = format!("{group}/cleanup");
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &f);
+    leftovers.object("crd", &resource);
+    leftovers.object("gadget.stack-test.example.com", &gadget);
+    leftovers.object("clusterrole", &role);
+    leftovers.object("clusterrolebinding", &role);
+    let labels = flux_labels("r19", &f);
+    apply(&format!(
+        "{}{}{}---\napiVersion: stack-test.example.com/v1beta1\nkind: Gadget\nmetadata: {{name: {gadget}, labels: {labels}}}\n\
+---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cmr, namespace: {f}, labels: {labels}, annotations: {{config.kubernetes.io/depends-on: stack-test.example.com/Gadget/{gadget}}}}}\n",
+        kustomization("r19", &f, ""),
+        crd(&group, "Doom", "dooms", "{}"),
+        operator_with_rbac(
+            &f,
+            "opr",
+            &role,
+            &format!("[{{apiGroups: [{group}], resources: [dooms, dooms/finalizers], verbs: [get, list, watch, update, patch]}}]"),
+            ONE_CONTAINER,
+            &labels
+        ),
+    ));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    apply(&format!(
+        "apiVersion: {group}/v1\nkind: Doom\nmetadata: {{name: d1, namespace: {f}, labels: {labels}, finalizers: [{finalizer}]}}\n"
+    ));
+    record_flux_inventories(&f);
+    let mut child = spawn_stack(&["prune", "-n", &f, "kustomization/r19", "--yes", "--timeout", "60s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating(&resource, &f, "d1")
+    });
+    let owner = uid_of("gadget.stack-test.example.com", None, &gadget);
+    apply(&format!(
+        "apiVersion: {group}/v1\nkind: Doom\nmetadata:\n  name: c1\n  namespace: {f}\n  finalizers: [{finalizer}]\n  ownerReferences: [{{apiVersion: stack-test.example.com/v1beta1, kind: Gadget, name: {gadget}, uid: {owner}, controller: true, blockOwnerDeletion: true}}]\n"
+    ));
+    // The operator finalizes d1, and then c1, while it runs.
+    release_finalizers(&format!("{resource}/d1"), &f);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating(&resource, &f, "c1")
+    });
+    if exists("deployment", Some(&f), "opr") {
+        release_finalizers(&format!("{resource}/c1"), &f);
+    }
+    let done = finish(child);
+    assert_eq!(done.code, 5, "{}", done.stderr);
+    assert!(exists("deployment", Some(&f), "opr"), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("it dies with the plan, not before this wave"),
+        "{}",
+        done.stderr
+    );
+}

@@ -560,10 +560,11 @@ fn kapp_deletes_only_objects_with_their_own_identity() {
         )
     };
     apply(&format!(
-        "{}{}{}",
+        "{}{}{}{}",
         object("deployed", Some("deployed")),
         object("copied-identity", Some("deployed")),
-        object("transient", None)
+        object("transient", None),
+        kapp_app_record(n, &app)
     ));
     let repo = temp_file(
         "repo.yaml",
@@ -616,7 +617,11 @@ fn kapp_keeps_the_newest_versions_of_a_versioned_manifest() {
     };
     let live: String = (1..=4)
         .map(|v| object(&format!("settings-ver-{v}"), true))
-        .chain([object("gone-ver-1", true), object("other", false)])
+        .chain([
+            object("gone-ver-1", true),
+            object("other", false),
+            kapp_app_record(n, &app),
+        ])
         .collect();
     apply(&live);
     let repo = temp_file(
@@ -737,9 +742,11 @@ fn an_argo_application_without_a_destination_namespace_prunes_nothing() {
 
 /// Membership review 18, F2: the re-check before each wave reads every stack the plan judged
 /// again, Argo CD's too, and holds it against how it placed its manifests then. An Application
-/// set to `Prune=false`, or given another destination namespace, while an earlier wave waits
-/// keeps the later wave's orphan. Red before: Argo CD Applications were read at plan time only,
-/// and the later wave was deleted, exit 0.
+/// set to `Prune=false`, given another destination namespace or cluster, or a kustomize
+/// override of its build, while an earlier wave waits keeps the later wave's orphan. Red before:
+/// Argo CD Applications were read at plan time only (review 18, F2), and the destination
+/// cluster and source overrides not at all (review 19, F1 and F2): the later wave was deleted,
+/// exit 0.
 #[test]
 fn the_recheck_reads_an_argo_application_again() {
     let _logs = start();
@@ -756,6 +763,17 @@ fn the_recheck_reads_an_argo_application_again() {
             "dest",
             r#"{"spec":{"destination":{"namespace":"elsewhere"}}}"#,
             "the namespace it gives a manifest without one is elsewhere",
+        ),
+        // Review 19, F1 and F2: another cluster, and a kustomize override of the build.
+        (
+            "server",
+            r#"{"spec":{"destination":{"server":"https://prod.example.com:6443"}}}"#,
+            "deploys to another cluster",
+        ),
+        (
+            "prefix",
+            r#"{"spec":{"source":{"repoURL":"https://git.example.com/app","path":".","kustomize":{"namePrefix":"p-"}}}}"#,
+            "builds with spec.source.kustomize.namePrefix",
         ),
     ];
     for (case, patch, said) in changes {
@@ -895,6 +913,86 @@ fn argo_applications_are_told_and_read_as_argo_cd_does() {
         let labelled = stack(&["orphans", "-A", "-l", &selector, "-f", repo, "-o", "json"]).expect_code(0);
         assert!(orphan_names(&labelled).is_empty(), "{app}: {}", labelled.stdout);
     }
+}
+
+/// Membership review 19, F1, F2 and F5, at plan time: what a stack's own tool would never prune
+/// is no orphan. An Argo CD Application that deploys to another cluster reads and prunes its
+/// resources there (argo-cd `controller/state.go` `CompareAppState`); one whose source has a
+/// kustomize `namePrefix` builds names `-f` does not hold (argo-cd `docs/user-guide/kustomize.md`),
+/// so it is refused as a renaming Flux Kustomization is; kapp finds an app's resources only by the
+/// label value its app record holds (carvel-dev/kapp `pkg/kapp/app/recorded_app.go`), so
+/// without that record no kapp run prunes them. Each is refused (exit 4) and nothing is deleted;
+/// red before: each was planned and pruned, exit 0.
+#[test]
+fn what_an_argo_or_kapp_stack_would_never_prune_is_no_orphan() {
+    let _logs = start();
+    ensure_argo_crd();
+    let control = Namespace::new("argo-never-ctl");
+    let live = Namespace::new("argo-never");
+    let (c, d) = (&control.0, &live.0);
+    argo_control_plane(c);
+    let cases = [
+        (
+            "server",
+            format!("destination: {{server: https://prod.example.com:6443, namespace: {d}}}"),
+            "deploys to another cluster",
+        ),
+        (
+            "prefix",
+            format!("destination: {{server: https://kubernetes.default.svc, namespace: {d}}}\n  source: {{repoURL: https://git.example.com/app, path: ., kustomize: {{namePrefix: p-}}}}"),
+            "builds with spec.source.kustomize.namePrefix",
+        ),
+    ];
+    for (case, spec, said) in cases {
+        let app = unique(case);
+        let object = |name: &str| {
+            format!(
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {d}\n  annotations: {{argocd.argoproj.io/tracking-id: \"{app}:/ConfigMap:{d}/{name}\"}}\n"
+            )
+        };
+        apply(&format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {app}, namespace: {c}}}\nspec:\n  {spec}\n{}{}",
+            object(&format!("{case}-keep")),
+            object(&format!("{case}-old")),
+        ));
+        let repo = temp_file(
+            &format!("{}.yaml", unique("argo-never")),
+            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {case}-keep}}\n"),
+        );
+        let tracker = format!("argocd={app}");
+        for command in [&["orphans"][..], &["prune", "--yes"][..]] {
+            let run = stack(&[command, &["-A", "--tracker", &tracker, "-f", repo.to_str().unwrap()]].concat());
+            assert_eq!(run.code, 4, "{case} {command:?}: {}", run.stderr);
+            assert!(run.stderr.contains(said), "{case} {command:?}: {}", run.stderr);
+        }
+        assert!(exists("configmap", Some(d), &format!("{case}-old")), "{case}");
+    }
+
+    let ns = Namespace::new("kapp-norecord");
+    let n = &ns.0;
+    let app = unique("kapp");
+    let object = |name: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {n}, labels: {{kapp.k14s.io/app: \"{app}\"}}, annotations: {{kapp.k14s.io/identity: \"v1;{n}//ConfigMap/{name};v1\"}}}}\n"
+        )
+    };
+    apply(&format!("{}{}", object("settings"), object("old")));
+    let repo = temp_file(
+        &format!("{}.yaml", unique("kapp-norecord")),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n",
+    );
+    let repo = repo.to_str().unwrap();
+    let tracker = format!("kapp={app}");
+    for command in [&["orphans"][..], &["prune", "--yes"][..]] {
+        let run = stack(&[command, &["-n", n, "--tracker", &tracker, "-f", repo]].concat());
+        assert_eq!(run.code, 4, "{command:?}: {}", run.stderr);
+        assert!(run.stderr.contains("no kapp app record"), "{command:?}: {}", run.stderr);
+    }
+    assert!(exists("configmap", Some(n), "old"));
+    // With its app record (in another namespace, as `--app-namespace` puts it), kapp would prune.
+    apply(&kapp_app_record(c, &app));
+    let named = stack(&["orphans", "-n", n, "--tracker", &tracker, "-f", repo, "-o", "json"]).expect_code(1);
+    assert_eq!(orphan_names(&named), set(&[format!("ConfigMap/{n}/old")]));
 }
 
 /// Membership review 10, finding 1: a tracker's mark or option is read whatever its value looks

@@ -1702,3 +1702,65 @@ fn a_helm_list_marked_keep_keeps_its_items() {
     assert!(run.stderr.contains("helm.sh/resource-policy: keep"), "{}", run.stderr);
     assert!(!run.stderr.contains("inlist (not in Helm release"), "{}", run.stderr);
 }
+
+/// Membership review 19, F3: with `--as-built`, the re-check holds what the Kustomization builds
+/// with (the values of `spec.namePrefix`, `spec.patches`, ...), not only which of those fields
+/// are set. A prefix changed from `a-` to `b-` while an earlier wave waits makes Flux build
+/// `b-kept`, which the plan's desired set (built with `a-`) does not hold: the later wave is
+/// dropped. Red before: the same fields were set, so nothing looked changed, and `b-kept` went.
+#[test]
+fn the_recheck_holds_the_values_a_kustomization_builds_with() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("asbuilt-re");
+    let f = &flux.0;
+    let labels = flux_labels("pol", f);
+    apply(&format!(
+        "{}apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a-desired, namespace: {f}, labels: {labels}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: b-kept, namespace: {f}, labels: {labels}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a-slow\n  namespace: {f}\n  labels: {labels}\n  finalizers: [stack-test.example.com/hold]\n  annotations: {{config.kubernetes.io/depends-on: /namespaces/{f}/ConfigMap/b-kept}}\n",
+        kustomization("pol", f, "prune: true, namePrefix: a-"),
+    ));
+    record_flux_inventory("pol", f);
+    // What Flux built with `a-` (`flux build kustomization`).
+    let built = temp_file(
+        &unique("built"),
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a-desired, namespace: {f}}}\n"),
+    );
+    let tracker = format!("flux=pol.{f}");
+    let mut child = spawn_stack(&[
+        "prune",
+        "-n",
+        f,
+        "--tracker",
+        &tracker,
+        "-f",
+        built.to_str().unwrap(),
+        "--as-built",
+        "--yes",
+        "--timeout",
+        "60s",
+    ]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", f, "a-slow")
+    });
+    let patched = kubectl(&[
+        "patch",
+        "kustomization",
+        "pol",
+        "-n",
+        f,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"namePrefix":"b-"}}"#,
+    ]);
+    assert_eq!(patched.code, 0, "{}", patched.stderr);
+    release_finalizers("configmap/a-slow", f);
+    let run = finish(child);
+    assert_eq!(run.code, 5, "dropped by the re-check:\n{}", run.stderr);
+    assert!(
+        run.stderr.contains("builds with spec.namePrefix, changed"),
+        "{}",
+        run.stderr
+    );
+    assert!(exists("configmap", Some(f), "b-kept"), "{}", run.stderr);
+}

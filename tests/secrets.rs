@@ -98,6 +98,7 @@ fn secret_data_is_printed_in_no_output_format_and_at_no_log_level() {
     });
     // kubectl apply adds its own copy: kubectl.kubernetes.io/last-applied-configuration.
     apply(&manifest.to_string());
+    apply(&kapp_app_record(&ns.0, &app));
     let other = temp_file(
         "desired.yaml",
         &format!(

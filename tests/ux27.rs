@@ -183,7 +183,8 @@ fn every_json_output_has_one_versioned_shape() {
     let app = unique("json");
     apply(&format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: stale, namespace: {n}, labels: {{kapp.k14s.io/app: \"{app}\"}}, \
-         annotations: {{kapp.k14s.io/identity: \"v1;{n}//ConfigMap/stale;v1\"}}}}\n",
+         annotations: {{kapp.k14s.io/identity: \"v1;{n}//ConfigMap/stale;v1\"}}}}\n{}",
+        kapp_app_record(&n.0, &app),
         n = n.0
     ));
     let desired = temp_file(

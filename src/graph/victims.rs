@@ -23,6 +23,9 @@ pub struct VictimOrder {
     pub holder: usize,
     /// The victim's edge.
     pub kind: EdgeKind,
+    /// What the victim needs, when that dies too, taken by `after` (order review 19, H): the
+    /// custom resource one planned owner takes needs the operator another planned owner takes.
+    pub needed: Option<usize>,
 }
 
 impl Graph {
@@ -191,6 +194,7 @@ impl Graph {
                         victim: edge.from,
                         holder,
                         kind: edge.kind,
+                        needed: None,
                     }));
                 }
             }
@@ -206,12 +210,14 @@ impl Graph {
                                 victim: edge.to,
                                 holder,
                                 kind: edge.kind,
+                                needed: None,
                             }),
                     );
                 }
             }
         }
         found.extend(self.early_orders(planned));
+        found.extend(self.dying_need_orders(planned, &holders));
         found.sort();
         found.dedup();
         found
@@ -266,6 +272,38 @@ impl Graph {
         early
     }
 
+    /// Rule "what dies goes before what it needs", where both die before their own waves or
+    /// with no wave of their own (order review 19, H1 and H3): a custom resource taken by one
+    /// planned object (its owner, its Namespace, its CRD) that needs an operator another planned
+    /// object takes, or that dies with a planned Namespace before its own wave. What takes the
+    /// one that needs goes before what takes the one needed, unless the same deletion takes both.
+    fn dying_need_orders(&self, planned: &HashSet<usize>, holders: &HashMap<usize, Vec<usize>>) -> Vec<VictimOrder> {
+        let early = self.early_takers(planned);
+        let takers = |index: usize| holders.get(&index).or_else(|| early.get(&index));
+        let mut found = Vec::new();
+        for edge in self.all_edges() {
+            let (Some(first), Some(second)) = (takers(edge.from), takers(edge.to)) else {
+                continue;
+            };
+            for &before in first {
+                for &after in second {
+                    if before == after || first.contains(&after) || second.contains(&before) {
+                        continue;
+                    }
+                    found.push(VictimOrder {
+                        before,
+                        after,
+                        victim: edge.from,
+                        holder: before,
+                        kind: edge.kind,
+                        needed: Some(edge.to),
+                    });
+                }
+            }
+        }
+        found
+    }
+
     fn early_orders(&self, planned: &HashSet<usize>) -> Vec<VictimOrder> {
         let early = self.early_takers(planned);
         if early.is_empty() {
@@ -284,6 +322,7 @@ impl Graph {
                         victim: edge.to,
                         holder: owner,
                         kind: edge.kind,
+                        needed: None,
                     }),
             );
         }
@@ -316,7 +355,10 @@ impl Graph {
         found.dedup_by_key(|o| o.after);
         let first = found.first()?;
         let (after, victim) = (&self.nodes[first.after].id, &self.nodes[first.victim].id);
-        let how = if first.holder == index {
+        let how = if let Some(needed) = first.needed {
+            let needed = &self.nodes[needed].id;
+            format!("its deletion takes {victim}, which needs {needed}, which that deletion takes")
+        } else if first.holder == index {
             format!("its deletion takes {victim}, which needs it")
         } else {
             format!("that deletion takes {victim}, which it needs")
@@ -735,6 +777,57 @@ mod tests {
         let only_operator: HashSet<usize> = [1].into();
         assert!(graph.dying_victims(|i| only_operator.contains(&i)).is_empty());
         assert!(graph.victim_orders(&only_operator).is_empty());
+    }
+
+    /// Order review 19, H3: planned `owner-a` takes the custom resource `cr` (its only owner),
+    /// planned `owner-b` takes the operator `controller` that `cr`'s finalizer names. What takes
+    /// the custom resource goes first; apart, nothing orders the two owners.
+    #[test]
+    fn what_takes_a_victim_goes_before_what_takes_the_victim_it_needs() {
+        let with_uid = |mut input: NodeInput, uid: &str| {
+            input.uid = Some(uid.to_string());
+            input
+        };
+        let mut cr = with_uid(input("example.com", "Gizmo", Some("app"), "cr", None), "uid-cr");
+        cr.finalizers.push("example.com/cleanup".into());
+        cr.owners.push("uid-a".into());
+        let mut controller = with_uid(
+            input("apps", "Deployment", Some("op"), "controller", Some("op")),
+            "uid-ctl",
+        );
+        controller.owners.push("uid-b".into());
+        let inputs = [
+            with_uid(input("example.com", "Owner", None, "owner-a", Some("s")), "uid-a"),
+            with_uid(input("example.com", "Owner", None, "owner-b", Some("s")), "uid-b"),
+            cr,
+            controller,
+            input(CRD, "CustomResourceDefinition", None, "gizmos.example.com", Some("op")),
+        ];
+        let options = BuildOptions {
+            infer: true,
+            crd_names: [(
+                ("example.com".to_string(), "Gizmo".to_string()),
+                "gizmos.example.com".to_string(),
+            )]
+            .into(),
+            ..Default::default()
+        };
+        let graph = build(&inputs, &options);
+        assert!(
+            graph
+                .all_edges()
+                .any(|e| e.from == 2 && e.to == 3 && e.kind == EdgeKind::InferredFinalizer),
+            "{:?}",
+            graph.edges
+        );
+        let planned: HashSet<usize> = [0, 1].into();
+        assert_eq!(names(&graph, &planned), [["owner-a"], ["owner-b"]]);
+        assert_eq!(
+            graph.victim_reason(0, &planned).as_deref(),
+            Some("before Owner.example.com/owner-b (its deletion takes Gizmo.example.com/app/cr, which needs Deployment.apps/op/controller, which that deletion takes: inferred: finalizer)")
+        );
+        // Only one owner planned: the other's victim stays, and nothing is ordered.
+        assert!(graph.victim_orders(&[0].into()).is_empty());
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::cluster::session::{resolve_selection, Session};
 use crate::error::{is_not_found, UserError};
 use crate::model::trackers::{marks, Mark, MarkValue, Preset, Selection, Tracker};
 use crate::stack::desired::{validate_identities, DesiredSet, Needs, Origin, Scopes};
-use crate::stack::inventory::{self, InventoryRef, Placements, StackRecord};
+use crate::stack::inventory::{self, InventoryRef, Placement, Placements, StackRecord};
 use crate::stack::listing::warn_unlisted;
 use crate::stack::manifest::{load_kustomize, load_paths, Manifest, Reading};
 use crate::stack::policy::is_claim_of;
@@ -191,6 +191,7 @@ async fn find_inner(
         _ => classify_owned(objects, &desired),
     };
     spare_derived(&mut classified, session).await;
+    digest.add_placements(&placements);
     Ok(OrphanReport {
         classified,
         collection,
@@ -240,7 +241,15 @@ async fn desired_of(
     }
     let compared = compared_stack(selection.tracker.as_ref(), &stack);
     if let Some(compared) = &compared {
-        place(placements, compared, &stack);
+        let placement = match desired_args.inventory.is_some() {
+            // Read by the tracker's mark, as the re-check reads it (an inventory named by
+            // reference is read through another door).
+            true => record_placement(compared, session).await,
+            false => Some(stack.placement()),
+        };
+        if let Some(placement) = placement {
+            place(placements, compared, placement);
+        }
     }
     let desired = Desired {
         manifests: resolved,
@@ -734,7 +743,7 @@ async fn stack_judgement(
     }
     let compared = compared_stack(Some(&tracker), &stack);
     if let Some(compared) = &compared {
-        place(placements, compared, &stack);
+        place(placements, compared, stack.placement());
     }
     Ok(Desired {
         manifests: Some(manifests),
@@ -747,14 +756,22 @@ async fn stack_judgement(
 
 /// Keeps how `stack`'s tool placed its manifests under every mark of the compared stack (its
 /// tracker's and its aliases'), for the re-check to hold against the one it reads again.
-fn place(placements: &mut Placements, compared: &ComparedStack, stack: &StackRecord) {
+fn place(placements: &mut Placements, compared: &ComparedStack, placement: Placement) {
     let tracker = compared.tracker.value.iter().map(|value| Mark {
         preset: compared.tracker.preset,
         value: value.clone(),
     });
     for mark in tracker.chain(compared.aliases.iter().cloned()) {
-        placements.insert(mark, stack.placement());
+        placements.insert(mark, placement.clone());
     }
+}
+
+/// How the compared stack's tool places its manifests, read by its tracker's mark with
+/// [`inventory::record_of`] (as the re-check reads it); `None` when it cannot be read.
+async fn record_placement(compared: &ComparedStack, session: &Session) -> Option<Placement> {
+    let value = compared.tracker.value.as_ref()?;
+    let stack = inventory::record_of(compared.tracker.preset, value, session).await;
+    stack.ok().map(|stack| stack.placement())
 }
 
 /// The stack a desired set describes, as the keep chain asks of it: the tracker, and the Helm
@@ -803,6 +820,16 @@ impl DesiredDigest {
         if let Some(recorded) = &desired.recorded {
             self.lines.insert(format!("record {}", recorded.name()));
         }
+    }
+
+    /// Adds how each stack placed and named its manifests (see [`Placement`]): a saved plan
+    /// runs only while every stack builds them as when it was saved (membership review 19, F3).
+    pub fn add_placements(&mut self, placements: &Placements) {
+        self.lines.extend(
+            placements
+                .iter()
+                .map(|(mark, placement)| format!("placement {mark} {placement:?}")),
+        );
     }
 
     /// The sha256, as hex.

@@ -113,7 +113,7 @@ pub struct Inventory {
 
 /// What the stack a `--tracker` names records: its tool's record, when it keeps one, and the
 /// namespace it forces on the desired set (Flux `spec.targetNamespace`).
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct StackRecord {
     /// The tool's record of what it applied last; `None`: its labels alone say what it tracks.
     pub recorded: Option<Recorded>,
@@ -137,6 +137,11 @@ pub struct StackRecord {
     /// The namespace of the object that holds the record: kpt keeps it as still in use (cli-utils
     /// `pkg/apply/applier.go` `localNamespaces` adds the inventory's namespace).
     pub record_namespace: Option<String>,
+    /// The values of what its tool builds the manifests with beyond the files (a Flux
+    /// Kustomization's `spec.namePrefix`, `spec.patches`, ...; an Argo CD Application's source
+    /// overrides), as JSON: [`StackRecord::renamed_by`] says which fields are set, this what they
+    /// hold, so that a re-check sees a prefix changed from `a-` to `b-` (membership review 19, F3).
+    pub build_overrides: Option<String>,
 }
 
 impl StackRecord {
@@ -168,6 +173,7 @@ pub struct Placement {
     renamed_by: Option<String>,
     namespace_required: Option<NoNamespace>,
     record_namespace: Option<String>,
+    build_overrides: Option<String>,
 }
 
 /// The placement each stack's desired set was resolved with, by the marks its objects carry.
@@ -193,9 +199,10 @@ impl Placement {
                 shown(&planned.default_namespace)
             ));
         }
-        if self.renamed_by != planned.renamed_by {
+        if self.renamed_by != planned.renamed_by || self.build_overrides != planned.build_overrides {
             changes.push(match &self.renamed_by {
-                Some(why) => why.clone(),
+                Some(why) => format!("{why}, changed"),
+                None if self.build_overrides.is_some() => "what it builds with beyond the files changed".to_string(),
                 None => "it no longer renames what it builds".to_string(),
             });
         }
@@ -224,6 +231,7 @@ impl StackRecord {
             renamed_by: self.renamed_by.clone(),
             namespace_required: self.namespace_required,
             record_namespace: self.record_namespace.clone(),
+            build_overrides: self.build_overrides.clone(),
         }
     }
 }
@@ -240,6 +248,7 @@ impl From<Inventory> for StackRecord {
             helm_release: None,
             flux_helm_release: None,
             renamed_by: inventory.renamed_by,
+            build_overrides: None,
             namespace_required,
             record_namespace: inventory.record_namespace,
         }
@@ -403,7 +412,10 @@ async fn record_as(
             let comparing = helm_revision == HelmRevision::LastDeployed;
             return argo::argo_record(session, &value.name, comparing).await;
         }
-        Preset::Kapp => return Ok(kapp::kapp_record(session)),
+        Preset::Kapp => {
+            let comparing = helm_revision == HelmRevision::LastDeployed;
+            return kapp::kapp_record(session, &value.name, comparing).await;
+        }
         Preset::Kpt => load_kpt(session, &value.name).await,
         Preset::ApplySet if value.name.starts_with("applyset-") => {
             match find_applyset_parent(session, &value.name).await? {
@@ -496,9 +508,9 @@ fn flux_comparison(stack: &FluxStack, name: &str, namespace: &str) -> Result<Opt
 pub fn refuse_renamed(stack: &StackRecord, compared: bool, as_built: bool) -> Result<(), UserError> {
     match &stack.renamed_by {
         Some(why) if compared && !as_built => Err(UserError::refused(format!(
-            "{why}, which -f/-k do not reproduce: the names it applies are not those of the desired set given, and comparing them would call what Flux keeps an orphan"
+            "{why}, which -f/-k do not reproduce: the names it applies are not those of the desired set given, and comparing them would call what its tool keeps an orphan"
         ))
-        .hint("compare with what Flux built: `flux build kustomization NAME --path DIR > built.yaml`, then -f built.yaml --as-built")),
+        .hint("compare with what the tool built (`flux build kustomization NAME --path DIR > built.yaml`, `argocd app manifests NAME > built.yaml`), then -f built.yaml --as-built")),
         _ => Ok(()),
     }
 }

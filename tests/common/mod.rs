@@ -1012,3 +1012,11 @@ pub fn kpt_inventory(namespace: &str, id: &str, entries: &[String]) -> String {
         data.join(", ")
     )
 }
+
+/// A kapp app record (carvel-dev/kapp `pkg/kapp/app/recorded_app.go`): a ConfigMap labelled
+/// `kapp.k14s.io/is-app` whose `data.spec` holds the label its resources carry.
+pub fn kapp_app_record(namespace: &str, app: &str) -> String {
+    format!(
+        "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: \"app-{app}\", namespace: {namespace}, labels: {{kapp.k14s.io/is-app: \"\"}}}}\ndata:\n  spec: '{{\"labelKey\":\"kapp.k14s.io/app\",\"labelValue\":\"{app}\"}}'\n"
+    )
+}

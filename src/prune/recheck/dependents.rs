@@ -19,11 +19,12 @@ use crate::cluster::collect::{collect_where, list_objects, Collection, ListFailu
 use crate::cluster::discovery::KindInfo;
 use crate::cluster::session::Session;
 use crate::error::is_forbidden;
-use crate::graph::{build, BuildOptions, NodeInput, NodeStatus, KPT_DEPENDS_ON};
+use crate::graph::{build, BuildOptions, EdgeKind, NodeInput, NodeStatus, KPT_DEPENDS_ON};
 use crate::model::trackers::{marks, Preset, Selection, FLUX_KINDS};
 use crate::prune::recheck::watched::{Fresh, Watches};
 use crate::prune::recheck::Reread;
 use crate::prune::safeguards::{dies_with_plan, needed_by_staying};
+use crate::stack::keep::KeepReason;
 
 /// What was listed again: the objects that declare dependencies, and the Flux objects with their
 /// `spec.dependsOn`.
@@ -471,6 +472,10 @@ impl GraphNow {
         // the plan's safeguards settle (order review 10: a RoleBinding dropped for a backend
         // that runs with it keeps its Role).
         let mut found = BTreeMap::new();
+        for (index, why) in self.needed_by_dying(&wave, standing) {
+            wave.remove(&index);
+            found.insert(index, why);
+        }
         loop {
             let needed = needed_by_staying(graph, &wave, |index| found.contains_key(&index) || stays(index));
             let new: Vec<_> = needed
@@ -492,6 +497,42 @@ impl GraphNow {
                 Some((object.uid().to_string(), format!("{why} (found by the re-check)")))
             })
             .collect()
+    }
+}
+
+impl GraphNow {
+    /// Rule "what dies goes before what it needs", for what the plan could not order: an
+    /// object the plan does not delete itself, made or changed since (a custom resource a
+    /// planned owner's controller made while an earlier wave waited: order review 19, R), that
+    /// waits on a finalizer an object of the wave serves keeps that object — unless deleting
+    /// that object is what takes it. It dies with the plan, but not before this wave.
+    fn needed_by_dying(&self, wave: &HashSet<usize>, standing: &Standing) -> BTreeMap<usize, KeepReason> {
+        let graph = &self.graph;
+        let takers = graph.dying_victims(|index| wave.contains(&index));
+        let mut found = BTreeMap::new();
+        for edge in graph.needs().filter(|edge| edge.kind == EdgeKind::InferredFinalizer) {
+            if !wave.contains(&edge.to) || wave.contains(&edge.from) {
+                continue;
+            }
+            let Some(object) = self.objects.get(&graph.nodes[edge.from].id) else {
+                continue;
+            };
+            // What a later wave deletes is ordered by the plan; what left is gone.
+            if standing.planned.contains(object.uid()) || standing.leaving.contains(object.uid()) {
+                continue;
+            }
+            if takers
+                .get(&edge.from)
+                .is_some_and(|taken_by| taken_by.contains(&edge.to))
+            {
+                continue;
+            }
+            found.entry(edge.to).or_insert_with(|| KeepReason::Needed {
+                by: graph.nodes[edge.from].id.to_string(),
+                edge: format!("{}: it dies with the plan, not before this wave", edge.kind.label()),
+            });
+        }
+        found
     }
 }
 
@@ -709,19 +750,21 @@ mod tests {
         let why = &needed["uid-controller"];
         assert!(why.contains("needed by Gizmo.ops.example.com/other/late"), "{why}");
         assert!(why.contains("finalizer"), "{why}");
-        // A cascade victim the plan accepted dies with its CRD: it keeps nothing.
+        // A cascade victim the plan accepted dies with its CRD, but while it is there it still
+        // waits on the operator (order review 19, R): the operator stays until it is gone.
         let dying = Standing {
             victims: ["uid-late".into()].into(),
             ..standing
         };
-        assert!(needed_now(
+        let needed = needed_now(
             &declaring,
             std::slice::from_ref(&operator),
             &dying,
             &options,
-            &HashMap::new()
-        )
-        .is_empty());
+            &HashMap::new(),
+        );
+        assert_eq!(needed.keys().collect::<Vec<_>>(), vec!["uid-controller"]);
+        assert!(needed["uid-controller"].contains("not before this wave"), "{needed:?}");
         options.infer = false;
         assert!(needed_now(&declaring, &[operator], &dying, &options, &HashMap::new()).is_empty());
     }

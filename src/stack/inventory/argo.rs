@@ -7,7 +7,13 @@
 //! name in the control-plane namespace only (argo-cd `util/argo/argo.go` `AppInstanceName`), the
 //! namespace that holds Argo CD's `argocd-cm` ConfigMap (review 17, F2); and
 //! `spec.syncPolicy.syncOptions: [Prune=false]` keeps every resource of the Application (argo-cd
-//! `docs/user-guide/sync-options.md`, "No Prune Resources": review 17, F3).
+//! `docs/user-guide/sync-options.md`, "No Prune Resources": review 17, F3). An Application whose
+//! `spec.destination` is another cluster reads and prunes live objects there only (argo-cd
+//! `controller/state.go` `CompareAppState` lists them from the destination cluster's cache):
+//! nothing of it here is an orphan (review 19, F1). Kustomize overrides in its source
+//! (`namePrefix`, `nameSuffix`, `namespace`, `patches`, `components`: argo-cd
+//! `docs/user-guide/kustomize.md`) rename what it builds, as a Flux Kustomization's do, and
+//! `-f`/`-k` do not reproduce them (review 19, F2).
 
 use kube::api::{DynamicObject, ListParams};
 use serde_json::Value;
@@ -36,17 +42,24 @@ pub async fn argo_record(session: &Session, app: &str, comparing: bool) -> Resul
     let applications = find_applications(session, app).await?;
     if let Some(keeping) = applications.iter().find(|a| comparing && prunes_none(a)) {
         return Err(super::prunes_nothing(&format!(
-            "Application {}/{} sets Prune=false in spec.syncPolicy.syncOptions: Argo CD prunes none of its resources",
-            keeping.metadata.namespace.as_deref().unwrap_or_default(),
-            keeping.metadata.name.as_deref().unwrap_or_default()
+            "Application {} sets Prune=false in spec.syncPolicy.syncOptions: Argo CD prunes none of its resources",
+            name_of(keeping)
         )));
     }
+    if let Some(why) = applications.iter().filter(|_| comparing).find_map(deploys_elsewhere) {
+        return Err(super::prunes_nothing(&why));
+    }
+    let overrides = StackRecord {
+        renamed_by: renamed_by(&applications),
+        build_overrides: sources_of(&applications),
+        ..StackRecord::default()
+    };
     let mut destinations: Vec<Option<&str>> = applications.iter().map(destination_of).collect();
     destinations.sort();
     destinations.dedup();
     let unplaced = |by| StackRecord {
         namespace_required: Some(by),
-        ..StackRecord::default()
+        ..overrides.clone()
     };
     match destinations.as_slice() {
         [] => Ok(unplaced(NoNamespace::ArgoCdUnknown)),
@@ -54,7 +67,7 @@ pub async fn argo_record(session: &Session, app: &str, comparing: bool) -> Resul
         [None] => Ok(unplaced(NoNamespace::ArgoCd)),
         [Some(namespace)] => Ok(StackRecord {
             default_namespace: Some(namespace.to_string()),
-            ..StackRecord::default()
+            ..overrides.clone()
         }),
         _ => Err(UserError::refused(format!(
             "{} Applications are named {app}, with different spec.destination.namespace: which namespace Argo CD gives a manifest without one is not known",
@@ -62,6 +75,83 @@ pub async fn argo_record(session: &Session, app: &str, comparing: bool) -> Resul
         ))
         .hint("write metadata.namespace in each namespaced manifest, or name the Application as NAMESPACE_NAME")),
     }
+}
+
+/// `NAMESPACE/NAME` of an Application.
+fn name_of(application: &DynamicObject) -> String {
+    format!(
+        "{}/{}",
+        application.metadata.namespace.as_deref().unwrap_or_default(),
+        application.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// The address Argo CD gives the cluster it runs in (argo-cd `common/common.go`
+/// `KubernetesInternalAPIServerAddr`), and that cluster's name (`InClusterName`).
+const IN_CLUSTER: (&str, &str) = ("https://kubernetes.default.svc", "in-cluster");
+
+/// Why an Application prunes nothing in this cluster: its `spec.destination` is another one (or
+/// none: Argo CD then syncs nothing of it).
+fn deploys_elsewhere(application: &DynamicObject) -> Option<String> {
+    let field = |name: &str| {
+        application
+            .data
+            .pointer(&format!("/spec/destination/{name}"))
+            .and_then(Value::as_str)
+            .filter(|value| !value.is_empty())
+    };
+    let elsewhere = match (field("server"), field("name")) {
+        (Some(server), _) if server.trim_end_matches('/') == IN_CLUSTER.0 => return None,
+        (None, Some(name)) if name == IN_CLUSTER.1 => return None,
+        (Some(server), _) => format!("spec.destination.server {server}"),
+        (None, Some(name)) => format!("spec.destination.name {name}"),
+        (None, None) => "no spec.destination.server or name".to_string(),
+    };
+    Some(format!(
+        "Application {} deploys to another cluster than the one it runs in ({elsewhere}): Argo CD reads and prunes its resources there, none here",
+        name_of(application)
+    ))
+}
+
+/// The kustomize overrides of an Application's sources that change what it builds beyond its
+/// files (argo-cd `docs/user-guide/kustomize.md`).
+const RENAMING_OVERRIDES: [&str; 5] = ["namePrefix", "nameSuffix", "namespace", "patches", "components"];
+
+/// An Application's sources: `spec.source`, and each of `spec.sources`.
+fn sources(application: &DynamicObject) -> impl Iterator<Item = &Value> {
+    let single = application.data.pointer("/spec/source").into_iter();
+    let many = application
+        .data
+        .pointer("/spec/sources")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
+    single.chain(many)
+}
+
+/// Why the Applications build names that `-f`/`-k` do not reproduce: the kustomize overrides of
+/// their sources that are set (see [`super::refuse_renamed`]).
+fn renamed_by(applications: &[DynamicObject]) -> Option<String> {
+    applications.iter().find_map(|application| {
+        let set: Vec<String> = sources(application)
+            .flat_map(|source| {
+                RENAMING_OVERRIDES.iter().filter(move |field| {
+                    source
+                        .pointer(&format!("/kustomize/{field}"))
+                        .is_some_and(super::flux::is_set)
+                })
+            })
+            .map(|field| format!("spec.source.kustomize.{field}"))
+            .collect();
+        (!set.is_empty()).then(|| format!("Application {} builds with {}", name_of(application), set.join(", ")))
+    })
+}
+
+/// What the Applications build from, as JSON (see [`StackRecord::build_overrides`]): a source
+/// changed since the plan builds another desired set.
+fn sources_of(applications: &[DynamicObject]) -> Option<String> {
+    let all: Vec<&Value> = applications.iter().flat_map(sources).collect();
+    (!all.is_empty()).then(|| Value::from(all.into_iter().cloned().collect::<Vec<_>>()).to_string())
 }
 
 /// The destination namespace of an Application, when it names one.

@@ -27,6 +27,8 @@ pub struct FluxStack {
     /// The fields of its spec that change the names of what it builds and that `-f`/`-k` do not
     /// reproduce (see [`renaming_fields`]).
     pub renames: Vec<&'static str>,
+    /// The values of [`FluxStack::renames`], as JSON (see [`StackRecord::build_overrides`]).
+    pub overrides: Option<String>,
     /// Why it prunes nothing in this cluster (suspended, `spec.kubeConfig`: see
     /// [`crate::stack::members::flux_acts_elsewhere`]).
     pub acts_elsewhere: Option<String>,
@@ -47,15 +49,32 @@ fn renaming_fields(kustomization: &DynamicObject) -> Vec<&'static str> {
             kustomization
                 .data
                 .pointer(&format!("/spec/{field}"))
-                .is_some_and(|value| match value {
-                    Value::Null => false,
-                    Value::String(text) => !text.is_empty(),
-                    Value::Array(items) => !items.is_empty(),
-                    Value::Object(fields) => !fields.is_empty(),
-                    _ => true,
-                })
+                .is_some_and(is_set)
         })
         .collect()
+}
+
+/// The values of the [`RENAMING_FIELDS`] a Kustomization sets, as JSON; `None` when it sets none.
+fn renaming_values(kustomization: &DynamicObject) -> Option<String> {
+    let set: serde_json::Map<String, Value> = renaming_fields(kustomization)
+        .into_iter()
+        .filter_map(|field| {
+            let value = kustomization.data.pointer(&format!("/spec/{field}"))?;
+            Some((field.to_string(), value.clone()))
+        })
+        .collect();
+    (!set.is_empty()).then(|| Value::Object(set).to_string())
+}
+
+/// Whether a spec field holds something (an empty string, list or map sets nothing).
+pub(super) fn is_set(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::String(text) => !text.is_empty(),
+        Value::Array(items) => !items.is_empty(),
+        Value::Object(fields) => !fields.is_empty(),
+        _ => true,
+    }
 }
 
 impl FluxStack {
@@ -72,6 +91,7 @@ impl FluxStack {
             flux_helm_release: None,
             renamed_by: None,
             record_namespace: None,
+            build_overrides: self.overrides,
         }
     }
 }
@@ -114,6 +134,7 @@ pub async fn read_flux(session: &Session, name: &str, namespace: &str) -> Result
         target_namespace,
         prune_disabled,
         renames: renaming_fields(&object),
+        overrides: renaming_values(&object),
     }))
 }
 

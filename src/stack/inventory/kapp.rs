@@ -7,16 +7,86 @@
 //! kapp's own `-n` was given (membership reviews 16 F2 and 17 F1: the context's namespace, then
 //! the app record's, were taken, and a still-wanted object was pruned).
 
+use kube::api::ListParams;
+use serde_json::Value;
+
 use super::StackRecord;
+use crate::cluster::retry::with_retries;
 use crate::cluster::session::Session;
+use crate::error::UserError;
 use crate::stack::desired::NoNamespace;
 
-/// The record of a kapp app for its namespace-less manifests: `-n`'s namespace when the user
-/// gave one (the default, [`StackRecord::namespace_rule`]'s fallback); else none is known, and
-/// such a manifest is unplaced ([`NoNamespace::Kapp`]).
-pub fn kapp_record(session: &Session) -> StackRecord {
-    StackRecord {
+/// The label of kapp's app record ConfigMaps (carvel-dev/kapp `pkg/kapp/app/recorded_app.go`).
+const IS_APP: &str = "kapp.k14s.io/is-app";
+/// The label kapp marks an app's resources with, by default (`AppMeta.LabelKey`).
+const APP_LABEL: &str = "kapp.k14s.io/app";
+
+/// The record of kapp app `app` (the value of its resources' `kapp.k14s.io/app` label) for its
+/// namespace-less manifests: `-n`'s namespace when the user gave one (the default,
+/// [`StackRecord::namespace_rule`]'s fallback); else none is known, and such a manifest is
+/// unplaced ([`NoNamespace::Kapp`]). `comparing` (an orphan comparison): kapp finds an app's
+/// resources by the label value its app record holds (`AppMeta.LabelValue`, in the record's
+/// `data.spec`), and a record made again gets a new one (`recorded_app.go` `CreateOrUpdate`:
+/// the time in nanoseconds), so without a record holding `app` no kapp run prunes them
+/// (membership review 19, F5).
+pub async fn kapp_record(session: &Session, app: &str, comparing: bool) -> Result<StackRecord, UserError> {
+    if comparing && !has_app_record(session, app).await? {
+        return Err(super::prunes_nothing(&format!(
+            "no kapp app record (a ConfigMap labelled {IS_APP}) holds label value {app}: kapp finds an app's resources by that value alone, and no kapp run prunes these"
+        )));
+    }
+    Ok(StackRecord {
         namespace_required: (!session.connection.namespace_given).then_some(NoNamespace::Kapp),
         ..StackRecord::default()
+    })
+}
+
+/// Whether an app record of any namespace holds `app` as its resources' label value.
+async fn has_app_record(session: &Session, app: &str) -> Result<bool, UserError> {
+    let Some(kind) = session.catalog.get("", "ConfigMap") else {
+        return Ok(false);
+    };
+    let api = crate::cluster::collect::api_for(&session.connection.client, kind, None);
+    let params = ListParams::default().labels(IS_APP);
+    let records = with_retries("list kapp app records", || api.list(&params))
+        .await
+        .map_err(|err| {
+            UserError::refused(format!(
+                "kapp's app records cannot be listed ({}): whether kapp would prune these objects is unknown",
+                session.connection.explain(&err).message
+            ))
+            .hint("allow list on configmaps in every namespace (kapp's app records may live in any)")
+        })?;
+    Ok(records.items.iter().any(|record| {
+        let spec = record.data.pointer("/data/spec").and_then(Value::as_str);
+        spec.and_then(|spec| serde_json::from_str::<Value>(spec).ok())
+            .is_some_and(|meta| holds_app(&meta, app))
+    }))
+}
+
+/// Whether an app record's `AppMeta` marks its resources with `kapp.k14s.io/app=app`.
+fn holds_app(meta: &Value, app: &str) -> bool {
+    let text = |key: &str| meta.get(key).and_then(Value::as_str);
+    text("labelValue") == Some(app) && text("labelKey").is_none_or(|key| key == APP_LABEL)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_app_record_holds_the_app_by_its_label_value_and_key() {
+        let meta = |json: &str| serde_json::from_str::<Value>(json).unwrap();
+        assert!(holds_app(
+            &meta(r#"{"labelKey":"kapp.k14s.io/app","labelValue":"17"}"#),
+            "17"
+        ));
+        assert!(holds_app(&meta(r#"{"labelValue":"17"}"#), "17"));
+        assert!(!holds_app(
+            &meta(r#"{"labelKey":"kapp.k14s.io/app","labelValue":"18"}"#),
+            "17"
+        ));
+        assert!(!holds_app(&meta(r#"{"labelKey":"other/app","labelValue":"17"}"#), "17"));
+        assert!(!holds_app(&meta(r#"{"labelValue":17}"#), "17"));
     }
 }
