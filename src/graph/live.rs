@@ -48,6 +48,75 @@ impl LiveGraph {
         self.graph.orphan_dependents = on;
     }
 
+    /// Builds the graph again from its inputs, keeping what was read beside it (the records of a
+    /// teardown, the victims, with `more_victims`); returns each earlier node's new index.
+    async fn rebuild(&mut self, session: &Session, more_victims: &[ObjectId]) -> HashMap<usize, usize> {
+        let earlier = std::mem::take(&mut self.graph);
+        let mut graph = build(&self.inputs, &self.build_options);
+        settle_references(session, &mut graph, &self.objects).await;
+        let moved: HashMap<usize, usize> = earlier
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(index, node)| graph.find(&node.id).map(|now| (index, now)))
+            .collect();
+        // The records a teardown read beside the graph (see `pruning::read_member_records`).
+        for (index, record) in earlier.inventories {
+            if let Some(&now) = moved.get(&index) {
+                graph.inventories.entry(now).or_insert(record);
+            }
+        }
+        graph.victims = earlier
+            .victims
+            .iter()
+            .filter_map(|index| moved.get(index).copied())
+            .chain(more_victims.iter().filter_map(|id| graph.find(id)))
+            .collect();
+        self.graph = graph;
+        moved
+    }
+
+    /// Drops the stayers that no path of edges ties to what the selection chose (the cluster's
+    /// APIServices, other stacks' claims), and what only they refer to: they need nothing of it,
+    /// so a graph shown to a person holds only the ones that order or keep something of it.
+    pub async fn drop_unrelated_stayers(&mut self, session: &Session) {
+        let graph = &self.graph;
+        // What the selection chose, not what is in the graph only because something refers to it.
+        let chosen = |index: usize| {
+            graph.nodes[index].status == crate::graph::NodeStatus::Selected
+                && !self.stayers.contains(&graph.nodes[index].id)
+        };
+        let mut related: HashSet<usize> = (0..graph.nodes.len()).filter(|&i| chosen(i)).collect();
+        loop {
+            let reached: Vec<usize> = graph
+                .all_edges()
+                .chain(graph.unordered.iter())
+                .filter_map(
+                    |edge| match (related.contains(&edge.from), related.contains(&edge.to)) {
+                        (true, false) => Some(edge.to),
+                        (false, true) => Some(edge.from),
+                        _ => None,
+                    },
+                )
+                .collect();
+            if reached.is_empty() {
+                break;
+            }
+            related.extend(reached);
+        }
+        let unrelated: HashSet<ObjectId> = (0..graph.nodes.len())
+            .filter(|index| !related.contains(index))
+            .map(|index| graph.nodes[index].id.clone())
+            .collect();
+        if unrelated.is_empty() {
+            return;
+        }
+        self.inputs.retain(|input| !unrelated.contains(&input.id));
+        self.objects.retain(|id, _| !unrelated.contains(id));
+        self.stayers.retain(|id| !unrelated.contains(id));
+        self.rebuild(session, &[]).await;
+    }
+
     /// Makes nodes of cascade victims — what a planned Namespace or CRD would take with it
     /// (`prune::cascade::find_cascades`) — and builds the graph again with them, so that what
     /// they need is inferred by the same rules as for every other node (a custom resource's
@@ -87,29 +156,8 @@ impl LiveGraph {
             attach_specs(session, &mut inputs).await?;
         }
         self.inputs.extend(inputs);
-        let earlier = std::mem::take(&mut self.graph);
-        let mut graph = build(&self.inputs, &self.build_options);
         self.objects.extend(fresh);
-        settle_references(session, &mut graph, &self.objects).await;
-        let moved: HashMap<usize, usize> = earlier
-            .nodes
-            .iter()
-            .enumerate()
-            .filter_map(|(index, node)| graph.find(&node.id).map(|now| (index, now)))
-            .collect();
-        // The records a teardown read beside the graph (see `pruning::read_member_records`).
-        for (index, record) in earlier.inventories {
-            if let Some(&now) = moved.get(&index) {
-                graph.inventories.entry(now).or_insert(record);
-            }
-        }
-        graph.victims = earlier
-            .victims
-            .iter()
-            .filter_map(|index| moved.get(index).copied())
-            .chain(victim_ids.iter().filter_map(|id| graph.find(id)))
-            .collect();
-        self.graph = graph;
+        let moved = self.rebuild(session, &victim_ids).await;
         Ok(Some(moved))
     }
 }

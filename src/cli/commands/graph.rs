@@ -40,6 +40,7 @@ pub async fn run(global: &GlobalArgs, args: GraphArgs) -> anyhow::Result<u8> {
             };
             if deleting {
                 add_cascades(&session, &mut live, options).await?;
+                live.drop_unrelated_stayers(&session).await;
                 outside_selection(&mut live);
             }
             gaps = std::mem::take(&mut live.gaps);
