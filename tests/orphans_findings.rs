@@ -942,6 +942,12 @@ fn what_an_argo_or_kapp_stack_would_never_prune_is_no_orphan() {
             format!("destination: {{server: https://kubernetes.default.svc, namespace: {d}}}\n  source: {{repoURL: https://git.example.com/app, path: ., kustomize: {{namePrefix: p-}}}}"),
             "builds with spec.source.kustomize.namePrefix",
         ),
+        // Review 20, G1: a Helm chart renders with the Application's release name and values.
+        (
+            "helm",
+            format!("destination: {{server: https://kubernetes.default.svc, namespace: {d}}}\n  source: {{repoURL: https://charts.example.com, chart: web, targetRevision: 1.0.0, helm: {{releaseName: prod}}}}"),
+            "builds with spec.source.chart, spec.source.helm",
+        ),
     ];
     for (case, spec, said) in cases {
         let app = unique(case);

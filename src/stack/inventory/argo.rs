@@ -12,8 +12,9 @@
 //! `controller/state.go` `CompareAppState` lists them from the destination cluster's cache):
 //! nothing of it here is an orphan (review 19, F1). Kustomize overrides in its source
 //! (`namePrefix`, `nameSuffix`, `namespace`, `patches`, `components`: argo-cd
-//! `docs/user-guide/kustomize.md`) rename what it builds, as a Flux Kustomization's do, and
-//! `-f`/`-k` do not reproduce them (review 19, F2).
+//! `docs/user-guide/kustomize.md`), a Helm chart or Helm options, and a config management
+//! plugin make it build other names than the files hold, as a Flux Kustomization's overrides
+//! do, and `-f`/`-k` do not reproduce them (reviews 19 F2 and 20 G1).
 
 use kube::api::{DynamicObject, ListParams};
 use serde_json::Value;
@@ -117,31 +118,49 @@ fn deploys_elsewhere(application: &DynamicObject) -> Option<String> {
 /// files (argo-cd `docs/user-guide/kustomize.md`).
 const RENAMING_OVERRIDES: [&str; 5] = ["namePrefix", "nameSuffix", "namespace", "patches", "components"];
 
-/// An Application's sources: `spec.source`, and each of `spec.sources`.
-fn sources(application: &DynamicObject) -> impl Iterator<Item = &Value> {
-    let single = application.data.pointer("/spec/source").into_iter();
+/// An Application's sources, each with where it is: `spec.source`, and each of `spec.sources`.
+fn sources(application: &DynamicObject) -> impl Iterator<Item = (String, &Value)> {
+    let single = application
+        .data
+        .pointer("/spec/source")
+        .map(|source| ("spec.source".to_string(), source));
     let many = application
         .data
         .pointer("/spec/sources")
         .and_then(Value::as_array)
         .into_iter()
-        .flatten();
-    single.chain(many)
+        .flatten()
+        .enumerate()
+        .map(|(index, source)| (format!("spec.sources[{index}]"), source));
+    single.into_iter().chain(many)
 }
 
-/// Why the Applications build names that `-f`/`-k` do not reproduce: the kustomize overrides of
-/// their sources that are set (see [`super::refuse_renamed`]).
+/// What of one source makes Argo CD build other names than the files hold: its kustomize
+/// overrides ([`RENAMING_OVERRIDES`]); a Helm chart (`chart`) or Helm options (`helm`: the
+/// release name, values and parameters it renders with, argo-cd `docs/user-guide/helm.md`); a
+/// config management plugin (`plugin`: whatever it outputs). Each as `PATH.FIELD`.
+fn build_inputs(path: &str, source: &Value) -> Vec<String> {
+    let overrides = RENAMING_OVERRIDES
+        .iter()
+        .filter(|field| {
+            source
+                .pointer(&format!("/kustomize/{field}"))
+                .is_some_and(super::flux::is_set)
+        })
+        .map(|field| format!("{path}.kustomize.{field}"));
+    let tools = ["chart", "helm", "plugin"]
+        .into_iter()
+        .filter(|field| source.get(*field).is_some_and(super::flux::is_set))
+        .map(|field| format!("{path}.{field}"));
+    overrides.chain(tools).collect()
+}
+
+/// Why the Applications build names that `-f`/`-k` do not reproduce: what of their sources
+/// builds beyond the files ([`build_inputs`]; see [`super::refuse_renamed`]).
 fn renamed_by(applications: &[DynamicObject]) -> Option<String> {
     applications.iter().find_map(|application| {
         let set: Vec<String> = sources(application)
-            .flat_map(|source| {
-                RENAMING_OVERRIDES.iter().filter(move |field| {
-                    source
-                        .pointer(&format!("/kustomize/{field}"))
-                        .is_some_and(super::flux::is_set)
-                })
-            })
-            .map(|field| format!("spec.source.kustomize.{field}"))
+            .flat_map(|(path, source)| build_inputs(&path, source))
             .collect();
         (!set.is_empty()).then(|| format!("Application {} builds with {}", name_of(application), set.join(", ")))
     })
@@ -150,7 +169,10 @@ fn renamed_by(applications: &[DynamicObject]) -> Option<String> {
 /// What the Applications build from, as JSON (see [`StackRecord::build_overrides`]): a source
 /// changed since the plan builds another desired set.
 fn sources_of(applications: &[DynamicObject]) -> Option<String> {
-    let all: Vec<&Value> = applications.iter().flat_map(sources).collect();
+    let all: Vec<&Value> = applications
+        .iter()
+        .flat_map(|application| sources(application).map(|(_, source)| source))
+        .collect();
     (!all.is_empty()).then(|| Value::from(all.into_iter().cloned().collect::<Vec<_>>()).to_string())
 }
 
@@ -228,6 +250,56 @@ async fn control_plane_namespaces(session: &Session) -> Vec<String> {
         Err(err) => {
             tracing::debug!("cannot list the {ARGOCD_CM} ConfigMaps: {err}");
             Vec::new()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn application(spec: Value) -> DynamicObject {
+        let mut object = DynamicObject::new(
+            "app",
+            &kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+                "argoproj.io",
+                "v1alpha1",
+                "Application",
+            )),
+        );
+        object.metadata.namespace = Some("argocd".into());
+        object.data = serde_json::json!({ "spec": spec });
+        object
+    }
+
+    /// Reviews 19 F2 and 20 G1: what builds beyond the files is named where it is.
+    #[test]
+    fn what_builds_beyond_the_files_is_named_by_its_place() {
+        let plain = application(serde_json::json!({"source": {"repoURL": "r", "path": "."}}));
+        assert_eq!(renamed_by(&[plain]), None);
+        let empty_helm = application(serde_json::json!({"source": {"path": ".", "helm": {}}}));
+        assert_eq!(renamed_by(&[empty_helm]), None);
+        let cases = [
+            (
+                serde_json::json!({"source": {"kustomize": {"namePrefix": "p-"}}}),
+                "spec.source.kustomize.namePrefix",
+            ),
+            (
+                serde_json::json!({"source": {"chart": "web", "helm": {"releaseName": "prod"}}}),
+                "spec.source.chart, spec.source.helm",
+            ),
+            (
+                serde_json::json!({"source": {"plugin": {"name": "envsubst"}}}),
+                "spec.source.plugin",
+            ),
+            (
+                serde_json::json!({"sources": [{"path": "."}, {"kustomize": {"nameSuffix": "-x"}}]}),
+                "spec.sources[1].kustomize.nameSuffix",
+            ),
+        ];
+        for (spec, said) in cases {
+            let why = renamed_by(&[application(spec.clone())]).unwrap_or_default();
+            assert_eq!(why, format!("Application argocd/app builds with {said}"), "{spec}");
         }
     }
 }
