@@ -504,14 +504,16 @@ impl GraphNow {
     /// Rule "what dies goes before what it needs", for what the plan could not order: an
     /// object the plan does not delete itself, made or changed since (a custom resource a
     /// planned owner's controller made while an earlier wave waited: order review 19, R), that
-    /// waits on a finalizer an object of the wave serves keeps that object — unless deleting
-    /// that object is what takes it. It dies with the plan, but not before this wave.
+    /// waits on a finalizer an object of the wave serves, or an object the wave's deletion takes
+    /// (an operator a planned owner controls: order review 20, S), keeps that object of the wave
+    /// — unless deleting that object is what takes it. It dies with the plan, but not before
+    /// this wave.
     fn needed_by_dying(&self, wave: &HashSet<usize>, standing: &Standing) -> BTreeMap<usize, KeepReason> {
         let graph = &self.graph;
         let takers = graph.dying_victims(|index| wave.contains(&index));
         let mut found = BTreeMap::new();
         for edge in graph.needs().filter(|edge| edge.kind == EdgeKind::InferredFinalizer) {
-            if !wave.contains(&edge.to) || wave.contains(&edge.from) {
+            if wave.contains(&edge.from) {
                 continue;
             }
             let Some(object) = self.objects.get(&graph.nodes[edge.from].id) else {
@@ -521,16 +523,28 @@ impl GraphNow {
             if standing.planned.contains(object.uid()) || standing.leaving.contains(object.uid()) {
                 continue;
             }
-            if takers
-                .get(&edge.from)
-                .is_some_and(|taken_by| taken_by.contains(&edge.to))
-            {
-                continue;
+            // The need itself, when the wave deletes it; else the wave's objects whose deletion
+            // takes it (an operator a planned owner controls: order review 20, S).
+            let (needed, how) = match wave.contains(&edge.to) {
+                true => (vec![edge.to], String::new()),
+                false => (
+                    takers.get(&edge.to).cloned().unwrap_or_default(),
+                    format!("{} dies with it; ", graph.nodes[edge.to].id),
+                ),
+            };
+            let taken_by = takers.get(&edge.from);
+            for index in needed {
+                if taken_by.is_some_and(|taken_by| taken_by.contains(&index)) {
+                    continue;
+                }
+                found.entry(index).or_insert_with(|| KeepReason::Needed {
+                    by: graph.nodes[edge.from].id.to_string(),
+                    edge: format!(
+                        "{}: {how}it dies with the plan, not before this wave",
+                        edge.kind.label()
+                    ),
+                });
             }
-            found.entry(edge.to).or_insert_with(|| KeepReason::Needed {
-                by: graph.nodes[edge.from].id.to_string(),
-                edge: format!("{}: it dies with the plan, not before this wave", edge.kind.label()),
-            });
         }
         found
     }
@@ -700,6 +714,70 @@ mod tests {
         assert_eq!(needed.keys().collect::<Vec<_>>(), vec!["uid-grouped", "uid-ks-base"]);
         assert!(needed["uid-ks-base"].contains("dependsOn"), "{needed:?}");
         assert!(needed["uid-grouped"].contains("change-rule"), "{needed:?}");
+    }
+
+    /// Order review 20, S (and 19, R): a custom resource made since the plan under planned owner
+    /// `s1` waits on the operator that planned owner `s2` controls; both owners are in this
+    /// wave. Deleting `s2` takes the operator: `s2` stays until the resource is gone; `s1`,
+    /// whose deletion takes the resource, goes.
+    #[test]
+    fn a_child_made_since_the_plan_keeps_what_takes_its_operator() {
+        let group = "ops.example.com";
+        let object = |group_kind: (&str, &str, bool), namespace: Option<&str>, name: &str, stack: Option<&str>| {
+            let labels: Vec<(&str, &str)> = match stack {
+                Some(stack) => vec![(FLUX_KS_NAME, stack), (FLUX_KS_NAMESPACE, "flux-system")],
+                None => Vec::new(),
+            };
+            let mut meta = meta(&labels, &[]);
+            meta.name = Some(name.into());
+            meta.namespace = namespace.map(Into::into);
+            meta.uid = Some(format!("uid-{name}"));
+            let (g, k, namespaced) = group_kind;
+            Listed::new(Arc::new(kind(g, k, namespaced)), meta)
+        };
+        let owned_by = |mut listed: Listed, owner: &str| {
+            listed.meta.owner_references = Some(vec![OwnerReference {
+                api_version: "example.com/v1".into(),
+                kind: "Gadget".into(),
+                name: owner.into(),
+                uid: format!("uid-{owner}"),
+                controller: Some(true),
+                ..Default::default()
+            }]);
+            listed
+        };
+        let crd = object(
+            ("apiextensions.k8s.io", "CustomResourceDefinition", false),
+            None,
+            "gizmos.ops.example.com",
+            Some("op"),
+        );
+        let s1 = object(("example.com", "Gadget", false), None, "s1", Some("app"));
+        let s2 = object(("example.com", "Gadget", false), None, "s2", Some("app"));
+        let operator = owned_by(
+            object(("apps", "Deployment", true), Some("op"), "controller", Some("op")),
+            "s2",
+        );
+        let mut child = owned_by(object((group, "Gizmo", true), Some("app"), "late", None), "s1");
+        child.meta.finalizers = Some(vec![format!("{group}/cleanup")]);
+        let standing = Standing {
+            leaving: ["uid-s1".into(), "uid-s2".into()].into(),
+            planned: ["uid-s1".into(), "uid-s2".into()].into(),
+            victims: HashSet::new(),
+        };
+        let mut options = BuildOptions {
+            infer: true,
+            ..BuildOptions::default()
+        };
+        options
+            .crd_names
+            .insert((group.into(), "Gizmo".into()), "gizmos.ops.example.com".into());
+        let declaring = [(crd, Vec::new()), (operator, Vec::new()), (child, Vec::new())];
+        let needed = needed_now(&declaring, &[s1, s2], &standing, &options, &HashMap::new());
+        assert_eq!(needed.keys().collect::<Vec<_>>(), vec!["uid-s2"], "{needed:?}");
+        let why = &needed["uid-s2"];
+        assert!(why.contains("needed by Gizmo.ops.example.com/app/late"), "{why}");
+        assert!(why.contains("Deployment.apps/op/controller dies with it"), "{why}");
     }
 
     /// Adversarial review, finding 7: a custom resource made since the plan, with the finalizer
