@@ -341,17 +341,27 @@ spec: {{interval: 10m, targetNamespace: {t}, chart: {{spec: {{chart: podinfo, so
         .iter()
         .map(|name| {
             format!(
-                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {t}\n  labels: {{helm.toolkit.fluxcd.io/name: {hr}, helm.toolkit.fluxcd.io/namespace: {f}}}\n"
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {t}\n  labels: {{helm.toolkit.fluxcd.io/name: {hr}, helm.toolkit.fluxcd.io/namespace: {f}}}\n  annotations: {{meta.helm.sh/release-name: {release}, meta.helm.sh/release-namespace: {t}}}\n"
             )
         })
         .collect();
     apply(&objects);
+    // helm-controller's status: the release, stored in the HelmRelease's namespace, installed in
+    // the target (its history snapshot's `namespace`); Helm's marks name the target namespace
+    // (helm/helm `pkg/action` `setMetadataVisitor(rel.Name, rel.Namespace)`). Review 19, M-F4:
+    // the two marks are one stack, not "also tracked by" another.
+    let status = format!(
+        r#"{{"status":{{"storageNamespace":"{f}","history":[{{"name":"{release}","namespace":"{t}","version":1,"status":"deployed","chartName":"podinfo","chartVersion":"1.0.0","configDigest":"sha256:0","digest":"sha256:0","firstDeployed":"2026-01-01T00:00:00Z","lastDeployed":"2026-01-01T00:00:00Z"}}]}}}}"#
+    );
+    patch_status("helmrelease", &hr, f, &status);
     let chart = temp_file("rendered.yaml", &rendered(&["settings"]));
     let chart = chart.to_str().unwrap();
     let only_old = set(&[format!("ConfigMap/{t}/old")]);
     for selection in [
         vec!["-A", "--tracker", &format!("flux-helm={hr}.{f}")],
         vec!["-A", "-l", &format!("helm.toolkit.fluxcd.io/name={hr}")],
+        vec!["-n", t, "--tracker", &format!("flux-helm={hr}.{f}")],
+        vec!["-n", t, "--tracker", &format!("helm={release}.{t}")],
     ] {
         let found = stack(
             &[

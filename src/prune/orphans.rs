@@ -430,8 +430,16 @@ fn same_stack(a: &Mark, b: &Mark) -> bool {
         _ => return false,
     };
     let name = &helm_release.value.name;
-    helm.value.namespace == helm_release.value.namespace
-        && (helm.value.name == *name || helm.value.name.ends_with(&format!("-{name}")))
+    // helm-controller installs into `spec.targetNamespace` as release `<targetNamespace>-<name>`:
+    // the Helm mark then names the target namespace, not the HelmRelease's.
+    let in_target = helm
+        .value
+        .namespace
+        .as_ref()
+        .is_some_and(|target| helm.value.name == format!("{target}-{name}"));
+    in_target
+        || (helm.value.namespace == helm_release.value.namespace
+            && (helm.value.name == *name || helm.value.name.ends_with(&format!("-{name}"))))
 }
 
 /// The stacks the objects belong to, each named by one of its marks: marks of one stack that

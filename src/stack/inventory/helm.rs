@@ -62,12 +62,16 @@ pub(super) async fn flux_helm_record(
             ) {
                 return Err(super::prunes_nothing(&why));
             }
-            helm_release_of(name, namespace, &object.data)?
+            let named = helm_release_of(name, namespace, &object.data)?;
+            (named.release, named.storage)
         }
         // An uninstall takes the release its status records (see `uninstalled_release_of`).
         HelmRevision::Latest => match uninstalled_release_of(&object.data) {
             Some(found) => found,
-            None => helm_release_of(name, namespace, &object.data)?,
+            None => {
+                let named = helm_release_of(name, namespace, &object.data)?;
+                (named.release, named.storage)
+            }
         },
     };
     match load_helm(session, &release, &storage, revision).await {
@@ -85,11 +89,11 @@ pub(super) async fn flux_helm_record(
                     _ => {}
                 }
             }
+            // The release is named by the namespace its objects' `meta.helm.sh/release-namespace`
+            // carries (the release's own, `spec.targetNamespace`), not by where it is stored.
+            let release_mark = found.tracker.value.clone();
             let mut record: StackRecord = found.into();
-            record.helm_release = Some(MarkValue {
-                name: release,
-                namespace: Some(storage),
-            });
+            record.helm_release = release_mark;
             record.flux_helm_release = Some(MarkValue {
                 name: name.to_string(),
                 namespace: Some(namespace.to_string()),
@@ -155,34 +159,62 @@ pub(super) async fn owned_release_record(
     Ok(Some(record))
 }
 
-/// Whether HelmRelease `namespace/name` owns Helm release `release` stored in `storage`, as
-/// helm-controller marks it: its status records the release (fluxcd/helm-controller `api/v2`
-/// `HelmReleaseStatus`: `storageNamespace`, and `history`, the snapshots of the releases it made,
-/// each with its `name`; `internal/action/verify.go` `VerifySnapshot` reads the release by those
-/// and acts only on one whose digest it observed), or, before its first status, its spec names it
-/// ([`helm_release_of`]). helm-controller writes no mark on the release Secret itself.
-pub(super) fn owns_release(name: &str, namespace: &str, object: &Value, release: &str, storage: &str) -> bool {
-    let status_storage = object.pointer("/status/storageNamespace").and_then(Value::as_str);
-    let recorded = status_storage == Some(storage)
-        && object
-            .pointer("/status/history")
-            .and_then(Value::as_array)
-            .is_some_and(|history| {
-                history
-                    .iter()
-                    .any(|snapshot| snapshot.get("name").and_then(Value::as_str) == Some(release))
-            });
-    let named = helm_release_of(name, namespace, object)
-        .is_ok_and(|(named, named_storage)| named == release && named_storage == storage);
+/// Whether HelmRelease `namespace/name` owns Helm release `release` of namespace
+/// `release_namespace` (the one its objects' `meta.helm.sh/release-namespace` names, wherever
+/// the release is stored), as helm-controller marks it: its status records the release
+/// (fluxcd/helm-controller `api/v2` `HelmReleaseStatus.history`, the snapshots of the releases it
+/// made, each with its `name` and `namespace`; `internal/action/verify.go` `VerifySnapshot` reads
+/// the release by those and acts only on one whose digest it observed), or, before its first
+/// status, its spec names it ([`helm_release_of`]). helm-controller writes no mark on the release
+/// Secret itself.
+pub(super) fn owns_release(
+    name: &str,
+    namespace: &str,
+    object: &Value,
+    release: &str,
+    release_namespace: &str,
+) -> bool {
+    let spec_named = helm_release_of(name, namespace, object);
+    let spec_namespace = spec_named.as_ref().ok().map(|named| named.namespace.as_str());
+    let recorded = object
+        .pointer("/status/history")
+        .and_then(Value::as_array)
+        .is_some_and(|history| {
+            history.iter().any(|snapshot| {
+                let snapshot_namespace = snapshot
+                    .get("namespace")
+                    .and_then(Value::as_str)
+                    .filter(|ns| !ns.is_empty())
+                    .or(spec_namespace);
+                snapshot.get("name").and_then(Value::as_str) == Some(release)
+                    && snapshot_namespace == Some(release_namespace)
+            })
+        });
+    let named = spec_named
+        .as_ref()
+        .is_ok_and(|named| named.release == release && named.namespace == release_namespace);
     recorded || named
 }
 
-/// The Helm release a HelmRelease manages and the namespace its storage Secret is in, as
-/// helm-controller names them (fluxcd/helm-controller `api/v2/helmrelease_types.go`
-/// `GetReleaseName`: `spec.releaseName`, else `<targetNamespace>-<name>`, else `<name>`;
-/// `GetStorageNamespace`: `spec.storageNamespace`, else the HelmRelease's namespace). A name
-/// longer than Helm's 53 characters is shortened by helm-controller with a hash: refused.
-pub(super) fn helm_release_of(name: &str, namespace: &str, object: &Value) -> Result<(String, String), UserError> {
+/// The Helm release a HelmRelease manages, as helm-controller names and places it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ReleaseName {
+    /// The release's name (`GetReleaseName`).
+    pub release: String,
+    /// The namespace its storage Secrets are in (`GetStorageNamespace`).
+    pub storage: String,
+    /// The namespace it installs into, which its objects' `meta.helm.sh/release-namespace`
+    /// names (`GetReleaseNamespace`).
+    pub namespace: String,
+}
+
+/// The Helm release a HelmRelease manages, as helm-controller names and places it
+/// (fluxcd/helm-controller `api/v2/helmrelease_types.go` `GetReleaseName`: `spec.releaseName`,
+/// else `<targetNamespace>-<name>`, else `<name>`; `GetStorageNamespace`: `spec.storageNamespace`,
+/// else the HelmRelease's namespace; `GetReleaseNamespace`: `spec.targetNamespace`, else the
+/// HelmRelease's namespace). A name longer than Helm's 53 characters is shortened by
+/// helm-controller with a hash: refused.
+pub(super) fn helm_release_of(name: &str, namespace: &str, object: &Value) -> Result<ReleaseName, UserError> {
     let spec = |field: &str| {
         object
             .pointer(&format!("/spec/{field}"))
@@ -200,8 +232,11 @@ pub(super) fn helm_release_of(name: &str, namespace: &str, object: &Value) -> Re
             "HelmRelease {namespace}/{name}: release name {release:?} is longer than 53 characters, and helm-controller shortens it"
         )));
     }
-    let storage = spec("storageNamespace").unwrap_or_else(|| namespace.to_string());
-    Ok((release, storage))
+    Ok(ReleaseName {
+        release,
+        storage: spec("storageNamespace").unwrap_or_else(|| namespace.to_string()),
+        namespace: target.unwrap_or_else(|| namespace.to_string()),
+    })
 }
 
 /// The release helm-controller uninstalls when a HelmRelease is deleted: the latest of its
@@ -610,26 +645,35 @@ mod tests {
     #[test]
     fn a_helmreleases_release_is_named_as_helm_controller_names_it() {
         let of = |spec: Value| helm_release_of("web", "apps", &serde_json::json!({ "spec": spec })).unwrap();
-        let pair = |release: &str, storage: &str| (release.to_string(), storage.to_string());
-        assert_eq!(of(serde_json::json!({})), pair("web", "apps"));
+        let named = |release: &str, storage: &str, namespace: &str| ReleaseName {
+            release: release.to_string(),
+            storage: storage.to_string(),
+            namespace: namespace.to_string(),
+        };
+        assert_eq!(of(serde_json::json!({})), named("web", "apps", "apps"));
         assert_eq!(
             of(serde_json::json!({"targetNamespace": "shop"})),
-            pair("shop-web", "apps")
+            named("shop-web", "apps", "shop")
         );
         assert_eq!(
             of(serde_json::json!({"targetNamespace": "shop", "releaseName": "store"})),
-            pair("store", "apps")
+            named("store", "apps", "shop")
         );
-        assert_eq!(of(serde_json::json!({"storageNamespace": "helm"})), pair("web", "helm"));
-        assert_eq!(of(serde_json::json!({"releaseName": ""})), pair("web", "apps"));
+        assert_eq!(
+            of(serde_json::json!({"storageNamespace": "helm"})),
+            named("web", "helm", "apps")
+        );
+        assert_eq!(of(serde_json::json!({"releaseName": ""})), named("web", "apps", "apps"));
         let long = "x".repeat(50);
         let refused = helm_release_of(&long, "apps", &serde_json::json!({"spec": {"targetNamespace": "shop"}}));
         assert_eq!(refused.unwrap_err().code, crate::error::exit::REFUSED);
     }
 
-    /// Issue 24 (adversarial review): a HelmRelease owns the release its status records
-    /// (`status.storageNamespace` and a `status.history` snapshot's name), or, before its first
-    /// status, the one its spec names; a release only alike in name is not its own.
+    /// Issue 24 (adversarial review): a HelmRelease owns the release its status records (a
+    /// `status.history` snapshot's name and namespace), or, before its first status, the one its
+    /// spec names; a release only alike in name is not its own. The namespace is the release's
+    /// own (`spec.targetNamespace`), which its objects' marks carry, not the storage's (review
+    /// 19, M-F4).
     #[test]
     fn a_helmrelease_owns_the_release_its_status_records_or_its_spec_names() {
         let status = serde_json::json!({
@@ -642,9 +686,15 @@ mod tests {
         assert!(!owns_release("hr", "s2", &status, "hr", "other"));
         assert!(!owns_release("hr", "s2", &status, "hr2", "s2"));
         let fresh = serde_json::json!({"spec": {"targetNamespace": "shop"}});
-        assert!(owns_release("web", "apps", &fresh, "shop-web", "apps"));
+        assert!(owns_release("web", "apps", &fresh, "shop-web", "shop"));
+        assert!(!owns_release("web", "apps", &fresh, "shop-web", "apps"));
         assert!(!owns_release("web", "apps", &fresh, "web", "apps"));
-        assert!(!owns_release("web", "apps", &fresh, "shop-web", "shop"));
+        let stored_apart = serde_json::json!({
+            "spec": {"targetNamespace": "shop", "storageNamespace": "helm"},
+            "status": {"storageNamespace": "helm", "history": [{"name": "shop-web", "namespace": "shop", "version": 1}]}
+        });
+        assert!(owns_release("web", "apps", &stored_apart, "shop-web", "shop"));
+        assert!(!owns_release("web", "apps", &stored_apart, "shop-web", "helm"));
     }
 
     #[test]
