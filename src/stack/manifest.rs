@@ -340,6 +340,8 @@ fn manifest_entries(path: &Path, reading: Reading) -> Result<Vec<Entry>, UserErr
             let file_type = entry.file_type().ok();
             if file_type.is_some_and(|t| t.is_dir()) {
                 pending.push(child);
+            } else if reading == Reading::Desired && is_rendered_source(&child) {
+                return Err(rendered_source_refused(&child));
             } else if is_manifest_file(&child) && std::fs::metadata(&child).is_ok_and(|m| m.is_file()) {
                 entries.push(Entry::File(child));
             }
@@ -353,6 +355,23 @@ fn entry_path(entry: &Entry) -> &Path {
     match entry {
         Entry::File(path) | Entry::Kustomization(path) => path,
     }
+}
+
+/// A file Argo CD renders into objects when it reads a directory source: Jsonnet
+/// (argoproj/argo-cd `reposerver/repository/repository.go` `findManifests`: every `*.jsonnet`
+/// file is evaluated, with or without `spec.source.directory.jsonnet`).
+fn is_rendered_source(path: &Path) -> bool {
+    path.extension().and_then(|e| e.to_str()) == Some("jsonnet")
+}
+
+/// A desired set holding a file its tool renders into objects is not read without them: what
+/// the file makes would otherwise be called an orphan.
+fn rendered_source_refused(path: &Path) -> UserError {
+    UserError::usage(format!(
+        "{}: a Jsonnet file, which Argo CD renders into objects; a desired set is read whole or not at all",
+        path.display()
+    ))
+    .hint("render it (`jsonnet FILE`) and pass the output with -f, or give only the paths that hold plain manifests")
 }
 
 fn is_manifest_file(path: &Path) -> bool {
@@ -766,6 +785,12 @@ mod tests {
                 "flux.yaml",
                 "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Component\n",
                 "a kustomize configuration",
+            ),
+            // Argo CD renders a directory source's Jsonnet (its objects are desired).
+            (
+                "app.jsonnet",
+                "{apiVersion: 'v1', kind: 'ConfigMap', metadata: {name: 'made'}}",
+                "a Jsonnet file",
             ),
         ] {
             let root = repository(&[("apps/web.yaml", OBJECT), (&format!("apps/{name}"), text)]);
