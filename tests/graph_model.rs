@@ -3550,3 +3550,62 @@ fn the_recheck_keeps_an_operator_a_child_made_since_the_plan_needs() {
         done.stderr
     );
 }
+
+/// Order review 20, V: the operator's Deployment controller-owns a custom resource carrying the
+/// operator's own finalizer (operators that make their own default resource). Deleting the
+/// Deployment takes the resource only once the Deployment is gone, and nothing finalizes it
+/// then: no order of waves helps, so the plan says so before asking (it named nothing, and the
+/// run hung).
+#[test]
+fn a_plan_tells_of_a_custom_resource_its_own_operator_owns_and_finalizes() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gmv");
+    let f = flux.0.clone();
+    let run = unique("gmv");
+    let group = own_group(&run);
+    let resource = format!("gizmos.{group}");
+    let op_ns = format!("{run}-op");
+    let finalizer = format!("{group}/cleanup");
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &op_ns);
+    leftovers.object("namespace", &op_ns);
+    leftovers.object("crd", &resource);
+    let op = flux_labels("op", &f);
+    let kept_crd = crd(&group, "Gizmo", "gizmos", &op).replace(
+        "metadata: {name: ",
+        "metadata: {annotations: {kustomize.toolkit.fluxcd.io/prune: disabled}, name: ",
+    );
+    apply(&format!(
+        "{}{kept_crd}{}",
+        kustomization("op", &f, ""),
+        operator(&op_ns, "controller", &op),
+    ));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    let controller_uid = uid_of("deployment", Some(&op_ns), "controller");
+    apply(&format!(
+        r#"apiVersion: {group}/v1
+kind: Gizmo
+metadata:
+  name: default
+  namespace: {op_ns}
+  finalizers: [{finalizer}]
+  ownerReferences: [{{apiVersion: apps/v1, kind: Deployment, name: controller, uid: {controller_uid}, controller: true, blockOwnerDeletion: true}}]
+"#
+    ));
+    record_flux_inventories(&f);
+    let planned = stack(&["prune", "-n", &f, "kustomization/op", "--dry-run", "-o", "json"]).expect_code(0);
+    let told = json_lines(&planned.stdout)
+        .iter()
+        .filter_map(|line| line.get("warnings"))
+        .flat_map(|w| w.as_array().cloned().unwrap_or_default())
+        .filter_map(|w| w.as_str().map(str::to_string))
+        .collect::<Vec<_>>();
+    let expected =
+        format!("Gizmo.{group}/{op_ns}/default dies with Deployment.apps/{op_ns}/controller, which finalizes it");
+    assert!(
+        told.iter().any(|t| t.contains(&expected)),
+        "{told:?}\n{}",
+        planned.stdout
+    );
+}

@@ -146,7 +146,19 @@ pub fn planning_order(graph: &Graph, targets: &HashSet<usize>) -> DiGraph<usize,
 /// order of waves helps it.
 fn add_victim_orders(graph: &Graph, targets: &HashSet<usize>, order: &mut DiGraph<usize, ()>) -> Vec<String> {
     let orders = graph.victim_orders(targets);
-    let mut unsatisfied = Vec::new();
+    let mut unsatisfied: Vec<String> = graph
+        .needs_its_taker(targets)
+        .into_iter()
+        .map(|(victim, taker)| {
+            let told = format!(
+                "{victim} dies with {taker}, which finalizes it (inferred: finalizer): the garbage collector deletes it only once {taker} is gone, so it may hang on its finalizers; delete {victim} first, or keep {taker}",
+                victim = graph.nodes[victim].id,
+                taker = graph.nodes[taker].id,
+            );
+            tracing::warn!("{told}");
+            told
+        })
+        .collect();
     if orders.is_empty() {
         return unsatisfied;
     }

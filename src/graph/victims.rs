@@ -223,6 +223,24 @@ impl Graph {
         found
     }
 
+    /// What no order of waves can help (order review 20, V): a node the plan's deletion takes
+    /// (through its owners, its Namespace or its CRD) that carries the finalizer of the very
+    /// planned object whose deletion takes it (a custom resource its operator's Deployment
+    /// controller-owns). The garbage collector deletes it only once that object is gone, and then
+    /// nothing finalizes it. Each as (the node, the planned object it needs and that takes it).
+    pub fn needs_its_taker(&self, planned: &HashSet<usize>) -> Vec<(usize, usize)> {
+        let holders = self.dying_victims(|index| planned.contains(&index));
+        let mut found: Vec<(usize, usize)> = self
+            .needs()
+            .filter(|edge| edge.kind == EdgeKind::InferredFinalizer && planned.contains(&edge.to))
+            .filter(|edge| holders.get(&edge.from).is_some_and(|takers| takers.contains(&edge.to)))
+            .map(|edge| (edge.from, edge.to))
+            .collect();
+        found.sort_unstable();
+        found.dedup();
+        found
+    }
+
     /// Rule "what dies goes before what it needs", for planned nodes the garbage collector takes
     /// before their own wave: an operator Deployment owned by a planned object of an earlier wave
     /// (OLM's ClusterServiceVersion) dies with that owner, so every planned object that needs it
@@ -828,6 +846,50 @@ mod tests {
         );
         // Only one owner planned: the other's victim stays, and nothing is ordered.
         assert!(graph.victim_orders(&[0].into()).is_empty());
+    }
+
+    /// Order review 20, V: the operator's Deployment controller-owns a custom resource that
+    /// carries its own finalizer. Deleting the Deployment takes the resource only once the
+    /// Deployment is gone, and nothing finalizes it then: no order helps, and the plan says so.
+    /// Apart from its owner (another planned object takes it) it orders as any victim.
+    #[test]
+    fn a_victim_that_needs_the_very_object_that_takes_it_is_told() {
+        let with_uid = |mut input: NodeInput, uid: &str| {
+            input.uid = Some(uid.to_string());
+            input
+        };
+        let mut cr = with_uid(input("example.com", "Gizmo", Some("op"), "default", None), "uid-cr");
+        cr.finalizers.push("example.com/cleanup".into());
+        cr.owners.push("uid-ctl".into());
+        let inputs = [
+            with_uid(
+                input("apps", "Deployment", Some("op"), "controller", Some("op")),
+                "uid-ctl",
+            ),
+            cr,
+            input(CRD, "CustomResourceDefinition", None, "gizmos.example.com", Some("op")),
+        ];
+        let options = BuildOptions {
+            infer: true,
+            crd_names: [(
+                ("example.com".to_string(), "Gizmo".to_string()),
+                "gizmos.example.com".to_string(),
+            )]
+            .into(),
+            ..Default::default()
+        };
+        let graph = build(&inputs, &options);
+        let planned: HashSet<usize> = [0].into();
+        assert_eq!(graph.needs_its_taker(&planned), [(1, 0)]);
+        let (_, told) = crate::graph::plan::plan_deletion_told(&graph, &planned).unwrap();
+        assert!(
+            told.iter().any(|t| t.starts_with(
+                "Gizmo.example.com/op/default dies with Deployment.apps/op/controller, which finalizes it"
+            )),
+            "{told:?}"
+        );
+        // Not planned, the Deployment takes nothing, and nothing is told.
+        assert!(graph.needs_its_taker(&HashSet::new()).is_empty());
     }
 
     #[test]
