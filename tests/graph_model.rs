@@ -50,6 +50,15 @@ spec:
     )
 }
 
+/// [`crd`] `gizmos.group` of kind `Gizmo`, which its stack keeps on a teardown
+/// (`kustomize.toolkit.fluxcd.io/prune: disabled`).
+fn kept_crd(group: &str, labels: &str) -> String {
+    crd(group, "Gizmo", "gizmos", labels).replace(
+        "metadata: {name: ",
+        "metadata: {annotations: {kustomize.toolkit.fluxcd.io/prune: disabled}, name: ",
+    )
+}
+
 /// A Namespace and, in it, the operator's Deployment `name`, labelled `labels`.
 fn operator(namespace: &str, name: &str, labels: &str) -> String {
     format!(
@@ -516,10 +525,7 @@ fn an_untracked_custom_resource_that_stays_keeps_its_operator() {
     leftovers.object("namespace", &op_ns);
     leftovers.object("crd", &resource);
     let op5 = flux_labels("op5", &f);
-    let kept_crd = crd(&group, "Gizmo", "gizmos", &op5).replace(
-        "metadata: {",
-        "metadata: {annotations: {kustomize.toolkit.fluxcd.io/prune: disabled}, ",
-    );
+    let kept_crd = kept_crd(&group, &op5);
     apply(&format!(
         "{}{}{}",
         kustomization("op5", &f, ""),
@@ -1145,10 +1151,7 @@ fn an_object_that_dies_with_a_planned_owner_goes_before_the_operator_it_needs() 
     leftovers.object("namespace", &data_ns);
     leftovers.object("crd", &resource);
     let op = flux_labels("op", &f);
-    let kept_crd = crd(&group, "Gizmo", "gizmos", &op).replace(
-        "metadata: {name: ",
-        "metadata: {annotations: {kustomize.toolkit.fluxcd.io/prune: disabled}, name: ",
-    );
+    let kept_crd = kept_crd(&group, &op);
     apply(&format!(
         "{}{kept_crd}{}---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {data_ns}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: parent, namespace: {data_ns}, labels: {op}}}\n",
         kustomization("op", &f, ""),
@@ -1609,10 +1612,7 @@ fn a_custom_resource_goes_before_the_owner_that_takes_its_untracked_operator() {
     leftovers.object("clusterrole", &run);
     leftovers.object("clusterrolebinding", &run);
     let op = flux_labels("op", &f);
-    let kept_crd = crd(&group, "Gizmo", "gizmos", &op).replace(
-        "metadata: {name: ",
-        "metadata: {annotations: {kustomize.toolkit.fluxcd.io/prune: disabled}, name: ",
-    );
+    let kept_crd = kept_crd(&group, &op);
     apply(&format!(
         r#"{}{kept_crd}---
 apiVersion: v1
@@ -3572,10 +3572,7 @@ fn a_plan_tells_of_a_custom_resource_its_own_operator_owns_and_finalizes() {
     leftovers.object("namespace", &op_ns);
     leftovers.object("crd", &resource);
     let op = flux_labels("op", &f);
-    let kept_crd = crd(&group, "Gizmo", "gizmos", &op).replace(
-        "metadata: {name: ",
-        "metadata: {annotations: {kustomize.toolkit.fluxcd.io/prune: disabled}, name: ",
-    );
+    let kept_crd = kept_crd(&group, &op);
     apply(&format!(
         "{}{kept_crd}{}",
         kustomization("op", &f, ""),

@@ -1764,3 +1764,70 @@ fn the_recheck_holds_the_values_a_kustomization_builds_with() {
     );
     assert!(exists("configmap", Some(f), "b-kept"), "{}", run.stderr);
 }
+
+/// Membership review 21, F1a and F1b: kustomize-controller writes each applied object into its
+/// inventory as a cli-utils `ObjMetadata` string (`:` in an RBAC name written `__`) and diffs the
+/// old and new inventories as parsed back (`__` read as `:`; a name still holding `_` fails the
+/// parse: fluxcd/kustomize-controller `internal/inventory/inventory.go` `Diff`; cli-utils
+/// `pkg/object/objmetadata.go`). (a) A desired ClusterRole `x__viewer` is recorded under the id
+/// of the live `x:viewer`, so Flux keeps `x:viewer`: no orphan, and a prune deletes nothing.
+/// (b) A desired ClusterRole `x_new` cannot be read back, so Flux's diff fails and it prunes
+/// nothing: no orphan either.
+#[test]
+fn a_flux_rbac_name_is_compared_as_kustomize_controller_reads_its_inventory_back() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("rbf");
+    let f = &flux.0;
+    let run = unique("rbf");
+    let (viewer, keep, old) = (format!("{run}:viewer"), format!("{run}-keep"), format!("{run}-old"));
+    let _dropped: Vec<DeleteOnDrop> = [&viewer, &keep, &old]
+        .into_iter()
+        .map(|name| DeleteOnDrop("clusterrole", name.clone()))
+        .collect();
+    let labels = flux_labels("rbf", f);
+    let role = |name: &str, labels: &str| {
+        format!("---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: \"{name}\"\n  labels: {labels}\nrules: []\n")
+    };
+    apply(&format!(
+        "---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: rbf, namespace: {f}}}\nspec: {{interval: 5m, path: ./, prune: true, sourceRef: {{kind: GitRepository, name: x}}}}\n{}{}{}",
+        role(&viewer, &labels),
+        role(&keep, &labels),
+        role(&old, &labels)
+    ));
+    let entry = |name: &str| format!("_{}_rbac.authorization.k8s.io_ClusterRole", name.replace(':', "__"));
+    let inventory = format!("flux=rbf.{f}");
+    let selector = "kustomize.toolkit.fluxcd.io/name=rbf".to_string();
+    for (case, recorded, desired) in [
+        ("a", [&viewer, &keep], format!("{run}__viewer")),
+        ("b", [&old, &keep], format!("{run}_new")),
+    ] {
+        set_flux_inventory("rbf", f, &recorded.map(|name| entry(name)));
+        let desired = temp_file("desired.yaml", &(role(&desired, "{}") + &role(&keep, "{}")));
+        let desired = desired.to_str().unwrap();
+        for selection in [["--inventory", &inventory], ["-l", &selector]] {
+            let found = stack(&[&["orphans", "-A", "-f", desired, "-o", "name"][..], &selection[..]].concat());
+            assert!(
+                found.stdout.trim().is_empty() && matches!(found.code, 0 | 4),
+                "{case} {selection:?}: exit {}\n{}\n{}",
+                found.code,
+                found.stdout,
+                found.stderr
+            );
+        }
+        let pruned = stack(&["prune", "-A", "--inventory", &inventory, "-f", desired, "--yes"]);
+        assert!(
+            matches!(pruned.code, 0 | 4),
+            "{case}: {}\n{}",
+            pruned.stdout,
+            pruned.stderr
+        );
+        for name in recorded {
+            assert!(
+                exists("clusterrole", None, name),
+                "{case}: {name} was deleted\n{}",
+                pruned.stderr
+            );
+        }
+    }
+}

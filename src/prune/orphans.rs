@@ -234,6 +234,11 @@ async fn desired_of(
         report_resolution(&set);
         set
     });
+    let preset = selection.tracker.as_ref().map(|tracker| tracker.preset);
+    if let Some(why) = resolved.as_ref().and_then(|set| unreadable_by_its_tool(preset, set)) {
+        return Err(UserError::refused(why)
+            .hint("Flux's inventory cannot hold such a name; rename the object, or compare without it"));
+    }
     if manifests.is_none() {
         tracing::warn!(
             "an inventory alone is what the tool applied last: nothing in it is an orphan, and the tool never deletes what it did not record; give the new desired set with -f/-k to see what it would prune"
@@ -745,7 +750,7 @@ async fn stack_judgement(
         value: Some(value.clone()),
     };
     let manifests = resolve_manifests(judged.manifests, session, &stack);
-    if let Some(why) = unplaced_words(&manifests) {
+    if let Some(why) = unplaced_words(&manifests).or_else(|| unreadable_by_its_tool(Some(*preset), &manifests)) {
         tracing::warn!("{stack_name}: {why}");
         return Err(Unjudged::Unplaced(why));
     }
@@ -909,6 +914,20 @@ fn refuse_unplaced(desired: &Desired) -> Result<(), UserError> {
         (Some(why), Some(first)) => Err(UserError::refused(why).hint(first.by.hint())),
         _ => Ok(()),
     }
+}
+
+/// Why the stack's tool would prune nothing of a desired set whose identities it cannot read
+/// back from the inventory it writes of them: kustomize-controller's diff of the old and new
+/// inventories fails on an RBAC name holding `_` (cli-utils `ParseObjMetadata`: "too many
+/// fields"), as it does on such an entry of the old inventory (membership review 21, F1b).
+fn unreadable_by_its_tool(preset: Option<Preset>, set: &DesiredSet) -> Option<String> {
+    if preset != Some(Preset::Flux) {
+        return None;
+    }
+    let first = set.flux_unreadable.first()?;
+    Some(format!(
+        "{first}: kustomize-controller cannot read its name back from the inventory it writes (a `_` outside `__`), so its diff of the inventories fails and Flux prunes nothing: nothing is an orphan"
+    ))
 }
 
 /// Why a desired set cannot be applied by its stack's tool, if it has unplaced objects.

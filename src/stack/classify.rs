@@ -242,17 +242,22 @@ impl Desired {
     /// Whether the new desired set holds the object, as the tool that would prune it compares:
     /// by identity (group, kind, namespace, name), and for an object Flux v1 tracks (its mark
     /// on it, or `--tracker flux-v1`) also as Flux v1 compares, without the group (see
-    /// [`DesiredSet::holds_flux_v1`]): what Flux v1 keeps is never its orphan. A live version of
+    /// [`DesiredSet::holds_flux_v1`]): what Flux v1 keeps is never its orphan; for an object Flux
+    /// tracks, also as kustomize-controller reads its inventory back ([`DesiredSet::holds_as_flux`]).
+    /// A live version of
     /// a manifest kapp versions is wanted while kapp keeps it ([`LiveVersions::keeps`]).
     pub fn wants(&self, object: &Listed) -> bool {
         let Some(set) = self.manifests.as_ref() else {
             return false;
         };
         let id = object.id();
-        let flux_v1 = self.tracker.as_ref().is_some_and(|t| t.preset == Preset::FluxV1)
-            || marks(&object.meta).iter().any(|m| m.preset == Preset::FluxV1);
+        let marked_by = |preset: Preset| {
+            self.tracker.as_ref().is_some_and(|t| t.preset == preset)
+                || marks(&object.meta).iter().any(|m| m.preset == preset)
+        };
         set.ids.contains(&id)
-            || (flux_v1 && set.holds_flux_v1(&id))
+            || (marked_by(Preset::FluxV1) && set.holds_flux_v1(&id))
+            || (marked_by(Preset::Flux) && set.holds_as_flux(&id))
             || self.live_versions.keeps(object, &set.kapp_versioned)
     }
 

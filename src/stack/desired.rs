@@ -281,6 +281,13 @@ pub struct DesiredSet {
     flux_v1_ids: HashSet<String>,
     /// The manifests kapp versions, by base name ([`crate::stack::kapp_versions`]).
     pub kapp_versioned: VersionedDesired,
+    /// The identities as kustomize-controller reads them back from the inventory it writes of
+    /// them (see [`DesiredSet::holds_as_flux`]).
+    flux_ids: HashSet<ObjectId>,
+    /// The identities kustomize-controller cannot read back from the inventory it writes of them
+    /// (an RBAC name holding `_`): its diff of the old and new inventories then fails, and it
+    /// prunes nothing.
+    pub flux_unreadable: Vec<ObjectId>,
 }
 
 impl DesiredSet {
@@ -301,6 +308,8 @@ impl DesiredSet {
             needs: Needs::default(),
             flux_v1_ids: HashSet::new(),
             kapp_versioned: VersionedDesired::default(),
+            flux_ids: HashSet::new(),
+            flux_unreadable: Vec::new(),
         };
         for manifest in manifests {
             if let Some(unplaced) = unplaced(manifest, scopes, rule) {
@@ -341,6 +350,12 @@ impl DesiredSet {
 
     fn insert(&mut self, id: ObjectId) {
         self.flux_v1_ids.insert(flux_v1_id_of(&id));
+        match ObjectId::from_flux_inventory_id(&id.to_flux_inventory_id()) {
+            Some(read_back) => {
+                self.flux_ids.insert(read_back);
+            }
+            None => self.flux_unreadable.push(id.clone()),
+        }
         self.ids.insert(id);
     }
 
@@ -355,6 +370,8 @@ impl DesiredSet {
             needs: Needs::default(),
             flux_v1_ids: HashSet::new(),
             kapp_versioned: VersionedDesired::default(),
+            flux_ids: HashSet::new(),
+            flux_unreadable: Vec::new(),
         };
         for id in ids {
             set.insert(id);
@@ -371,6 +388,16 @@ impl DesiredSet {
     /// `Certificate` of `certmanager.k8s.io` of the same namespace and name.
     pub fn holds_flux_v1(&self, id: &ObjectId) -> bool {
         self.flux_v1_ids.contains(&flux_v1_id_of(id))
+    }
+
+    /// Whether the set holds an object of this identity as kustomize-controller compares: it
+    /// writes each applied object into its new inventory as a cli-utils `ObjMetadata` string (`:`
+    /// in an RBAC name written `__`) and diffs the old and new inventories as parsed back (`__`
+    /// read as `:`: fluxcd/kustomize-controller `internal/inventory/inventory.go` `Diff`,
+    /// `ListMetadata`; cli-utils `pkg/object/objmetadata.go` `String`, `ParseObjMetadata`). A
+    /// desired ClusterRole `a__b` keeps the live `a:b` (membership review 21, F1a).
+    pub fn holds_as_flux(&self, id: &ObjectId) -> bool {
+        self.flux_ids.contains(id)
     }
 
     /// Whether nothing at all is desired.
@@ -703,5 +730,18 @@ metadata: {name: settings}
                 "{bad}"
             );
         }
+    }
+
+    /// Membership review 21, F1a/F1b: kustomize-controller compares identities as it reads its
+    /// inventory back: `a__b` is `a:b` for every kind, and a name still holding `_` cannot be read.
+    #[test]
+    fn flux_compares_names_as_it_reads_its_inventory_back() {
+        let role = |name: &str| ObjectId::new("rbac.authorization.k8s.io", "ClusterRole", None, name);
+        let set = DesiredSet::from_ids([role("a__b"), role("c_d"), role("e:f")], Origin::Manifests);
+        assert!(set.holds_as_flux(&role("a:b")));
+        assert!(set.holds_as_flux(&role("e:f")));
+        assert!(!set.holds_as_flux(&role("a__b")));
+        assert!(!set.ids.contains(&role("a:b")));
+        assert_eq!(set.flux_unreadable, [role("c_d")]);
     }
 }

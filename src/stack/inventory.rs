@@ -121,8 +121,9 @@ pub struct StackRecord {
     pub target_namespace: Option<String>,
     /// The namespace a namespaced manifest without one takes: a Helm release's namespace.
     pub default_namespace: Option<String>,
-    /// A Flux HelmRelease's Helm release (its name and storage namespace, as helm-controller
-    /// names it): its marks are the HelmRelease's own.
+    /// A Flux HelmRelease's Helm release (its name and the namespace it installs into, as
+    /// helm-controller names it and its objects' Helm marks carry): its marks are the
+    /// HelmRelease's own.
     pub helm_release: Option<MarkValue>,
     /// The Flux HelmRelease whose record this is (its name and namespace), when a HelmRelease
     /// owns the stack's Helm release, whichever preset named it: its marks are the same stack.
