@@ -3606,3 +3606,44 @@ metadata:
         planned.stdout
     );
 }
+
+/// Order review 8's gap, met again by review 21 (T2): an operator that RBAC names (its role
+/// may update an operator's API group) goes before the ServiceAccount and RBAC it runs with even
+/// when nothing it finalizes exists at plan time, so a custom resource made mid-run still finds
+/// it able to finalize (before, all four went in one wave).
+#[test]
+fn an_operator_goes_before_its_rbac_with_nothing_to_finalize_yet() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gmt2");
+    let f = flux.0.clone();
+    let op_ns = Namespace::new("gmt2-op");
+    let o = op_ns.0.clone();
+    let run = unique("gmt2");
+    let group = own_group(&run);
+    let mut leftovers = Leftovers::new();
+    leftovers.object("clusterrole", &run);
+    leftovers.object("clusterrolebinding", &run);
+    let op = flux_labels("op", &f);
+    let rules = format!("[{{apiGroups: [{group}], resources: [dooms, dooms/finalizers], verbs: [get, list, watch, update]}}]");
+    apply(&format!(
+        "{}{}",
+        kustomization("op", &f, ""),
+        operator_with_rbac(&o, "controller", &run, &rules, ONE_CONTAINER, &op)
+    ));
+    record_flux_inventories(&f);
+    let planned = stack(&["prune", "-n", &f, "kustomization/op", "--dry-run", "-o", "json"]).expect_code(0);
+    let lines = json_lines(&planned.stdout);
+    let operator = planned_wave(&lines, "Deployment", "controller");
+    for (kind, name) in [
+        ("ServiceAccount", "controller"),
+        ("ClusterRoleBinding", run.as_str()),
+        ("ClusterRole", run.as_str()),
+    ] {
+        assert!(
+            operator < planned_wave(&lines, kind, name),
+            "the operator goes before {kind}/{name}: {}",
+            planned.stdout
+        );
+    }
+}

@@ -497,12 +497,15 @@ fn finalizer_edges(objects: &Objects, known: &Known, edges: &mut Vec<Edge>) {
             push_all(edges, index, found.iter().copied(), EdgeKind::InferredFinalizer);
         }
     }
+    // An operator RBAC names goes before its RBAC even when nothing it finalizes exists yet: a
+    // custom resource made mid-run needs both (order review 8, and 21's T2).
     let operators: BTreeSet<usize> = controllers
         .values()
         .chain(of_groups.values())
         .chain(fallbacks.values())
         .flatten()
         .copied()
+        .chain(rbac::operators_by_rbac(objects))
         .collect();
     operators_run_with(objects, &operators, edges);
 }

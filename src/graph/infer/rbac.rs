@@ -53,6 +53,10 @@ pub(super) enum Ask<'a> {
         /// Whether `resources: ["*"]` of that group counts.
         any_resource: bool,
     },
+    /// May update or patch the objects of some operator's API group (not one of Kubernetes'
+    /// own): the workloads bound so run an operator, whether or not any object it finalizes
+    /// exists yet (order review 8 and 21: a custom resource made mid-run needs it and its RBAC).
+    UpdatesAnOperatorGroup,
     /// May `create` (or `delete`) PersistentVolumes, as an external provisioner must do both:
     /// RBAC grants the union of every rule of every role bound to an account, so each verb is
     /// asked alone and the accounts that get both are the provisioners (order review 12, F3).
@@ -81,6 +85,7 @@ impl Ask<'_> {
                 resource,
                 any_resource,
             } => !default && rule_grants(rule, group, resource, any_resource, &["update", "patch"]),
+            Ask::UpdatesAnOperatorGroup => updates(rule) && names_group(rule, is_operator_group),
             Ask::WritesVolumes(verb) => !default && rule_grants(rule, "", "persistentvolumes", false, &[verb]),
         }
     }
@@ -344,6 +349,12 @@ pub(super) fn writers_of(objects: &Objects, group: &str, resource: &str, any_res
 /// CRD is no node of the graph.
 pub(super) fn operators_of_domain(objects: &Objects, domain: &str) -> BTreeSet<usize> {
     workloads_of_roles(objects, roles_where(objects, Ask::OperatesDomain(domain)))
+}
+
+/// The workloads RBAC names as an operator of any operator's API group
+/// ([`Ask::UpdatesAnOperatorGroup`]), whether or not an object they finalize exists yet.
+pub(super) fn operators_by_rbac(objects: &Objects) -> BTreeSet<usize> {
+    workloads_of_roles(objects, roles_where(objects, Ask::UpdatesAnOperatorGroup))
 }
 
 /// Whether an API group may be an operator's: it has a dot and is none of Kubernetes' own

@@ -1031,6 +1031,40 @@ fn an_operator_needs_the_rbac_it_finalizes_with_from_any_stack() {
     );
 }
 
+/// Order review 8's gap, met again by review 21 (T2): an operator RBAC names (it may update an
+/// operator's API group) goes before the ServiceAccount and RBAC it runs with even when nothing
+/// it finalizes exists at plan time: a custom resource made mid-run needs them all. A workload
+/// whose RBAC writes only Kubernetes' own groups (leader election) is no operator.
+#[test]
+fn an_operator_rbac_names_goes_before_its_rbac_with_nothing_to_finalize_yet() {
+    let operator_rules = json!([{"apiGroups": ["ops.example.com"], "resources": ["gizmos", "gizmos/finalizers"], "verbs": ["get", "update"]}]);
+    let election_rules = json!([{"apiGroups": ["coordination.k8s.io", ""], "resources": ["leases", "configmaps"], "verbs": ["get", "update"]}]);
+    let mut inputs = vec![
+        workload_as("operator", "operator", "op", json!({})),
+        object("", "ServiceAccount", Some("op"), "operator", Some("op")),
+        workload_as("elected", "elected", "op", json!({})),
+        object("", "ServiceAccount", Some("op"), "elected", Some("op")),
+    ];
+    inputs.extend(role_for("operator", "operator", "op", operator_rules));
+    inputs.extend(role_for("elected", "elected", "op", election_rules));
+    let graph = build(&inputs, &options());
+    let found: Vec<(String, String, EdgeKind)> = graph
+        .inferred
+        .iter()
+        .map(|e| (graph.nodes[e.from].id.name.clone(), graph.nodes[e.to].id.to_string(), e.kind))
+        .collect();
+    assert_eq!(
+        targets(&found, "operator", EdgeKind::InferredRunsWith),
+        [
+            "ClusterRole.rbac.authorization.k8s.io/operator",
+            "ClusterRoleBinding.rbac.authorization.k8s.io/operator",
+            "ServiceAccount/op/operator"
+        ],
+        "{found:?}"
+    );
+    assert!(targets(&found, "elected", EdgeKind::InferredRunsWith).is_empty(), "{found:?}");
+}
+
 /// A Deployment of stack `stack` in `op` whose pods run as ServiceAccount `account`, with `pod`
 /// merged into its pod spec.
 fn workload_as(name: &str, account: &str, stack: &str, pod: Value) -> NodeInput {
@@ -1589,7 +1623,11 @@ fn every_role_the_inference_asks_about_is_read_whole() {
         "persistentvolumes",
         "*/finalizers",
     ];
-    let mut asks: Vec<Ask> = vec![Ask::WritesVolumes("create"), Ask::WritesVolumes("delete")];
+    let mut asks: Vec<Ask> = vec![
+        Ask::WritesVolumes("create"),
+        Ask::WritesVolumes("delete"),
+        Ask::UpdatesAnOperatorGroup,
+    ];
     for group in groups {
         asks.push(Ask::UpdatesGroup(group));
         asks.push(Ask::OperatesDomain(group));
