@@ -3625,7 +3625,8 @@ fn an_operator_goes_before_its_rbac_with_nothing_to_finalize_yet() {
     leftovers.object("clusterrole", &run);
     leftovers.object("clusterrolebinding", &run);
     let op = flux_labels("op", &f);
-    let rules = format!("[{{apiGroups: [{group}], resources: [dooms, dooms/finalizers], verbs: [get, list, watch, update]}}]");
+    let rules =
+        format!("[{{apiGroups: [{group}], resources: [dooms, dooms/finalizers], verbs: [get, list, watch, update]}}]");
     apply(&format!(
         "{}{}",
         kustomization("op", &f, ""),
@@ -3646,4 +3647,80 @@ fn an_operator_goes_before_its_rbac_with_nothing_to_finalize_yet() {
             planned.stdout
         );
     }
+}
+
+/// Order review 19, P: a planned claim bound to a volume whose reclaim policy is `Delete` takes
+/// that volume (the PV controller deletes it, and its data, once the claim is gone). A volume
+/// that another stack tracks and keep-marks is named as the claim's victim; one a provisioner
+/// made for its claim goes with it; a `Retain` volume stays. (Plan only: this cluster runs no
+/// PV controller.)
+#[test]
+fn a_planned_claim_names_the_volume_it_would_reclaim() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gmpv");
+    let f = flux.0.clone();
+    let app = Namespace::new("gmpv-app");
+    let a = app.0.clone();
+    let run = unique("gmpv");
+    let mut leftovers = Leftovers::new();
+    let app_labels = flux_labels("app", &f);
+    let storage = flux_labels("storage", &f);
+    let claim = |name: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {name}, namespace: {a}, labels: {app_labels}}}\nspec: {{storageClassName: \"\", volumeName: {run}-{name}, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Gi}}}}}}\n"
+        )
+    };
+    apply(&format!(
+        "{}{}{}{}{}",
+        kustomization("app", &f, ""),
+        kustomization("storage", &f, ""),
+        claim("kept"),
+        claim("dynamic"),
+        claim("retained")
+    ));
+    let mut volume = |name: &str, policy: &str, meta: &str| {
+        leftovers.object("persistentvolume", &format!("{run}-{name}"));
+        let uid = uid_of("persistentvolumeclaim", Some(&a), name);
+        format!(
+            "---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {run}-{name}, {meta}}}\nspec: {{capacity: {{storage: 1Gi}}, accessModes: [ReadWriteOnce], persistentVolumeReclaimPolicy: {policy}, storageClassName: \"\", hostPath: {{path: /tmp/{run}-{name}}}, claimRef: {{namespace: {a}, name: {name}, uid: {uid}}}}}\n"
+        )
+    };
+    let volumes = [
+        volume(
+            "kept",
+            "Delete",
+            &format!("labels: {storage}, annotations: {{helm.sh/resource-policy: keep}}"),
+        ),
+        volume(
+            "dynamic",
+            "Delete",
+            "annotations: {pv.kubernetes.io/provisioned-by: csi.example.com}",
+        ),
+        volume("retained", "Retain", &format!("labels: {storage}")),
+    ];
+    apply(&volumes.concat());
+    record_flux_inventories(&f);
+    let planned = stack(&["prune", "-n", &f, "kustomization/app", "--dry-run", "-o", "json"]);
+    let lines = json_lines(&planned.stdout);
+    let cascades = plan_line(&lines)["cascades"].as_array().unwrap().clone();
+    let victims: Vec<(String, String)> = cascades
+        .iter()
+        .flat_map(|c| {
+            let holder = c["holder"]["name"].as_str().unwrap().to_string();
+            c["victims"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(move |v| (holder.clone(), v["id"]["name"].as_str().unwrap().to_string()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(
+        victims,
+        [("kept".to_string(), format!("{run}-kept"))],
+        "{}\n{}",
+        planned.stdout,
+        planned.stderr
+    );
 }

@@ -647,3 +647,64 @@ fn a_recorded_version_no_longer_served_since_the_plan_keeps_its_object() {
     assert_eq!(still.code, 0, "the Widget was deleted: {}", run.stderr);
     kubectl(&["delete", "crd", &crd, "--wait=false"]);
 }
+
+/// Order review 19, P, at the re-check: stack `a`'s claim `data` (after `holder`, which a
+/// finalizer holds, so wave 1 waits) is bound to a volume a provisioner made for it, with
+/// reclaim policy `Delete`: at plan time the volume goes with its claim. While wave 1 waits, the
+/// volume is given a keep marker: deleting the claim would now make the PV controller delete
+/// it. The re-check drops the claim (the plan's own rule, `cascade::volumes`).
+#[test]
+fn a_volume_keep_marked_since_the_plan_keeps_its_claim() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("newkeptpv");
+    let n = ns.0.clone();
+    let la = flux_labels("a", &n);
+    let volume = ClusterObject("persistentvolume", unique("r19p-pv"));
+    apply(&format!(
+        r#"{a}apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: holder
+  namespace: {n}
+  labels: {la}
+  finalizers: [{HOLD}]
+  annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/PersistentVolumeClaim/data}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: data, namespace: {n}, labels: {la}}}
+spec: {{storageClassName: "", volumeName: {v}, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Mi}}}}}}
+"#,
+        a = ks("a", &n),
+        v = volume.1,
+    ));
+    let claim_uid = uid_of("persistentvolumeclaim", Some(&n), "data");
+    apply(&format!(
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {v}, annotations: {{pv.kubernetes.io/provisioned-by: csi.example.com}}}}\nspec: {{capacity: {{storage: 1Mi}}, accessModes: [ReadWriteOnce], persistentVolumeReclaimPolicy: Delete, storageClassName: \"\", hostPath: {{path: /tmp/{v}}}, claimRef: {{namespace: {n}, name: data, uid: {claim_uid}}}}}\n",
+        v = volume.1
+    ));
+    record_flux_inventories(&n);
+    let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", &n, "holder")
+    });
+    kubectl_ok(&[
+        "annotate",
+        "persistentvolume",
+        &volume.1,
+        "helm.sh/resource-policy=keep",
+    ]);
+    release_finalizers("configmap/holder", &n);
+    let run = finish(child).expect_code(5);
+    let stderr = &run.stderr;
+    assert!(!exists("configmap", Some(&n), "holder"), "{stderr}");
+    assert!(exists("persistentvolumeclaim", Some(&n), "data"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "dropped: PersistentVolumeClaim/{n}/data: its deletion would make the PV controller delete PersistentVolume/{}",
+            volume.1
+        )) && stderr.contains("found by the re-check"),
+        "{stderr}"
+    );
+}

@@ -7,6 +7,7 @@
 //! lists it again with the same function and judges it with the same [`victims`].
 
 pub mod owners;
+pub mod volumes;
 
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -465,7 +466,8 @@ fn merged(cascades: Vec<Cascade>) -> Vec<Cascade> {
 }
 
 /// The cascades of the plan that would take something beyond it — of its Namespaces and CRDs
-/// (their content), and of its objects as owners ([`owners::owner_cascades`]) — and the victims as
+/// (their content), of its objects as owners ([`owners::owner_cascades`]) and of its claims as
+/// their volumes' ([`volumes::volume_cascades`]) — and the victims as
 /// listed, with what a planned object controls that may run a controller
 /// ([`owners::controlled_children`]; the plan's graph makes nodes of them all: see
 /// [`crate::graph::live::LiveGraph::add_victims`]).
@@ -500,6 +502,19 @@ pub async fn find_cascades(
                 found.push(cascade);
             }
         }
+    }
+    // A planned claim takes the volume the PV controller reclaims once it is gone, whatever
+    // the cascade (order review 19, P).
+    let volumes = volumes::bound_volumes(client, catalog, &planned).await;
+    for cascade in volumes::volume_cascades(&volumes, &planned, &names, counted) {
+        let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
+        taken.extend(
+            volumes
+                .iter()
+                .filter(|v| victims.contains(v.listed.uid()))
+                .map(|v| v.listed.clone()),
+        );
+        found.push(cascade);
     }
     // Deleted with `--cascade=orphan`, the planned objects take nothing they own; their
     // Namespaces' and CRDs' content still dies, and what it owns (review 17, F1).

@@ -27,6 +27,7 @@ use crate::graph::MemberRecord;
 use crate::model::identity::ObjectId;
 use crate::model::trackers::{Preset, Selection};
 use crate::prune::cascade::owners::{owned_around, owner_cascades, Counted};
+use crate::prune::cascade::volumes::{bound_volumes, plans_a_claim, volume_cascades};
 use crate::prune::cascade::{contents, held_by_dying, unknown_content, victims, victims_dependents, Planned};
 use crate::prune::execute::{CheckedWave, Target, WaveGuard};
 use crate::prune::suspend::Suspensions;
@@ -282,6 +283,7 @@ impl Recheck {
         )
         .await;
         self.judge_owned(&mut checked, &owned);
+        self.judge_volumes(&mut checked).await;
         self.judge_dying_holders(&mut checked, &owned).await;
         self.lift_suspensions(&mut checked).await;
         for (target, _) in &checked.dropped {
@@ -433,6 +435,35 @@ impl Recheck {
             if let Some(victim) = cascade.victims.iter().find(|v| !self.accepted_victims.contains(&v.uid)) {
                 let why = format!(
                     "its deletion would take {} ({}), which is not pruned (found by the re-check)",
+                    victim.id, victim.why
+                );
+                taking.insert(cascade.holder, why);
+            }
+        }
+        drop_taking(checked, taking);
+    }
+
+    /// Drops the wave's claims whose deletion would now make the PV controller reclaim a volume
+    /// the plan did not accept as a victim (the plan's own rule, [`volume_cascades`]).
+    async fn judge_volumes(&self, checked: &mut CheckedWave) {
+        let wave = Planned {
+            ids: checked.targets.iter().map(|t| t.id.clone()).collect(),
+            ..Planned::default()
+        };
+        if !plans_a_claim(&wave) {
+            return;
+        }
+        let (planned, names) = self.still_planned();
+        let volumes = bound_volumes(&self.client, &self.catalog, &wave).await;
+        let counted = Counted {
+            torn_down: &self.torn_down,
+            kept: &self.kept,
+        };
+        let mut taking: HashMap<ObjectId, String> = HashMap::new();
+        for cascade in volume_cascades(&volumes, &planned, &names, &counted) {
+            if let Some(victim) = cascade.victims.iter().find(|v| !self.accepted_victims.contains(&v.uid)) {
+                let why = format!(
+                    "its deletion would make the PV controller delete {} ({}), which is not pruned (found by the re-check)",
                     victim.id, victim.why
                 );
                 taking.insert(cascade.holder, why);

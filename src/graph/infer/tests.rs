@@ -1051,7 +1051,13 @@ fn an_operator_rbac_names_goes_before_its_rbac_with_nothing_to_finalize_yet() {
     let found: Vec<(String, String, EdgeKind)> = graph
         .inferred
         .iter()
-        .map(|e| (graph.nodes[e.from].id.name.clone(), graph.nodes[e.to].id.to_string(), e.kind))
+        .map(|e| {
+            (
+                graph.nodes[e.from].id.name.clone(),
+                graph.nodes[e.to].id.to_string(),
+                e.kind,
+            )
+        })
         .collect();
     assert_eq!(
         targets(&found, "operator", EdgeKind::InferredRunsWith),
@@ -1062,7 +1068,10 @@ fn an_operator_rbac_names_goes_before_its_rbac_with_nothing_to_finalize_yet() {
         ],
         "{found:?}"
     );
-    assert!(targets(&found, "elected", EdgeKind::InferredRunsWith).is_empty(), "{found:?}");
+    assert!(
+        targets(&found, "elected", EdgeKind::InferredRunsWith).is_empty(),
+        "{found:?}"
+    );
 }
 
 /// A Deployment of stack `stack` in `op` whose pods run as ServiceAccount `account`, with `pod`
