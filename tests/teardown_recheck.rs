@@ -14,6 +14,19 @@ fn ks(name: &str, namespace: &str) -> String {
     format!("apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {name}, namespace: {namespace}}}\nspec: {{}}\n---\n")
 }
 
+/// Tears stack `a` of namespace `n` down (`--timeout 60s`) and, while its wave 1 waits on
+/// ConfigMap `holder` (held by [`HOLD`]), makes `change`; then lets `holder` go. The run as it
+/// ended.
+fn teardown_a_changing(n: &str, change: impl FnOnce()) -> Run {
+    let mut child = spawn_stack(&["prune", "-n", n, "kustomization/a", "--yes", "--timeout", "60s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", n, "holder")
+    });
+    change();
+    release_finalizers("configmap/holder", n);
+    finish(child)
+}
+
 /// Stack `a`: `holder` (held by a finalizer, so wave 1 waits) depends on `base`, which depends
 /// on `root`. While wave 1 waits, stack `b` gets an object that depends on `base`: `base` is
 /// dropped and `root` withheld; the run exits 5 and says why.
@@ -50,16 +63,12 @@ metadata: {{name: root, namespace: {n}, labels: {la}}}
         b = ks("b", &n),
     ));
     record_flux_inventories(&n);
-    let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
-    wait_while_running(&mut child, Duration::from_secs(60), || {
-        is_terminating("configmap", &n, "holder")
-    });
-    apply(&format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: newcomer\n  namespace: {n}\n  labels: {}\n  annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/base}}\n",
-        flux_labels("b", &n)
-    ));
-    release_finalizers("configmap/holder", &n);
-    let run = finish(child).expect_code(5);
+    let run = teardown_a_changing(&n, || {
+        apply(&format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: newcomer\n  namespace: {n}\n  labels: {}\n  annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/base}}\n",
+            flux_labels("b", &n)
+        ));
+    }).expect_code(5);
     let stderr = &run.stderr;
     assert!(!exists("configmap", Some(&n), "holder"), "{stderr}");
     for name in ["base", "root", "newcomer"] {
@@ -100,15 +109,11 @@ metadata:
         la = flux_labels("a", &n),
     ));
     record_flux_inventories(&n);
-    let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
-    wait_while_running(&mut child, Duration::from_secs(60), || {
-        is_terminating("configmap", &n, "holder")
-    });
-    apply(&format!(
-        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: late, namespace: {n}}}\nspec: {{dependsOn: [{{name: a}}]}}\n"
-    ));
-    release_finalizers("configmap/holder", &n);
-    let run = finish(child).expect_code(5);
+    let run = teardown_a_changing(&n, || {
+        apply(&format!(
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: late, namespace: {n}}}\nspec: {{dependsOn: [{{name: a}}]}}\n"
+        ));
+    }).expect_code(5);
     assert!(exists("kustomization", Some(&n), "a"), "{}", run.stderr);
     // Review finding R5 (issue 25): the run suspended `a` before its waves; dropped, it stays
     // suspended, and the run says so (it deleted nothing of it).
@@ -173,13 +178,10 @@ spec:
         a = ks("a", &n),
     ));
     record_flux_inventories(&n);
-    let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
-    wait_while_running(&mut child, Duration::from_secs(60), || {
-        is_terminating("configmap", &n, "holder")
-    });
-    // Fails open and matches nothing the tests make: it breaks no other test while it stays.
-    apply(&format!(
-        r#"apiVersion: admissionregistration.k8s.io/v1
+    let run = teardown_a_changing(&n, || {
+        // Fails open and matches nothing the tests make: it breaks no other test while it stays.
+        apply(&format!(
+            r#"apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingWebhookConfiguration
 metadata: {{name: {name}}}
 webhooks:
@@ -190,10 +192,10 @@ webhooks:
   sideEffects: None
   admissionReviewVersions: [v1]
 "#,
-        name = hook.1
-    ));
-    release_finalizers("configmap/holder", &n);
-    let run = finish(child).expect_code(5);
+            name = hook.1
+        ));
+    })
+    .expect_code(5);
     let stderr = &run.stderr;
     assert!(!exists("configmap", Some(&n), "holder"), "{stderr}");
     assert!(
@@ -246,16 +248,12 @@ volumeBindingMode: WaitForFirstConsumer
         c = class.1,
     ));
     record_flux_inventories(&n);
-    let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
-    wait_while_running(&mut child, Duration::from_secs(60), || {
-        is_terminating("configmap", &n, "holder")
-    });
-    apply(&format!(
-        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: claim, namespace: {n}}}\nspec:\n  storageClassName: {c}\n  accessModes: [ReadWriteOnce]\n  resources: {{requests: {{storage: 1Mi}}}}\n",
-        c = class.1
-    ));
-    release_finalizers("configmap/holder", &n);
-    let run = finish(child).expect_code(5);
+    let run = teardown_a_changing(&n, || {
+        apply(&format!(
+            "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: claim, namespace: {n}}}\nspec:\n  storageClassName: {c}\n  accessModes: [ReadWriteOnce]\n  resources: {{requests: {{storage: 1Mi}}}}\n",
+            c = class.1
+        ));
+    }).expect_code(5);
     let stderr = &run.stderr;
     assert!(!exists("configmap", Some(&n), "holder"), "{stderr}");
     assert!(
@@ -303,16 +301,12 @@ metadata: {{name: base, namespace: {n}, labels: {la}}}
         &n,
         &[format!("{n}_holder__ConfigMap"), format!("{n}_base__ConfigMap")],
     );
-    let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
-    wait_while_running(&mut child, Duration::from_secs(60), || {
-        is_terminating("configmap", &n, "holder")
-    });
-    let base_uid = uid_of("configmap", Some(&n), "base");
-    apply(&format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: precious\n  namespace: {n}\n  ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: base, uid: {base_uid}}}]\n"
-    ));
-    release_finalizers("configmap/holder", &n);
-    let run = finish(child).expect_code(5);
+    let run = teardown_a_changing(&n, || {
+        let base_uid = uid_of("configmap", Some(&n), "base");
+        apply(&format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: precious\n  namespace: {n}\n  ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: base, uid: {base_uid}}}]\n"
+        ));
+    }).expect_code(5);
     let stderr = &run.stderr;
     assert!(!exists("configmap", Some(&n), "holder"), "{stderr}");
     for name in ["base", "precious"] {
@@ -685,18 +679,15 @@ spec: {{storageClassName: "", volumeName: {v}, accessModes: [ReadWriteOnce], res
         v = volume.1
     ));
     record_flux_inventories(&n);
-    let mut child = spawn_stack(&["prune", "-n", &n, "kustomization/a", "--yes", "--timeout", "60s"]);
-    wait_while_running(&mut child, Duration::from_secs(60), || {
-        is_terminating("configmap", &n, "holder")
-    });
-    kubectl_ok(&[
-        "annotate",
-        "persistentvolume",
-        &volume.1,
-        "helm.sh/resource-policy=keep",
-    ]);
-    release_finalizers("configmap/holder", &n);
-    let run = finish(child).expect_code(5);
+    let run = teardown_a_changing(&n, || {
+        kubectl_ok(&[
+            "annotate",
+            "persistentvolume",
+            &volume.1,
+            "helm.sh/resource-policy=keep",
+        ]);
+    })
+    .expect_code(5);
     let stderr = &run.stderr;
     assert!(!exists("configmap", Some(&n), "holder"), "{stderr}");
     assert!(exists("persistentvolumeclaim", Some(&n), "data"), "{stderr}");
