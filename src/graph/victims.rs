@@ -484,6 +484,19 @@ mod tests {
         input
     }
 
+    /// Inference on, with the CRD of `Gizmo.example.com` known.
+    fn gizmo_options() -> BuildOptions {
+        BuildOptions {
+            infer: true,
+            crd_names: [(
+                ("example.com".to_string(), "Gizmo".to_string()),
+                "gizmos.example.com".to_string(),
+            )]
+            .into(),
+            ..Default::default()
+        }
+    }
+
     /// Stack `op`: a CRD and its operator; `stray`, an untracked custom resource with the
     /// operator's finalizer in a Namespace the plan does not touch.
     fn operator_and_stray(stray_is_victim: bool) -> Graph {
@@ -494,15 +507,7 @@ mod tests {
             input("apps", "Deployment", Some("op"), "controller", Some("op")),
             stray,
         ];
-        let options = BuildOptions {
-            infer: true,
-            crd_names: [(
-                ("example.com".to_string(), "Gizmo".to_string()),
-                "gizmos.example.com".to_string(),
-            )]
-            .into(),
-            ..Default::default()
-        };
+        let options = gizmo_options();
         let mut graph = build(&inputs, &options);
         if stray_is_victim {
             graph.victims.insert(2);
@@ -821,15 +826,7 @@ mod tests {
             controller,
             input(CRD, "CustomResourceDefinition", None, "gizmos.example.com", Some("op")),
         ];
-        let options = BuildOptions {
-            infer: true,
-            crd_names: [(
-                ("example.com".to_string(), "Gizmo".to_string()),
-                "gizmos.example.com".to_string(),
-            )]
-            .into(),
-            ..Default::default()
-        };
+        let options = gizmo_options();
         let graph = build(&inputs, &options);
         assert!(
             graph
@@ -869,15 +866,7 @@ mod tests {
             cr,
             input(CRD, "CustomResourceDefinition", None, "gizmos.example.com", Some("op")),
         ];
-        let options = BuildOptions {
-            infer: true,
-            crd_names: [(
-                ("example.com".to_string(), "Gizmo".to_string()),
-                "gizmos.example.com".to_string(),
-            )]
-            .into(),
-            ..Default::default()
-        };
+        let options = gizmo_options();
         let graph = build(&inputs, &options);
         let planned: HashSet<usize> = [0].into();
         assert_eq!(graph.needs_its_taker(&planned), [(1, 0)]);
@@ -926,15 +915,7 @@ mod tests {
             input(CRD, "CustomResourceDefinition", None, "gizmos.example.com", Some("op")),
             stray,
         ];
-        let options = BuildOptions {
-            infer: true,
-            crd_names: [(
-                ("example.com".to_string(), "Gizmo".to_string()),
-                "gizmos.example.com".to_string(),
-            )]
-            .into(),
-            ..Default::default()
-        };
+        let options = gizmo_options();
         let mut graph = build(&inputs, &options);
         graph.victims.insert(3);
         let planned: HashSet<usize> = [0, 1, 2].into();
