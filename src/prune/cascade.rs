@@ -465,6 +465,54 @@ fn merged(cascades: Vec<Cascade>) -> Vec<Cascade> {
         .collect()
 }
 
+/// The cascades of the planned Namespaces and CRDs that are not clean, and the victims they take.
+async fn planned_holders_cascades(
+    client: &Client,
+    catalog: &Catalog,
+    planned: &Planned,
+    options: ListOptions,
+) -> (Vec<Cascade>, Vec<Listed>) {
+    let mut holders: Vec<&ObjectId> = planned.ids.iter().filter(|id| is_holder(id)).collect();
+    holders.sort();
+    let mut found = Vec::new();
+    let mut taken = Vec::new();
+    for holder in holders {
+        if let Some(held) = contents(client, catalog, holder, options).await {
+            let cascade = cascade_of(catalog, holder, &held, planned);
+            let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
+            taken.extend(held.objects.iter().filter(|o| victims.contains(o.uid())).cloned());
+            if !cascade.is_clean() {
+                found.push(cascade);
+            }
+        }
+    }
+    (found, taken)
+}
+
+/// The volumes the planned claims take that count ([`volumes::volume_cascades`]), each cascade
+/// with the volume it names.
+async fn reclaimed_volumes(
+    client: &Client,
+    catalog: &Catalog,
+    planned: &Planned,
+    names: &HashMap<String, ObjectId>,
+    counted: &owners::Counted<'_>,
+) -> Vec<(Cascade, Vec<Listed>)> {
+    let volumes = volumes::bound_volumes(client, catalog, planned).await;
+    volumes::volume_cascades(&volumes, planned, names, counted)
+        .into_iter()
+        .map(|cascade| {
+            let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
+            let held = volumes
+                .iter()
+                .filter(|v| victims.contains(v.listed.uid()))
+                .map(|v| v.listed.clone())
+                .collect();
+            (cascade, held)
+        })
+        .collect()
+}
+
 /// The cascades of the plan that would take something beyond it — of its Namespaces and CRDs
 /// (their content), of its objects as owners ([`owners::owner_cascades`]) and of its claims as
 /// their volumes' ([`volumes::volume_cascades`]) — and the victims as
@@ -489,31 +537,11 @@ pub async fn find_cascades(
         planned.ids.insert(id.clone());
         names.insert(uid, id);
     }
-    let mut holders: Vec<&ObjectId> = planned.ids.iter().filter(|id| is_holder(id)).collect();
-    holders.sort();
-    let mut found = Vec::new();
-    let mut taken = Vec::new();
-    for holder in holders {
-        if let Some(held) = contents(client, catalog, holder, options).await {
-            let cascade = cascade_of(catalog, holder, &held, &planned);
-            let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
-            taken.extend(held.objects.iter().filter(|o| victims.contains(o.uid())).cloned());
-            if !cascade.is_clean() {
-                found.push(cascade);
-            }
-        }
-    }
+    let (mut found, mut taken) = planned_holders_cascades(client, catalog, &planned, options).await;
     // A planned claim takes the volume the PV controller reclaims once it is gone, whatever
     // the cascade (order review 19, P).
-    let volumes = volumes::bound_volumes(client, catalog, &planned).await;
-    for cascade in volumes::volume_cascades(&volumes, &planned, &names, counted) {
-        let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
-        taken.extend(
-            volumes
-                .iter()
-                .filter(|v| victims.contains(v.listed.uid()))
-                .map(|v| v.listed.clone()),
-        );
+    for (cascade, held) in reclaimed_volumes(client, catalog, &planned, &names, counted).await {
+        taken.extend(held);
         found.push(cascade);
     }
     // Deleted with `--cascade=orphan`, the planned objects take nothing they own; their
