@@ -1070,3 +1070,120 @@ fn an_orphan_prune_in_one_namespace_keeps_what_an_untracked_object_elsewhere_nee
     assert!(exists("configmap", Some(n), "old"), "{}\n{}", run.stdout, run.stderr);
     assert!(run.stderr.contains(&format!("ConfigMap/{o}/user")), "{}", run.stderr);
 }
+
+/// Membership review 22, F1 and F2: Argo CD reads a desired path otherwise than
+/// kustomize-controller. A Directory source reads every file as it is, a kustomization below it
+/// (or at it, when `spec.source.directory` is given) included, which it ignores (argo-cd
+/// `reposerver/repository/repository.go` `findManifests`; `ExplicitType`); and the repo-server
+/// merges `.argocd-source-<app>.yaml` into the source before it builds (`mergeSourceParameters`).
+/// Built as Flux builds it, the desired set held other names, and what Argo CD keeps was
+/// pruned. Each is refused (exit 4) unless `--as-built`; an undeclared source with a
+/// kustomization at its path is built as Argo CD builds it, and compared.
+#[test]
+fn argo_cd_reads_a_desired_path_as_its_source_type_says() {
+    let _logs = start();
+    ensure_argo_crd();
+    let control = Namespace::new("argo-path-ctl");
+    let live = Namespace::new("argo-path");
+    let (c, d) = (&control.0, &live.0);
+    argo_control_plane(c);
+    let cm = |name: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\n");
+    let prefixed = "namePrefix: p-\nresources: [keep.yaml]\n";
+    // (case, the source's type fields, the repository's files, what the refusal says).
+    type Case<'a> = (&'a str, &'a str, Vec<(String, String)>, Option<&'a str>);
+    let cases: [Case; 4] = [
+        (
+            "nested",
+            "directory: {recurse: true}",
+            vec![
+                ("root.yaml".into(), cm("nested-root")),
+                ("sub/kustomization.yaml".into(), prefixed.into()),
+                ("sub/keep.yaml".into(), cm("nested-keep")),
+            ],
+            Some("as they are"),
+        ),
+        (
+            "directory",
+            "directory: {}",
+            vec![
+                ("kustomization.yaml".into(), prefixed.into()),
+                ("keep.yaml".into(), cm("directory-keep")),
+            ],
+            Some("is a Directory"),
+        ),
+        (
+            "params",
+            "",
+            vec![
+                ("kustomization.yaml".into(), "resources: [keep.yaml]\n".into()),
+                ("keep.yaml".into(), cm("params-keep")),
+                (
+                    ".argocd-source-APP.yaml".into(),
+                    "kustomize:\n  namePrefix: p-\n".into(),
+                ),
+            ],
+            Some("merges"),
+        ),
+        (
+            "detected",
+            "",
+            vec![
+                ("kustomization.yaml".into(), "resources: [keep.yaml]\n".into()),
+                ("keep.yaml".into(), cm("detected-keep")),
+            ],
+            None,
+        ),
+    ];
+    for (case, source, files, refused) in cases {
+        let app = unique(case);
+        let object = |name: &str| {
+            format!(
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {d}\n  annotations: {{argocd.argoproj.io/tracking-id: \"{app}:/ConfigMap:{d}/{name}\"}}\n"
+            )
+        };
+        let source = if source.is_empty() {
+            String::new()
+        } else {
+            format!(", {source}")
+        };
+        apply(&format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {app}, namespace: {c}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {d}}}\n  source: {{repoURL: https://git.example.com/app, path: .{source}}}\n{}{}{}",
+            object(&format!("{case}-keep")),
+            object(&format!("p-{case}-keep")),
+            object(&format!("{case}-old")),
+        ));
+        let repo = std::env::temp_dir().join(unique("argo-path-repo"));
+        for (path, text) in &files {
+            let path = repo.join(path.replace("APP", &app));
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let repo_text = repo.to_str().unwrap();
+        let tracker = format!("argocd={app}");
+        match refused {
+            Some(said) => {
+                for command in [&["orphans"][..], &["prune", "--yes"][..]] {
+                    let run = stack(&[command, &["-n", d, "--tracker", &tracker, "-f", repo_text]].concat());
+                    assert_eq!(run.code, 4, "{case} {command:?}: {}\n{}", run.stdout, run.stderr);
+                    assert!(run.stderr.contains(said), "{case} {command:?}: {}", run.stderr);
+                }
+                for name in [format!("{case}-keep"), format!("p-{case}-keep"), format!("{case}-old")] {
+                    assert!(exists("configmap", Some(d), &name), "{case}: {name}");
+                }
+            }
+            None => {
+                let found = stack(&["orphans", "-n", d, "--tracker", &tracker, "-f", repo_text, "-o", "json"]);
+                assert_eq!(found.code, 1, "{case}: {}\n{}", found.stdout, found.stderr);
+                assert_eq!(
+                    orphan_names(&found),
+                    set(&[
+                        format!("ConfigMap/{d}/p-{case}-keep"),
+                        format!("ConfigMap/{d}/{case}-old")
+                    ]),
+                    "{case}"
+                );
+            }
+        }
+        let _ = std::fs::remove_dir_all(&repo);
+    }
+}

@@ -77,6 +77,7 @@ impl From<&DesiredArgs> for DesiredOptions {
             allow_unresolved: args.allow_unresolved,
             untracked: args.untracked,
             as_built: args.as_built,
+            build_facts: crate::stack::manifest::BuildFacts::of(&args.manifests.filenames, &args.manifests.kustomize),
         }
     }
 }

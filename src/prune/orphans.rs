@@ -92,6 +92,8 @@ pub struct DesiredOptions {
     pub untracked: bool,
     /// The desired set is what the stack's tool built: its names are the tool's own.
     pub as_built: bool,
+    /// How the desired paths were built ([`crate::stack::manifest::BuildFacts`]).
+    pub build_facts: crate::stack::manifest::BuildFacts,
 }
 
 /// Reads `-f`/`-k` manifests (before any request, so a bad manifest stops everything): a
@@ -185,6 +187,7 @@ async fn find_inner(
                 base: &desired,
                 manifests,
                 as_built: desired_args.as_built,
+                build_facts: &desired_args.build_facts,
             };
             classify_by_recorded_stack(objects, &judged, session, (&mut digest, &mut needs, &mut placements)).await
         }
@@ -227,7 +230,8 @@ async fn desired_of(
     if stack.recorded.is_none() && manifests.is_some() {
         stack = tracker_record(selection, session).await?;
     }
-    inventory::refuse_renamed(&stack, manifests.is_some(), desired_args.as_built)?;
+    let facts = manifests.is_some().then_some(&desired_args.build_facts);
+    inventory::refuse_renamed(&stack, facts, desired_args.as_built)?;
     resolve_selection(selection, session)?;
     let resolved = manifests.map(|manifests| {
         let set = resolve_manifests(manifests, session, &stack);
@@ -669,6 +673,7 @@ struct Judged<'a> {
     base: &'a Desired,
     manifests: &'a [Manifest],
     as_built: bool,
+    build_facts: &'a crate::stack::manifest::BuildFacts,
 }
 
 async fn classify_by_recorded_stack(
@@ -733,7 +738,8 @@ async fn stack_judgement(
     }
     .to_string();
     let record = inventory::record_of(*preset, value, session).await;
-    let checked = record.and_then(|stack| inventory::refuse_renamed(&stack, true, judged.as_built).map(|()| stack));
+    let checked = record
+        .and_then(|stack| inventory::refuse_renamed(&stack, Some(judged.build_facts), judged.as_built).map(|()| stack));
     let stack = match checked {
         Ok(stack) => stack,
         Err(err) => {

@@ -143,6 +143,59 @@ pub struct StackRecord {
     /// overrides), as JSON: [`StackRecord::renamed_by`] says which fields are set, this what they
     /// hold, so that a re-check sees a prefix changed from `a-` to `b-` (membership review 19, F3).
     pub build_overrides: Option<String>,
+    /// How its tool reads a desired path, where that is not how kustomize-controller reads it
+    /// (see [`PathReading`]); `None`: as kustomize-controller does.
+    pub path_reading: Option<PathReading>,
+}
+
+/// How a tool reads the desired path otherwise than kustomize-controller (which builds every
+/// directory holding a kustomization, and a generated one elsewhere).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathReading {
+    /// Argo CD: it merges `.argocd-source.yaml` and `.argocd-source-<app>.yaml` into the
+    /// Application's source before it builds (argo-cd `reposerver/repository/repository.go`
+    /// `mergeSourceParameters`); it builds a kustomization only at the source's path, and only
+    /// when the source is of type Kustomize; a Directory source (`spec.source.directory` given,
+    /// or detected where the path holds no kustomization) reads every file as it is, a
+    /// kustomization file below it included, which it ignores (`findManifests`; the type:
+    /// `pkg/apis/application/v1alpha1/types.go` `ExplicitType`, `GetAppSourceType`).
+    ArgoCd {
+        /// A source gives `directory`: even a kustomization at the path is not built.
+        directory: bool,
+    },
+}
+
+impl PathReading {
+    /// Why the tool builds the desired paths otherwise than `-f`/`-k` read them (`facts`), if
+    /// it does.
+    pub fn builds_otherwise(self, facts: &crate::stack::manifest::BuildFacts) -> Option<String> {
+        let PathReading::ArgoCd { directory } = self;
+        let shown = |paths: &[std::path::PathBuf]| {
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if !facts.argocd_source_files.is_empty() {
+            return Some(format!(
+                "Argo CD merges {} into the Application's source before it builds",
+                shown(&facts.argocd_source_files)
+            ));
+        }
+        if !facts.nested_kustomizations.is_empty() {
+            return Some(format!(
+                "Argo CD reads the files of {} as they are (a kustomization below the source's path is not built)",
+                shown(&facts.nested_kustomizations)
+            ));
+        }
+        (directory && !facts.root_kustomizations.is_empty()).then(|| {
+            format!(
+                "the Application's source is a Directory (spec.source.directory): Argo CD reads the files of {} as they are, without building the kustomization",
+                shown(&facts.root_kustomizations)
+            )
+        })
+    }
 }
 
 impl StackRecord {
@@ -252,6 +305,7 @@ impl From<Inventory> for StackRecord {
             build_overrides: None,
             namespace_required,
             record_namespace: inventory.record_namespace,
+            path_reading: None,
         }
     }
 }
@@ -502,13 +556,22 @@ fn flux_comparison(stack: &FluxStack, name: &str, namespace: &str) -> Result<Opt
     }))
 }
 
-/// A desired set read from files (`-f`/`-k`) is compared with the record of a stack whose tool
-/// renames what it builds only when the user says the files are that tool's own build
-/// (`--as-built`): otherwise the names differ, and everything the tool keeps would be called an
-/// orphan.
-pub fn refuse_renamed(stack: &StackRecord, compared: bool, as_built: bool) -> Result<(), UserError> {
-    match &stack.renamed_by {
-        Some(why) if compared && !as_built => Err(UserError::refused(format!(
+/// A desired set read from files (`-f`/`-k`, whose paths `compared` describes; `None`: no
+/// desired set) is compared with the record of a stack whose tool renames what it builds, or
+/// reads those paths otherwise ([`PathReading`]), only when the user says the files are that
+/// tool's own build (`--as-built`): otherwise the names differ, and everything the tool keeps
+/// would be called an orphan.
+pub fn refuse_renamed(
+    stack: &StackRecord,
+    compared: Option<&crate::stack::manifest::BuildFacts>,
+    as_built: bool,
+) -> Result<(), UserError> {
+    let read_otherwise = || {
+        let facts = compared?;
+        stack.path_reading?.builds_otherwise(facts)
+    };
+    match stack.renamed_by.clone().or_else(read_otherwise) {
+        Some(why) if compared.is_some() && !as_built => Err(UserError::refused(format!(
             "{why}, which -f/-k do not reproduce: the names it applies are not those of the desired set given, and comparing them would call what its tool keeps an orphan"
         ))
         .hint("compare with what the tool built (`flux build kustomization NAME --path DIR > built.yaml`, `argocd app manifests NAME > built.yaml`), then -f built.yaml --as-built")),

@@ -285,6 +285,65 @@ pub fn load_kustomize(dir: &Path) -> Result<Vec<Manifest>, UserError> {
     )
 }
 
+/// What of a desired set's paths a tool may build otherwise than they are read here (see
+/// [`crate::stack::inventory::refuse_renamed`]): where kustomizations were built, and Argo CD's
+/// parameter files. Found by walking the paths as [`load_paths`] does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BuildFacts {
+    /// Kustomizations built at a path given (`-f DIR` holding one, or `-k DIR`).
+    pub root_kustomizations: Vec<PathBuf>,
+    /// Kustomizations built below a path given: kustomize-controller builds them as well, but an
+    /// Argo CD Directory source reads their files as they are (argo-cd
+    /// `reposerver/repository/repository.go` `findManifests`: a kustomization file that is no
+    /// object is ignored).
+    pub nested_kustomizations: Vec<PathBuf>,
+    /// Argo CD's parameter files (`.argocd-source.yaml`, `.argocd-source-<app>.yaml`), which its
+    /// repo-server merges into the Application's source before it builds
+    /// (`mergeSourceParameters`).
+    pub argocd_source_files: Vec<PathBuf>,
+}
+
+impl BuildFacts {
+    /// The facts of `-f` paths (`filenames`) and `-k` directories (`kustomize`). A path that
+    /// cannot be read adds nothing (reading it refuses the set first).
+    pub fn of(filenames: &[PathBuf], kustomize: &[PathBuf]) -> Self {
+        let mut facts = Self {
+            root_kustomizations: kustomize.to_vec(),
+            ..Self::default()
+        };
+        for root in filenames.iter().filter(|path| path.is_dir()) {
+            let mut pending = vec![root.clone()];
+            while let Some(dir) = pending.pop() {
+                let Ok(listing) = std::fs::read_dir(&dir) else { continue };
+                let mut children = Vec::new();
+                for entry in listing.flatten() {
+                    let name = entry.file_name().to_string_lossy().to_string();
+                    if is_argocd_source_file(&name) {
+                        facts.argocd_source_files.push(entry.path());
+                    }
+                    if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                        children.push(entry.path());
+                    }
+                }
+                match (kustomization_in(&dir).is_some(), &dir == root) {
+                    (true, true) => facts.root_kustomizations.push(dir),
+                    (true, false) => facts.nested_kustomizations.push(dir),
+                    (false, _) => pending.extend(children),
+                }
+            }
+        }
+        facts.argocd_source_files.sort();
+        facts.nested_kustomizations.sort();
+        facts
+    }
+}
+
+/// Whether a file name is one of Argo CD's parameter files (`.argocd-source.yaml`, or
+/// `.argocd-source-<app>.yaml`).
+fn is_argocd_source_file(name: &str) -> bool {
+    name == ".argocd-source.yaml" || (name.starts_with(".argocd-source-") && name.ends_with(".yaml"))
+}
+
 /// What one `-f` path holds: manifest files, and (for a desired set) kustomizations to build.
 #[derive(Debug, PartialEq, Eq)]
 enum Entry {
@@ -806,6 +865,43 @@ mod tests {
             assert_eq!(viewed.len(), 1, "{name}");
             let _ = std::fs::remove_dir_all(&root);
         }
+    }
+
+    /// Membership review 22, F1/F2: the facts a tool that reads a path otherwise needs — where
+    /// kustomizations were built (at a path given, or below one) and Argo CD's parameter files.
+    #[test]
+    fn build_facts_tell_root_and_nested_kustomizations_and_argo_parameter_files() {
+        let root = repository(&[
+            ("app/kustomization.yaml", "resources: [web.yaml]\n"),
+            ("app/web.yaml", OBJECT),
+            ("app/.argocd-source-web.yaml", "kustomize: {namePrefix: p-}\n"),
+            ("plain/web.yaml", OBJECT),
+            ("plain/sub/kustomization.yaml", "resources: [web.yaml]\n"),
+            ("plain/sub/web.yaml", OBJECT),
+            ("plain/.argocd-source.yaml", "{}\n"),
+            ("plain/.argocd-source.yml", "{}\n"),
+        ]);
+        let facts = BuildFacts::of(&[root.join("app"), root.join("plain")], &[root.join("k")]);
+        assert_eq!(facts.root_kustomizations, [root.join("k"), root.join("app")]);
+        assert_eq!(facts.nested_kustomizations, [root.join("plain/sub")]);
+        assert_eq!(
+            facts.argocd_source_files,
+            [
+                root.join("app/.argocd-source-web.yaml"),
+                root.join("plain/.argocd-source.yaml")
+            ]
+        );
+        use crate::stack::inventory::PathReading;
+        let argo = |directory| PathReading::ArgoCd { directory }.builds_otherwise(&facts);
+        assert!(argo(false).is_some_and(|why| why.contains(".argocd-source-web.yaml")));
+        let only_root = BuildFacts {
+            root_kustomizations: vec![root.join("app")],
+            ..BuildFacts::default()
+        };
+        let argo_root = |directory| PathReading::ArgoCd { directory }.builds_otherwise(&only_root);
+        assert_eq!(argo_root(false), None);
+        assert!(argo_root(true).is_some_and(|why| why.contains("Directory")));
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]

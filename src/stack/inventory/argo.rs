@@ -50,9 +50,13 @@ pub async fn argo_record(session: &Session, app: &str, comparing: bool) -> Resul
     if let Some(why) = applications.iter().filter(|_| comparing).find_map(deploys_elsewhere) {
         return Err(super::prunes_nothing(&why));
     }
+    let directory = applications
+        .iter()
+        .any(|application| sources(application).any(|(_, source)| source.get("directory").is_some()));
     let overrides = StackRecord {
         renamed_by: renamed_by(&applications),
         build_overrides: sources_of(&applications),
+        path_reading: Some(super::PathReading::ArgoCd { directory }),
         ..StackRecord::default()
     };
     let mut destinations: Vec<Option<&str>> = applications.iter().map(destination_of).collect();

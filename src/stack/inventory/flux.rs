@@ -92,6 +92,7 @@ impl FluxStack {
             renamed_by: None,
             record_namespace: None,
             build_overrides: self.overrides,
+            path_reading: None,
         }
     }
 }
