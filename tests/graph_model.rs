@@ -3724,3 +3724,78 @@ fn a_planned_claim_names_the_volume_it_would_reclaim() {
         planned.stderr
     );
 }
+
+/// Order review 22, F2: as above, but the operator is no member: a planned ConfigMap (as OLM's
+/// ClusterServiceVersion does) controller-owns the untracked operator Deployment, which RBAC
+/// names and which owns its own custom resource. Deleting the ConfigMap takes both; the plan
+/// says so before asking (it said nothing, and the run hung).
+#[test]
+fn a_plan_tells_of_an_operator_and_its_resource_that_die_with_one_owner() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gmk");
+    let f = flux.0.clone();
+    let op_ns = Namespace::new("gmk-op");
+    let o = op_ns.0.clone();
+    let run = unique("gmk");
+    let group = own_group(&run);
+    let resource = format!("gizmos.{group}");
+    let finalizer = format!("{group}/cleanup");
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &o);
+    leftovers.object("crd", &resource);
+    leftovers.object("clusterrole", &run);
+    leftovers.object("clusterrolebinding", &run);
+    let op = flux_labels("op", &f);
+    apply(&format!(
+        "{}{}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: csv, namespace: {o}, labels: {op}}}\n",
+        kustomization("op", &f, ""),
+        kept_crd(&group, &op),
+    ));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    let rules = format!(
+        "[{{apiGroups: [{group}], resources: [gizmos, gizmos/finalizers], verbs: [get, list, watch, update]}}]"
+    );
+    apply(&operator_with_rbac(&o, "controller", &run, &rules, ONE_CONTAINER, "{}"));
+    let csv_uid = uid_of("configmap", Some(&o), "csv");
+    kubectl_ok(&[
+        "patch",
+        "deployment",
+        "controller",
+        "-n",
+        &o,
+        "--type",
+        "merge",
+        "-p",
+        &format!(
+            r#"{{"metadata":{{"ownerReferences":[{{"apiVersion":"v1","kind":"ConfigMap","name":"csv","uid":"{csv_uid}","controller":true}}]}}}}"#
+        ),
+    ]);
+    let controller_uid = uid_of("deployment", Some(&o), "controller");
+    apply(&format!(
+        r#"apiVersion: {group}/v1
+kind: Gizmo
+metadata:
+  name: default
+  namespace: {o}
+  finalizers: [{finalizer}]
+  ownerReferences: [{{apiVersion: apps/v1, kind: Deployment, name: controller, uid: {controller_uid}, controller: true, blockOwnerDeletion: true}}]
+"#
+    ));
+    record_flux_inventories(&f);
+    let planned = stack(&["prune", "-n", &f, "kustomization/op", "--dry-run", "-o", "json"]).expect_code(0);
+    let told = json_lines(&planned.stdout)
+        .iter()
+        .filter_map(|line| line.get("warnings"))
+        .flat_map(|w| w.as_array().cloned().unwrap_or_default())
+        .filter_map(|w| w.as_str().map(str::to_string))
+        .collect::<Vec<_>>();
+    let expected = format!(
+        "Gizmo.{group}/{o}/default and Deployment.apps/{o}/controller, which finalizes it (inferred: finalizer), both die with ConfigMap/{o}/csv"
+    );
+    assert!(
+        told.iter().any(|t| t.contains(&expected)),
+        "{told:?}\n{}",
+        planned.stdout
+    );
+}

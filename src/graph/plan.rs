@@ -149,12 +149,16 @@ fn add_victim_orders(graph: &Graph, targets: &HashSet<usize>, order: &mut DiGrap
     let mut unsatisfied: Vec<String> = graph
         .needs_its_taker(targets)
         .into_iter()
-        .map(|(victim, taker)| {
-            let told = format!(
-                "{victim} dies with {taker}, which finalizes it (inferred: finalizer): the garbage collector deletes it only once {taker} is gone, so it may hang on its finalizers; delete {victim} first, or keep {taker}",
-                victim = graph.nodes[victim].id,
-                taker = graph.nodes[taker].id,
-            );
+        .map(|(victim, needed, taker)| {
+            let (victim, needed, taker) = (&graph.nodes[victim].id, &graph.nodes[needed].id, &graph.nodes[taker].id);
+            let told = match needed == taker {
+                true => format!(
+                    "{victim} dies with {taker}, which finalizes it (inferred: finalizer): the garbage collector deletes it only once {taker} is gone, so it may hang on its finalizers; delete {victim} first, or keep {taker}"
+                ),
+                false => format!(
+                    "{victim} and {needed}, which finalizes it (inferred: finalizer), both die with {taker}: the garbage collector deletes them together, so it may hang on its finalizers; delete {victim} first, or keep {taker}"
+                ),
+            };
             tracing::warn!("{told}");
             told
         })

@@ -223,18 +223,31 @@ impl Graph {
         found
     }
 
-    /// What no order of waves can help (order review 20, V): a node the plan's deletion takes
-    /// (through its owners, its Namespace or its CRD) that carries the finalizer of the very
-    /// planned object whose deletion takes it (a custom resource its operator's Deployment
-    /// controller-owns). The garbage collector deletes it only once that object is gone, and then
-    /// nothing finalizes it. Each as (the node, the planned object it needs and that takes it).
-    pub fn needs_its_taker(&self, planned: &HashSet<usize>) -> Vec<(usize, usize)> {
+    /// What no order of waves can help (order review 20, V; review 22, F2): a node that dies
+    /// with the plan (through its owners, its Namespace or its CRD) and carries the finalizer of
+    /// an operator the same planned deletion takes — the operator itself when planned (its
+    /// Deployment controller-owns the custom resource), or its planned owner (a planned object
+    /// controls the operator, and the operator the resource). The garbage collector deletes them
+    /// together, and nothing may be left to finalize it. Each as (the node, the operator it
+    /// needs, the planned object whose deletion takes both).
+    pub fn needs_its_taker(&self, planned: &HashSet<usize>) -> Vec<(usize, usize, usize)> {
         let holders = self.dying_victims(|index| planned.contains(&index));
-        let mut found: Vec<(usize, usize)> = self
+        if holders.is_empty() {
+            return Vec::new();
+        }
+        let early = self.early_takers(planned);
+        let takers = |index: usize| -> Vec<usize> {
+            let dying = holders.get(&index).or_else(|| early.get(&index)).into_iter().flatten();
+            planned.get(&index).into_iter().chain(dying).copied().collect()
+        };
+        let mut found: Vec<(usize, usize, usize)> = self
             .needs()
-            .filter(|edge| edge.kind == EdgeKind::InferredFinalizer && planned.contains(&edge.to))
-            .filter(|edge| holders.get(&edge.from).is_some_and(|takers| takers.contains(&edge.to)))
-            .map(|edge| (edge.from, edge.to))
+            .filter(|edge| edge.kind == EdgeKind::InferredFinalizer)
+            .filter_map(|edge| {
+                let of_victim = holders.get(&edge.from)?;
+                let taker = takers(edge.to).into_iter().find(|taker| of_victim.contains(taker))?;
+                Some((edge.from, edge.to, taker))
+            })
             .collect();
         found.sort_unstable();
         found.dedup();
@@ -869,7 +882,7 @@ mod tests {
         let options = gizmo_options();
         let graph = build(&inputs, &options);
         let planned: HashSet<usize> = [0].into();
-        assert_eq!(graph.needs_its_taker(&planned), [(1, 0)]);
+        assert_eq!(graph.needs_its_taker(&planned), [(1, 0, 0)]);
         let (_, told) = crate::graph::plan::plan_deletion_told(&graph, &planned).unwrap();
         assert!(
             told.iter().any(|t| t.starts_with(
@@ -879,6 +892,23 @@ mod tests {
         );
         // Not planned, the Deployment takes nothing, and nothing is told.
         assert!(graph.needs_its_taker(&HashSet::new()).is_empty());
+
+        // Review 22, F2: a planned Gadget controls the Deployment; deleting the Gadget takes the
+        // Deployment and, through it, the resource.
+        let mut owned_inputs = inputs.to_vec();
+        owned_inputs[0].owners.push("uid-gadget".into());
+        owned_inputs.push(with_uid(
+            input("example.com", "Gadget", Some("op"), "owner", Some("op")),
+            "uid-gadget",
+        ));
+        let graph = build(&owned_inputs, &options);
+        let planned: HashSet<usize> = [3].into();
+        assert_eq!(graph.needs_its_taker(&planned), [(1, 0, 3)]);
+        let (_, told) = crate::graph::plan::plan_deletion_told(&graph, &planned).unwrap();
+        assert!(
+            told.iter().any(|t| t.starts_with("Gizmo.example.com/op/default and Deployment.apps/op/controller, which finalizes it (inferred: finalizer), both die with Gadget.example.com/op/owner")),
+            "{told:?}"
+        );
     }
 
     #[test]

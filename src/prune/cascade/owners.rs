@@ -188,10 +188,13 @@ pub fn dying_holders(
 
 /// The objects among `owned` that a planned object controls (its owner reference with
 /// `controller: true`) and that can run a controller ([`crate::graph::infer::runs_controllers`]: an
-/// operator Deployment a ClusterServiceVersion made, its ServiceAccount and RBAC), when they die
-/// with the plan. They are no victims (their owner's to take), but nodes of the plan's graph:
-/// a custom resource whose finalizer names such an operator goes before the owner that takes
-/// it (rule "what dies goes before what it needs", [`crate::graph::Graph::victim_orders`]).
+/// operator Deployment a ClusterServiceVersion made, its ServiceAccount and RBAC) or need one to
+/// finalize them ([`crate::graph::stayers::needs_its_controller`]: a custom resource such an
+/// operator made and owns), when they die with the plan. They are no victims (their owner's to
+/// take), but nodes of the plan's graph: a custom resource whose finalizer names such an operator
+/// goes before the owner that takes it (rule "what dies goes before what it needs",
+/// [`crate::graph::Graph::victim_orders`]), and one that dies with its operator is told
+/// ([`crate::graph::Graph::needs_its_taker`], order review 22, F2).
 ///
 /// The controller may be a planned object or, up a chain of controllers, one that a planned
 /// object controls (Crossplane's Provider → ProviderRevision → the provider's Deployment and
@@ -208,7 +211,8 @@ pub fn controlled_children(owned: &[Listed], planned: &Planned) -> Vec<Listed> {
             !planned.uids.contains(object.uid())
                 && !object.is_terminating()
                 && controlled_from_plan(object.uid(), &controller_of, &planned.uids)
-                && crate::graph::infer::runs_controllers(&object.id())
+                && (crate::graph::infer::runs_controllers(&object.id())
+                    || crate::graph::stayers::needs_its_controller(&object.meta))
                 && dies_with_plan(&object.meta, &planned.uids, &owners_of, planned.orphans)
         })
         .cloned()
