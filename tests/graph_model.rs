@@ -3652,8 +3652,10 @@ fn an_operator_goes_before_its_rbac_with_nothing_to_finalize_yet() {
 /// Order review 19, P: a planned claim bound to a volume whose reclaim policy is `Delete` takes
 /// that volume (the PV controller deletes it, and its data, once the claim is gone). A volume
 /// that another stack tracks and keep-marks is named as the claim's victim; one a provisioner
-/// made for its claim goes with it; a `Retain` volume stays. (Plan only: this cluster runs no
-/// PV controller.)
+/// made for its claim goes with it; a `Retain` volume stays. Review 22, F1: so does a claim that
+/// dies with the plan unplanned — an unmarked child a planned ConfigMap controls, one in a
+/// planned Namespace — its volume named as a victim of that owner or Namespace. (Plan only:
+/// this cluster runs no PV controller.)
 #[test]
 fn a_planned_claim_names_the_volume_it_would_reclaim() {
     let _logs = start();
@@ -3663,48 +3665,63 @@ fn a_planned_claim_names_the_volume_it_would_reclaim() {
     let app = Namespace::new("gmpv-app");
     let a = app.0.clone();
     let run = unique("gmpv");
+    let tenant = format!("{run}-tenant");
     let mut leftovers = Leftovers::new();
+    leftovers.object("namespace", &tenant);
     let app_labels = flux_labels("app", &f);
     let storage = flux_labels("storage", &f);
-    let claim = |name: &str| {
+    let claim = |name: &str, namespace: &str, meta: &str| {
         format!(
-            "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {name}, namespace: {a}, labels: {app_labels}}}\nspec: {{storageClassName: \"\", volumeName: {run}-{name}, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Gi}}}}}}\n"
+            "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {name}, namespace: {namespace}, {meta}}}\nspec: {{storageClassName: \"\", volumeName: {run}-{name}, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Gi}}}}}}\n"
         )
     };
+    let tracked = format!("labels: {app_labels}");
     apply(&format!(
-        "{}{}{}{}{}",
+        "{}{}{}{}{}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: owner, namespace: {a}, {tracked}}}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {tenant}, {tracked}}}\n",
         kustomization("app", &f, ""),
         kustomization("storage", &f, ""),
-        claim("kept"),
-        claim("dynamic"),
-        claim("retained")
+        claim("kept", &a, &tracked),
+        claim("dynamic", &a, &tracked),
+        claim("retained", &a, &tracked),
     ));
-    let mut volume = |name: &str, policy: &str, meta: &str| {
+    let owner = uid_of("configmap", Some(&a), "owner");
+    apply(&format!(
+        "{}{}",
+        claim(
+            "owned",
+            &a,
+            &format!(
+                "ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: owner, uid: {owner}, controller: true}}]"
+            )
+        ),
+        claim("held", &tenant, "labels: {}"),
+    ));
+    let mut volume = |name: &str, namespace: &str, policy: &str, meta: &str| {
         leftovers.object("persistentvolume", &format!("{run}-{name}"));
-        let uid = uid_of("persistentvolumeclaim", Some(&a), name);
+        let uid = uid_of("persistentvolumeclaim", Some(namespace), name);
         format!(
-            "---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {run}-{name}, {meta}}}\nspec: {{capacity: {{storage: 1Gi}}, accessModes: [ReadWriteOnce], persistentVolumeReclaimPolicy: {policy}, storageClassName: \"\", hostPath: {{path: /tmp/{run}-{name}}}, claimRef: {{namespace: {a}, name: {name}, uid: {uid}}}}}\n"
+            "---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {run}-{name}, {meta}}}\nspec: {{capacity: {{storage: 1Gi}}, accessModes: [ReadWriteOnce], persistentVolumeReclaimPolicy: {policy}, storageClassName: \"\", hostPath: {{path: /tmp/{run}-{name}}}, claimRef: {{namespace: {namespace}, name: {name}, uid: {uid}}}}}\n"
         )
     };
+    let keep = format!("labels: {storage}, annotations: {{helm.sh/resource-policy: keep}}");
     let volumes = [
-        volume(
-            "kept",
-            "Delete",
-            &format!("labels: {storage}, annotations: {{helm.sh/resource-policy: keep}}"),
-        ),
+        volume("kept", &a, "Delete", &keep),
         volume(
             "dynamic",
+            &a,
             "Delete",
             "annotations: {pv.kubernetes.io/provisioned-by: csi.example.com}",
         ),
-        volume("retained", "Retain", &format!("labels: {storage}")),
+        volume("retained", &a, "Retain", &format!("labels: {storage}")),
+        volume("owned", &a, "Delete", &keep),
+        volume("held", &tenant, "Delete", &format!("labels: {storage}")),
     ];
     apply(&volumes.concat());
     record_flux_inventories(&f);
     let planned = stack(&["prune", "-n", &f, "kustomization/app", "--dry-run", "-o", "json"]);
     let lines = json_lines(&planned.stdout);
     let cascades = plan_line(&lines)["cascades"].as_array().unwrap().clone();
-    let victims: Vec<(String, String)> = cascades
+    let mut victims: Vec<(String, String)> = cascades
         .iter()
         .flat_map(|c| {
             let holder = c["holder"]["name"].as_str().unwrap().to_string();
@@ -3716,13 +3733,16 @@ fn a_planned_claim_names_the_volume_it_would_reclaim() {
                 .collect::<Vec<_>>()
         })
         .collect();
-    assert_eq!(
-        victims,
-        [("kept".to_string(), format!("{run}-kept"))],
-        "{}\n{}",
-        planned.stdout,
-        planned.stderr
-    );
+    victims.sort();
+    let pair = |holder: &str, victim: String| (holder.to_string(), victim);
+    let mut expected = vec![
+        pair("kept", format!("{run}-kept")),
+        pair("owner", format!("{run}-owned")),
+        pair(&tenant, "held".to_string()),
+        pair(&tenant, format!("{run}-held")),
+    ];
+    expected.sort();
+    assert_eq!(victims, expected, "{}\n{}", planned.stdout, planned.stderr);
 }
 
 /// Order review 22, F2: as above, but the operator is no member: a planned ConfigMap (as OLM's

@@ -465,52 +465,77 @@ fn merged(cascades: Vec<Cascade>) -> Vec<Cascade> {
         .collect()
 }
 
-/// The cascades of the planned Namespaces and CRDs that are not clean, and the victims they take.
+/// What dies with the plan beyond it: the cascades found, the victims they take (as listed),
+/// and the claims that die, each by UID with the planned object whose deletion takes it (see
+/// [`volumes::volume_cascades`]).
+#[derive(Default)]
+struct Dying {
+    found: Vec<Cascade>,
+    taken: Vec<Listed>,
+    claims: HashMap<String, ObjectId>,
+}
+
+/// The cascades of the planned Namespaces and CRDs that are not clean, the victims they take,
+/// and every claim they hold.
 async fn planned_holders_cascades(
     client: &Client,
     catalog: &Catalog,
     planned: &Planned,
     options: ListOptions,
-) -> (Vec<Cascade>, Vec<Listed>) {
+) -> Dying {
     let mut holders: Vec<&ObjectId> = planned.ids.iter().filter(|id| is_holder(id)).collect();
     holders.sort();
-    let mut found = Vec::new();
-    let mut taken = Vec::new();
+    let mut dying = Dying::default();
     for holder in holders {
         if let Some(held) = contents(client, catalog, holder, options).await {
             let cascade = cascade_of(catalog, holder, &held, planned);
             let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
-            taken.extend(held.objects.iter().filter(|o| victims.contains(o.uid())).cloned());
+            dying
+                .taken
+                .extend(held.objects.iter().filter(|o| victims.contains(o.uid())).cloned());
+            dying.claims.extend(
+                held.objects
+                    .iter()
+                    .filter(|o| volumes::is_claim(&o.id()) && !planned.uids.contains(o.uid()))
+                    .map(|o| (o.uid().to_string(), holder.clone())),
+            );
             if !cascade.is_clean() {
-                found.push(cascade);
+                dying.found.push(cascade);
             }
         }
     }
-    (found, taken)
+    dying
 }
 
-/// The volumes the planned claims take that count ([`volumes::volume_cascades`]), each cascade
-/// with the volume it names.
-async fn reclaimed_volumes(
-    client: &Client,
-    catalog: &Catalog,
-    planned: &Planned,
-    names: &HashMap<String, ObjectId>,
-    counted: &owners::Counted<'_>,
-) -> Vec<(Cascade, Vec<Listed>)> {
-    let volumes = volumes::bound_volumes(client, catalog, planned).await;
-    volumes::volume_cascades(&volumes, planned, names, counted)
-        .into_iter()
-        .map(|cascade| {
+impl Dying {
+    /// Adds the volumes the dying claims take that count ([`volumes::volume_cascades`]): the
+    /// claims planned, those the cascades found name as victims, and those already known.
+    async fn add_reclaimed_volumes(
+        &mut self,
+        client: &Client,
+        catalog: &Catalog,
+        planned: &Planned,
+        names: &HashMap<String, ObjectId>,
+        counted: &owners::Counted<'_>,
+    ) {
+        self.claims.extend(volumes::planned_claims(names));
+        for cascade in &self.found {
+            let claims = cascade.victims.iter().filter(|v| volumes::is_claim(&v.id));
+            self.claims
+                .extend(claims.map(|v| (v.uid.clone(), cascade.holder.clone())));
+        }
+        let volumes = volumes::bound_volumes(client, catalog, &self.claims).await;
+        for cascade in volumes::volume_cascades(&volumes, planned, &self.claims, counted) {
             let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
-            let held = volumes
-                .iter()
-                .filter(|v| victims.contains(v.listed.uid()))
-                .map(|v| v.listed.clone())
-                .collect();
-            (cascade, held)
-        })
-        .collect()
+            self.taken.extend(
+                volumes
+                    .iter()
+                    .filter(|v| victims.contains(v.listed.uid()))
+                    .map(|v| v.listed.clone()),
+            );
+            self.found.push(cascade);
+        }
+    }
 }
 
 /// The cascades of the plan that would take something beyond it — of its Namespaces and CRDs
@@ -537,58 +562,85 @@ pub async fn find_cascades(
         planned.ids.insert(id.clone());
         names.insert(uid, id);
     }
-    let (mut found, mut taken) = planned_holders_cascades(client, catalog, &planned, options).await;
-    // A planned claim takes the volume the PV controller reclaims once it is gone, whatever
-    // the cascade (order review 19, P).
-    for (cascade, held) in reclaimed_volumes(client, catalog, &planned, &names, counted).await {
-        taken.extend(held);
-        found.push(cascade);
-    }
+    let mut dying = planned_holders_cascades(client, catalog, &planned, options).await;
     // Deleted with `--cascade=orphan`, the planned objects take nothing they own; their
     // Namespaces' and CRDs' content still dies, and what it owns (review 17, F1).
-    if planned.ids.is_empty() || orphans {
-        for (cascade, held) in victims_dependents(client, catalog, &found, &planned, counted, options).await {
-            taken.extend(held);
-            found.push(cascade);
+    let owned = match planned.ids.is_empty() || orphans {
+        true => None,
+        false => Some(owners::owned_around(client, catalog, planned.ids.iter(), options).await),
+    };
+    if let Some(owned) = &owned {
+        dying
+            .add_owned(client, catalog, owned, &planned, &names, (counted, options))
+            .await;
+    }
+    for (cascade, held) in victims_dependents(client, catalog, &dying.found, &planned, counted, options).await {
+        dying.taken.extend(held);
+        dying.found.push(cascade);
+    }
+    // A dying claim takes the volume the PV controller reclaims once it is gone, whatever the
+    // cascade (order review 19, P; review 22, F1).
+    if let Some(owned) = &owned {
+        dying
+            .claims
+            .extend(owners::dying_claims(&owned.objects, &planned, &names));
+    }
+    dying.found = merged(std::mem::take(&mut dying.found));
+    dying
+        .add_reclaimed_volumes(client, catalog, &planned, &names, counted)
+        .await;
+    let Dying { found, mut taken, .. } = dying;
+    let found = merged(found);
+    if let Some(owned) = &owned {
+        add_dying_nodes(&mut taken, &owned.objects, &planned, &names);
+    }
+    (found, taken)
+}
+
+impl Dying {
+    /// Adds what the planned objects take as owners ([`owners::owner_cascades`]) and the content
+    /// of the Namespaces and CRDs that die with them ([`held_by_dying`]).
+    async fn add_owned(
+        &mut self,
+        client: &Client,
+        catalog: &Catalog,
+        owned: &Collection,
+        planned: &Planned,
+        names: &HashMap<String, ObjectId>,
+        (counted, options): (&owners::Counted<'_>, ListOptions),
+    ) {
+        for failure in &owned.failures {
+            tracing::warn!(
+                "cannot list {} to find what the plan's objects own: {}",
+                failure.kind.kind_with_group(),
+                failure.failure
+            );
         }
-        return (merged(found), taken);
+        for cascade in owners::owner_cascades(&owned.objects, planned, names, counted) {
+            let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
+            self.taken
+                .extend(owned.objects.iter().filter(|o| victims.contains(o.uid())).cloned());
+            self.found.push(cascade);
+        }
+        for (cascade, held) in held_by_dying(client, catalog, &owned.objects, planned, names, options).await {
+            self.taken.extend(held);
+            self.found.push(cascade);
+        }
     }
-    let owned = owners::owned_around(client, catalog, planned.ids.iter(), options).await;
-    for failure in &owned.failures {
-        tracing::warn!(
-            "cannot list {} to find what the plan's objects own: {}",
-            failure.kind.kind_with_group(),
-            failure.failure
-        );
-    }
-    for cascade in owners::owner_cascades(&owned.objects, &planned, &names, counted) {
-        let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
-        taken.extend(owned.objects.iter().filter(|o| victims.contains(o.uid())).cloned());
-        found.push(cascade);
-    }
-    for (cascade, held) in held_by_dying(client, catalog, &owned.objects, &planned, &names, options).await {
-        taken.extend(held);
-        found.push(cascade);
-    }
-    let found = merged(found);
-    let mut found = found;
-    for (cascade, held) in victims_dependents(client, catalog, &found, &planned, counted, options).await {
-        taken.extend(held);
-        found.push(cascade);
-    }
-    let found = merged(found);
-    // A Namespace or CRD that dies with the plan unnamed is a node too: what it holds and the
-    // plan deletes dies when it does (review 16, F3).
-    let dying: HashSet<ObjectId> = owners::dying_holders(&owned.objects, &planned, &names)
+}
+
+/// Adds to the plan's graph nodes what dies with it unnamed: a Namespace or CRD that dies with
+/// the plan (what it holds and the plan deletes dies when it does: review 16, F3), and what a
+/// planned object controls that may run a controller or needs one ([`owners::controlled_children`]).
+fn add_dying_nodes(taken: &mut Vec<Listed>, owned: &[Listed], planned: &Planned, names: &HashMap<String, ObjectId>) {
+    let dying: HashSet<ObjectId> = owners::dying_holders(owned, planned, names)
         .into_iter()
         .map(|(holder, _)| holder)
         .collect();
-    taken.extend(owned.objects.iter().filter(|o| dying.contains(&o.id())).cloned());
-    // What a planned object controls and may run a controller is a node too, no victim.
+    taken.extend(owned.iter().filter(|o| dying.contains(&o.id())).cloned());
     let mut nodes: HashSet<String> = taken.iter().map(|o| o.uid().to_string()).collect();
-    let controlled = owners::controlled_children(&owned.objects, &planned);
+    let controlled = owners::controlled_children(owned, planned);
     taken.extend(controlled.into_iter().filter(|o| nodes.insert(o.uid().to_string())));
-    (found, taken)
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use crate::graph::MemberRecord;
 use crate::model::identity::ObjectId;
 use crate::model::trackers::{Preset, Selection};
 use crate::prune::cascade::owners::{owned_around, owner_cascades, Counted};
-use crate::prune::cascade::volumes::{bound_volumes, plans_a_claim, volume_cascades};
+use crate::prune::cascade::volumes::{bound_volumes, planned_claims, volume_cascades};
 use crate::prune::cascade::{contents, held_by_dying, unknown_content, victims, victims_dependents, Planned};
 use crate::prune::execute::{CheckedWave, Target, WaveGuard};
 use crate::prune::suspend::Suspensions;
@@ -446,21 +446,19 @@ impl Recheck {
     /// Drops the wave's claims whose deletion would now make the PV controller reclaim a volume
     /// the plan did not accept as a victim (the plan's own rule, [`volume_cascades`]).
     async fn judge_volumes(&self, checked: &mut CheckedWave) {
-        let wave = Planned {
-            ids: checked.targets.iter().map(|t| t.id.clone()).collect(),
-            ..Planned::default()
-        };
-        if !plans_a_claim(&wave) {
+        let wave: HashMap<String, ObjectId> = checked.targets.iter().map(|t| (t.uid.clone(), t.id.clone())).collect();
+        let claims = planned_claims(&wave);
+        if claims.is_empty() {
             return;
         }
-        let (planned, names) = self.still_planned();
-        let volumes = bound_volumes(&self.client, &self.catalog, &wave).await;
+        let (planned, _) = self.still_planned();
+        let volumes = bound_volumes(&self.client, &self.catalog, &claims).await;
         let counted = Counted {
             torn_down: &self.torn_down,
             kept: &self.kept,
         };
         let mut taking: HashMap<ObjectId, String> = HashMap::new();
-        for cascade in volume_cascades(&volumes, &planned, &names, &counted) {
+        for cascade in volume_cascades(&volumes, &planned, &claims, &counted) {
             if let Some(victim) = cascade.victims.iter().find(|v| !self.accepted_victims.contains(&v.uid)) {
                 let why = format!(
                     "its deletion would make the PV controller delete {} ({}), which is not pruned (found by the re-check)",

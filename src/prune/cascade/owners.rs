@@ -219,6 +219,29 @@ pub fn controlled_children(owned: &[Listed], planned: &Planned) -> Vec<Listed> {
         .collect()
 }
 
+/// The PersistentVolumeClaims among `owned` that die with the plan without being planned (a
+/// controller's or a plain owner's, up to a planned owner), each by UID with the planned object
+/// whose deletion takes it: the PV controller then reclaims their volumes
+/// ([`super::volumes`], order review 22, F1).
+pub fn dying_claims(
+    owned: &[Listed],
+    planned: &Planned,
+    planned_ids: &HashMap<String, ObjectId>,
+) -> HashMap<String, ObjectId> {
+    let owners_of = owners_by_uid(owned);
+    owned
+        .iter()
+        .filter(|object| super::volumes::is_claim(&object.id()) && !planned.uids.contains(object.uid()))
+        .filter(|object| {
+            !object.is_terminating() && dies_with_plan(&object.meta, &planned.uids, &owners_of, planned.orphans)
+        })
+        .filter_map(|object| {
+            let root = planned_root(object.uid(), &planned.uids, &owners_of)?;
+            Some((object.uid().to_string(), planned_ids.get(&root)?.clone()))
+        })
+        .collect()
+}
+
 /// Whether the chain of controllers up from the object with this UID reaches a planned object
 /// (`controller_of`: each listed object's controller, by UID). A cycle proves nothing.
 fn controlled_from_plan(uid: &str, controller_of: &HashMap<&str, &str>, planned: &HashSet<String>) -> bool {

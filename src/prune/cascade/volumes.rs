@@ -52,18 +52,24 @@ impl BoundVolume {
     }
 }
 
-/// Whether the plan holds a claim, so that volumes are worth listing.
-pub fn plans_a_claim(planned: &Planned) -> bool {
-    planned
-        .ids
-        .iter()
-        .any(|id| id.group.is_empty() && id.kind == "PersistentVolumeClaim")
+/// Whether an object is a PersistentVolumeClaim.
+pub fn is_claim(id: &ObjectId) -> bool {
+    id.group.is_empty() && id.kind == "PersistentVolumeClaim"
 }
 
-/// The cluster's PersistentVolumes, when the plan holds a claim (none otherwise). A listing
-/// that fails is told: what the claims take is then unknown to this rule.
-pub async fn bound_volumes(client: &Client, catalog: &Catalog, planned: &Planned) -> Vec<BoundVolume> {
-    if !plans_a_claim(planned) {
+/// The planned claims, each by UID with itself as what takes it (see [`volume_cascades`]).
+pub fn planned_claims(planned: &HashMap<String, ObjectId>) -> HashMap<String, ObjectId> {
+    planned
+        .iter()
+        .filter(|(_, id)| is_claim(id))
+        .map(|(uid, id)| (uid.clone(), id.clone()))
+        .collect()
+}
+
+/// The cluster's PersistentVolumes, when a claim dies (none otherwise). A listing that fails
+/// is told: what the claims take is then unknown to this rule.
+pub async fn bound_volumes(client: &Client, catalog: &Catalog, claims: &HashMap<String, ObjectId>) -> Vec<BoundVolume> {
+    if claims.is_empty() {
         return Vec::new();
     }
     let Some(kind) = catalog.get("", "PersistentVolume") else {
@@ -81,12 +87,13 @@ pub async fn bound_volumes(client: &Client, catalog: &Catalog, planned: &Planned
     }
 }
 
-/// The volumes the planned claims (`names`: the planned objects by UID) take and that count,
-/// each as a cascade of its claim.
+/// The volumes the dying claims take and that count, each as a cascade of the planned object
+/// whose deletion takes its claim (`claims`: each dying claim's UID with that object: a planned
+/// claim itself, the planned Namespace that holds one, the planned owner of one).
 pub fn volume_cascades(
     volumes: &[BoundVolume],
     planned: &Planned,
-    names: &HashMap<String, ObjectId>,
+    claims: &HashMap<String, ObjectId>,
     counted: &Counted,
 ) -> Vec<Cascade> {
     let mut found: Vec<Cascade> = volumes
@@ -95,10 +102,9 @@ pub fn volume_cascades(
         .filter(|volume| !planned.uids.contains(volume.listed.uid()))
         .filter(|volume| counts(&volume.listed, counted))
         .filter_map(|volume| {
-            let claim = names.get(volume.claim_uid.as_deref()?)?;
-            let is_claim = claim.group.is_empty() && claim.kind == "PersistentVolumeClaim";
-            is_claim.then(|| Cascade {
-                holder: claim.clone(),
+            let holder = claims.get(volume.claim_uid.as_deref()?)?;
+            Some(Cascade {
+                holder: holder.clone(),
                 victims: vec![Victim {
                     id: volume.listed.id(),
                     uid: volume.listed.uid().to_string(),
@@ -198,7 +204,7 @@ mod tests {
             torn_down: &torn_down,
             kept: &kept,
         };
-        let found = volume_cascades(&volumes, &planned, &names, &counted);
+        let found = volume_cascades(&volumes, &planned, &planned_claims(&names), &counted);
         let mut victims: Vec<String> = found
             .iter()
             .inspect(|cascade| assert_eq!(cascade.holder, claim))
@@ -207,5 +213,10 @@ mod tests {
         victims.sort();
         assert_eq!(victims, ["by-hand", "kept", "theirs"]);
         assert!(volume_cascades(&volumes, &Planned::default(), &HashMap::new(), &counted).is_empty());
+        // A claim that dies with a planned Namespace: its volume is that Namespace's victim.
+        let namespace = ObjectId::new("", "Namespace", None, "app");
+        let in_namespace: HashMap<String, ObjectId> = [("uid-claim".to_string(), namespace.clone())].into();
+        let found = volume_cascades(&volumes, &Planned::default(), &in_namespace, &counted);
+        assert!(!found.is_empty() && found.iter().all(|cascade| cascade.holder == namespace));
     }
 }
