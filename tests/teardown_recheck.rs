@@ -699,3 +699,82 @@ spec: {{storageClassName: "", volumeName: {v}, accessModes: [ReadWriteOnce], res
         "{stderr}"
     );
 }
+
+/// Order review 22, F1, at the re-check: stack `a`'s Namespace `tenant` (after `holder`, so
+/// wave 1 waits) holds an untracked claim, accepted as its victim (`--allow-cascade`), bound to
+/// a volume a provisioner made for it. While wave 1 waits, the volume is given a keep marker:
+/// deleting the Namespace would now take the claim and make the PV controller delete the
+/// volume. The re-check drops the Namespace.
+#[test]
+fn a_volume_keep_marked_since_the_plan_keeps_the_namespace_of_its_claim() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("newkeptpvns");
+    let n = ns.0.clone();
+    let tenant = Namespace::new("newkeptpvns-tenant");
+    let t = tenant.0.clone();
+    let la = flux_labels("a", &n);
+    let volume = ClusterObject("persistentvolume", unique("r22f1-pv"));
+    kubectl_ok(&[
+        "label",
+        "namespace",
+        &t,
+        &format!("kustomize.toolkit.fluxcd.io/name=a"),
+        &format!("kustomize.toolkit.fluxcd.io/namespace={n}"),
+    ]);
+    apply(&format!(
+        r#"{a}apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: holder
+  namespace: {n}
+  labels: {la}
+  finalizers: [{HOLD}]
+  annotations: {{config.kubernetes.io/depends-on: /Namespace/{t}}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: data, namespace: {t}}}
+spec: {{storageClassName: "", volumeName: {v}, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Mi}}}}}}
+"#,
+        a = ks("a", &n),
+        v = volume.1,
+    ));
+    let claim_uid = uid_of("persistentvolumeclaim", Some(&t), "data");
+    apply(&format!(
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {v}, annotations: {{pv.kubernetes.io/provisioned-by: csi.example.com}}}}\nspec: {{capacity: {{storage: 1Mi}}, accessModes: [ReadWriteOnce], persistentVolumeReclaimPolicy: Delete, storageClassName: \"\", hostPath: {{path: /tmp/{v}}}, claimRef: {{namespace: {t}, name: data, uid: {claim_uid}}}}}\n",
+        v = volume.1
+    ));
+    record_flux_inventories(&n);
+    let mut child = spawn_stack(&[
+        "prune",
+        "-n",
+        &n,
+        "kustomization/a",
+        "--allow-cascade",
+        "--yes",
+        "--timeout",
+        "60s",
+    ]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", &n, "holder")
+    });
+    kubectl_ok(&[
+        "annotate",
+        "persistentvolume",
+        &volume.1,
+        "helm.sh/resource-policy=keep",
+    ]);
+    release_finalizers("configmap/holder", &n);
+    let run = finish(child).expect_code(5);
+    let stderr = &run.stderr;
+    assert!(exists("namespace", None, &t), "{stderr}");
+    assert!(exists("persistentvolumeclaim", Some(&t), "data"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "dropped: Namespace/{t}: its deletion would make the PV controller delete PersistentVolume/{}",
+            volume.1
+        )),
+        "{stderr}"
+    );
+}

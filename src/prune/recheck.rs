@@ -26,8 +26,8 @@ use crate::graph::tracker_key;
 use crate::graph::MemberRecord;
 use crate::model::identity::ObjectId;
 use crate::model::trackers::{Preset, Selection};
-use crate::prune::cascade::owners::{owned_around, owner_cascades, Counted};
-use crate::prune::cascade::volumes::{bound_volumes, planned_claims, volume_cascades};
+use crate::prune::cascade::owners::{dying_claims, owned_around, owner_cascades, Counted};
+use crate::prune::cascade::volumes::{bound_volumes, is_claim, planned_claims, volume_cascades};
 use crate::prune::cascade::{contents, held_by_dying, unknown_content, victims, victims_dependents, Planned};
 use crate::prune::execute::{CheckedWave, Target, WaveGuard};
 use crate::prune::suspend::Suspensions;
@@ -283,7 +283,7 @@ impl Recheck {
         )
         .await;
         self.judge_owned(&mut checked, &owned);
-        self.judge_volumes(&mut checked).await;
+        self.judge_volumes(&mut checked, &owned).await;
         self.judge_dying_holders(&mut checked, &owned).await;
         self.lift_suspensions(&mut checked).await;
         for (target, _) in &checked.dropped {
@@ -443,22 +443,38 @@ impl Recheck {
         drop_taking(checked, taking);
     }
 
-    /// Drops the wave's claims whose deletion would now make the PV controller reclaim a volume
-    /// the plan did not accept as a victim (the plan's own rule, [`volume_cascades`]).
-    async fn judge_volumes(&self, checked: &mut CheckedWave) {
+    /// Drops the wave's objects whose deletion would now make the PV controller reclaim a volume
+    /// the plan did not accept as a victim (the plan's own rule, [`volume_cascades`]): through a
+    /// claim of the wave, or one a wave's object owns up its chain (judged on `owned`); a
+    /// Namespace's claims are judged with its content ([`Self::judge_content`]).
+    async fn judge_volumes(&self, checked: &mut CheckedWave, owned: &Collection) {
         let wave: HashMap<String, ObjectId> = checked.targets.iter().map(|t| (t.uid.clone(), t.id.clone())).collect();
-        let claims = planned_claims(&wave);
+        let mut claims = planned_claims(&wave);
+        let (planned, names) = self.still_planned();
+        let wave_ids: HashSet<&ObjectId> = wave.values().collect();
+        claims.extend(
+            dying_claims(&owned.objects, &planned, &names)
+                .into_iter()
+                .filter(|(_, holder)| wave_ids.contains(holder)),
+        );
+        let taking = self.unaccepted_volumes(&claims).await;
+        drop_taking(checked, taking);
+    }
+
+    /// What takes each dying claim (`claims`, by UID) whose volume the PV controller would
+    /// reclaim and the plan did not accept as a victim, with why.
+    async fn unaccepted_volumes(&self, claims: &HashMap<String, ObjectId>) -> HashMap<ObjectId, String> {
+        let mut taking: HashMap<ObjectId, String> = HashMap::new();
         if claims.is_empty() {
-            return;
+            return taking;
         }
         let (planned, _) = self.still_planned();
-        let volumes = bound_volumes(&self.client, &self.catalog, &claims).await;
+        let volumes = bound_volumes(&self.client, &self.catalog, claims).await;
         let counted = Counted {
             torn_down: &self.torn_down,
             kept: &self.kept,
         };
-        let mut taking: HashMap<ObjectId, String> = HashMap::new();
-        for cascade in volume_cascades(&volumes, &planned, &claims, &counted) {
+        for cascade in volume_cascades(&volumes, &planned, claims, &counted) {
             if let Some(victim) = cascade.victims.iter().find(|v| !self.accepted_victims.contains(&v.uid)) {
                 let why = format!(
                     "its deletion would make the PV controller delete {} ({}), which is not pruned (found by the re-check)",
@@ -467,7 +483,7 @@ impl Recheck {
                 taking.insert(cascade.holder, why);
             }
         }
-        drop_taking(checked, taking);
+        taking
     }
 
     /// What the plan still deletes (not dropped by an earlier wave's re-check), and its objects by
@@ -803,6 +819,15 @@ impl Recheck {
                 "holds {} ({}), which is not pruned (found by the re-check)",
                 victim.id, victim.why
             ));
+        }
+        let claims: HashMap<String, ObjectId> = held
+            .objects
+            .iter()
+            .filter(|o| is_claim(&o.id()) && !self.planned.uids.contains(o.uid()))
+            .map(|o| (o.uid().to_string(), target.id.clone()))
+            .collect();
+        if let Some(why) = self.unaccepted_volumes(&claims).await.into_values().next() {
+            return Some(why);
         }
         self.judge_victims_dependents(target, all).await
     }
