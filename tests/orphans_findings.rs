@@ -663,7 +663,7 @@ fn an_argo_manifest_without_a_namespace_is_in_the_applications_destination() {
         )
     };
     apply(&format!(
-        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {app}, namespace: {c}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {d}}}\n{}{}",
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {app}, namespace: {c}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {d}}}\nstatus: {{sourceType: Directory}}\n{}{}",
         object("app-config"),
         object("gone")
     ));
@@ -715,7 +715,7 @@ fn an_argo_application_without_a_destination_namespace_prunes_nothing() {
         )
     };
     apply(&format!(
-        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {app}, namespace: {c}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc}}\n{}{}",
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {app}, namespace: {c}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc}}\nstatus: {{sourceType: Directory}}\n{}{}",
         object("cfg"),
         object("old")
     ));
@@ -787,7 +787,7 @@ fn the_recheck_reads_an_argo_application_again() {
             )
         };
         apply(&format!(
-            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {app}, namespace: {c}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {d}}}\n{}{}{}",
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {app}, namespace: {c}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {d}}}\nstatus: {{sourceType: Directory}}\n{}{}{}",
             object("desired", "0", ""),
             object("slow", "5", "  finalizers: [stack-test.example.com/hold]\n"),
             object("later", "1", ""),
@@ -894,7 +894,7 @@ fn argo_applications_are_told_and_read_as_argo_cd_does() {
         )
     };
     apply(&format!(
-        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {elsewhere}, namespace: {t}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {t}}}\n---\napiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {keeping}, namespace: {c}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {l}}}\n  syncPolicy: {{syncOptions: [Prune=false]}}\n{}{}{}{}",
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {elsewhere}, namespace: {t}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {t}}}\nstatus: {{sourceType: Directory}}\n---\napiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {keeping}, namespace: {c}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {l}}}\n  syncPolicy: {{syncOptions: [Prune=false]}}\nstatus: {{sourceType: Directory}}\n{}{}{}{}",
         object(&elsewhere, "cfg"),
         object(&elsewhere, "old"),
         object(&keeping, "cfg-k"),
@@ -957,7 +957,7 @@ fn what_an_argo_or_kapp_stack_would_never_prune_is_no_orphan() {
             )
         };
         apply(&format!(
-            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {app}, namespace: {c}}}\nspec:\n  {spec}\n{}{}",
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {app}, namespace: {c}}}\nspec:\n  {spec}\nstatus: {{sourceType: Directory}}\n{}{}",
             object(&format!("{case}-keep")),
             object(&format!("{case}-old")),
         ));
@@ -1071,14 +1071,16 @@ fn an_orphan_prune_in_one_namespace_keeps_what_an_untracked_object_elsewhere_nee
     assert!(run.stderr.contains(&format!("ConfigMap/{o}/user")), "{}", run.stderr);
 }
 
-/// Membership review 22, F1 and F2: Argo CD reads a desired path otherwise than
-/// kustomize-controller. A Directory source reads every file as it is, a kustomization below it
-/// (or at it, when `spec.source.directory` is given) included, which it ignores (argo-cd
-/// `reposerver/repository/repository.go` `findManifests`; `ExplicitType`); and the repo-server
-/// merges `.argocd-source-<app>.yaml` into the source before it builds (`mergeSourceParameters`).
-/// Built as Flux builds it, the desired set held other names, and what Argo CD keeps was
-/// pruned. Each is refused (exit 4) unless `--as-built`; an undeclared source with a
-/// kustomization at its path is built as Argo CD builds it, and compared.
+/// Membership review 22, F1 and F2, and review 23: Argo CD reads a desired path as the source
+/// type it detected, which its controller records in the Application's `status.sourceType`. A
+/// Directory source reads every file as it is, a kustomization below its path (or at it: a
+/// given `spec.source.directory`, or `kustomize.enable: "false"` in `argocd-cm`) included, which it
+/// ignores (argo-cd `reposerver/repository/repository.go` `findManifests`); a discovered plugin
+/// renders what it renders; and the repo-server merges `.argocd-source-<app>.yaml` into the source
+/// before it builds (`mergeSourceParameters`). Built as Flux builds it, the desired set held other
+/// names, and what Argo CD keeps was pruned. Each is refused (exit 4) unless `--as-built`, as is
+/// an Application that records no source type; a Kustomize source given its kustomization is
+/// built as Argo CD builds it, and compared.
 #[test]
 fn argo_cd_reads_a_desired_path_as_its_source_type_says() {
     let _logs = start();
@@ -1089,12 +1091,32 @@ fn argo_cd_reads_a_desired_path_as_its_source_type_says() {
     argo_control_plane(c);
     let cm = |name: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\n");
     let prefixed = "namePrefix: p-\nresources: [keep.yaml]\n";
-    // (case, the source's type fields, the repository's files, what the refusal says).
-    type Case<'a> = (&'a str, &'a str, Vec<(String, String)>, Option<&'a str>);
-    let cases: [Case; 4] = [
+    let plain = "resources: [keep.yaml]\n";
+    let at_root = |case: &str, kustomization: &str| {
+        vec![
+            ("kustomization.yaml".to_string(), kustomization.to_string()),
+            ("keep.yaml".to_string(), cm(&format!("{case}-keep"))),
+        ]
+    };
+    // (case, the source's type fields, its status.sourceType, the repository's files, what the
+    // refusal says).
+    type Case<'a> = (
+        &'a str,
+        &'a str,
+        Option<&'a str>,
+        Vec<(String, String)>,
+        Option<&'a str>,
+    );
+    let mut params = at_root("params", plain);
+    params.push((
+        ".argocd-source-APP.yaml".into(),
+        "kustomize:\n  namePrefix: p-\n".into(),
+    ));
+    let cases: [Case; 7] = [
         (
             "nested",
             "directory: {recurse: true}",
+            Some("Directory"),
             vec![
                 ("root.yaml".into(), cm("nested-root")),
                 ("sub/kustomization.yaml".into(), prefixed.into()),
@@ -1105,36 +1127,36 @@ fn argo_cd_reads_a_desired_path_as_its_source_type_says() {
         (
             "directory",
             "directory: {}",
-            vec![
-                ("kustomization.yaml".into(), prefixed.into()),
-                ("keep.yaml".into(), cm("directory-keep")),
-            ],
-            Some("is a Directory"),
+            Some("Directory"),
+            at_root("directory", prefixed),
+            Some("as a Directory"),
+        ),
+        // argocd-cm's `kustomize.enable: "false"`: the status says Directory, the spec nothing.
+        (
+            "disabled",
+            "",
+            Some("Directory"),
+            at_root("disabled", prefixed),
+            Some("as a Directory"),
         ),
         (
-            "params",
+            "plugin",
             "",
-            vec![
-                ("kustomization.yaml".into(), "resources: [keep.yaml]\n".into()),
-                ("keep.yaml".into(), cm("params-keep")),
-                (
-                    ".argocd-source-APP.yaml".into(),
-                    "kustomize:\n  namePrefix: p-\n".into(),
-                ),
-            ],
-            Some("merges"),
+            Some("Plugin"),
+            at_root("plugin", prefixed),
+            Some("as Plugin"),
         ),
         (
-            "detected",
+            "unrecorded",
             "",
-            vec![
-                ("kustomization.yaml".into(), "resources: [keep.yaml]\n".into()),
-                ("keep.yaml".into(), cm("detected-keep")),
-            ],
             None,
+            at_root("unrecorded", plain),
+            Some("records no status.sourceType"),
         ),
+        ("params", "", Some("Kustomize"), params, Some("merges")),
+        ("detected", "", Some("Kustomize"), at_root("detected", plain), None),
     ];
-    for (case, source, files, refused) in cases {
+    for (case, source, built_as, files, refused) in cases {
         let app = unique(case);
         let object = |name: &str| {
             format!(
@@ -1147,7 +1169,8 @@ fn argo_cd_reads_a_desired_path_as_its_source_type_says() {
             format!(", {source}")
         };
         apply(&format!(
-            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {app}, namespace: {c}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {d}}}\n  source: {{repoURL: https://git.example.com/app, path: .{source}}}\n{}{}{}",
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {app}, namespace: {c}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {d}}}\n  source: {{repoURL: https://git.example.com/app, path: .{source}}}\n{}{}{}{}",
+            built_as.map(|t| format!("status: {{sourceType: {t}}}\n")).unwrap_or_default(),
             object(&format!("{case}-keep")),
             object(&format!("p-{case}-keep")),
             object(&format!("{case}-old")),

@@ -719,7 +719,7 @@ fn a_volume_keep_marked_since_the_plan_keeps_the_namespace_of_its_claim() {
         "label",
         "namespace",
         &t,
-        &format!("kustomize.toolkit.fluxcd.io/name=a"),
+        "kustomize.toolkit.fluxcd.io/name=a",
         &format!("kustomize.toolkit.fluxcd.io/namespace={n}"),
     ]);
     apply(&format!(

@@ -150,26 +150,26 @@ pub struct StackRecord {
 
 /// How a tool reads the desired path otherwise than kustomize-controller (which builds every
 /// directory holding a kustomization, and a generated one elsewhere).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PathReading {
-    /// Argo CD: it merges `.argocd-source.yaml` and `.argocd-source-<app>.yaml` into the
-    /// Application's source before it builds (argo-cd `reposerver/repository/repository.go`
-    /// `mergeSourceParameters`); it builds a kustomization only at the source's path, and only
-    /// when the source is of type Kustomize; a Directory source (`spec.source.directory` given,
-    /// or detected where the path holds no kustomization) reads every file as it is, a
-    /// kustomization file below it included, which it ignores (`findManifests`; the type:
-    /// `pkg/apis/application/v1alpha1/types.go` `ExplicitType`, `GetAppSourceType`).
+    /// Argo CD: it builds a source as the type its source type detection decides, which its
+    /// controller records in the Application's status ([`PathReading::ArgoCd::built_as`]): a
+    /// `Kustomize` source is built with kustomize at its path; a `Directory` source reads every
+    /// file as it is, a kustomization file included, which it ignores (argo-cd
+    /// `reposerver/repository/repository.go` `findManifests`); `Helm` and `Plugin` render what
+    /// `-f` cannot. It merges `.argocd-source.yaml` and `.argocd-source-<app>.yaml` into the
+    /// source before it builds (`mergeSourceParameters`).
     ArgoCd {
-        /// A source gives `directory`: even a kustomization at the path is not built.
-        directory: bool,
+        /// The types its Applications were built as; `None`: not recorded.
+        built_as: Option<Vec<String>>,
     },
 }
 
 impl PathReading {
     /// Why the tool builds the desired paths otherwise than `-f`/`-k` read them (`facts`), if
-    /// it does.
-    pub fn builds_otherwise(self, facts: &crate::stack::manifest::BuildFacts) -> Option<String> {
-        let PathReading::ArgoCd { directory } = self;
+    /// it does (membership reviews 22 and 23).
+    pub fn builds_otherwise(&self, facts: &crate::stack::manifest::BuildFacts) -> Option<String> {
+        let PathReading::ArgoCd { built_as } = self;
         let shown = |paths: &[std::path::PathBuf]| {
             paths
                 .iter()
@@ -183,18 +183,34 @@ impl PathReading {
                 shown(&facts.argocd_source_files)
             ));
         }
-        if !facts.nested_kustomizations.is_empty() {
+        let Some(types) = built_as else {
+            return Some(
+                "Argo CD records no status.sourceType for the Application: how it builds its path (Directory, Kustomize, Helm, a plugin) is not known"
+                    .to_string(),
+            );
+        };
+        if let Some(other) = types.iter().find(|t| !matches!(t.as_str(), "Directory" | "Kustomize")) {
+            return Some(format!("Argo CD builds the Application as {other} (status.sourceType)"));
+        }
+        let built: Vec<std::path::PathBuf> = facts
+            .root_kustomizations
+            .iter()
+            .chain(&facts.nested_kustomizations)
+            .cloned()
+            .collect();
+        if types.iter().any(|t| t == "Directory") && !built.is_empty() {
             return Some(format!(
-                "Argo CD reads the files of {} as they are (a kustomization below the source's path is not built)",
-                shown(&facts.nested_kustomizations)
+                "Argo CD builds the Application as a Directory (status.sourceType): it reads the files of {} as they are, without building the kustomization",
+                shown(&built)
             ));
         }
-        (directory && !facts.root_kustomizations.is_empty()).then(|| {
-            format!(
-                "the Application's source is a Directory (spec.source.directory): Argo CD reads the files of {} as they are, without building the kustomization",
-                shown(&facts.root_kustomizations)
-            )
-        })
+        if types.iter().any(|t| t == "Kustomize") && facts.root_kustomizations.is_empty() {
+            return Some(
+                "Argo CD builds the Application with kustomize (status.sourceType), and no path given holds its kustomization: give the directory that does (-f DIR or -k DIR)"
+                    .to_string(),
+            );
+        }
+        None
     }
 }
 
@@ -568,7 +584,7 @@ pub fn refuse_renamed(
 ) -> Result<(), UserError> {
     let read_otherwise = || {
         let facts = compared?;
-        stack.path_reading?.builds_otherwise(facts)
+        stack.path_reading.as_ref()?.builds_otherwise(facts)
     };
     match stack.renamed_by.clone().or_else(read_otherwise) {
         Some(why) if compared.is_some() && !as_built => Err(UserError::refused(format!(

@@ -892,15 +892,26 @@ mod tests {
             ]
         );
         use crate::stack::inventory::PathReading;
-        let argo = |directory| PathReading::ArgoCd { directory }.builds_otherwise(&facts);
-        assert!(argo(false).is_some_and(|why| why.contains(".argocd-source-web.yaml")));
+        let argo = |types: Option<&[&str]>, facts: &BuildFacts| {
+            PathReading::ArgoCd {
+                built_as: types.map(|types| types.iter().map(|t| t.to_string()).collect()),
+            }
+            .builds_otherwise(facts)
+        };
+        assert!(argo(Some(&["Kustomize"]), &facts).is_some_and(|why| why.contains(".argocd-source-web.yaml")));
         let only_root = BuildFacts {
             root_kustomizations: vec![root.join("app")],
             ..BuildFacts::default()
         };
-        let argo_root = |directory| PathReading::ArgoCd { directory }.builds_otherwise(&only_root);
-        assert_eq!(argo_root(false), None);
-        assert!(argo_root(true).is_some_and(|why| why.contains("Directory")));
+        let plain = BuildFacts::default();
+        // Membership review 23: as what Argo CD built the Application decides, as its status says.
+        assert_eq!(argo(Some(&["Kustomize"]), &only_root), None);
+        assert_eq!(argo(Some(&["Directory"]), &plain), None);
+        assert!(argo(Some(&["Directory"]), &only_root).is_some_and(|why| why.contains("Directory")));
+        assert!(argo(Some(&["Kustomize"]), &plain).is_some_and(|why| why.contains("kustomize")));
+        assert!(argo(Some(&["Plugin"]), &plain).is_some_and(|why| why.contains("Plugin")));
+        assert!(argo(Some(&["Directory", "Kustomize"]), &only_root).is_some());
+        assert!(argo(None, &plain).is_some_and(|why| why.contains("status.sourceType")));
         let _ = std::fs::remove_dir_all(&root);
     }
 

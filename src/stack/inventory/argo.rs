@@ -50,13 +50,12 @@ pub async fn argo_record(session: &Session, app: &str, comparing: bool) -> Resul
     if let Some(why) = applications.iter().filter(|_| comparing).find_map(deploys_elsewhere) {
         return Err(super::prunes_nothing(&why));
     }
-    let directory = applications
-        .iter()
-        .any(|application| sources(application).any(|(_, source)| source.get("directory").is_some()));
+    let built_as = built_as(&applications);
     let overrides = StackRecord {
         renamed_by: renamed_by(&applications),
-        build_overrides: sources_of(&applications),
-        path_reading: Some(super::PathReading::ArgoCd { directory }),
+        build_overrides: sources_of(&applications, built_as.as_deref()),
+        // No Application: nothing is built, and what its objects are is told elsewhere.
+        path_reading: (!applications.is_empty()).then_some(super::PathReading::ArgoCd { built_as }),
         ..StackRecord::default()
     };
     let mut destinations: Vec<Option<&str>> = applications.iter().map(destination_of).collect();
@@ -170,14 +169,58 @@ fn renamed_by(applications: &[DynamicObject]) -> Option<String> {
     })
 }
 
-/// What the Applications build from, as JSON (see [`StackRecord::build_overrides`]): a source
-/// changed since the plan builds another desired set.
-fn sources_of(applications: &[DynamicObject]) -> Option<String> {
+/// What the Applications build from, and as what Argo CD built them, as JSON (see
+/// [`StackRecord::build_overrides`]): a source or a source type changed since the plan builds
+/// another desired set.
+fn sources_of(applications: &[DynamicObject], built_as: Option<&[String]>) -> Option<String> {
     let all: Vec<&Value> = applications
         .iter()
         .flat_map(|application| sources(application).map(|(_, source)| source))
         .collect();
-    (!all.is_empty()).then(|| Value::from(all.into_iter().cloned().collect::<Vec<_>>()).to_string())
+    (!all.is_empty()).then(|| {
+        let sources = Value::from(all.into_iter().cloned().collect::<Vec<_>>());
+        serde_json::json!({"sources": sources, "builtAs": built_as}).to_string()
+    })
+}
+
+/// As what Argo CD built each Application's sources, as its controller records it
+/// (`status.sourceTypes` of a multi-source Application, else `status.sourceType`: `Directory`,
+/// `Kustomize`, `Helm`, `Plugin`; argo-cd `pkg/apis/application/v1alpha1/types.go`
+/// `ApplicationStatus`, written from the repo-server's answer, so it holds what the source
+/// type detection decided — `argocd-cm`'s `kustomize.enable`, a discovered config management
+/// plugin — not only what the spec says). `None` when an Application records none, or when there
+/// is no Application: how it builds is then not known.
+fn built_as(applications: &[DynamicObject]) -> Option<Vec<String>> {
+    if applications.is_empty() {
+        return None;
+    }
+    let mut types = Vec::new();
+    for application in applications {
+        let many: Vec<String> = application
+            .data
+            .pointer("/status/sourceTypes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect();
+        let one = application
+            .data
+            .pointer("/status/sourceType")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string);
+        match (many.is_empty(), one) {
+            (false, _) => types.extend(many),
+            (true, Some(one)) => types.push(one),
+            (true, None) => return None,
+        }
+    }
+    types.sort();
+    types.dedup();
+    Some(types)
 }
 
 /// The destination namespace of an Application, when it names one.
