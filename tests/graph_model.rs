@@ -3819,3 +3819,63 @@ metadata:
         planned.stdout
     );
 }
+
+/// Order review 23, F1: a claim that dies as the unmarked child of a cascade victim — a
+/// cluster-scoped custom resource its planned CRD takes controls it — takes its volume as well:
+/// the keep-marked volume is named as the CRD's victim beside the resource.
+#[test]
+fn a_claim_a_victim_controls_names_its_volume() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gmpvc");
+    let f = flux.0.clone();
+    let app = Namespace::new("gmpvc-app");
+    let a = app.0.clone();
+    let run = unique("gmpvc");
+    let group = own_group(&run);
+    let resource = format!("boxes.{group}");
+    let mut leftovers = Leftovers::new();
+    leftovers.object("crd", &resource);
+    leftovers.object("persistentvolume", &format!("{run}-pe1"));
+    leftovers.object(&resource, "bx1");
+    let tracked = flux_labels("app", &f);
+    apply(&format!(
+        r#"{}---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {resource}, labels: {tracked}}}
+spec:
+  group: {group}
+  names: {{kind: Box, plural: boxes, singular: box}}
+  scope: Cluster
+  versions: [{{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}]
+"#,
+        kustomization("app", &f, ""),
+    ));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    apply(&format!("apiVersion: {group}/v1\nkind: Box\nmetadata: {{name: bx1}}\n"));
+    let box_uid = uid_of(&resource, None, "bx1");
+    apply(&format!(
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: pe1, namespace: {a}, ownerReferences: [{{apiVersion: {group}/v1, kind: Box, name: bx1, uid: {box_uid}, controller: true}}]}}\nspec: {{storageClassName: \"\", volumeName: {run}-pe1, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Gi}}}}}}\n"
+    ));
+    let claim_uid = uid_of("persistentvolumeclaim", Some(&a), "pe1");
+    apply(&format!(
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {run}-pe1, annotations: {{helm.sh/resource-policy: keep}}}}\nspec: {{capacity: {{storage: 1Gi}}, accessModes: [ReadWriteOnce], persistentVolumeReclaimPolicy: Delete, storageClassName: \"\", hostPath: {{path: /tmp/{run}-pe1}}, claimRef: {{namespace: {a}, name: pe1, uid: {claim_uid}}}}}\n"
+    ));
+    record_flux_inventories(&f);
+    let planned = stack(&["prune", "-n", &f, "kustomization/app", "--dry-run", "-o", "json"]);
+    let lines = json_lines(&planned.stdout);
+    let cascades = plan_line(&lines)["cascades"].as_array().unwrap().clone();
+    let victims: Vec<String> = cascades
+        .iter()
+        .filter(|c| c["holder"]["name"] == resource.as_str())
+        .flat_map(|c| c["victims"].as_array().unwrap().clone())
+        .map(|v| v["id"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        victims.contains(&"bx1".to_string()) && victims.contains(&format!("{run}-pe1")),
+        "{victims:?}\n{}\n{}",
+        planned.stdout,
+        planned.stderr
+    );
+}

@@ -299,7 +299,8 @@ pub fn cascade_of(catalog: &Catalog, holder: &ObjectId, held: &Collection, plann
 
 /// The content cascades of the Namespaces and CRDs that die with the plan although it does not
 /// name them ([`owners::dying_holders`]), each charged to the planned owner that takes it (a
-/// victim's `why` and an unlisted kind say which holder holds it), with the victims as listed.
+/// victim's `why` and an unlisted kind say which holder holds it), with the victims as listed;
+/// the claims they hold are added to `claims`, charged the same way.
 /// The plan and the re-check before each wave ask this one function.
 pub async fn held_by_dying(
     client: &Client,
@@ -308,10 +309,11 @@ pub async fn held_by_dying(
     planned: &Planned,
     planned_ids: &HashMap<String, ObjectId>,
     options: ListOptions,
+    claims: &mut HashMap<String, ObjectId>,
 ) -> Vec<(Cascade, Vec<Listed>)> {
     let mut found = Vec::new();
     for (holder, owner) in owners::dying_holders(owned, planned, planned_ids) {
-        found.extend(held_by(client, catalog, &holder, &owner, planned, options).await);
+        found.extend(held_by(client, catalog, (&holder, &owner), planned, options, claims).await);
     }
     found
 }
@@ -334,7 +336,8 @@ pub async fn victims_dependents(
     planned: &Planned,
     counted: &owners::Counted<'_>,
     options: ListOptions,
-) -> Vec<(Cascade, Vec<Listed>)> {
+) -> Dependents {
+    let mut claims: HashMap<String, ObjectId> = HashMap::new();
     let mut charged: HashMap<String, ObjectId> = found
         .iter()
         .flat_map(|c| c.victims.iter().map(|v| (v.uid.clone(), c.holder.clone())))
@@ -369,6 +372,9 @@ pub async fn victims_dependents(
             charged.insert(uid.to_string(), root.clone());
             dying.insert(uid.to_string());
             next.push(object.id());
+            if volumes::is_claim(&object.id()) {
+                claims.insert(uid.to_string(), root.clone());
+            }
             if counted.counts(object) && made_by_control_plane(&object.id(), &object.meta, &HashSet::new()).is_none() {
                 let victim = Victim {
                     id: object.id(),
@@ -380,7 +386,8 @@ pub async fn victims_dependents(
             if !is_holder(&object.id()) {
                 continue;
             }
-            let Some((cascade, taken)) = held_by(client, catalog, &object.id(), &root, planned, options).await else {
+            let held = held_by(client, catalog, (&object.id(), &root), planned, options, &mut claims).await;
+            let Some((cascade, taken)) = held else {
                 continue;
             };
             for victim in &cascade.victims {
@@ -392,7 +399,16 @@ pub async fn victims_dependents(
         }
         frontier = next;
     }
-    out
+    Dependents { cascades: out, claims }
+}
+
+/// What the garbage collector takes with the victims ([`victims_dependents`]).
+pub struct Dependents {
+    /// The cascades that count, each with its victims as listed.
+    pub cascades: Vec<(Cascade, Vec<Listed>)>,
+    /// Every claim that dies so, counted or not, by UID with the planned object charged with
+    /// it: the PV controller reclaims its volume ([`volumes::volume_cascades`]).
+    pub claims: HashMap<String, ObjectId>,
 }
 
 /// The content cascade of a Namespace or CRD (`holder`) that dies unplanned, charged to the
@@ -401,12 +417,13 @@ pub async fn victims_dependents(
 async fn held_by(
     client: &Client,
     catalog: &Catalog,
-    holder: &ObjectId,
-    root: &ObjectId,
+    (holder, root): (&ObjectId, &ObjectId),
     planned: &Planned,
     options: ListOptions,
+    claims: &mut HashMap<String, ObjectId>,
 ) -> Option<(Cascade, Vec<Listed>)> {
     let held = contents(client, catalog, holder, options).await?;
+    claims.extend(claims_in(&held.objects, planned).map(|uid| (uid, root.clone())));
     let mut cascade = cascade_of(catalog, holder, &held, planned);
     if cascade.is_clean() {
         return None;
@@ -426,6 +443,14 @@ async fn held_by(
         .collect();
     cascade.holder = root.clone();
     Some((cascade, taken))
+}
+
+/// The UIDs of the claims among `objects` that the plan does not delete itself.
+fn claims_in<'a>(objects: &'a [Listed], planned: &'a Planned) -> impl Iterator<Item = String> + 'a {
+    objects
+        .iter()
+        .filter(|o| volumes::is_claim(&o.id()) && !planned.uids.contains(o.uid()))
+        .map(|o| o.uid().to_string())
 }
 
 /// A cascade of one victim.
@@ -493,12 +518,9 @@ async fn planned_holders_cascades(
             dying
                 .taken
                 .extend(held.objects.iter().filter(|o| victims.contains(o.uid())).cloned());
-            dying.claims.extend(
-                held.objects
-                    .iter()
-                    .filter(|o| volumes::is_claim(&o.id()) && !planned.uids.contains(o.uid()))
-                    .map(|o| (o.uid().to_string(), holder.clone())),
-            );
+            dying
+                .claims
+                .extend(claims_in(&held.objects, planned).map(|uid| (uid, holder.clone())));
             if !cascade.is_clean() {
                 dying.found.push(cascade);
             }
@@ -574,10 +596,12 @@ pub async fn find_cascades(
             .add_owned(client, catalog, owned, &planned, &names, (counted, options))
             .await;
     }
-    for (cascade, held) in victims_dependents(client, catalog, &dying.found, &planned, counted, options).await {
+    let dependents = victims_dependents(client, catalog, &dying.found, &planned, counted, options).await;
+    for (cascade, held) in dependents.cascades {
         dying.taken.extend(held);
         dying.found.push(cascade);
     }
+    dying.claims.extend(dependents.claims);
     // A dying claim takes the volume the PV controller reclaims once it is gone, whatever the
     // cascade (order review 19, P; review 22, F1).
     if let Some(owned) = &owned {
@@ -622,7 +646,17 @@ impl Dying {
                 .extend(owned.objects.iter().filter(|o| victims.contains(o.uid())).cloned());
             self.found.push(cascade);
         }
-        for (cascade, held) in held_by_dying(client, catalog, &owned.objects, planned, names, options).await {
+        let held = held_by_dying(
+            client,
+            catalog,
+            &owned.objects,
+            planned,
+            names,
+            options,
+            &mut self.claims,
+        )
+        .await;
+        for (cascade, held) in held {
             self.taken.extend(held);
             self.found.push(cascade);
         }

@@ -512,7 +512,7 @@ impl Recheck {
         }
         let (planned, names) = self.still_planned();
         let wave: HashSet<&ObjectId> = checked.targets.iter().map(|t| &t.id).collect();
-        let mut taking: HashMap<ObjectId, String> = HashMap::new();
+        let mut claims: HashMap<String, ObjectId> = HashMap::new();
         let found = held_by_dying(
             &self.client,
             &self.catalog,
@@ -520,8 +520,12 @@ impl Recheck {
             &planned,
             &names,
             self.options,
+            &mut claims,
         )
         .await;
+        // A claim such a Namespace holds takes its volume (order review 23, F1).
+        claims.retain(|_, holder| wave.contains(holder));
+        let mut taking = self.unaccepted_volumes(&claims).await;
         for (cascade, _) in found {
             if !wave.contains(&cascade.holder) {
                 continue;
@@ -861,7 +865,16 @@ impl Recheck {
             self.options,
         )
         .await;
-        for (cascade, _) in dependents {
+        // A claim that dies with them takes its volume (order review 23, F1).
+        let claims: HashMap<String, ObjectId> = dependents
+            .claims
+            .keys()
+            .map(|uid| (uid.clone(), target.id.clone()))
+            .collect();
+        if let Some(why) = self.unaccepted_volumes(&claims).await.into_values().next() {
+            return Some(why);
+        }
+        for (cascade, _) in dependents.cascades {
             if let Some(victim) = cascade.victims.iter().find(|v| !self.accepted_victims.contains(&v.uid)) {
                 return Some(format!(
                     "its deletion would take {} ({}), which is not pruned (found by the re-check)",
