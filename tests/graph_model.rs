@@ -3879,3 +3879,55 @@ spec:
         planned.stderr
     );
 }
+
+/// Order review 24: a planned ClusterRole controls a Namespace no stack tracks (as a tenant
+/// operator makes one); a Deployment lives in it as plain content; an untracked ConfigMap
+/// elsewhere depends on that Deployment. With `--allow-cascade` the Namespace and the Deployment
+/// were accepted as victims and the ClusterRole deleted, although what stays still needs the
+/// Deployment: the ClusterRole is kept, and the plan says why.
+#[test]
+fn a_need_in_a_namespace_a_planned_owner_takes_keeps_the_owner() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gmns");
+    let f = flux.0.clone();
+    let other = Namespace::new("gmns-user");
+    let u = other.0.clone();
+    let run = unique("gmns");
+    let tenant = format!("{run}-tenant");
+    let mut leftovers = Leftovers::new();
+    leftovers.object("namespace", &tenant);
+    leftovers.object("clusterrole", &run);
+    let labels = flux_labels("s", &f);
+    apply(&format!(
+        "{}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {run}, labels: {labels}}}\nrules: []\n",
+        kustomization("s", &f, "")
+    ));
+    let owner = uid_of("clusterrole", None, &run);
+    apply(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {tenant}, ownerReferences: [{{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, name: {run}, uid: {owner}, controller: true}}]}}\n"
+    ));
+    apply(&format!(
+        "{}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: user, namespace: {u}, annotations: {{config.kubernetes.io/depends-on: apps/namespaces/{tenant}/Deployment/backend}}}}\n",
+        operator(&tenant, "backend", "{}").split("---\napiVersion: apps/v1").nth(1).map(|rest| format!("---\napiVersion: apps/v1{rest}")).unwrap()
+    ));
+    record_flux_inventories(&f);
+    let planned = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/s",
+        "--allow-cascade",
+        "--dry-run",
+        "-o",
+        "json",
+    ]);
+    let lines = json_lines(&planned.stdout);
+    let why =
+        kept_reason(&lines, "ClusterRole", &run).unwrap_or_else(|| panic!("{}\n{}", planned.stdout, planned.stderr));
+    assert!(
+        why.contains(&format!("ConfigMap/{u}/user"))
+            && why.contains(&format!("Deployment.apps/{tenant}/backend dies with it")),
+        "{why}"
+    );
+}

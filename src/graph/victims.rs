@@ -911,6 +911,36 @@ mod tests {
         );
     }
 
+    /// Order review 24: planned `owner` controls Namespace `tenant`, which no stack tracks; the
+    /// operator `opo` lives in it as plain content (no owner of its own); `user`, which stays,
+    /// needs `opo`. The Namespace dies with `owner`, and `opo` with it, so `owner` is kept (it
+    /// was deleted with `--allow-cascade`, and `user` left waiting on what no longer runs).
+    #[test]
+    fn a_need_in_a_namespace_that_dies_with_a_planned_owner_keeps_that_owner() {
+        let with_uid = |mut input: NodeInput, uid: &str| {
+            input.uid = Some(uid.to_string());
+            input
+        };
+        let owner = with_uid(input("example.com", "Gadget", None, "owner", Some("s")), "uid-owner");
+        let mut tenant = with_uid(input("", "Namespace", None, "tenant", None), "uid-tenant");
+        tenant.owners.push("uid-owner".into());
+        let opo = with_uid(input("apps", "Deployment", Some("tenant"), "opo", None), "uid-opo");
+        let mut user = with_uid(input("", "ConfigMap", Some("app"), "user", None), "uid-user");
+        user.annotations.insert(
+            crate::graph::KPT_DEPENDS_ON.into(),
+            "apps/namespaces/tenant/Deployment/opo".into(),
+        );
+        let mut graph = build(&[owner, tenant, opo, user], &BuildOptions::default());
+        graph.victims.extend([1, 2]);
+        let planned: HashSet<usize> = [0].into();
+        let needed = crate::prune::safeguards::needed_by_staying(&graph, &planned, |i| i == 3);
+        let why = needed.get(&0).map(ToString::to_string).unwrap_or_default();
+        assert!(
+            why.contains("needed by ConfigMap/app/user") && why.contains("Deployment.apps/tenant/opo dies with it"),
+            "{why}"
+        );
+    }
+
     #[test]
     fn what_needs_a_victim_goes_before_the_namespace_that_takes_it() {
         // A planned ConfigMap elsewhere depends on an untracked one in a planned Namespace.

@@ -78,6 +78,15 @@ pub fn needed_by_staying(
     // A planned need that dies before its own wave (with a Namespace a planned owner takes)
     // keeps what takes it too (review 16, F3).
     let early = graph.early_takers(planned);
+    // A need that dies as the content of a Namespace or CRD that dies with the plan unplanned (a
+    // tenant Namespace a planned object controls) keeps what takes that holder (order review 24).
+    // One a planned Namespace or CRD holds keeps that holder by its own rule ("holds").
+    let dying = graph.dying_victims(|index| planned.contains(&index));
+    let held_by_planned = |index: usize| {
+        graph.edges.iter().any(|e| {
+            e.from == index && matches!(e.kind, EdgeKind::Namespace | EdgeKind::Crd) && planned.contains(&e.to)
+        })
+    };
     // One edge set: declared, structural and inferred (a CR that stays needs the operator its
     // finalizer names; an untracked webhook that stays needs its backend).
     // An inferred need that orders nothing (it would close a cycle) keeps all the same.
@@ -101,7 +110,10 @@ pub fn needed_by_staying(
                     edge: format!("{}: {} dies with it", kind.label(), graph.nodes[*to].id),
                 });
             }
-        } else if let Some(owners) = by_owners.get(to) {
+        } else if let Some(owners) = by_owners
+            .get(to)
+            .or_else(|| dying.get(to).filter(|_| !held_by_planned(*to)))
+        {
             for owner in owners {
                 needed.entry(*owner).or_insert_with(|| KeepReason::Needed {
                     by: by.clone(),
