@@ -906,3 +906,78 @@ fn an_applyset_listing_an_unserved_kind_prunes_nothing_as_kubectl_does() {
         );
     }
 }
+
+/// Membership review 24, F1 and F2: a tool that refuses the new desired set prunes nothing.
+/// kpt: a package object that depends on an object outside the package ("invalid object: …
+/// external dependency", the real `kpt live apply` here is the oracle); Flux: two files of a
+/// path without a kustomization define one object (kustomize-controller's generated
+/// kustomization fails: "already registered id"). Both were compared, and `old` pruned.
+#[test]
+fn a_desired_set_its_tool_refuses_prunes_nothing() {
+    let _logs = start();
+    ensure_resource_group();
+    ensure_flux_crds();
+    let ns = Namespace::new("r24-refused");
+    let n = &ns.0;
+    let cm = |name: &str, annotations: &str| {
+        format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {n}\n  annotations: {{{annotations}}}\ndata: {{a: \"1\"}}\n")
+    };
+    // kpt
+    let dir = std::env::temp_dir().join(unique("r24-pkg"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cm.yaml"), cm("a", "") + &cm("old", "")).unwrap();
+    let id = unique("r24-inv");
+    kpt_live_apply(&dir, n, &id, false);
+    apply(&cm("ext", ""));
+    std::fs::write(
+        dir.join("cm.yaml"),
+        cm(
+            "a",
+            &format!("config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/ext"),
+        ),
+    )
+    .unwrap();
+    let dir_text = dir.to_str().unwrap();
+    let oracle = kpt(&["live", "apply", dir_text, "--install-resource-group=false", "--dry-run"]);
+    assert!(
+        format!("{}{}", oracle.stdout, oracle.stderr).contains("external dependency"),
+        "kpt itself: {}\n{}",
+        oracle.stdout,
+        oracle.stderr
+    );
+    let manifest = dir.join("cm.yaml");
+    let manifest = manifest.to_str().unwrap();
+    let inventory = format!("kpt={id}");
+    for command in [&["orphans"][..], &["prune", "--yes"][..]] {
+        let run = stack(&[command, &["-n", n, "--inventory", &inventory, "-f", manifest]].concat());
+        assert_eq!(run.code, 4, "kpt {command:?}: {}\n{}", run.stdout, run.stderr);
+        assert!(run.stderr.contains("external dependency"), "{}", run.stderr);
+    }
+    assert!(exists("configmap", Some(n), "old"));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // Flux
+    let labels = flux_labels("twice", n);
+    apply(&format!(
+        "---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: twice, namespace: {n}}}\nspec: {{prune: true}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: fa, namespace: {n}, labels: {labels}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: fold, namespace: {n}, labels: {labels}}}\n"
+    ));
+    set_flux_inventory(
+        "twice",
+        n,
+        &[format!("{n}_fa__ConfigMap"), format!("{n}_fold__ConfigMap")],
+    );
+    let repo = std::env::temp_dir().join(unique("r24-repo"));
+    std::fs::create_dir_all(&repo).unwrap();
+    for file in ["one.yaml", "two.yaml"] {
+        std::fs::write(repo.join(file), cm("fa", "")).unwrap();
+    }
+    let repo_text = repo.to_str().unwrap();
+    let tracker = format!("flux=twice.{n}");
+    for command in [&["orphans"][..], &["prune", "--yes"][..]] {
+        let run = stack(&[command, &["-n", n, "--tracker", &tracker, "-f", repo_text]].concat());
+        assert_eq!(run.code, 4, "flux {command:?}: {}\n{}", run.stdout, run.stderr);
+        assert!(run.stderr.contains("defined twice"), "{}", run.stderr);
+    }
+    assert!(exists("configmap", Some(n), "fold"));
+    let _ = std::fs::remove_dir_all(&repo);
+}

@@ -922,18 +922,32 @@ fn refuse_unplaced(desired: &Desired) -> Result<(), UserError> {
     }
 }
 
-/// Why the stack's tool would prune nothing of a desired set whose identities it cannot read
-/// back from the inventory it writes of them: kustomize-controller's diff of the old and new
-/// inventories fails on an RBAC name holding `_` (cli-utils `ParseObjMetadata`: "too many
-/// fields"), as it does on such an entry of the old inventory (membership review 21, F1b).
+/// Why the stack's tool would prune nothing of a desired set it cannot apply or build: a set
+/// kustomize-controller cannot build ([`crate::stack::desired::rejects::flux_rejects`]) or whose
+/// identities it cannot read back from the inventory it writes of them (its diff of the old and
+/// new inventories fails on an RBAC name holding `_`, cli-utils `ParseObjMetadata`: "too many
+/// fields": membership review 21, F1b); a set kpt refuses ([`crate::stack::desired::rejects::kpt_rejects`],
+/// review 24).
 fn unreadable_by_its_tool(preset: Option<Preset>, set: &DesiredSet) -> Option<String> {
-    if preset != Some(Preset::Flux) {
-        return None;
+    match preset? {
+        Preset::Flux => {
+            if let Some(why) = &set.flux_rejects {
+                return Some(format!(
+                    "{why}: kustomize-controller cannot build the desired set, so Flux applies and prunes nothing: nothing is an orphan"
+                ));
+            }
+            let first = set.flux_unreadable.first()?;
+            Some(format!(
+                "{first}: kustomize-controller cannot read its name back from the inventory it writes (a `_` outside `__`), so its diff of the inventories fails and Flux prunes nothing: nothing is an orphan"
+            ))
+        }
+        Preset::Kpt => set.kpt_rejects.as_ref().map(|why| {
+            format!(
+                "kpt refuses the desired set ({why}): it applies nothing and prunes nothing, so nothing is an orphan"
+            )
+        }),
+        _ => None,
     }
-    let first = set.flux_unreadable.first()?;
-    Some(format!(
-        "{first}: kustomize-controller cannot read its name back from the inventory it writes (a `_` outside `__`), so its diff of the inventories fails and Flux prunes nothing: nothing is an orphan"
-    ))
 }
 
 /// Why a desired set cannot be applied by its stack's tool, if it has unplaced objects.

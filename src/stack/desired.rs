@@ -11,6 +11,7 @@ use crate::stack::kapp_versions::VersionedDesired;
 use crate::stack::manifest::Manifest;
 
 pub mod needs;
+pub mod rejects;
 pub use needs::{Need, Needs};
 
 /// Kinds that are cluster-scoped in every Kubernetes release, for use without a cluster.
@@ -288,6 +289,10 @@ pub struct DesiredSet {
     /// (an RBAC name holding `_`): its diff of the old and new inventories then fails, and it
     /// prunes nothing.
     pub flux_unreadable: Vec<ObjectId>,
+    /// Why kpt refuses to apply the set, if it does ([`rejects::kpt_rejects`]).
+    pub kpt_rejects: Option<String>,
+    /// Why kustomize-controller cannot build the set, if it cannot ([`rejects::flux_rejects`]).
+    pub flux_rejects: Option<String>,
 }
 
 impl DesiredSet {
@@ -310,7 +315,10 @@ impl DesiredSet {
             kapp_versioned: VersionedDesired::default(),
             flux_ids: HashSet::new(),
             flux_unreadable: Vec::new(),
+            kpt_rejects: None,
+            flux_rejects: None,
         };
+        let mut placed: Vec<(ObjectId, &Manifest)> = Vec::new();
         for manifest in manifests {
             if let Some(unplaced) = unplaced(manifest, scopes, rule) {
                 set.unplaced.push(unplaced);
@@ -340,11 +348,14 @@ impl DesiredSet {
                     }
                     set.needs.add(&id, manifest, scopes.crd_of(&id.group, &id.kind));
                     set.kapp_versioned.add(&id, manifest);
+                    placed.push((id.clone(), manifest));
                     set.insert(id);
                 }
                 Err(why) => set.unresolved.push(why),
             }
         }
+        set.kpt_rejects = rejects::kpt_rejects(&placed);
+        set.flux_rejects = rejects::flux_rejects(manifests);
         set
     }
 
@@ -372,6 +383,8 @@ impl DesiredSet {
             kapp_versioned: VersionedDesired::default(),
             flux_ids: HashSet::new(),
             flux_unreadable: Vec::new(),
+            kpt_rejects: None,
+            flux_rejects: None,
         };
         for id in ids {
             set.insert(id);
