@@ -239,7 +239,10 @@ async fn desired_of(
         set
     });
     let preset = selection.tracker.as_ref().map(|tracker| tracker.preset);
-    if let Some(why) = resolved.as_ref().and_then(|set| unreadable_by_its_tool(preset, set)) {
+    if let Some(why) = resolved
+        .as_ref()
+        .and_then(|set| unreadable_by_its_tool(preset, set, stack.recorded.as_ref()))
+    {
         return Err(UserError::refused(why)
             .hint("Flux's inventory cannot hold such a name; rename the object, or compare without it"));
     }
@@ -756,7 +759,9 @@ async fn stack_judgement(
         value: Some(value.clone()),
     };
     let manifests = resolve_manifests(judged.manifests, session, &stack);
-    if let Some(why) = unplaced_words(&manifests).or_else(|| unreadable_by_its_tool(Some(*preset), &manifests)) {
+    if let Some(why) = unplaced_words(&manifests)
+        .or_else(|| unreadable_by_its_tool(Some(*preset), &manifests, stack.recorded.as_ref()))
+    {
         tracing::warn!("{stack_name}: {why}");
         return Err(Unjudged::Unplaced(why));
     }
@@ -928,7 +933,7 @@ fn refuse_unplaced(desired: &Desired) -> Result<(), UserError> {
 /// new inventories fails on an RBAC name holding `_`, cli-utils `ParseObjMetadata`: "too many
 /// fields": membership review 21, F1b); a set kpt refuses ([`crate::stack::desired::rejects::kpt_rejects`],
 /// review 24).
-fn unreadable_by_its_tool(preset: Option<Preset>, set: &DesiredSet) -> Option<String> {
+fn unreadable_by_its_tool(preset: Option<Preset>, set: &DesiredSet, recorded: Option<&Recorded>) -> Option<String> {
     match preset? {
         Preset::Flux => {
             if let Some(why) = &set.flux_rejects {
@@ -941,11 +946,18 @@ fn unreadable_by_its_tool(preset: Option<Preset>, set: &DesiredSet) -> Option<St
                 "{first}: kustomize-controller cannot read its name back from the inventory it writes (a `_` outside `__`), so its diff of the inventories fails and Flux prunes nothing: nothing is an orphan"
             ))
         }
-        Preset::Kpt => set.kpt_rejects.as_ref().map(|why| {
-            format!(
-                "kpt refuses the desired set ({why}): it applies nothing and prunes nothing, so nothing is an orphan"
-            )
-        }),
+        Preset::Kpt => {
+            let inventory = match recorded {
+                Some(Recorded::Ids { ids, .. }) => Some(ids),
+                _ => None,
+            };
+            let known = |id: &crate::model::identity::ObjectId| {
+                set.ids.contains(id) || inventory.is_some_and(|ids| ids.contains(id))
+            };
+            crate::stack::desired::rejects::kpt_rejects(&set.kpt_dependencies, known).map(|why| {
+                format!("kpt refuses the desired set ({why}): it applies nothing and prunes nothing, so nothing is an orphan")
+            })
+        }
         _ => None,
     }
 }

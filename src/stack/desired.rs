@@ -289,8 +289,9 @@ pub struct DesiredSet {
     /// (an RBAC name holding `_`): its diff of the old and new inventories then fails, and it
     /// prunes nothing.
     pub flux_unreadable: Vec<ObjectId>,
-    /// Why kpt refuses to apply the set, if it does ([`rejects::kpt_rejects`]).
-    pub kpt_rejects: Option<String>,
+    /// What each desired object's dependency annotations name, for kpt's check of them
+    /// ([`rejects::kpt_rejects`]: what they may name includes the inventory's objects).
+    pub kpt_dependencies: Vec<(ObjectId, rejects::Dependencies)>,
     /// Why kustomize-controller cannot build the set, if it cannot ([`rejects::flux_rejects`]).
     pub flux_rejects: Option<String>,
 }
@@ -315,10 +316,9 @@ impl DesiredSet {
             kapp_versioned: VersionedDesired::default(),
             flux_ids: HashSet::new(),
             flux_unreadable: Vec::new(),
-            kpt_rejects: None,
+            kpt_dependencies: Vec::new(),
             flux_rejects: None,
         };
-        let mut placed: Vec<(ObjectId, &Manifest)> = Vec::new();
         for manifest in manifests {
             if let Some(unplaced) = unplaced(manifest, scopes, rule) {
                 set.unplaced.push(unplaced);
@@ -348,13 +348,14 @@ impl DesiredSet {
                     }
                     set.needs.add(&id, manifest, scopes.crd_of(&id.group, &id.kind));
                     set.kapp_versioned.add(&id, manifest);
-                    placed.push((id.clone(), manifest));
+                    if let Some(dependencies) = rejects::dependencies_of(manifest) {
+                        set.kpt_dependencies.push((id.clone(), dependencies));
+                    }
                     set.insert(id);
                 }
                 Err(why) => set.unresolved.push(why),
             }
         }
-        set.kpt_rejects = rejects::kpt_rejects(&placed);
         set.flux_rejects = rejects::flux_rejects(manifests);
         set
     }
@@ -383,7 +384,7 @@ impl DesiredSet {
             kapp_versioned: VersionedDesired::default(),
             flux_ids: HashSet::new(),
             flux_unreadable: Vec::new(),
-            kpt_rejects: None,
+            kpt_dependencies: Vec::new(),
             flux_rejects: None,
         };
         for id in ids {

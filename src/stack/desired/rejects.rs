@@ -10,42 +10,65 @@ use crate::model::annotations::{parse_depends_on, KPT_DEPENDS_ON};
 use crate::model::identity::ObjectId;
 use crate::stack::manifest::Manifest;
 
-/// Why kpt (cli-utils) refuses to apply these resolved objects, if it does: a
-/// `config.kubernetes.io/depends-on` or `apply-time-mutation` that does not parse, names an
-/// object twice, names one outside the set ("invalid object: … external dependency", checked
-/// with the real `kpt live apply`), or closes a cycle (cli-utils `pkg/object/graph/depends.go`
-/// `addDependsOnEdges`, `addApplyTimeMutationEdges`; `pkg/object/validation`). kpt then applies
-/// nothing and prunes nothing.
-pub fn kpt_rejects(resolved: &[(ObjectId, &Manifest)]) -> Option<String> {
-    let ids: HashSet<&ObjectId> = resolved.iter().map(|(id, _)| id).collect();
+/// What one desired object's dependency annotations name (`config.kubernetes.io/depends-on`,
+/// `apply-time-mutation`), or why they cannot be read (cli-utils then refuses the object: "invalid
+/// annotation"); `None` without either annotation.
+pub type Dependencies = Result<Vec<ObjectId>, String>;
+
+/// The dependencies of one manifest (see [`Dependencies`]).
+pub fn dependencies_of(manifest: &Manifest) -> Option<Dependencies> {
+    let depends = manifest.annotation(KPT_DEPENDS_ON);
+    let mutation = manifest.annotation(APPLY_TIME_MUTATION);
+    if depends.is_none() && mutation.is_none() {
+        return None;
+    }
+    let mut named = Vec::new();
+    if let Some(value) = depends {
+        match parse_depends_on(value) {
+            Ok(references) => named.extend(references),
+            Err(err) => return Some(Err(format!("invalid {KPT_DEPENDS_ON} annotation: {err}"))),
+        }
+    }
+    if let Some(value) = mutation {
+        let sources = mutation_sources(value);
+        if sources.is_empty() {
+            return Some(Err(format!("invalid {APPLY_TIME_MUTATION} annotation")));
+        }
+        named.extend(sources);
+    }
+    Some(Ok(named))
+}
+
+/// Why kpt (cli-utils) refuses to apply the desired objects, if it does, given what each
+/// depends on (`dependencies`) and what it may depend on (`known`: the desired objects, and the
+/// objects of its inventory, whose prune it then skips, `pkg/apply/filter/dependency-filter.go`):
+/// an annotation that does not parse, names an object twice, names one it may not ("invalid
+/// object: … external dependency", checked with the real `kpt live apply`), or closes a cycle
+/// (cli-utils `pkg/object/graph/depends.go`, `pkg/object/validation`). kpt then applies nothing
+/// and prunes nothing.
+pub fn kpt_rejects(dependencies: &[(ObjectId, Dependencies)], known: impl Fn(&ObjectId) -> bool) -> Option<String> {
     let mut order: DiGraphMap<usize, (), std::hash::RandomState> = DiGraphMap::new();
-    let index: HashMap<&ObjectId, usize> = resolved.iter().enumerate().map(|(i, (id, _))| (id, i)).collect();
-    for (id, manifest) in resolved {
-        let mut named: Vec<ObjectId> = Vec::new();
-        if let Some(value) = manifest.annotation(KPT_DEPENDS_ON) {
-            match parse_depends_on(value) {
-                Ok(references) => named.extend(references),
-                Err(err) => return Some(format!("{id}: invalid {KPT_DEPENDS_ON} annotation: {err}")),
-            }
-        }
-        if let Some(value) = manifest.annotation(APPLY_TIME_MUTATION) {
-            let sources = mutation_sources(value);
-            if sources.is_empty() {
-                return Some(format!("{id}: invalid {APPLY_TIME_MUTATION} annotation"));
-            }
-            named.extend(sources);
-        }
+    let mut index: HashMap<&ObjectId, usize> = HashMap::new();
+    for (id, named) in dependencies {
+        let named = match named {
+            Ok(named) => named,
+            Err(why) => return Some(format!("{id}: {why}")),
+        };
         let mut seen = HashSet::new();
         for dependency in named {
-            if !seen.insert(dependency.clone()) {
+            if !seen.insert(dependency) {
                 return Some(format!("{id} names {dependency} twice as a dependency"));
             }
-            let Some(&to) = index.get(&dependency).filter(|_| ids.contains(&dependency)) else {
-                return Some(format!("{id}: external dependency: {dependency} is not in the package"));
-            };
-            if let Some(&from) = index.get(id) {
-                order.add_edge(from, to, ());
+            if !known(dependency) {
+                return Some(format!(
+                    "{id}: external dependency: {dependency} is neither in the package nor in its inventory"
+                ));
             }
+            let next = index.len();
+            let from = *index.entry(id).or_insert(next);
+            let next = index.len();
+            let to = *index.entry(dependency).or_insert(next);
+            order.add_edge(from, to, ());
         }
     }
     petgraph::algo::is_cyclic_directed(&order).then(|| "a dependency cycle among its objects".to_string())
@@ -81,32 +104,40 @@ mod tests {
     use super::*;
     use crate::stack::manifest::parse_text;
 
-    fn resolved(manifests: &[Manifest]) -> Vec<(ObjectId, &Manifest)> {
+    fn dependencies(manifests: &[Manifest]) -> Vec<(ObjectId, Dependencies)> {
         manifests
             .iter()
-            .map(|m| (ObjectId::new(m.group(), &m.kind, m.namespace.as_deref(), &m.name), m))
+            .filter_map(|m| {
+                let id = ObjectId::new(m.group(), &m.kind, m.namespace.as_deref(), &m.name);
+                Some((id, dependencies_of(m)?))
+            })
             .collect()
     }
 
     /// Membership review 24, F1: kpt refuses a package whose dependency annotations name an
-    /// object outside it, name one twice, do not parse, or close a cycle.
+    /// object neither in it nor in its inventory, name one twice, do not parse, or close a cycle.
     #[test]
     fn kpt_refuses_dependencies_outside_twice_broken_or_circular() {
         let cm = |name: &str, depends: &str| {
             format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: ns1\n  annotations: {{config.kubernetes.io/depends-on: \"{depends}\"}}\n")
         };
-        let plain = "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b, namespace: ns1}\n";
+        let in_inventory = ObjectId::new("", "ConfigMap", Some("ns1"), "old");
         let check = |text: String| {
             let manifests = parse_text(&text, "p.yaml").unwrap();
-            kpt_rejects(&resolved(&manifests))
+            let ids: HashSet<ObjectId> = manifests
+                .iter()
+                .map(|m| ObjectId::new(m.group(), &m.kind, m.namespace.as_deref(), &m.name))
+                .collect();
+            kpt_rejects(&dependencies(&manifests), |id| ids.contains(id) || *id == in_inventory)
         };
-        assert_eq!(check(cm("a", "/namespaces/ns1/ConfigMap/b") + plain), None);
-        assert!(check(cm("a", "/namespaces/ns1/ConfigMap/ext") + plain).is_some_and(|w| w.contains("external")));
-        assert!(
-            check(cm("a", "/namespaces/ns1/ConfigMap/b,/namespaces/ns1/ConfigMap/b") + plain)
-                .is_some_and(|w| w.contains("twice"))
-        );
-        assert!(check(cm("a", "ConfigMap/b") + plain).is_some_and(|w| w.contains("invalid")));
+        let plain = "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b, namespace: ns1}\n".to_string();
+        assert_eq!(check(cm("a", "/namespaces/ns1/ConfigMap/b") + &plain), None);
+        // An object of its inventory: kpt keeps it ("dependent scheduled for apply").
+        assert_eq!(check(cm("a", "/namespaces/ns1/ConfigMap/old")), None);
+        assert!(check(cm("a", "/namespaces/ns1/ConfigMap/ext") + &plain).is_some_and(|w| w.contains("external")));
+        let twice = cm("a", "/namespaces/ns1/ConfigMap/b,/namespaces/ns1/ConfigMap/b") + &plain;
+        assert!(check(twice).is_some_and(|w| w.contains("twice")));
+        assert!(check(cm("a", "ConfigMap/b") + &plain).is_some_and(|w| w.contains("invalid")));
         let cycle = cm("a", "/namespaces/ns1/ConfigMap/c") + &cm("c", "/namespaces/ns1/ConfigMap/a");
         assert!(check(cycle).is_some_and(|w| w.contains("cycle")));
     }
