@@ -130,6 +130,16 @@ fn kept_reason(lines: &[Value], kind: &str, name: &str) -> Option<String> {
         })
 }
 
+/// The warnings a plan (`-o json`) tells before asking.
+fn plan_warnings(stdout: &str) -> Vec<String> {
+    json_lines(stdout)
+        .iter()
+        .filter_map(|line| line.get("warnings"))
+        .flat_map(|w| w.as_array().cloned().unwrap_or_default())
+        .filter_map(|w| w.as_str().map(str::to_string))
+        .collect()
+}
+
 /// The `why` of the planned object of `kind` named `name`.
 fn planned_why(lines: &[Value], kind: &str, name: &str) -> String {
     plan_line(lines)["waves"]
@@ -3592,12 +3602,7 @@ metadata:
     ));
     record_flux_inventories(&f);
     let planned = stack(&["prune", "-n", &f, "kustomization/op", "--dry-run", "-o", "json"]).expect_code(0);
-    let told = json_lines(&planned.stdout)
-        .iter()
-        .filter_map(|line| line.get("warnings"))
-        .flat_map(|w| w.as_array().cloned().unwrap_or_default())
-        .filter_map(|w| w.as_str().map(str::to_string))
-        .collect::<Vec<_>>();
+    let told = plan_warnings(&planned.stdout);
     let expected =
         format!("Gizmo.{group}/{op_ns}/default dies with Deployment.apps/{op_ns}/controller, which finalizes it");
     assert!(
@@ -3804,12 +3809,7 @@ metadata:
     ));
     record_flux_inventories(&f);
     let planned = stack(&["prune", "-n", &f, "kustomization/op", "--dry-run", "-o", "json"]).expect_code(0);
-    let told = json_lines(&planned.stdout)
-        .iter()
-        .filter_map(|line| line.get("warnings"))
-        .flat_map(|w| w.as_array().cloned().unwrap_or_default())
-        .filter_map(|w| w.as_str().map(str::to_string))
-        .collect::<Vec<_>>();
+    let told = plan_warnings(&planned.stdout);
     let expected = format!(
         "Gizmo.{group}/{o}/default and Deployment.apps/{o}/controller, which finalizes it (inferred: finalizer), both die with ConfigMap/{o}/csv"
     );

@@ -12,8 +12,19 @@ use crate::stack::manifest::Manifest;
 
 /// What one desired object's dependency annotations name (`config.kubernetes.io/depends-on`,
 /// `apply-time-mutation`), or why they cannot be read (cli-utils then refuses the object: "invalid
-/// annotation"); `None` without either annotation.
-pub type Dependencies = Result<Vec<ObjectId>, String>;
+/// annotation").
+pub type Dependencies = Result<Vec<ObjectId>, Unreadable>;
+
+/// A dependency annotation cli-utils cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unreadable {
+    /// `config.kubernetes.io/depends-on` does not parse.
+    #[error("invalid {KPT_DEPENDS_ON} annotation: {0}")]
+    DependsOn(String),
+    /// `config.kubernetes.io/apply-time-mutation` names no source.
+    #[error("invalid {APPLY_TIME_MUTATION} annotation")]
+    Mutation,
+}
 
 /// The dependencies of one manifest (see [`Dependencies`]).
 pub fn dependencies_of(manifest: &Manifest) -> Option<Dependencies> {
@@ -26,13 +37,13 @@ pub fn dependencies_of(manifest: &Manifest) -> Option<Dependencies> {
     if let Some(value) = depends {
         match parse_depends_on(value) {
             Ok(references) => named.extend(references),
-            Err(err) => return Some(Err(format!("invalid {KPT_DEPENDS_ON} annotation: {err}"))),
+            Err(err) => return Some(Err(Unreadable::DependsOn(err.to_string()))),
         }
     }
     if let Some(value) = mutation {
         let sources = mutation_sources(value);
         if sources.is_empty() {
-            return Some(Err(format!("invalid {APPLY_TIME_MUTATION} annotation")));
+            return Some(Err(Unreadable::Mutation));
         }
         named.extend(sources);
     }
