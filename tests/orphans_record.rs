@@ -954,6 +954,35 @@ fn a_desired_set_its_tool_refuses_prunes_nothing() {
         assert!(run.stderr.contains("external dependency"), "{}", run.stderr);
     }
     assert!(exists("configmap", Some(n), "old"));
+    // Review 25, F1: a dependency on an object of the inventory that is gone from the cluster is
+    // external too (kpt drops such an entry): refused, as the real kpt refuses it.
+    std::fs::write(dir.join("cm.yaml"), cm("a", "") + &cm("gone", "")).unwrap();
+    let oracle = kpt(&[
+        "live",
+        "apply",
+        dir_text,
+        "--install-resource-group=false",
+        "--reconcile-timeout=0s",
+    ]);
+    assert_eq!(oracle.code, 0, "{}\n{}", oracle.stdout, oracle.stderr);
+    kubectl_ok(&["delete", "configmap", "gone", "-n", n]);
+    std::fs::write(
+        dir.join("cm.yaml"),
+        cm(
+            "a",
+            &format!("config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/gone"),
+        ),
+    )
+    .unwrap();
+    let oracle = kpt(&["live", "apply", dir_text, "--install-resource-group=false", "--dry-run"]);
+    assert!(
+        format!("{}{}", oracle.stdout, oracle.stderr).contains("external dependency"),
+        "kpt itself: {}\n{}",
+        oracle.stdout,
+        oracle.stderr
+    );
+    let run = stack(&["orphans", "-n", n, "--inventory", &inventory, "-f", manifest]);
+    assert_eq!(run.code, 4, "gone: {}\n{}", run.stdout, run.stderr);
     let _ = std::fs::remove_dir_all(&dir);
 
     // Flux

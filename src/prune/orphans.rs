@@ -239,12 +239,12 @@ async fn desired_of(
         set
     });
     let preset = selection.tracker.as_ref().map(|tracker| tracker.preset);
-    if let Some(why) = resolved
-        .as_ref()
-        .and_then(|set| unreadable_by_its_tool(preset, set, stack.recorded.as_ref()))
-    {
-        return Err(UserError::refused(why)
-            .hint("Flux's inventory cannot hold such a name; rename the object, or compare without it"));
+    if let Some(set) = &resolved {
+        let gone = gone_dependencies(session, preset, set).await;
+        if let Some(why) = unreadable_by_its_tool(preset, set, stack.recorded.as_ref(), &gone) {
+            return Err(UserError::refused(why)
+                .hint("change the desired set so that its tool can apply it, or compare without what it refuses"));
+        }
     }
     if manifests.is_none() {
         tracing::warn!(
@@ -759,8 +759,9 @@ async fn stack_judgement(
         value: Some(value.clone()),
     };
     let manifests = resolve_manifests(judged.manifests, session, &stack);
+    let gone = gone_dependencies(session, Some(*preset), &manifests).await;
     if let Some(why) = unplaced_words(&manifests)
-        .or_else(|| unreadable_by_its_tool(Some(*preset), &manifests, stack.recorded.as_ref()))
+        .or_else(|| unreadable_by_its_tool(Some(*preset), &manifests, stack.recorded.as_ref(), &gone))
     {
         tracing::warn!("{stack_name}: {why}");
         return Err(Unjudged::Unplaced(why));
@@ -933,7 +934,12 @@ fn refuse_unplaced(desired: &Desired) -> Result<(), UserError> {
 /// new inventories fails on an RBAC name holding `_`, cli-utils `ParseObjMetadata`: "too many
 /// fields": membership review 21, F1b); a set kpt refuses ([`crate::stack::desired::rejects::kpt_rejects`],
 /// review 24).
-fn unreadable_by_its_tool(preset: Option<Preset>, set: &DesiredSet, recorded: Option<&Recorded>) -> Option<String> {
+fn unreadable_by_its_tool(
+    preset: Option<Preset>,
+    set: &DesiredSet,
+    recorded: Option<&Recorded>,
+    gone: &std::collections::HashSet<crate::model::identity::ObjectId>,
+) -> Option<String> {
     match preset? {
         Preset::Flux => {
             if let Some(why) = &set.flux_rejects {
@@ -951,15 +957,52 @@ fn unreadable_by_its_tool(preset: Option<Preset>, set: &DesiredSet, recorded: Op
                 Some(Recorded::Ids { ids, .. }) => Some(ids),
                 _ => None,
             };
+            // kpt drops an inventory entry whose object is gone: a dependency on it is external.
             let known = |id: &crate::model::identity::ObjectId| {
-                set.ids.contains(id) || inventory.is_some_and(|ids| ids.contains(id))
+                set.ids.contains(id) || (inventory.is_some_and(|ids| ids.contains(id)) && !gone.contains(id))
             };
+
             crate::stack::desired::rejects::kpt_rejects(&set.kpt_dependencies, known).map(|why| {
                 format!("kpt refuses the desired set ({why}): it applies nothing and prunes nothing, so nothing is an orphan")
             })
         }
         _ => None,
     }
+}
+
+/// The objects the desired set's kpt dependency annotations name, outside the set, that are gone
+/// from the cluster (membership review 25, F1): kpt drops an inventory entry whose object no
+/// longer exists, so a dependency on it is external. One that cannot be read is not called gone.
+/// Only asked of a kpt stack.
+async fn gone_dependencies(
+    session: &Session,
+    preset: Option<Preset>,
+    set: &DesiredSet,
+) -> std::collections::HashSet<crate::model::identity::ObjectId> {
+    let mut gone = std::collections::HashSet::new();
+    if preset != Some(Preset::Kpt) {
+        return gone;
+    }
+    let named: std::collections::HashSet<&crate::model::identity::ObjectId> = set
+        .kpt_dependencies
+        .iter()
+        .filter_map(|(_, named)| named.as_ref().ok())
+        .flatten()
+        .filter(|id| !set.ids.contains(id))
+        .collect();
+    for id in named {
+        let Some(kind) = session.catalog.get(&id.group, &id.kind) else {
+            gone.insert(id.clone());
+            continue;
+        };
+        let api = crate::cluster::collect::api_for(&session.connection.client, kind, id.namespace.as_deref());
+        if let Ok(None) =
+            crate::cluster::retry::with_retries("get a dependency", || api.get_metadata_opt(&id.name)).await
+        {
+            gone.insert(id.clone());
+        }
+    }
+    gone
 }
 
 /// Why a desired set cannot be applied by its stack's tool, if it has unplaced objects.
