@@ -3931,3 +3931,71 @@ fn a_need_in_a_namespace_a_planned_owner_takes_keeps_the_owner() {
         "{why}"
     );
 }
+
+/// Order review 25, F2: as above, but what takes the Namespace is a custom resource the
+/// planned CRD takes (the resource controls the Namespace). The CRD is kept, and says why.
+#[test]
+fn a_need_in_a_namespace_a_planned_crds_resource_controls_keeps_the_crd() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gmzns");
+    let f = flux.0.clone();
+    let other = Namespace::new("gmzns-user");
+    let u = other.0.clone();
+    let run = unique("gmzns");
+    let group = own_group(&run);
+    let resource = format!("zthings.{group}");
+    let tenant = format!("{run}-tenant");
+    let mut leftovers = Leftovers::new();
+    leftovers.object("namespace", &tenant);
+    leftovers.object("crd", &resource);
+    let labels = flux_labels("s", &f);
+    apply(&format!(
+        r#"{}---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {resource}, labels: {labels}}}
+spec:
+  group: {group}
+  names: {{kind: ZThing, plural: zthings, singular: zthing}}
+  scope: Cluster
+  versions: [{{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}]
+"#,
+        kustomization("s", &f, ""),
+    ));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    apply(&format!(
+        "apiVersion: {group}/v1\nkind: ZThing\nmetadata: {{name: z1}}\n"
+    ));
+    let owner = uid_of(&resource, None, "z1");
+    apply(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {tenant}, ownerReferences: [{{apiVersion: {group}/v1, kind: ZThing, name: z1, uid: {owner}, controller: true}}]}}\n"
+    ));
+    apply(&format!(
+        "{}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: user, namespace: {u}, annotations: {{config.kubernetes.io/depends-on: apps/namespaces/{tenant}/Deployment/backend}}}}\n",
+        operator(&tenant, "backend", "{}")
+            .split("---\napiVersion: apps/v1")
+            .nth(1)
+            .map(|rest| format!("---\napiVersion: apps/v1{rest}"))
+            .unwrap()
+    ));
+    record_flux_inventories(&f);
+    let planned = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/s",
+        "--allow-cascade",
+        "--dry-run",
+        "-o",
+        "json",
+    ]);
+    let lines = json_lines(&planned.stdout);
+    let why = kept_reason(&lines, "CustomResourceDefinition", &resource)
+        .unwrap_or_else(|| panic!("{}\n{}", planned.stdout, planned.stderr));
+    assert!(
+        why.contains(&format!("ConfigMap/{u}/user"))
+            && why.contains(&format!("Deployment.apps/{tenant}/backend dies with it")),
+        "{why}"
+    );
+}

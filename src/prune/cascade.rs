@@ -338,6 +338,7 @@ pub async fn victims_dependents(
     options: ListOptions,
 ) -> Dependents {
     let mut claims: HashMap<String, ObjectId> = HashMap::new();
+    let mut nodes: Vec<Listed> = Vec::new();
     let mut charged: HashMap<String, ObjectId> = found
         .iter()
         .flat_map(|c| c.victims.iter().map(|v| (v.uid.clone(), c.holder.clone())))
@@ -386,6 +387,9 @@ pub async fn victims_dependents(
             if !is_holder(&object.id()) {
                 continue;
             }
+            // A Namespace or CRD that dies so is a node of the plan's graph, counted or not: what
+            // it holds dies with it, and a need among that keeps what takes it (review 25, F2).
+            nodes.push(object.clone());
             let held = held_by(client, catalog, (&object.id(), &root), planned, options, &mut claims).await;
             let Some((cascade, taken)) = held else {
                 continue;
@@ -399,7 +403,11 @@ pub async fn victims_dependents(
         }
         frontier = next;
     }
-    Dependents { cascades: out, claims }
+    Dependents {
+        cascades: out,
+        claims,
+        nodes,
+    }
 }
 
 /// What the garbage collector takes with the victims ([`victims_dependents`]).
@@ -409,6 +417,8 @@ pub struct Dependents {
     /// Every claim that dies so, counted or not, by UID with the planned object charged with
     /// it: the PV controller reclaims its volume ([`volumes::volume_cascades`]).
     pub claims: HashMap<String, ObjectId>,
+    /// The Namespaces and CRDs that die so, as listed: nodes of the plan's graph.
+    pub nodes: Vec<Listed>,
 }
 
 /// The content cascade of a Namespace or CRD (`holder`) that dies unplanned, charged to the
@@ -602,6 +612,7 @@ pub async fn find_cascades(
         dying.found.push(cascade);
     }
     dying.claims.extend(dependents.claims);
+    dying.taken.extend(dependents.nodes);
     // A dying claim takes the volume the PV controller reclaims once it is gone, whatever the
     // cascade (order review 19, P; review 22, F1).
     if let Some(owned) = &owned {
