@@ -3880,6 +3880,39 @@ spec:
     );
 }
 
+/// A Deployment `backend` in `tenant`, and an untracked ConfigMap `user` in `user_ns` that
+/// depends on it (`config.kubernetes.io/depends-on`): what stays and needs the backend.
+fn backend_and_its_user(tenant: &str, user_ns: &str) -> String {
+    format!(
+        r#"---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: backend, namespace: {tenant}}}
+spec:
+  selector: {{matchLabels: {{app: backend}}}}
+  template:
+    metadata: {{labels: {{app: backend}}}}
+    spec: {{containers: [{{name: manager, image: example.invalid/operator}}]}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: user, namespace: {user_ns}, annotations: {{config.kubernetes.io/depends-on: apps/namespaces/{tenant}/Deployment/backend}}}}
+"#
+    )
+}
+
+/// Asserts that the plan keeps `kind/name` because `user` needs the backend that dies with it
+/// (see [`backend_and_its_user`]).
+fn assert_kept_for_the_backend(planned: &Run, kind: &str, name: &str, tenant: &str, user_ns: &str) {
+    let lines = json_lines(&planned.stdout);
+    let why = kept_reason(&lines, kind, name).unwrap_or_else(|| panic!("{}\n{}", planned.stdout, planned.stderr));
+    assert!(
+        why.contains(&format!("ConfigMap/{user_ns}/user"))
+            && why.contains(&format!("Deployment.apps/{tenant}/backend dies with it")),
+        "{why}"
+    );
+}
+
 /// Order review 24: a planned ClusterRole controls a Namespace no stack tracks (as a tenant
 /// operator makes one); a Deployment lives in it as plain content; an untracked ConfigMap
 /// elsewhere depends on that Deployment. With `--allow-cascade` the Namespace and the Deployment
@@ -3907,10 +3940,7 @@ fn a_need_in_a_namespace_a_planned_owner_takes_keeps_the_owner() {
     apply(&format!(
         "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {tenant}, ownerReferences: [{{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, name: {run}, uid: {owner}, controller: true}}]}}\n"
     ));
-    apply(&format!(
-        "{}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: user, namespace: {u}, annotations: {{config.kubernetes.io/depends-on: apps/namespaces/{tenant}/Deployment/backend}}}}\n",
-        operator(&tenant, "backend", "{}").split("---\napiVersion: apps/v1").nth(1).map(|rest| format!("---\napiVersion: apps/v1{rest}")).unwrap()
-    ));
+    apply(&backend_and_its_user(&tenant, &u));
     record_flux_inventories(&f);
     let planned = stack(&[
         "prune",
@@ -3922,14 +3952,7 @@ fn a_need_in_a_namespace_a_planned_owner_takes_keeps_the_owner() {
         "-o",
         "json",
     ]);
-    let lines = json_lines(&planned.stdout);
-    let why =
-        kept_reason(&lines, "ClusterRole", &run).unwrap_or_else(|| panic!("{}\n{}", planned.stdout, planned.stderr));
-    assert!(
-        why.contains(&format!("ConfigMap/{u}/user"))
-            && why.contains(&format!("Deployment.apps/{tenant}/backend dies with it")),
-        "{why}"
-    );
+    assert_kept_for_the_backend(&planned, "ClusterRole", &run, &tenant, &u);
 }
 
 /// Order review 25, F2: as above, but what takes the Namespace is a custom resource the
@@ -3971,14 +3994,7 @@ spec:
     apply(&format!(
         "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {tenant}, ownerReferences: [{{apiVersion: {group}/v1, kind: ZThing, name: z1, uid: {owner}, controller: true}}]}}\n"
     ));
-    apply(&format!(
-        "{}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: user, namespace: {u}, annotations: {{config.kubernetes.io/depends-on: apps/namespaces/{tenant}/Deployment/backend}}}}\n",
-        operator(&tenant, "backend", "{}")
-            .split("---\napiVersion: apps/v1")
-            .nth(1)
-            .map(|rest| format!("---\napiVersion: apps/v1{rest}"))
-            .unwrap()
-    ));
+    apply(&backend_and_its_user(&tenant, &u));
     record_flux_inventories(&f);
     let planned = stack(&[
         "prune",
@@ -3990,12 +4006,5 @@ spec:
         "-o",
         "json",
     ]);
-    let lines = json_lines(&planned.stdout);
-    let why = kept_reason(&lines, "CustomResourceDefinition", &resource)
-        .unwrap_or_else(|| panic!("{}\n{}", planned.stdout, planned.stderr));
-    assert!(
-        why.contains(&format!("ConfigMap/{u}/user"))
-            && why.contains(&format!("Deployment.apps/{tenant}/backend dies with it")),
-        "{why}"
-    );
+    assert_kept_for_the_backend(&planned, "CustomResourceDefinition", &resource, &tenant, &u);
 }
