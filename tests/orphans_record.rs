@@ -1010,3 +1010,130 @@ fn a_desired_set_its_tool_refuses_prunes_nothing() {
     assert!(exists("configmap", Some(n), "fold"));
     let _ = std::fs::remove_dir_all(&repo);
 }
+
+/// Membership review 26, F1 (wrong deletions). Which objects an Argo CD Application tracks is
+/// decided by its control plane's `argocd-cm` (argo-cd `util/argo/resource_tracking.go`
+/// `GetAppName` and `getAppInstanceValue`; keys from `util/settings/settings.go`): with
+/// `installationID` set, only the objects annotated with that very id (an object synced before
+/// the id was set is no longer the Application's); with `application.resourceTrackingMethod:
+/// label`, the instance label alone; and two control planes that both hold an Application of
+/// the name write the same name-only tracking id (the setup Argo CD's `installationID` exists
+/// for). kubectl-stack read none of this and deleted what no Argo CD would prune. Each is refused
+/// now (exit 4 by name; under `-l` its objects are not judged), nothing deleted; a control plane
+/// that sets none of these (the control) compares as before.
+#[test]
+fn argo_cd_tracks_objects_as_its_control_planes_settings_say() {
+    let _logs = start();
+    ensure_argo_crd();
+    let live = Namespace::new("argo-cm");
+    let d = &live.0;
+    // (case, the argocd-cm data of the Application's control plane, a second control plane
+    // holding an Application of the same name, what the refusal says: none for the control).
+    let cases: [(&str, &str, bool, Option<&str>); 4] = [
+        (
+            "installation",
+            "{installationID: inst1}",
+            false,
+            Some("installationID inst1"),
+        ),
+        (
+            "label",
+            "{application.resourceTrackingMethod: label}",
+            false,
+            Some("tracks by the instance label alone"),
+        ),
+        ("twice", "{}", true, Some("2 Argo CD control planes")),
+        (
+            "control",
+            "{application.resourceTrackingMethod: annotation}",
+            false,
+            None,
+        ),
+    ];
+    let mut planes = Vec::new();
+    for (case, data, twice, refused) in cases {
+        let app = unique(case);
+        let plane = Namespace::new(&format!("argo-cm-{case}"));
+        let mut homes = vec![(plane.0.clone(), data)];
+        planes.push(plane);
+        if twice {
+            let other = Namespace::new(&format!("argo-cm-{case}-b"));
+            homes.push((other.0.clone(), "{installationID: inst-b}"));
+            planes.push(other);
+        }
+        for (home, data) in &homes {
+            apply(&format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: argocd-cm, namespace: {home}}}\ndata: {data}\n---\napiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {app}, namespace: {home}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {d}}}\n  source: {{repoURL: https://git.example.com/app, path: .}}\nstatus: {{sourceType: Directory}}\n"
+            ));
+        }
+        let object = |name: &str| {
+            format!(
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {d}\n  labels: {{case: {case}}}\n  annotations: {{argocd.argoproj.io/tracking-id: \"{app}:/ConfigMap:{d}/{name}\"}}\n"
+            )
+        };
+        apply(&format!(
+            "{}{}",
+            object(&format!("{case}-keep")),
+            object(&format!("{case}-old"))
+        ));
+        let repo = std::env::temp_dir().join(unique("argo-cm-repo"));
+        std::fs::create_dir_all(&repo).unwrap();
+        std::fs::write(
+            repo.join("keep.yaml"),
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {case}-keep}}\n"),
+        )
+        .unwrap();
+        let repo_text = repo.to_str().unwrap();
+        let tracker = format!("argocd={app}");
+        let selector = format!("case={case}");
+        let named: &[&str] = &["-n", d, "--tracker", &tracker, "-f", repo_text];
+        let labelled: &[&str] = &["-n", d, "-l", &selector, "-f", repo_text];
+        match refused {
+            Some(said) => {
+                // Named, the stack is refused; under `-l` its objects are left unjudged (each
+                // stack there is judged by its own record), with the same words.
+                for command in [&["orphans"][..], &["prune", "--yes"][..]] {
+                    for (how, code) in [(named, 4), (labelled, 0)] {
+                        let run = stack(&[command, how].concat());
+                        assert_eq!(
+                            run.code, code,
+                            "{case} {command:?} {how:?}: {}\n{}",
+                            run.stdout, run.stderr
+                        );
+                        assert!(run.stderr.contains(said), "{case} {command:?} {how:?}: {}", run.stderr);
+                        assert!(
+                            !run.stdout.contains(&format!("{case}-old")),
+                            "{case} {command:?} {how:?}: {}",
+                            run.stdout
+                        );
+                    }
+                }
+                assert!(
+                    exists("configmap", Some(d), &format!("{case}-old")),
+                    "{case}: old was deleted"
+                );
+            }
+            None => {
+                for how in [named, labelled] {
+                    let found = stack(&[&["orphans", "-o", "json"][..], how].concat());
+                    assert_eq!(found.code, 1, "{case} {how:?}: {}\n{}", found.stdout, found.stderr);
+                    assert_eq!(
+                        names(&found, "orphans"),
+                        set(&[format!("ConfigMap/{d}/{case}-old")]),
+                        "{case}"
+                    );
+                }
+                stack(&[&["prune", "--yes"][..], named].concat()).expect_code(0);
+                assert!(
+                    !exists("configmap", Some(d), &format!("{case}-old")),
+                    "{case}: old is left"
+                );
+            }
+        }
+        assert!(
+            exists("configmap", Some(d), &format!("{case}-keep")),
+            "{case}: keep was deleted"
+        );
+        let _ = std::fs::remove_dir_all(&repo);
+    }
+}

@@ -23,7 +23,9 @@ use super::StackRecord;
 use crate::cluster::retry::with_retries;
 use crate::cluster::session::Session;
 use crate::error::{is_not_found, UserError};
+use crate::model::trackers::ARGOCD_TRACKING_ID;
 use crate::stack::desired::NoNamespace;
+use crate::stack::policy::ARGOCD_INSTALLATION_ID;
 
 /// The Application's group and kind.
 const APPLICATION: (&str, &str) = ("argoproj.io", "Application");
@@ -35,12 +37,23 @@ const ARGOCD_CM: &str = "argocd-cm";
 /// destination namespace as the default of namespace-less manifests; with none, or no telling
 /// which Application it is, such a manifest is unplaced. Without the Application kind nothing is
 /// known and the manifests take `-n`'s namespace. `comparing` (an orphan comparison, not a
-/// teardown): an Application that prunes nothing is refused ([`super::prunes_nothing`]).
+/// teardown): an Application that prunes nothing is refused ([`super::prunes_nothing`]), and so
+/// is one whose objects its Argo CD may track otherwise than by a tracking id that names them
+/// ([`tracks_otherwise`]).
 pub async fn argo_record(session: &Session, app: &str, comparing: bool) -> Result<StackRecord, UserError> {
     if session.catalog.get(APPLICATION.0, APPLICATION.1).is_none() {
         return Ok(StackRecord::default());
     }
-    let applications = find_applications(session, app).await?;
+    // Without the settings nothing of it can be compared; a teardown does not read them.
+    let planes = match control_planes(session).await {
+        Ok(planes) => planes,
+        Err(err) if comparing => return Err(err),
+        Err(_) => Vec::new(),
+    };
+    let applications = find_applications(session, app, &planes).await?;
+    if let Some(why) = tracks_otherwise(&applications, &planes).filter(|_| comparing) {
+        return Err(super::prunes_nothing(&why));
+    }
     if let Some(keeping) = applications.iter().find(|a| comparing && prunes_none(a)) {
         return Err(super::prunes_nothing(&format!(
             "Application {} sets Prune=false in spec.syncPolicy.syncOptions: Argo CD prunes none of its resources",
@@ -247,8 +260,12 @@ fn prunes_none(application: &DynamicObject) -> bool {
 }
 
 /// The Applications `app` names: the one of `NAMESPACE_NAME`, else those of that name in a
-/// control-plane namespace ([`control_plane_namespaces`]).
-async fn find_applications(session: &Session, app: &str) -> Result<Vec<DynamicObject>, UserError> {
+/// control-plane namespace (one of `planes`: [`control_planes`]).
+async fn find_applications(
+    session: &Session,
+    app: &str,
+    planes: &[ControlPlane],
+) -> Result<Vec<DynamicObject>, UserError> {
     let Some(kind) = session.catalog.get(APPLICATION.0, APPLICATION.1) else {
         return Ok(Vec::new());
     };
@@ -271,34 +288,150 @@ async fn find_applications(session: &Session, app: &str) -> Result<Vec<DynamicOb
             Err(err) => Err(unreadable(err)),
         };
     }
-    let control = control_plane_namespaces(session).await;
     let api = crate::cluster::collect::api_for(client, kind, None);
     let params = ListParams::default().fields(&format!("metadata.name={app}"));
     match with_retries("list Applications", || api.list(&params)).await {
         Ok(list) => Ok(list
             .items
             .into_iter()
-            .filter(|a| a.metadata.namespace.as_ref().is_some_and(|ns| control.contains(ns)))
+            .filter(|a| {
+                let namespace = a.metadata.namespace.as_deref();
+                planes.iter().any(|p| Some(p.namespace.as_str()) == namespace)
+            })
             .collect()),
         Err(err) => Err(unreadable(err)),
     }
 }
 
-/// The namespaces that hold Argo CD's `argocd-cm` ConfigMap: its control planes. None when it
-/// cannot be listed (no Application is then told by a name-only id).
-async fn control_plane_namespaces(session: &Session) -> Vec<String> {
+/// An Argo CD control plane (a namespace holding its `argocd-cm` ConfigMap) with the settings
+/// of that ConfigMap that decide which objects its Applications track (argo-cd
+/// `util/settings/settings.go`: `installationID`, `application.resourceTrackingMethod`; read by
+/// `util/argo/resource_tracking.go` `GetAppName` and `getAppInstanceValue`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct ControlPlane {
+    namespace: String,
+    /// `installationID`: set, Argo CD tracks only the objects annotated with that very id.
+    installation_id: Option<String>,
+    /// `application.resourceTrackingMethod`: `label` tracks by the instance label alone.
+    tracking_method: Option<String>,
+}
+
+impl ControlPlane {
+    /// Of an `argocd-cm` ConfigMap.
+    fn of(config_map: &DynamicObject) -> Option<Self> {
+        let setting = |key: &str| {
+            config_map
+                .data
+                .pointer(&format!("/data/{}", key.replace('~', "~0").replace('/', "~1")))
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|value| !value.is_empty())
+                .map(str::to_string)
+        };
+        Some(Self {
+            namespace: config_map.metadata.namespace.clone()?,
+            installation_id: setting("installationID"),
+            tracking_method: setting("application.resourceTrackingMethod"),
+        })
+    }
+
+    /// Why its Applications track other objects than kubectl-stack reads as theirs (an object
+    /// whose `argocd.argoproj.io/tracking-id` names itself, and no installation id), if they do.
+    fn tracks_otherwise(&self) -> Option<String> {
+        let namespace = &self.namespace;
+        if let Some(id) = &self.installation_id {
+            return Some(format!(
+                "{ARGOCD_CM} in {namespace} sets installationID {id}: that Argo CD tracks only objects annotated {ARGOCD_INSTALLATION_ID}={id} (argo-cd util/argo/resource_tracking.go getAppInstanceValue), which kubectl-stack does not model"
+            ));
+        }
+        (self.tracking_method.as_deref() == Some(TRACKING_BY_LABEL)).then(|| {
+            format!(
+                "{ARGOCD_CM} in {namespace} sets application.resourceTrackingMethod: label: that Argo CD tracks by the instance label alone, not by {ARGOCD_TRACKING_ID} (argo-cd util/argo/resource_tracking.go GetAppName), which kubectl-stack does not model"
+            )
+        })
+    }
+}
+
+/// The tracking method that reads the instance label alone.
+const TRACKING_BY_LABEL: &str = "label";
+
+/// Argo CD's control planes: the namespaces that hold its `argocd-cm` ConfigMap, with its
+/// tracking settings. None when the ConfigMap kind is not served; an error when they cannot be
+/// listed (which objects an Application tracks is then unknown).
+async fn control_planes(session: &Session) -> Result<Vec<ControlPlane>, UserError> {
     let Some(kind) = session.catalog.get("", "ConfigMap") else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let api = crate::cluster::collect::api_for(&session.connection.client, kind, None);
     let params = ListParams::default().fields(&format!("metadata.name={ARGOCD_CM}"));
-    match with_retries("list argocd-cm", || api.list_metadata(&params)).await {
-        Ok(list) => list.items.into_iter().filter_map(|cm| cm.metadata.namespace).collect(),
-        Err(err) => {
-            tracing::debug!("cannot list the {ARGOCD_CM} ConfigMaps: {err}");
-            Vec::new()
-        }
+    match with_retries("list argocd-cm", || api.list(&params)).await {
+        Ok(list) => Ok(list.items.iter().filter_map(ControlPlane::of).collect()),
+        Err(err) => Err(UserError::refused(format!(
+            "Argo CD's {ARGOCD_CM} ConfigMaps cannot be listed ({}): which objects an Application tracks depends on their installationID and application.resourceTrackingMethod",
+            session.connection.explain(&err).message
+        ))
+        .hint("allow `list` on configmaps in every namespace, or retry when the API server answers")),
     }
+}
+
+/// Why the objects the Argo CD stack's marks name may not be the `applications`' as
+/// kubectl-stack reads them (membership review 26, F1): Applications of that name in more than
+/// one control plane (each Argo CD writes the same name-only tracking id), or a control plane
+/// whose settings may decide for the stack ([`deciding`]) that tracks otherwise
+/// ([`ControlPlane::tracks_otherwise`]), or an Application that sets `spec.trackingMethod: label`.
+fn tracks_otherwise(applications: &[DynamicObject], planes: &[ControlPlane]) -> Option<String> {
+    let homes = homes(applications, planes);
+    if homes.len() > 1 {
+        let names: Vec<&str> = homes.iter().map(|p| p.namespace.as_str()).collect();
+        return Some(format!(
+            "Applications of this name live in {} Argo CD control planes ({}), and each writes the same tracking id: which one's objects the desired set stands for is not known",
+            homes.len(),
+            names.join(", ")
+        ));
+    }
+    if let Some(why) = deciding(applications, planes).find_map(ControlPlane::tracks_otherwise) {
+        return Some(why);
+    }
+    applications.iter().find_map(|application| {
+        let method = application.data.pointer("/spec/trackingMethod").and_then(Value::as_str);
+        (method.map(str::trim) == Some(TRACKING_BY_LABEL)).then(|| {
+            format!(
+                "Application {} sets spec.trackingMethod: label: it tracks by the instance label alone, which kubectl-stack does not model",
+                name_of(application)
+            )
+        })
+    })
+}
+
+/// The control planes that hold one of the `applications`, by namespace.
+fn homes<'a>(applications: &[DynamicObject], planes: &'a [ControlPlane]) -> Vec<&'a ControlPlane> {
+    let mut homes: Vec<&ControlPlane> = planes
+        .iter()
+        .filter(|plane| {
+            applications
+                .iter()
+                .any(|a| a.metadata.namespace.as_deref() == Some(plane.namespace.as_str()))
+        })
+        .collect();
+    homes.sort_by(|a, b| a.namespace.cmp(&b.namespace));
+    homes
+}
+
+/// The control planes whose settings may decide what the `applications` track: those that
+/// hold them when each lives in one; every control plane when one lives in another namespace
+/// (its control plane is not recorded on it); none when there is no such Application (no Argo CD
+/// then tracks anything under its name).
+fn deciding<'a>(applications: &[DynamicObject], planes: &'a [ControlPlane]) -> impl Iterator<Item = &'a ControlPlane> {
+    let in_a_plane = |a: &DynamicObject| {
+        planes
+            .iter()
+            .any(|p| a.metadata.namespace.as_deref() == Some(p.namespace.as_str()))
+    };
+    let anywhere = !applications.iter().all(in_a_plane);
+    let homes = homes(applications, planes);
+    planes
+        .iter()
+        .filter(move |plane| anywhere || homes.iter().any(|home| home.namespace == plane.namespace))
 }
 
 #[cfg(test)]
@@ -317,6 +450,63 @@ mod tests {
         object.metadata.namespace = Some("argocd".into());
         object.data = serde_json::json!({ "spec": spec });
         object
+    }
+
+    fn plane(namespace: &str, data: Value) -> ControlPlane {
+        let mut config_map = DynamicObject::new(
+            ARGOCD_CM,
+            &kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk("", "v1", "ConfigMap")),
+        );
+        config_map.metadata.namespace = Some(namespace.into());
+        config_map.data = serde_json::json!({ "data": data });
+        ControlPlane::of(&config_map).unwrap()
+    }
+
+    /// Membership review 26, F1: the control plane's settings that make its Applications track
+    /// other objects are read, and so is an Application of the name in two control planes.
+    #[test]
+    fn control_planes_that_track_otherwise_are_told() {
+        let mut app = application(serde_json::json!({"source": {"path": "."}}));
+        let home = plane("argocd", serde_json::json!({}));
+        assert_eq!(
+            tracks_otherwise(std::slice::from_ref(&app), std::slice::from_ref(&home)),
+            None
+        );
+        let annotation = plane(
+            "argocd",
+            serde_json::json!({"application.resourceTrackingMethod": "annotation+label"}),
+        );
+        assert_eq!(annotation.tracks_otherwise(), None);
+        let blank = plane("argocd", serde_json::json!({"installationID": " "}));
+        assert_eq!(blank.tracks_otherwise(), None);
+        let installed = plane("argocd", serde_json::json!({"installationID": "inst1"}));
+        assert!(installed.tracks_otherwise().unwrap().contains("installationID inst1"));
+        let labelled = plane(
+            "argocd",
+            serde_json::json!({"application.resourceTrackingMethod": "label"}),
+        );
+        assert!(labelled.tracks_otherwise().unwrap().contains("instance label alone"));
+        // A control plane that holds none of the Applications does not decide for them...
+        let elsewhere = plane("argocd-b", serde_json::json!({"installationID": "b"}));
+        let planes = [home.clone(), elsewhere.clone()];
+        assert_eq!(tracks_otherwise(std::slice::from_ref(&app), &planes), None);
+        // ...unless the Application is in none (its control plane is then not known).
+        app.metadata.namespace = Some("apps".into());
+        assert!(tracks_otherwise(std::slice::from_ref(&app), &planes).is_some());
+        // No Application of the name: no control plane tracks anything under it.
+        assert_eq!(tracks_otherwise(&[], &planes), None);
+        // Two control planes each with an Application of the name.
+        let mut first = application(serde_json::json!({}));
+        let mut second = first.clone();
+        first.metadata.namespace = Some("argocd".into());
+        second.metadata.namespace = Some("argocd-c".into());
+        let third = plane("argocd-c", serde_json::json!({}));
+        let why = tracks_otherwise(&[first.clone(), second], &[home.clone(), third]).unwrap();
+        assert!(why.contains("2 Argo CD control planes (argocd, argocd-c)"), "{why}");
+        first.data = serde_json::json!({"spec": {"trackingMethod": "label"}});
+        assert!(tracks_otherwise(&[first], &[home])
+            .unwrap()
+            .contains("spec.trackingMethod"));
     }
 
     /// Reviews 19 F2 and 20 G1: what builds beyond the files is named where it is.
