@@ -4008,3 +4008,82 @@ spec:
     ]);
     assert_kept_for_the_backend(&planned, "CustomResourceDefinition", &resource, &tenant, &u);
 }
+
+/// Order review 26, F1 (wrong deletion): the ServiceAccount a staying operator runs as is
+/// controlled by a custom resource the planned CRD takes. The ServiceAccount is a controller's
+/// child, so no victim, and it was not a node of the plan's graph: nothing kept the CRD, and the
+/// garbage collector took the account (CRD, then its resource, then the account) while the
+/// operator stayed with a finalizer left to remove. What dies so and a stayer may need is a node
+/// now, by every route, as a planned controller's child always was: the CRD is kept, and says why.
+#[test]
+fn an_operators_account_a_planned_crds_resource_controls_keeps_the_crd() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gmzsa");
+    let f = flux.0.clone();
+    let other = Namespace::new("gmzsa-op");
+    let u = other.0.clone();
+    let run = unique("gmzsa");
+    let group = own_group(&run);
+    let finalized = own_group(&format!("{run}-d"));
+    let resource = format!("zthings.{group}");
+    let dooms = format!("dooms.{finalized}");
+    let role = format!("{run}-op");
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&dooms, &u);
+    leftovers.object("crd", &resource);
+    leftovers.object("crd", &dooms);
+    leftovers.object("clusterrole", &role);
+    leftovers.object("clusterrolebinding", &role);
+    let labels = flux_labels("s", &f);
+    apply(&format!(
+        r#"{}---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {resource}, labels: {labels}}}
+spec:
+  group: {group}
+  names: {{kind: ZThing, plural: zthings, singular: zthing}}
+  scope: Cluster
+  versions: [{{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}]
+{}"#,
+        kustomization("s", &f, ""),
+        crd(&finalized, "Doom", "dooms", "{}"),
+    ));
+    wait_established(&[&format!("crd/{resource}"), &format!("crd/{dooms}")], &resource);
+    apply(&format!(
+        "apiVersion: {group}/v1\nkind: ZThing\nmetadata: {{name: z1}}\n"
+    ));
+    let owner = uid_of(&resource, None, "z1");
+    let rules = format!("[{{apiGroups: [{finalized}], resources: [dooms, dooms/finalizers], verbs: [get, list, watch, update, patch]}}]");
+    let operator = operator_with_rbac(&u, "op", &role, &rules, ONE_CONTAINER, "{}");
+    let account = format!("metadata: {{name: op, namespace: {u}, labels: {{}}}}");
+    assert!(operator.contains(&account), "{operator}");
+    let operator = operator.replacen(
+        &account,
+        &format!("metadata: {{name: op, namespace: {u}, ownerReferences: [{{apiVersion: {group}/v1, kind: ZThing, name: z1, uid: {owner}, controller: true}}]}}"),
+        1,
+    );
+    apply(&format!(
+        "{operator}---\napiVersion: {finalized}/v1\nkind: Doom\nmetadata: {{name: d, namespace: {u}, finalizers: [{finalized}/cleanup]}}\n"
+    ));
+    record_flux_inventories(&f);
+    for cascade in [&["--allow-cascade"][..], &[][..]] {
+        let planned = stack(
+            &[
+                &["prune", "-n", &f, "kustomization/s", "--dry-run", "-o", "json"][..],
+                cascade,
+            ]
+            .concat(),
+        );
+        let lines = json_lines(&planned.stdout);
+        let why = kept_reason(&lines, "CustomResourceDefinition", &resource)
+            .unwrap_or_else(|| panic!("{cascade:?}: {}\n{}", planned.stdout, planned.stderr));
+        assert!(
+            why.contains(&format!("Deployment.apps/{u}/op"))
+                && why.contains(&format!("ServiceAccount/{u}/op dies with it")),
+            "{cascade:?}: {why}"
+        );
+    }
+    assert!(exists("serviceaccount", Some(&u), "op"));
+}

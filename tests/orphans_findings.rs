@@ -775,6 +775,13 @@ fn the_recheck_reads_an_argo_application_again() {
             r#"{"spec":{"source":{"repoURL":"https://git.example.com/app","path":".","kustomize":{"namePrefix":"p-"}}}}"#,
             "builds with spec.source.kustomize.namePrefix",
         ),
+        // Review 26, F1: the control plane's settings (argocd-cm, patched instead of the
+        // Application; last, as it changes what every later case's Application tracks).
+        (
+            "installation",
+            r#"{"data":{"installationID":"inst1"}}"#,
+            "sets installationID inst1",
+        ),
     ];
     for (case, patch, said) in changes {
         let live = Namespace::new(&format!("argo-rc-{case}"));
@@ -811,7 +818,20 @@ fn the_recheck_reads_an_argo_application_again() {
         wait_while_running(&mut child, Duration::from_secs(60), || {
             is_terminating("configmap", d, "slow")
         });
-        let patched = kubectl(&["patch", "application", &app, "-n", c, "--type", "merge", "-p", patch]);
+        let patched = match case {
+            "installation" => kubectl(&[
+                "patch",
+                "configmap",
+                "argocd-cm",
+                "-n",
+                c,
+                "--type",
+                "merge",
+                "-p",
+                patch,
+            ]),
+            _ => kubectl(&["patch", "application", &app, "-n", c, "--type", "merge", "-p", patch]),
+        };
         assert_eq!(patched.code, 0, "{}", patched.stderr);
         release_finalizers("configmap/slow", d);
         let run = finish(child);
@@ -820,6 +840,98 @@ fn the_recheck_reads_an_argo_application_again() {
         assert!(exists("configmap", Some(d), "later"), "{case}: {}", run.stderr);
         assert!(exists("configmap", Some(d), "desired"), "{case}: {}", run.stderr);
     }
+}
+
+/// Membership review 26, F1, on the teardown path: which objects Argo CD deletes with an
+/// Application (its cascade deletes what it tracks) is decided by its control plane's argocd-cm
+/// as well (`installationID`: only objects annotated with that id). A teardown of the Application
+/// (an app of apps' child) read its members by their tracking ids alone. Its members are now
+/// bounded by the same record function orphans read: set before the plan, every member is kept;
+/// set while the run waits on an earlier wave, the re-check drops the later wave (exit 5).
+#[test]
+fn an_argo_cd_teardown_reads_its_control_planes_settings() {
+    let _logs = start();
+    ensure_argo_crd();
+    let control = Namespace::new("argo-td-ctl");
+    let live = Namespace::new("argo-td");
+    let (c, d) = (&control.0, &live.0);
+    argo_control_plane(c);
+    let app = unique("td");
+    // `slow` goes first (Argo CD deletes the higher sync wave first) and holds its wave.
+    let object = |name: &str, wave: &str, extra: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {d}\n  annotations: {{argocd.argoproj.io/tracking-id: \"{app}:/ConfigMap:{d}/{name}\", argocd.argoproj.io/sync-wave: \"{wave}\"}}\n{extra}"
+        )
+    };
+    apply(&format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {app}\n  namespace: {c}\n  annotations: {{argocd.argoproj.io/tracking-id: \"root:argoproj.io/Application:{c}/{app}\"}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {d}}}\nstatus: {{sourceType: Directory}}\n{}{}",
+        object("slow", "5", "  finalizers: [stack-test.example.com/hold]\n"),
+        object("later", "1", ""),
+    ));
+    let target = format!("application/{app}");
+    let planned = stack(&["prune", "-n", c, &target, "--dry-run=client", "-o", "json"]).expect_code(0);
+    assert!(planned.stdout.contains("\"later\""), "{}", planned.stdout);
+    let mut child = spawn_stack(&["prune", "-n", c, &target, "--yes", "--timeout", "60s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", d, "slow")
+    });
+    let patched = kubectl(&[
+        "patch",
+        "configmap",
+        "argocd-cm",
+        "-n",
+        c,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"installationID":"inst1"}}"#,
+    ]);
+    assert_eq!(patched.code, 0, "{}", patched.stderr);
+    release_finalizers("configmap/slow", d);
+    let run = finish(child);
+    assert_eq!(run.code, 5, "dropped by the re-check:\n{}", run.stderr);
+    assert!(run.stderr.contains("installationID inst1"), "{}", run.stderr);
+    assert!(exists("configmap", Some(d), "later"), "{}", run.stderr);
+    // The Application went in its own wave, as planned; its kept member is Argo CD's to judge.
+    assert!(!exists("application", Some(c), &app), "{}", run.stderr);
+    // Set before the plan, in another control plane: no member is planned, each is kept.
+    let control = Namespace::new("argo-td-ctl2");
+    let c = &control.0;
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: argocd-cm, namespace: {c}}}\ndata: {{installationID: inst1}}\n---\napiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {app}\n  namespace: {c}\n  annotations: {{argocd.argoproj.io/tracking-id: \"root:argoproj.io/Application:{c}/{app}\"}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {d}}}\nstatus: {{sourceType: Directory}}\n"
+    ));
+    let again = stack(&["prune", "-n", c, &target, "--dry-run=client", "-o", "json"]).expect_code(0);
+    let plan = json_lines(&again.stdout)
+        .into_iter()
+        .find(|line| line["type"] == "plan")
+        .unwrap_or_else(|| panic!("{}", again.stdout));
+    let names = |list: &str| -> Vec<String> {
+        let entries = plan[list].as_array().cloned().unwrap_or_default();
+        let flat = match list {
+            "waves" => entries
+                .iter()
+                .flat_map(|w| w.as_array().cloned().unwrap_or_default())
+                .collect(),
+            _ => entries,
+        };
+        flat.iter()
+            .map(|t| t["id"]["name"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(names("waves"), vec![app.clone()], "{}", again.stdout);
+    assert_eq!(names("kept"), vec!["later".to_string()], "{}", again.stdout);
+    // An Application no stack tracks is no teardown's: said so, not "not found".
+    kubectl(&[
+        "annotate",
+        "application",
+        &app,
+        "-n",
+        c,
+        "argocd.argoproj.io/tracking-id-",
+    ])
+    .expect_code(0);
+    let untracked = stack(&["prune", "-n", c, &target, "--dry-run=client"]).expect_code(2);
+    assert!(untracked.stderr.contains("tracked by no stack"), "{}", untracked.stderr);
 }
 
 /// Membership reviews 16 F2 and 17 F1: `kapp deploy -a APP -n NS` places a namespace-less

@@ -376,7 +376,9 @@ pub async fn victims_dependents(
             if volumes::is_claim(&object.id()) {
                 claims.insert(uid.to_string(), root.clone());
             }
-            if counted.counts(object) && made_by_control_plane(&object.id(), &object.meta, &HashSet::new()).is_none() {
+            let victim =
+                counted.counts(object) && made_by_control_plane(&object.id(), &object.meta, &HashSet::new()).is_none();
+            if victim {
                 let victim = Victim {
                     id: object.id(),
                     uid: uid.to_string(),
@@ -385,6 +387,11 @@ pub async fn victims_dependents(
                 out.push((single(root.clone(), victim), vec![object.clone()]));
             }
             if !is_holder(&object.id()) {
+                // Uncounted (a controller's child), it is a node all the same when a stayer may
+                // need it: the planned object that takes it is then kept (order review 26, F1).
+                if !victim && owners::may_be_needed(object) {
+                    nodes.push(object.clone());
+                }
                 continue;
             }
             // A Namespace or CRD that dies so is a node of the plan's graph, counted or not: what
@@ -417,7 +424,8 @@ pub struct Dependents {
     /// Every claim that dies so, counted or not, by UID with the planned object charged with
     /// it: the PV controller reclaims its volume ([`volumes::volume_cascades`]).
     pub claims: HashMap<String, ObjectId>,
-    /// The Namespaces and CRDs that die so, as listed: nodes of the plan's graph.
+    /// The Namespaces and CRDs that die so, and what dies so uncounted that a stayer may need
+    /// ([`owners::may_be_needed`]), as listed: nodes of the plan's graph.
     pub nodes: Vec<Listed>,
 }
 

@@ -291,7 +291,8 @@ async fn teardown_planning(session: &Session, request: &PlanRequest) -> Result<P
 }
 
 /// Reads the record of every torn-down stack whose tool keeps one beside its tracking object —
-/// a kpt/cli-utils inventory, a Flux HelmRelease's Helm release, an ApplySet parent — with the
+/// a kpt/cli-utils inventory, a Flux HelmRelease's Helm release, an ApplySet parent — or whose
+/// members are decided beside it (an Argo CD Application's control-plane settings), with the
 /// one function `orphans` reads them with ([`crate::stack::inventory::record_of`]), so that a teardown
 /// deletes only what that tool would (see [`crate::stack::keep::outside_record`]). A Flux
 /// Kustomization's `status.inventory` is on its listed object already. A record that exists
@@ -302,7 +303,7 @@ async fn read_member_records(session: &Session, live: &mut LiveGraph, chosen: im
         .filter_map(|index| {
             let object = live.objects.get(&live.graph.nodes[index].id)?;
             let (preset, value) = crate::graph::tracker_key(object)?;
-            crate::prune::recheck::keeps_record_beside(preset).then_some((index, preset, value))
+            crate::prune::recheck::reads_beside(preset).then_some((index, preset, value))
         })
         .collect();
     for (index, preset, value) in trackers {
@@ -314,7 +315,9 @@ async fn read_member_records(session: &Session, live: &mut LiveGraph, chosen: im
                     ..recorded.members(live.objects.values())
                 },
                 None => {
-                    tracing::warn!("no record read for {id}: the objects that carry its marks are its members");
+                    if crate::prune::recheck::keeps_record_beside(preset) {
+                        tracing::warn!("no record read for {id}: the objects that carry its marks are its members");
+                    }
                     continue;
                 }
             },

@@ -1342,8 +1342,7 @@ async fn read_stack(
         let record = Some(RecordNow::Ids(record));
         return StackNow::Read { leaves_members, record };
     }
-    let Some((preset, value)) = crate::graph::owner_mark(&input).filter(|(preset, _)| keeps_record_beside(*preset))
-    else {
+    let Some((preset, value)) = crate::graph::owner_mark(&input).filter(|(preset, _)| reads_beside(*preset)) else {
         return StackNow::Read {
             leaves_members,
             record: None,
@@ -1368,4 +1367,12 @@ async fn read_stack(
 /// an ApplySet parent's own annotations (read again with its id verified).
 pub fn keeps_record_beside(preset: Preset) -> bool {
     matches!(preset, Preset::Kpt | Preset::FluxHelm | Preset::ApplySet)
+}
+
+/// Whether a teardown reads a stack's record beside its tracking object ([`keeps_record_beside`]),
+/// or what decides its members there: an Argo CD Application's control-plane settings (which
+/// objects it tracks: membership review 26, F1), read by the same
+/// [`crate::stack::inventory::uninstall_record_of`].
+pub fn reads_beside(preset: Preset) -> bool {
+    keeps_record_beside(preset) || preset == Preset::ArgoCd
 }

@@ -240,10 +240,9 @@ async fn refuse_non_stacks(session: &Session, targets: &[String]) -> Result<(), 
         };
         let may_be_stack = matches!(
             (kind.group.as_str(), kind.kind.as_str()),
-            ("kustomize.toolkit.fluxcd.io", "Kustomization")
-                | ("helm.toolkit.fluxcd.io", "HelmRelease")
-                | ("argoproj.io", "Application")
+            ("kustomize.toolkit.fluxcd.io", "Kustomization") | ("helm.toolkit.fluxcd.io", "HelmRelease")
         );
+        let application = (kind.group.as_str(), kind.kind.as_str()) == ("argoproj.io", "Application");
         if may_be_stack {
             continue;
         }
@@ -255,6 +254,17 @@ async fn refuse_non_stacks(session: &Session, targets: &[String]) -> Result<(), 
             continue;
         };
         if crate::model::trackers::is_tracking_object(&object.metadata) {
+            continue;
+        }
+        // An Argo CD Application is torn down as what a stack tracks (an app of apps' child),
+        // never on its own: said so, rather than "not found" (membership review 26).
+        if application {
+            if crate::model::trackers::marks(&object.metadata).is_empty() {
+                return Err(UserError::usage(format!(
+                    "{id} is tracked by no stack: a teardown takes an Argo CD Application only as a member of the stack that applies it (an app of apps)"
+                ))
+                .hint(format!("let Argo CD delete it with its resources: argocd app delete --cascade {}", id.name)));
+            }
             continue;
         }
         let owners: Vec<String> = crate::model::trackers::marks(&object.metadata)

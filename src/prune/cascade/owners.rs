@@ -211,12 +211,21 @@ pub fn controlled_children(owned: &[Listed], planned: &Planned) -> Vec<Listed> {
             !planned.uids.contains(object.uid())
                 && !object.is_terminating()
                 && controlled_from_plan(object.uid(), &controller_of, &planned.uids)
-                && (crate::graph::infer::runs_controllers(&object.id())
-                    || crate::graph::stayers::needs_its_controller(&object.meta))
+                && may_be_needed(object)
                 && dies_with_plan(&object.meta, &planned.uids, &owners_of, planned.orphans)
         })
         .cloned()
         .collect()
+}
+
+/// Whether what dies with the plan unnamed (not a counted victim) is a node of the plan's
+/// graph all the same, by any route it dies (a planned controller's child, or what a cascade
+/// victim owns): what can run or serve a controller, which a staying operator or backend may
+/// run with ([`crate::graph::infer::runs_controllers`]), or what needs its own controller
+/// ([`crate::graph::stayers::needs_its_controller`]). A need of a stayer in it then keeps what
+/// takes it (order review 26, F1).
+pub fn may_be_needed(object: &Listed) -> bool {
+    crate::graph::infer::runs_controllers(&object.id()) || crate::graph::stayers::needs_its_controller(&object.meta)
 }
 
 /// The PersistentVolumeClaims among `owned` that die with the plan without being planned (a

@@ -37,22 +37,25 @@ const ARGOCD_CM: &str = "argocd-cm";
 /// destination namespace as the default of namespace-less manifests; with none, or no telling
 /// which Application it is, such a manifest is unplaced. Without the Application kind nothing is
 /// known and the manifests take `-n`'s namespace. `comparing` (an orphan comparison, not a
-/// teardown): an Application that prunes nothing is refused ([`super::prunes_nothing`]), and so
-/// is one whose objects its Argo CD may track otherwise than by a tracking id that names them
-/// ([`tracks_otherwise`]).
+/// teardown): an Application that prunes nothing is refused ([`super::prunes_nothing`]). One whose
+/// objects its Argo CD may track otherwise than by a tracking id that names them
+/// ([`tracks_otherwise`]) is refused whether compared or torn down.
 pub async fn argo_record(session: &Session, app: &str, comparing: bool) -> Result<StackRecord, UserError> {
     if session.catalog.get(APPLICATION.0, APPLICATION.1).is_none() {
         return Ok(StackRecord::default());
     }
-    // Without the settings nothing of it can be compared; a teardown does not read them.
-    let planes = match control_planes(session).await {
-        Ok(planes) => planes,
-        Err(err) if comparing => return Err(err),
-        Err(_) => Vec::new(),
-    };
+    // Without the settings which objects its Argo CD tracks is unknown: nothing of it is judged
+    // (an orphan) or deleted (a teardown's member).
+    let planes = control_planes(session).await?;
     let applications = find_applications(session, app, &planes).await?;
-    if let Some(why) = tracks_otherwise(&applications, &planes).filter(|_| comparing) {
-        return Err(super::prunes_nothing(&why));
+    if let Some(why) = tracks_otherwise(&applications, &planes) {
+        return Err(match comparing {
+            true => super::prunes_nothing(&why),
+            false => UserError::refused(format!(
+                "{why}: which objects it deletes with its Application is not known"
+            ))
+            .hint("delete them with Argo CD (`argocd app delete --cascade`), which knows its settings"),
+        });
     }
     if let Some(keeping) = applications.iter().find(|a| comparing && prunes_none(a)) {
         return Err(super::prunes_nothing(&format!(
