@@ -25,28 +25,31 @@ pub struct Bystanders {
     pub unlisted: Vec<String>,
 }
 
-/// Lists the bystanders of an orphan prune (see the module documentation).
-/// Objects whose UID is in `known` (already listed by the caller) are left out as pages arrive:
-/// the snapshot never holds two copies of them.
-pub async fn list(session: &Session, known: &HashSet<String>) -> Bystanders {
+/// Lists the bystanders of an orphan prune (see the module documentation), with the untracked
+/// objects that declare a need in the same listing ([`Listing::stayers`]: the plan's stayers,
+/// looked for where the bystanders are). Objects whose UID is in `known` (already listed by the
+/// caller) are left out as pages arrive: the snapshot never holds two copies of them.
+pub async fn list(session: &Session, known: &HashSet<String>) -> (Bystanders, Collection) {
     let everywhere = ListScope::AllNamespaces;
     let mut scope = everywhere.clone();
-    let mut listed = list_in(session, &everywhere, known).await;
-    if session.scope != everywhere && listed.forbidden().next().is_some() {
+    let options = ListOptions::default();
+    let (_, mut listing) = listing_in(session, &everywhere, None, known, options).await;
+    if session.scope != everywhere && listing.bystanders.forbidden().next().is_some() {
         let narrow = session.scope.clone();
         tracing::warn!(
             "not allowed to list {} in every namespace: what depends on the orphans is checked in {} only",
-            listed
+            listing
+                .bystanders
                 .forbidden()
                 .map(|k| k.kind_with_group())
                 .collect::<Vec<_>>()
                 .join(", "),
             describe(&narrow)
         );
-        listed = list_in(session, &narrow, known).await;
+        (_, listing) = listing_in(session, &narrow, None, known, options).await;
         scope = narrow;
     }
-    of_listing(listed, scope, known)
+    (of_listing(listing.bystanders, scope, known), listing.stayers)
 }
 
 /// The bystanders of a listing made in `scope`: its objects but those whose UID is in `known`,
@@ -91,6 +94,27 @@ pub struct Listing {
 /// `selection` matches (as [`crate::cluster::collect::collect`] would find it) and the rest of what the
 /// plan lists there ([`Listing`]). For where [`one_listing_serves`].
 pub async fn collect_with(session: &Session, selection: &Selection, options: ListOptions) -> (Collection, Listing) {
+    listing_in(
+        session,
+        &ListScope::AllNamespaces,
+        Some(selection),
+        &HashSet::new(),
+        options,
+    )
+    .await
+}
+
+/// One listing of every kind in `scope`, without a label selector, split three ways: what
+/// `selection` matches, the other tracked objects, and the untracked ones that declare a need;
+/// each part carries the listing's failures. Objects whose UID is in `known` are left out of the
+/// last two as pages arrive.
+async fn listing_in(
+    session: &Session,
+    scope: &ListScope,
+    selection: Option<&Selection>,
+    known: &HashSet<String>,
+    options: ListOptions,
+) -> (Collection, Listing) {
     let client = &session.connection.client;
     let kinds: Vec<_> = session.catalog.listable().cloned().collect();
     let tracked = Selection::default();
@@ -103,9 +127,12 @@ pub async fn collect_with(session: &Session, selection: &Selection, options: Lis
         }
     };
     let keep = |meta: &ObjectMeta| {
-        if selection.matches(meta) {
+        if selection.is_some_and(|s| s.matches(meta)) {
             note(&selected, meta);
             return true;
+        }
+        if meta.uid.as_ref().is_some_and(|uid| known.contains(uid)) {
+            return false;
         }
         if tracked.matches(meta) {
             return true;
@@ -116,7 +143,7 @@ pub async fn collect_with(session: &Session, selection: &Selection, options: Lis
         }
         stays
     };
-    let mut listed = collect_where(client, &kinds, &ListScope::AllNamespaces, keep, options).await;
+    let mut listed = collect_where(client, &kinds, scope, keep, options).await;
     let selected = selected.into_inner().unwrap_or_default();
     let stayers = stayers.into_inner().unwrap_or_default();
     let (chosen, others): (Vec<Listed>, Vec<Listed>) = std::mem::take(&mut listed.objects)
@@ -133,14 +160,6 @@ pub async fn collect_with(session: &Session, selection: &Selection, options: Lis
     };
     listed.objects = chosen;
     (listed, rest)
-}
-
-async fn list_in(session: &Session, scope: &ListScope, known: &HashSet<String>) -> Collection {
-    let client = &session.connection.client;
-    let kinds: Vec<_> = session.catalog.listable().cloned().collect();
-    let tracked = Selection::default();
-    let keep = |meta: &ObjectMeta| tracked.matches(meta) && !meta.uid.as_ref().is_some_and(|uid| known.contains(uid));
-    collect_where(client, &kinds, scope, keep, ListOptions::default()).await
 }
 
 fn describe(scope: &ListScope) -> String {

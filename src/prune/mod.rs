@@ -228,7 +228,11 @@ async fn orphan_planning(
             crate::prune::bystanders::of_listing(listing.bystanders, ListScope::AllNamespaces, &known),
             Some(listing.stayers),
         ),
-        None => (crate::prune::bystanders::list(session, &known).await, None),
+        // Listed apart from the selection, with the stayers (one listing of every kind).
+        None => {
+            let (others, stayers) = crate::prune::bystanders::list(session, &known).await;
+            (others, Some(stayers))
+        }
     };
     refuse_unlisted(&others.unlisted, accept_unlisted)?;
     listed.extend(others.objects);
