@@ -975,6 +975,44 @@ fn kapp_places_a_manifest_without_a_namespace_where_only_n_can_say() {
     assert!(orphan_names(&labelled).is_empty(), "{}", labelled.stdout);
 }
 
+/// Membership review 27, F1 (wrong deletion): `kapp deploy` lists an app's existing objects of
+/// the kinds its app record's `usedGKs` and the new set hold only (carvel-dev/kapp
+/// `pkg/kapp/cmd/app/deploy.go` `newAndUsedGKs`, `pkg/kapp/resources/identified_resources.go`
+/// `List` with `GKsScope`): after a `kapp deploy --filter-kind ConfigMap`, the app's Secret is
+/// never seen again, so never pruned. kubectl-stack called it an orphan and deleted it. It is
+/// kept now, by name and by `-l`; the ConfigMap gone from the set is still an orphan.
+#[test]
+fn kapp_prunes_only_the_kinds_its_app_record_lists() {
+    let _logs = start();
+    let ns = Namespace::new("kapp-gk");
+    let n = &ns.0;
+    let app = format!("4{}", std::process::id());
+    let object = |kind: &str, name: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: {kind}\nmetadata: {{name: {name}, namespace: {n}, labels: {{kapp.k14s.io/app: \"{app}\"}}, annotations: {{kapp.k14s.io/identity: \"v1;{n}//{kind}/{name};v1\"}}}}\n"
+        )
+    };
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: myapp, namespace: {n}, labels: {{kapp.k14s.io/is-app: \"\"}}}}\ndata:\n  spec: '{{\"labelKey\":\"kapp.k14s.io/app\",\"labelValue\":\"{app}\",\"usedGKs\":[{{\"Group\":\"\",\"Kind\":\"ConfigMap\"}}]}}'\n{}{}{}",
+        object("ConfigMap", "a"),
+        object("ConfigMap", "b"),
+        object("Secret", "s"),
+    ));
+    let repo = temp_file("kapp-gk.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n");
+    let repo = repo.to_str().unwrap();
+    let expected = set(&[format!("ConfigMap/{n}/b")]);
+    let tracker = format!("kapp={app}");
+    let selector = format!("kapp.k14s.io/app={app}");
+    for how in [["--tracker", &tracker], ["-l", &selector]] {
+        let found = stack(&[&["orphans", "-n", n, "-o", "json", "-f", repo][..], &how].concat()).expect_code(1);
+        assert_eq!(orphan_names(&found), expected, "{how:?}");
+    }
+    stack(&["prune", "-n", n, "--tracker", &tracker, "-f", repo, "--yes"]).expect_code(0);
+    assert!(!exists("configmap", Some(n), "b"));
+    assert!(exists("secret", Some(n), "s"), "kapp never lists the Secret");
+    assert!(exists("configmap", Some(n), "a"));
+}
+
 /// Marks `namespace` as an Argo CD control plane, as its install does: the `argocd-cm`
 /// ConfigMap (a name-only tracking id names an Application there only).
 fn argo_control_plane(namespace: &str) {

@@ -622,6 +622,9 @@ fn resolve_manifests(manifests: &[Manifest], session: &Session, stack: &StackRec
     if let Some(namespace) = &stack.record_namespace {
         set.needs.add_namespace(namespace);
     }
+    if let Some((app, used)) = &stack.kapp_kinds {
+        set.needs.scope_kapp(app, used, set.ids.iter());
+    }
     set
 }
 

@@ -146,7 +146,13 @@ pub struct StackRecord {
     /// How its tool reads a desired path, where that is not how kustomize-controller reads it
     /// (see [`PathReading`]); `None`: as kustomize-controller does.
     pub path_reading: Option<PathReading>,
+    /// The only kinds its tool lists when it prunes, besides the desired set's: a kapp app's
+    /// record `usedGKs`, by the app's label value (see [`kapp::kapp_record`]); `None`: every kind.
+    pub kapp_kinds: Option<KappKinds>,
 }
+
+/// A kapp app's label value and the kinds (group, kind) its app record's `usedGKs` holds.
+pub type KappKinds = (String, Vec<(String, String)>);
 
 /// How a tool reads the desired path otherwise than kustomize-controller (which builds every
 /// directory holding a kustomization, and a generated one elsewhere).
@@ -244,6 +250,7 @@ pub struct Placement {
     namespace_required: Option<NoNamespace>,
     record_namespace: Option<String>,
     build_overrides: Option<String>,
+    kapp_kinds: Option<KappKinds>,
 }
 
 /// The placement each stack's desired set was resolved with, by the marks its objects carry.
@@ -279,6 +286,9 @@ impl Placement {
         if self.helm_release != planned.helm_release || self.flux_helm_release != planned.flux_helm_release {
             changes.push("the Helm release it manages is another".to_string());
         }
+        if self.kapp_kinds != planned.kapp_kinds {
+            changes.push("the kinds its kapp app record lists (usedGKs) changed".to_string());
+        }
         if self.record_namespace != planned.record_namespace {
             changes.push(format!(
                 "its record is in namespace {} (was {})",
@@ -302,6 +312,7 @@ impl StackRecord {
             namespace_required: self.namespace_required,
             record_namespace: self.record_namespace.clone(),
             build_overrides: self.build_overrides.clone(),
+            kapp_kinds: self.kapp_kinds.clone(),
         }
     }
 }
@@ -322,6 +333,7 @@ impl From<Inventory> for StackRecord {
             namespace_required,
             record_namespace: inventory.record_namespace,
             path_reading: None,
+            kapp_kinds: None,
         }
     }
 }

@@ -556,6 +556,7 @@ pub fn tool_rules(object: &Listed, context: &Context) -> Option<KeepReason> {
     };
     tool_keeps(object, tracker)
         .or_else(|| kpt_needed(object, context))
+        .or_else(|| kapp_unlisted(object, context))
         .or_else(|| argocd_teardown_keeps(object, context))
         .map(|why| KeepReason::ToolWouldKeep { why })
 }
@@ -596,6 +597,19 @@ pub fn kpt_needed(object: &Listed, context: &Context) -> Option<String> {
             .iter()
             .any(|mark| mark.preset == Preset::Kpt);
     kpt.then(|| needs.why(&object.id())).flatten()
+}
+
+/// Rule: kapp's deploy lists an app's objects of the kinds its app record's `usedGKs` and the
+/// desired set hold only (see [`crate::stack::desired::Needs::scope_kapp`]): an object of another
+/// kind is never seen, so never pruned (membership review 27, F1).
+pub fn kapp_unlisted(object: &Listed, context: &Context) -> Option<String> {
+    let Question::Orphan { needs: Some(needs), .. } = &context.question else {
+        return None;
+    };
+    crate::model::trackers::marks(&object.meta)
+        .iter()
+        .filter(|mark| mark.preset == Preset::Kapp)
+        .find_map(|mark| needs.unlisted_by_kapp(&mark.value.name, &object.id()))
 }
 
 /// Rule: a member of a stack torn down whose tool would leave it behind when the stack is

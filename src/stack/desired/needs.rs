@@ -8,7 +8,7 @@
 //! depends on ("dependent scheduled for apply"). Flux (fluxcd/pkg `ssa`) and kubectl's ApplySet
 //! prune have no such filter: only kpt's rule asks [`Needs`] (see [`crate::stack::keep::tool_rules`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::model::annotations::{parse_depends_on, KPT_DEPENDS_ON};
 use crate::model::identity::ObjectId;
@@ -70,6 +70,9 @@ pub enum Need {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Needs {
     needed: HashMap<ObjectId, Need>,
+    /// The kinds each kapp app (by label value) lists when it deploys this set: its record's
+    /// `usedGKs` and the set's own kinds ([`Needs::scope_kapp`]).
+    kapp_kinds: HashMap<String, HashSet<(String, String)>>,
 }
 
 impl Needs {
@@ -105,10 +108,44 @@ impl Needs {
         self.needed.entry(id).or_insert(need);
     }
 
+    /// Bounds what kapp app `app` lists when it deploys this set to `used` (its record's
+    /// `usedGKs`) and the kinds of `desired` (kapp's `newAndUsedGKs`); an empty scope lists
+    /// every kind, as kapp's does.
+    pub fn scope_kapp<'a>(
+        &mut self,
+        app: &str,
+        used: &[(String, String)],
+        desired: impl Iterator<Item = &'a ObjectId>,
+    ) {
+        let mut kinds: HashSet<(String, String)> = used.iter().cloned().collect();
+        kinds.extend(desired.map(|id| (id.group.clone(), id.kind.clone())));
+        if !kinds.is_empty() {
+            self.kapp_kinds.insert(app.to_string(), kinds);
+        }
+    }
+
+    /// Why kapp app `app` never lists `id` when it deploys this set (a kind outside its scope:
+    /// [`Needs::scope_kapp`]), if it does not.
+    pub fn unlisted_by_kapp(&self, app: &str, id: &ObjectId) -> Option<String> {
+        let kinds = self.kapp_kinds.get(app)?;
+        (!kinds.contains(&(id.group.clone(), id.kind.clone()))).then(|| {
+            format!(
+                "kapp: app {app} lists only the kinds its app record's usedGKs and the desired set hold, never {} (carvel-dev/kapp cmd/app/deploy.go newAndUsedGKs)",
+                if id.group.is_empty() { id.kind.clone() } else { format!("{}.{}", id.kind, id.group) }
+            )
+        })
+    }
+
     /// Adds every need of another desired set (a run that judges several stacks).
     pub fn extend(&mut self, other: &Needs) {
         for (id, need) in &other.needed {
             self.insert(id.clone(), need.clone());
+        }
+        for (app, kinds) in &other.kapp_kinds {
+            self.kapp_kinds
+                .entry(app.clone())
+                .or_default()
+                .extend(kinds.iter().cloned());
         }
     }
 
@@ -133,7 +170,7 @@ impl Needs {
 
     /// Whether nothing is needed.
     pub fn is_empty(&self) -> bool {
-        self.needed.is_empty()
+        self.needed.is_empty() && self.kapp_kinds.is_empty()
     }
 }
 

@@ -93,6 +93,7 @@ impl FluxStack {
             record_namespace: None,
             build_overrides: self.overrides,
             path_reading: None,
+            kapp_kinds: None,
         }
     }
 }

@@ -29,22 +29,51 @@ const APP_LABEL: &str = "kapp.k14s.io/app";
 /// `data.spec`), and a record made again gets a new one (`recorded_app.go` `CreateOrUpdate`:
 /// the time in nanoseconds), so without a record holding `app` no kapp run prunes them
 /// (membership review 19, F5).
+///
+/// A record's `usedGKs` (the kinds of what its last deploy applied) bounds what `kapp deploy`
+/// lists, and so prunes, to those kinds and the new set's (`pkg/kapp/cmd/app/deploy.go`
+/// `newAndUsedGKs`, `IdentifiedResourcesListOpts.GKsScope`; `pkg/kapp/resources/
+/// identified_resources.go` `List`): [`StackRecord::kapp_kinds`] (membership review 27, F1).
 pub async fn kapp_record(session: &Session, app: &str, comparing: bool) -> Result<StackRecord, UserError> {
-    if comparing && !has_app_record(session, app).await? {
-        return Err(super::prunes_nothing(&format!(
-            "no kapp app record (a ConfigMap labelled {IS_APP}) holds label value {app}: kapp finds an app's resources by that value alone, and no kapp run prunes these"
-        )));
+    let mut kapp_kinds = None;
+    if comparing {
+        let records = app_records(session, app).await?;
+        if records.is_empty() {
+            return Err(super::prunes_nothing(&format!(
+                "no kapp app record (a ConfigMap labelled {IS_APP}) holds label value {app}: kapp finds an app's resources by that value alone, and no kapp run prunes these"
+            )));
+        }
+        kapp_kinds = used_kinds(&records).map(|kinds| (app.to_string(), kinds));
     }
     Ok(StackRecord {
         namespace_required: (!session.connection.namespace_given).then_some(NoNamespace::Kapp),
+        kapp_kinds,
         ..StackRecord::default()
     })
 }
 
-/// Whether an app record of any namespace holds `app` as its resources' label value.
-async fn has_app_record(session: &Session, app: &str) -> Result<bool, UserError> {
+/// The kinds the `usedGKs` of the app records hold, together; `None` when none holds one (an
+/// app recorded before kapp kept them: its deploy lists every kind).
+fn used_kinds(records: &[Value]) -> Option<Vec<(String, String)>> {
+    let mut kinds: Vec<(String, String)> = Vec::new();
+    let mut scoped = false;
+    for used in records.iter().filter_map(|meta| meta.get("usedGKs")?.as_array()) {
+        scoped = true;
+        for kind in used {
+            let field = |key: &str| kind.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
+            kinds.push((field("Group"), field("Kind")));
+        }
+    }
+    kinds.sort();
+    kinds.dedup();
+    scoped.then_some(kinds)
+}
+
+/// The `AppMeta` of every app record, of any namespace, that holds `app` as its resources'
+/// label value.
+async fn app_records(session: &Session, app: &str) -> Result<Vec<Value>, UserError> {
     let Some(kind) = session.catalog.get("", "ConfigMap") else {
-        return Ok(false);
+        return Ok(Vec::new());
     };
     let api = crate::cluster::collect::api_for(&session.connection.client, kind, None);
     let params = ListParams::default().labels(IS_APP);
@@ -57,11 +86,15 @@ async fn has_app_record(session: &Session, app: &str) -> Result<bool, UserError>
             ))
             .hint("allow list on configmaps in every namespace (kapp's app records may live in any)")
         })?;
-    Ok(records.items.iter().any(|record| {
-        let spec = record.data.pointer("/data/spec").and_then(Value::as_str);
-        spec.and_then(|spec| serde_json::from_str::<Value>(spec).ok())
-            .is_some_and(|meta| holds_app(&meta, app))
-    }))
+    Ok(records
+        .items
+        .iter()
+        .filter_map(|record| {
+            let spec = record.data.pointer("/data/spec").and_then(Value::as_str)?;
+            serde_json::from_str::<Value>(spec).ok()
+        })
+        .filter(|meta| holds_app(meta, app))
+        .collect())
 }
 
 /// Whether an app record's `AppMeta` marks its resources with `kapp.k14s.io/app=app`.
@@ -73,6 +106,26 @@ fn holds_app(meta: &Value, app: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_app_records_used_kinds_bound_what_kapp_lists() {
+        let record = |spec: &str| serde_json::from_str::<Value>(spec).unwrap();
+        let scoped = record(
+            r#"{"labelValue":"1","usedGKs":[{"Group":"","Kind":"ConfigMap"},{"Group":"apps","Kind":"Deployment"}]}"#,
+        );
+        let old = record(r#"{"labelValue":"1"}"#);
+        let none = record(r#"{"labelValue":"1","usedGKs":[]}"#);
+        assert_eq!(
+            used_kinds(std::slice::from_ref(&scoped)),
+            Some(vec![
+                ("".into(), "ConfigMap".into()),
+                ("apps".into(), "Deployment".into())
+            ])
+        );
+        assert_eq!(used_kinds(&[old.clone()]), None);
+        assert_eq!(used_kinds(&[none]), Some(Vec::new()));
+        assert_eq!(used_kinds(&[old, scoped]).map(|k| k.len()), Some(2));
+    }
 
     #[test]
     fn an_app_record_holds_the_app_by_its_label_value_and_key() {
