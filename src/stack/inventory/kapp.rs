@@ -122,7 +122,7 @@ mod tests {
                 ("apps".into(), "Deployment".into())
             ])
         );
-        assert_eq!(used_kinds(&[old.clone()]), None);
+        assert_eq!(used_kinds(std::slice::from_ref(&old)), None);
         assert_eq!(used_kinds(&[none]), Some(Vec::new()));
         assert_eq!(used_kinds(&[old, scoped]).map(|k| k.len()), Some(2));
     }
