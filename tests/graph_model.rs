@@ -3955,6 +3955,122 @@ fn a_need_in_a_namespace_a_planned_owner_takes_keeps_the_owner() {
     assert_kept_for_the_backend(&planned, "ClusterRole", &run, &tenant, &u);
 }
 
+/// Order review 27, F1 (wrong deletion, unnamed): a planned claim takes its reclaim-Delete
+/// volume (the PV controller deletes it once the claim is gone), and the garbage collector then
+/// takes what the volume owns. What a dying volume owned was never looked at: a keep-marked
+/// ConfigMap it owns went unnamed (no refusal without `--allow-cascade`), and the ClusterRoleBinding
+/// it controls, a staying operator's only grant, kept nothing. Now the first is a named victim of
+/// the claim and the second keeps the claim, whether the volume is provisioned (it goes with its
+/// claim unnamed) or made by hand (a named victim itself). (Plan only: no PV controller runs here.)
+#[test]
+fn what_a_reclaimed_volume_owns_dies_with_its_claim() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gmpvo");
+    let f = flux.0.clone();
+    let app = Namespace::new("gmpvo-app");
+    let a = app.0.clone();
+    let run = unique("gmpvo");
+    let group = own_group(&run);
+    let dooms = format!("dooms.{group}");
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&dooms, &a);
+    leftovers.object("crd", &dooms);
+    let labels = flux_labels("app", &f);
+    apply(&format!(
+        "{}{}",
+        kustomization("app", &f, ""),
+        crd(&group, "Doom", "dooms", "{}")
+    ));
+    wait_established(&[&format!("crd/{dooms}")], &dooms);
+    // (case, whether its volume was provisioned, whether its volume controls an operator's
+    // binding rather than owning a keep-marked ConfigMap).
+    let cases = [
+        ("kd", true, false),
+        ("kh", false, false),
+        ("od", true, true),
+        ("oh", false, true),
+    ];
+    for (case, provisioned, operator) in cases {
+        let claim = format!("{case}-claim");
+        let volume = format!("{run}-{case}");
+        let role = format!("{run}-{case}-op");
+        leftovers.object("persistentvolume", &volume);
+        leftovers.object("clusterrole", &role);
+        leftovers.object("clusterrolebinding", &role);
+        apply(&format!(
+            "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {claim}, namespace: {a}, labels: {labels}}}\nspec: {{storageClassName: \"\", volumeName: {volume}, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Gi}}}}}}\n"
+        ));
+        let claim_uid = uid_of("persistentvolumeclaim", Some(&a), &claim);
+        let annotations = match provisioned {
+            true => "annotations: {pv.kubernetes.io/provisioned-by: csi.example.com}",
+            false => "annotations: {}",
+        };
+        apply(&format!(
+            "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {volume}, {annotations}}}\nspec: {{capacity: {{storage: 1Gi}}, accessModes: [ReadWriteOnce], persistentVolumeReclaimPolicy: Delete, storageClassName: \"\", hostPath: {{path: /tmp/{volume}}}, claimRef: {{namespace: {a}, name: {claim}, uid: {claim_uid}}}}}\n"
+        ));
+        let pv = uid_of("persistentvolume", None, &volume);
+        let owned_by = |controller: bool| {
+            format!("ownerReferences: [{{apiVersion: v1, kind: PersistentVolume, name: {volume}, uid: {pv}, controller: {controller}}}]")
+        };
+        if !operator {
+            apply(&format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {case}-keepme, namespace: {a}, annotations: {{helm.sh/resource-policy: keep}}, {}}}\n",
+                owned_by(false)
+            ));
+            continue;
+        }
+        let rules = format!("[{{apiGroups: [{group}], resources: [dooms, dooms/finalizers], verbs: [get, list, watch, update, patch]}}]");
+        let operator = operator_with_rbac(&a, &format!("{case}-op"), &role, &rules, ONE_CONTAINER, "{}");
+        let binding = format!("metadata: {{name: {role}, labels: {{}}}}\nroleRef");
+        assert!(operator.contains(&binding), "{operator}");
+        let operator = operator.replacen(
+            &binding,
+            &format!("metadata: {{name: {role}, {}}}\nroleRef", owned_by(true)),
+            1,
+        );
+        apply(&format!(
+            "{operator}---\napiVersion: {group}/v1\nkind: Doom\nmetadata: {{name: {case}-d, namespace: {a}, finalizers: [{group}/cleanup]}}\n"
+        ));
+    }
+    record_flux_inventories(&f);
+    let refused = stack(&["prune", "-n", &f, "kustomization/app", "--dry-run"]);
+    assert_eq!(refused.code, 4, "{}\n{}", refused.stdout, refused.stderr);
+    let planned = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/app",
+        "--allow-cascade",
+        "--dry-run",
+        "-o",
+        "json",
+    ]);
+    let lines = json_lines(&planned.stdout);
+    let victims: Vec<String> = plan_line(&lines)["cascades"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["victims"].as_array().unwrap().clone())
+        .map(|v| v["id"]["name"].as_str().unwrap().to_string())
+        .collect();
+    for case in ["kd", "kh"] {
+        assert!(
+            victims.contains(&format!("{case}-keepme")),
+            "{case}: {}",
+            planned.stdout
+        );
+    }
+    for case in ["od", "oh"] {
+        let why = kept_reason(&lines, "PersistentVolumeClaim", &format!("{case}-claim"))
+            .unwrap_or_else(|| panic!("{case}: {}\n{}", planned.stdout, planned.stderr));
+        assert!(
+            why.contains(&format!("Deployment.apps/{a}/{case}-op")) && why.contains(&format!("{case}-op dies with it")),
+            "{case}: {why}"
+        );
+    }
+}
+
 /// Order review 25, F2: as above, but what takes the Namespace is a custom resource the
 /// planned CRD takes (the resource controls the Namespace). The CRD is kept, and says why.
 #[test]

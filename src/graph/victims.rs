@@ -118,6 +118,20 @@ impl Graph {
                 dying.entry(edge.from).or_default().push(edge.to);
             }
         }
+        // A dying volume (a victim node: the PV controller reclaims it once its claim is gone) is
+        // held by its claim, planned or held so in turn (order review 27, F1).
+        for edge in self.needs() {
+            if edge.kind != EdgeKind::InferredVolume || !self.victims.contains(&edge.to) {
+                continue;
+            }
+            let holders = match planned(edge.from) {
+                true => vec![edge.from],
+                false => dying.get(&edge.from).cloned().unwrap_or_default(),
+            };
+            if !holders.is_empty() {
+                dying.entry(edge.to).or_default().extend(holders);
+            }
+        }
         dying
     }
 

@@ -556,7 +556,7 @@ impl Dying {
         catalog: &Catalog,
         planned: &Planned,
         names: &HashMap<String, ObjectId>,
-        counted: &owners::Counted<'_>,
+        (counted, options): (&owners::Counted<'_>, ListOptions),
     ) {
         self.claims.extend(volumes::planned_claims(names));
         for cascade in &self.found {
@@ -575,6 +575,49 @@ impl Dying {
             );
             self.found.push(cascade);
         }
+        self.add_volumes_dependents(client, catalog, planned, &volumes, (counted, options))
+            .await;
+    }
+
+    /// What the dying volumes own dies with them (the garbage collector), whether a volume counts
+    /// as a victim or goes with its claim unnamed: walked as a victim's dependents are
+    /// ([`victims_dependents`], order review 27, F1), the volumes themselves nodes of the plan's
+    /// graph (held by their claims: [`crate::graph::Graph::dying_by_owners`]).
+    async fn add_volumes_dependents(
+        &mut self,
+        client: &Client,
+        catalog: &Catalog,
+        planned: &Planned,
+        volumes: &[volumes::BoundVolume],
+        (counted, options): (&owners::Counted<'_>, ListOptions),
+    ) {
+        let dying: Vec<(&volumes::BoundVolume, &ObjectId)> = volumes
+            .iter()
+            .filter(|v| v.reclaimed && !v.listed.is_terminating() && !planned.uids.contains(v.listed.uid()))
+            .filter_map(|v| Some((v, self.claims.get(v.claim_uid.as_deref()?)?)))
+            .collect();
+        if dying.is_empty() {
+            return;
+        }
+        let walked: Vec<Cascade> = dying
+            .iter()
+            .map(|(volume, holder)| Cascade {
+                holder: (*holder).clone(),
+                victims: vec![Victim {
+                    id: volume.listed.id(),
+                    uid: volume.listed.uid().to_string(),
+                    why: why_it_counts(&volume.listed),
+                }],
+                unlisted: Vec::new(),
+            })
+            .collect();
+        self.taken.extend(dying.iter().map(|(volume, _)| volume.listed.clone()));
+        let dependents = victims_dependents(client, catalog, &walked, planned, counted, options).await;
+        for (cascade, held) in dependents.cascades {
+            self.taken.extend(held);
+            self.found.push(cascade);
+        }
+        self.taken.extend(dependents.nodes);
     }
 }
 
@@ -630,7 +673,7 @@ pub async fn find_cascades(
     }
     dying.found = merged(std::mem::take(&mut dying.found));
     dying
-        .add_reclaimed_volumes(client, catalog, &planned, &names, counted)
+        .add_reclaimed_volumes(client, catalog, &planned, &names, (counted, options))
         .await;
     let Dying { found, mut taken, .. } = dying;
     let found = merged(found);
