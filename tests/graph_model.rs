@@ -3561,6 +3561,74 @@ fn the_recheck_keeps_an_operator_a_child_made_since_the_plan_needs() {
     );
 }
 
+/// Order review 27, F2 (wrong deletion): while the first wave waits, a staying operator's
+/// ServiceAccount is taken under a planned Gadget's control (a controller adopting it). The
+/// re-check before the Gadget's wave did not see that the Gadget's deletion now takes what the
+/// operator runs with: the Gadget went, and the garbage collector took the account. The re-check
+/// adds what a still-planned object controls now, as the plan does: the Gadget is kept (exit 5).
+#[test]
+fn the_recheck_keeps_an_owner_that_adopted_an_operators_account_mid_run() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm27r");
+    let f = flux.0.clone();
+    let run = unique("gm27r");
+    let group = own_group(&run);
+    let resource = format!("dooms.{group}");
+    let role = format!("{run}-op");
+    let gadget = format!("{run}-gm");
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &f);
+    leftovers.object("crd", &resource);
+    leftovers.object("gadget.stack-test.example.com", &gadget);
+    leftovers.object("clusterrole", &role);
+    leftovers.object("clusterrolebinding", &role);
+    let labels = flux_labels("r27", &f);
+    let rules = format!(
+        "[{{apiGroups: [{group}], resources: [dooms, dooms/finalizers], verbs: [get, list, watch, update, patch]}}]"
+    );
+    apply(&format!(
+        "{}{}{}---\napiVersion: stack-test.example.com/v1beta1\nkind: Gadget\nmetadata: {{name: {gadget}, labels: {labels}}}\n\
+---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: hold, namespace: {f}, labels: {labels}, finalizers: [stack-test.example.com/hold], annotations: {{config.kubernetes.io/depends-on: stack-test.example.com/Gadget/{gadget}}}}}\n",
+        kustomization("r27", &f, ""),
+        crd(&group, "Doom", "dooms", "{}"),
+        operator_with_rbac(&f, "op", &role, &rules, ONE_CONTAINER, "{}"),
+    ));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    apply(&format!(
+        "apiVersion: {group}/v1\nkind: Doom\nmetadata: {{name: d1, namespace: {f}, finalizers: [{group}/cleanup]}}\n"
+    ));
+    record_flux_inventories(&f);
+    let mut child = spawn_stack(&["prune", "-n", &f, "kustomization/r27", "--yes", "--timeout", "60s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", &f, "hold")
+    });
+    let owner = uid_of("gadget.stack-test.example.com", None, &gadget);
+    let adopted = kubectl(&[
+        "patch",
+        "serviceaccount",
+        "op",
+        "-n",
+        &f,
+        "--type",
+        "merge",
+        "-p",
+        &format!(
+            r#"{{"metadata":{{"ownerReferences":[{{"apiVersion":"stack-test.example.com/v1beta1","kind":"Gadget","name":"{gadget}","uid":"{owner}","controller":true}}]}}}}"#
+        ),
+    ]);
+    assert_eq!(adopted.code, 0, "{}", adopted.stderr);
+    release_finalizers("configmap/hold", &f);
+    let done = finish(child);
+    assert_eq!(done.code, 5, "{}", done.stderr);
+    assert!(
+        exists("gadget.stack-test.example.com", None, &gadget),
+        "{}",
+        done.stderr
+    );
+    assert!(exists("serviceaccount", Some(&f), "op"), "{}", done.stderr);
+}
+
 /// Order review 20, V: the operator's Deployment controller-owns a custom resource carrying the
 /// operator's own finalizer (operators that make their own default resource). Deleting the
 /// Deployment takes the resource only once the Deployment is gone, and nothing finalizes it

@@ -277,9 +277,10 @@ impl Recheck {
                 }
             }
         }
+        let children = self.dying_children(&owned);
         timed(
             "dependents judged",
-            self.judge_dependents(passed, declaring, &mut checked),
+            self.judge_dependents(passed, (declaring, children), &mut checked),
         )
         .await;
         self.judge_owned(&mut checked, &owned);
@@ -297,13 +298,23 @@ impl Recheck {
         checked
     }
 
+    /// What a still-planned object controls now that may run or serve a controller
+    /// ([`crate::prune::cascade::owners::controlled_children`], as the plan adds them), for the
+    /// wave's dependents to be judged on: one taken under a planned controller since the plan (a
+    /// staying operator's ServiceAccount adopted mid-run) keeps that controller when a stayer
+    /// runs with it (order review 27, F2).
+    fn dying_children(&self, owned: &Collection) -> Vec<Listed> {
+        let (planned, _) = self.still_planned();
+        crate::prune::cascade::owners::controlled_children(&owned.objects, &planned)
+    }
+
     /// Drops the wave's objects (still there, as planned) that an object the plan does not
     /// delete started to depend on since the plan, as the planner's needed-by-staying rule would
     /// have kept them (see [`dependents`]); the others go on to their deletes.
     async fn judge_dependents(
         &self,
         passed: Vec<(Target, Option<Listed>)>,
-        declaring: Declaring,
+        (declaring, children): (Declaring, Vec<Listed>),
         checked: &mut CheckedWave,
     ) {
         let present: Vec<Listed> = passed.iter().filter_map(|(_, object)| object.clone()).collect();
@@ -313,6 +324,9 @@ impl Recheck {
         }
         let apps = argo_apps(present.iter().map(|o| &*o.meta));
         let mut declaring = declaring.for_apps(&apps);
+        let known: HashSet<String> = declaring.objects.iter().map(|(o, _)| o.uid().to_string()).collect();
+        let children = children.into_iter().filter(|child| !known.contains(child.uid()));
+        declaring.objects.extend(children.map(|child| (child, Vec::new())));
         if self.infer {
             // The whole objects inference reads, as the plan read them (see `live::attach_specs`).
             if let Err(err) = self.read_specs(&present, &mut declaring).await {
@@ -349,6 +363,7 @@ impl Recheck {
         };
         crate::graph::live::settle_references_known(&self.session, &mut now.graph, &now.objects, &known).await;
         let mut needed = now.needed(&present, &standing);
+
         for (target, _) in passed {
             match needed.remove(&target.uid) {
                 Some(reason) => checked.dropped.push((target, reason)),
