@@ -4139,6 +4139,23 @@ fn what_a_reclaimed_volume_owns_dies_with_its_claim() {
     }
 }
 
+/// A cluster-scoped CRD `zthings.GROUP` of kind ZThing, labelled `labels`.
+fn zthing_crd(group: &str, labels: &str) -> String {
+    let resource = format!("zthings.{group}");
+    format!(
+        r#"---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {resource}, labels: {labels}}}
+spec:
+  group: {group}
+  names: {{kind: ZThing, plural: zthings, singular: zthing}}
+  scope: Cluster
+  versions: [{{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}]
+"#
+    )
+}
+
 /// Order review 25, F2: as above, but what takes the Namespace is a custom resource the
 /// planned CRD takes (the resource controls the Namespace). The CRD is kept, and says why.
 #[test]
@@ -4158,17 +4175,9 @@ fn a_need_in_a_namespace_a_planned_crds_resource_controls_keeps_the_crd() {
     leftovers.object("crd", &resource);
     let labels = flux_labels("s", &f);
     apply(&format!(
-        r#"{}---
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {{name: {resource}, labels: {labels}}}
-spec:
-  group: {group}
-  names: {{kind: ZThing, plural: zthings, singular: zthing}}
-  scope: Cluster
-  versions: [{{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}]
-"#,
+        "{}{}",
         kustomization("s", &f, ""),
+        zthing_crd(&group, &labels)
     ));
     wait_established(&[&format!("crd/{resource}")], &resource);
     apply(&format!(
@@ -4221,18 +4230,10 @@ fn an_operators_account_a_planned_crds_resource_controls_keeps_the_crd() {
     leftovers.object("clusterrolebinding", &role);
     let labels = flux_labels("s", &f);
     apply(&format!(
-        r#"{}---
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {{name: {resource}, labels: {labels}}}
-spec:
-  group: {group}
-  names: {{kind: ZThing, plural: zthings, singular: zthing}}
-  scope: Cluster
-  versions: [{{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}]
-{}"#,
+        "{}{}{}",
         kustomization("s", &f, ""),
-        crd(&finalized, "Doom", "dooms", "{}"),
+        zthing_crd(&group, &labels),
+        crd(&finalized, "Doom", "dooms", "{}")
     ));
     wait_established(&[&format!("crd/{resource}"), &format!("crd/{dooms}")], &resource);
     apply(&format!(

@@ -591,27 +591,12 @@ impl Dying {
         volumes: &[volumes::BoundVolume],
         (counted, options): (&owners::Counted<'_>, ListOptions),
     ) {
-        let dying: Vec<(&volumes::BoundVolume, &ObjectId)> = volumes
-            .iter()
-            .filter(|v| v.reclaimed && !v.listed.is_terminating() && !planned.uids.contains(v.listed.uid()))
-            .filter_map(|v| Some((v, self.claims.get(v.claim_uid.as_deref()?)?)))
-            .collect();
+        let (dying, walked): (Vec<&volumes::BoundVolume>, Vec<Cascade>) =
+            volumes::dying_volumes(volumes, planned, &self.claims).unzip();
         if dying.is_empty() {
             return;
         }
-        let walked: Vec<Cascade> = dying
-            .iter()
-            .map(|(volume, holder)| Cascade {
-                holder: (*holder).clone(),
-                victims: vec![Victim {
-                    id: volume.listed.id(),
-                    uid: volume.listed.uid().to_string(),
-                    why: why_it_counts(&volume.listed),
-                }],
-                unlisted: Vec::new(),
-            })
-            .collect();
-        self.taken.extend(dying.iter().map(|(volume, _)| volume.listed.clone()));
+        self.taken.extend(dying.iter().map(|volume| volume.listed.clone()));
         let dependents = victims_dependents(client, catalog, &walked, planned, counted, options).await;
         for (cascade, held) in dependents.cascades {
             self.taken.extend(held);

@@ -96,14 +96,29 @@ pub fn volume_cascades(
     claims: &HashMap<String, ObjectId>,
     counted: &Counted,
 ) -> Vec<Cascade> {
-    let mut found: Vec<Cascade> = volumes
+    let mut found: Vec<Cascade> = dying_volumes(volumes, planned, claims)
+        .filter(|(volume, _)| counts(&volume.listed, counted))
+        .map(|(_, cascade)| cascade)
+        .collect();
+    found.sort_by(|a, b| a.holder.cmp(&b.holder));
+    found
+}
+
+/// Every volume the PV controller reclaims once its dying claim (`claims`, by UID, with the
+/// planned object that takes it) is gone, counted as a victim or not, each as the cascade of
+/// that planned object.
+pub fn dying_volumes<'a>(
+    volumes: &'a [BoundVolume],
+    planned: &'a Planned,
+    claims: &'a HashMap<String, ObjectId>,
+) -> impl Iterator<Item = (&'a BoundVolume, Cascade)> + 'a {
+    volumes
         .iter()
         .filter(|volume| volume.reclaimed && !volume.listed.is_terminating())
         .filter(|volume| !planned.uids.contains(volume.listed.uid()))
-        .filter(|volume| counts(&volume.listed, counted))
         .filter_map(|volume| {
             let holder = claims.get(volume.claim_uid.as_deref()?)?;
-            Some(Cascade {
+            let cascade = Cascade {
                 holder: holder.clone(),
                 victims: vec![Victim {
                     id: volume.listed.id(),
@@ -111,11 +126,9 @@ pub fn volume_cascades(
                     why: why_it_counts(&volume.listed),
                 }],
                 unlisted: Vec::new(),
-            })
+            };
+            Some((volume, cascade))
         })
-        .collect();
-    found.sort_by(|a, b| a.holder.cmp(&b.holder));
-    found
 }
 
 /// Whether a reclaimed volume counts as a victim (see the module).
