@@ -932,6 +932,18 @@ fn an_argo_cd_teardown_reads_its_control_planes_settings() {
     .expect_code(0);
     let untracked = stack(&["prune", "-n", c, &target, "--dry-run=client"]).expect_code(2);
     assert!(untracked.stderr.contains("tracked by no stack"), "{}", untracked.stderr);
+    // Review 28, F1: an Application outside every control plane (its tracking ids name it
+    // `NAMESPACE_NAME`) is read with the settings of every control plane too.
+    let apps = Namespace::new("argo-td-apps");
+    let n = &apps.0;
+    let app = unique("td-out");
+    let target = format!("application/{app}");
+    apply(&format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {app}\n  namespace: {n}\n  annotations: {{argocd.argoproj.io/tracking-id: \"root:argoproj.io/Application:{n}/{app}\"}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {d}}}\nstatus: {{sourceType: Directory}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: outside\n  namespace: {d}\n  annotations: {{argocd.argoproj.io/tracking-id: \"{n}_{app}:/ConfigMap:{d}/outside\"}}\n"
+    ));
+    let outside = stack(&["prune", "-n", n, &target, "--dry-run=client", "-o", "json"]).expect_code(0);
+    assert!(outside.stdout.contains("\"kept\":[{"), "{}", outside.stdout);
+    assert!(!outside.stdout.contains("\"why\":\"member of"), "{}", outside.stdout);
 }
 
 /// Membership reviews 16 F2 and 17 F1: `kapp deploy -a APP -n NS` places a namespace-less

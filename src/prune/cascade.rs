@@ -376,16 +376,9 @@ pub async fn victims_dependents(
             if volumes::is_claim(&object.id()) {
                 claims.insert(uid.to_string(), root.clone());
             }
-            let victim =
-                counted.counts(object) && made_by_control_plane(&object.id(), &object.meta, &HashSet::new()).is_none();
-            if victim {
-                let victim = Victim {
-                    id: object.id(),
-                    uid: uid.to_string(),
-                    why: format!("owned by what the plan takes: {}", why_it_counts(object)),
-                };
-                out.push((single(root.clone(), victim), vec![object.clone()]));
-            }
+            let counted_victim = counted_victim(object, &root, counted);
+            let victim = counted_victim.is_some();
+            out.extend(counted_victim);
             if !is_holder(&object.id()) {
                 // Uncounted (a controller's child), it is a node all the same when a stayer may
                 // need it: the planned object that takes it is then kept (order review 26, F1).
@@ -415,6 +408,20 @@ pub async fn victims_dependents(
         claims,
         nodes,
     }
+}
+
+/// The cascade of `root` that takes `object` (owned by what the plan takes) when it counts as a
+/// victim, with it as listed.
+fn counted_victim(object: &Listed, root: &ObjectId, counted: &owners::Counted<'_>) -> Option<(Cascade, Vec<Listed>)> {
+    let counts = counted.counts(object) && made_by_control_plane(&object.id(), &object.meta, &HashSet::new()).is_none();
+    counts.then(|| {
+        let victim = Victim {
+            id: object.id(),
+            uid: object.uid().to_string(),
+            why: format!("owned by what the plan takes: {}", why_it_counts(object)),
+        };
+        (single(root.clone(), victim), vec![object.clone()])
+    })
 }
 
 /// What the garbage collector takes with the victims ([`victims_dependents`]).

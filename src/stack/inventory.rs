@@ -493,7 +493,7 @@ async fn record_as(
         },
         Preset::ArgoCd => {
             let comparing = helm_revision == HelmRevision::LastDeployed;
-            return argo::argo_record(session, &value.name, comparing).await;
+            return argo::argo_record(session, value, comparing).await;
         }
         Preset::Kapp => {
             let comparing = helm_revision == HelmRevision::LastDeployed;

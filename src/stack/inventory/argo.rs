@@ -32,21 +32,36 @@ const APPLICATION: (&str, &str) = ("argoproj.io", "Application");
 /// The ConfigMap that marks Argo CD's control-plane namespace.
 const ARGOCD_CM: &str = "argocd-cm";
 
-/// The record of the Argo CD stack `app` (the name its tracking id or instance label carries:
-/// `NAME`, or `NAMESPACE_NAME` for an Application outside the control-plane namespace): the
+/// The record of the Argo CD stack `value` (the name its tracking id or instance label carries:
+/// `NAME`, or `NAMESPACE_NAME` for an Application outside the control-plane namespace; or the
+/// Application's own name and namespace, for a teardown): the
 /// destination namespace as the default of namespace-less manifests; with none, or no telling
 /// which Application it is, such a manifest is unplaced. Without the Application kind nothing is
 /// known and the manifests take `-n`'s namespace. `comparing` (an orphan comparison, not a
 /// teardown): an Application that prunes nothing is refused ([`super::prunes_nothing`]). One whose
 /// objects its Argo CD may track otherwise than by a tracking id that names them
 /// ([`tracks_otherwise`]) is refused whether compared or torn down.
-pub async fn argo_record(session: &Session, app: &str, comparing: bool) -> Result<StackRecord, UserError> {
+pub async fn argo_record(
+    session: &Session,
+    value: &crate::model::trackers::MarkValue,
+    comparing: bool,
+) -> Result<StackRecord, UserError> {
     if session.catalog.get(APPLICATION.0, APPLICATION.1).is_none() {
         return Ok(StackRecord::default());
     }
     // Without the settings which objects its Argo CD tracks is unknown: nothing of it is judged
     // (an orphan) or deleted (a teardown's member).
     let planes = control_planes(session).await?;
+    // A teardown names the Application itself, with its namespace: outside every control plane
+    // it is named as its tracking ids name it, `NAMESPACE_NAME` (membership review 28, F1). (A
+    // comparison's namespace is `-n`'s default, not the Application's.)
+    let app = match &value.namespace {
+        Some(namespace) if !comparing && !planes.iter().any(|p| &p.namespace == namespace) => {
+            format!("{namespace}_{}", value.name)
+        }
+        _ => value.name.clone(),
+    };
+    let app = app.as_str();
     let applications = find_applications(session, app, &planes).await?;
     if let Some(why) = tracks_otherwise(&applications, &planes) {
         return Err(match comparing {

@@ -52,21 +52,40 @@ pub async fn kapp_record(session: &Session, app: &str, comparing: bool) -> Resul
     })
 }
 
-/// The kinds the `usedGKs` of the app records hold, together; `None` when none holds one (an
-/// app recorded before kapp kept them: its deploy lists every kind).
+/// The kinds the `usedGKs` of the app records hold (those of every record that holds one, as
+/// any of them may be the one a deploy reads: membership review 28); `None` when none holds one
+/// (an app recorded before kapp kept them: its deploy lists every kind). Keys are read as Go's
+/// `encoding/json` reads them, whatever their case.
 fn used_kinds(records: &[Value]) -> Option<Vec<(String, String)>> {
-    let mut kinds: Vec<(String, String)> = Vec::new();
-    let mut scoped = false;
-    for used in records.iter().filter_map(|meta| meta.get("usedGKs")?.as_array()) {
-        scoped = true;
-        for kind in used {
-            let field = |key: &str| kind.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
-            kinds.push((field("Group"), field("Kind")));
-        }
-    }
-    kinds.sort();
-    kinds.dedup();
-    scoped.then_some(kinds)
+    let mut scopes = records.iter().filter_map(|meta| {
+        let used = field(meta, "usedGKs")?.as_array()?;
+        let kind = |entry: &Value, key: &str| {
+            field(entry, key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        Some(
+            used.iter()
+                .map(|entry| (kind(entry, "Group"), kind(entry, "Kind")))
+                .collect::<std::collections::BTreeSet<_>>(),
+        )
+    });
+    let first = scopes.next()?;
+    let common = scopes.fold(first, |common, scope| common.intersection(&scope).cloned().collect());
+    Some(common.into_iter().collect())
+}
+
+/// A field of a JSON object by its name, compared as Go's `encoding/json` does (an exact match
+/// first, then one whatever its case).
+fn field<'a>(object: &'a Value, name: &str) -> Option<&'a Value> {
+    let fields = object.as_object()?;
+    fields.get(name).or_else(|| {
+        fields
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value)
+    })
 }
 
 /// The `AppMeta` of every app record, of any namespace, that holds `app` as its resources'
@@ -124,7 +143,14 @@ mod tests {
         );
         assert_eq!(used_kinds(std::slice::from_ref(&old)), None);
         assert_eq!(used_kinds(&[none]), Some(Vec::new()));
-        assert_eq!(used_kinds(&[old, scoped]).map(|k| k.len()), Some(2));
+        assert_eq!(used_kinds(&[old, scoped.clone()]).map(|k| k.len()), Some(2));
+        // Membership review 28: two records of the value keep what either would not list, and
+        // keys are read whatever their case (as Go's encoding/json reads them).
+        let other = record(r#"{"labelValue":"1","UsedGks":[{"group":"","kind":"ConfigMap"}]}"#);
+        assert_eq!(
+            used_kinds(&[scoped, other]),
+            Some(vec![("".into(), "ConfigMap".into())])
+        );
     }
 
     #[test]
