@@ -4010,16 +4010,7 @@ fn a_need_in_a_namespace_a_planned_owner_takes_keeps_the_owner() {
     ));
     apply(&backend_and_its_user(&tenant, &u));
     record_flux_inventories(&f);
-    let planned = stack(&[
-        "prune",
-        "-n",
-        &f,
-        "kustomization/s",
-        "--allow-cascade",
-        "--dry-run",
-        "-o",
-        "json",
-    ]);
+    let planned = plan_s_allowing_cascade(&f);
     assert_kept_for_the_backend(&planned, "ClusterRole", &run, &tenant, &u);
 }
 
@@ -4139,6 +4130,21 @@ fn what_a_reclaimed_volume_owns_dies_with_its_claim() {
     }
 }
 
+/// The plan (`-o json`, a client dry run) of tearing down stack `s` of `namespace`, its cascade
+/// victims accepted.
+fn plan_s_allowing_cascade(namespace: &str) -> Run {
+    stack(&[
+        "prune",
+        "-n",
+        namespace,
+        "kustomization/s",
+        "--allow-cascade",
+        "--dry-run",
+        "-o",
+        "json",
+    ])
+}
+
 /// A cluster-scoped CRD `zthings.GROUP` of kind ZThing, labelled `labels`.
 fn zthing_crd(group: &str, labels: &str) -> String {
     let resource = format!("zthings.{group}");
@@ -4189,16 +4195,7 @@ fn a_need_in_a_namespace_a_planned_crds_resource_controls_keeps_the_crd() {
     ));
     apply(&backend_and_its_user(&tenant, &u));
     record_flux_inventories(&f);
-    let planned = stack(&[
-        "prune",
-        "-n",
-        &f,
-        "kustomization/s",
-        "--allow-cascade",
-        "--dry-run",
-        "-o",
-        "json",
-    ]);
+    let planned = plan_s_allowing_cascade(&f);
     assert_kept_for_the_backend(&planned, "CustomResourceDefinition", &resource, &tenant, &u);
 }
 

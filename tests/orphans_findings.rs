@@ -788,11 +788,7 @@ fn the_recheck_reads_an_argo_application_again() {
         let (c, d) = (&control.0, &live.0);
         let app = unique("rc");
         // `slow` goes first (Argo CD deletes the higher sync wave first) and holds its wave.
-        let object = |name: &str, wave: &str, extra: &str| {
-            format!(
-                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {d}\n  labels: {{stack-test/run: {app}}}\n  annotations: {{argocd.argoproj.io/tracking-id: \"{app}:/ConfigMap:{d}/{name}\", argocd.argoproj.io/sync-wave: \"{wave}\"}}\n{extra}"
-            )
-        };
+        let object = |name: &str, wave: &str, extra: &str| argo_waved_config_map(&app, d, name, wave, extra);
         apply(&format!(
             "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {app}, namespace: {c}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {d}}}\nstatus: {{sourceType: Directory}}\n{}{}{}",
             object("desired", "0", ""),
@@ -858,11 +854,7 @@ fn an_argo_cd_teardown_reads_its_control_planes_settings() {
     argo_control_plane(c);
     let app = unique("td");
     // `slow` goes first (Argo CD deletes the higher sync wave first) and holds its wave.
-    let object = |name: &str, wave: &str, extra: &str| {
-        format!(
-            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {d}\n  annotations: {{argocd.argoproj.io/tracking-id: \"{app}:/ConfigMap:{d}/{name}\", argocd.argoproj.io/sync-wave: \"{wave}\"}}\n{extra}"
-        )
-    };
+    let object = |name: &str, wave: &str, extra: &str| argo_waved_config_map(&app, d, name, wave, extra);
     apply(&format!(
         "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {app}\n  namespace: {c}\n  annotations: {{argocd.argoproj.io/tracking-id: \"root:argoproj.io/Application:{c}/{app}\"}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {d}}}\nstatus: {{sourceType: Directory}}\n{}{}",
         object("slow", "5", "  finalizers: [stack-test.example.com/hold]\n"),
@@ -1023,6 +1015,14 @@ fn kapp_prunes_only_the_kinds_its_app_record_lists() {
     assert!(!exists("configmap", Some(n), "b"));
     assert!(exists("secret", Some(n), "s"), "kapp never lists the Secret");
     assert!(exists("configmap", Some(n), "a"));
+}
+
+/// A ConfigMap `namespace/name` Argo CD application `app` tracks in sync wave `wave` (labelled
+/// `stack-test/run: APP`), with `extra` metadata lines.
+fn argo_waved_config_map(app: &str, namespace: &str, name: &str, wave: &str, extra: &str) -> String {
+    format!(
+        "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  labels: {{stack-test/run: {app}}}\n  annotations: {{argocd.argoproj.io/tracking-id: \"{app}:/ConfigMap:{namespace}/{name}\", argocd.argoproj.io/sync-wave: \"{wave}\"}}\n{extra}"
+    )
 }
 
 /// Marks `namespace` as an Argo CD control plane, as its install does: the `argocd-cm`
