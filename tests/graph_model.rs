@@ -4130,6 +4130,169 @@ fn what_a_reclaimed_volume_owns_dies_with_its_claim() {
     }
 }
 
+/// Order review 28, F2 (wrong deletion): planned ConfigMap `holder` owns claim `data` (not
+/// planned: it dies as `holder`'s child), so the PV controller reclaims its volume, and the
+/// garbage collector then takes what the volume owns, two owners further: a plain ConfigMap,
+/// and under it the ServiceAccount a staying operator runs with. The account was named (or, a
+/// controller's child, went unnamed) but kept nothing: `holder` was deleted with
+/// `--allow-cascade` and the operator lost its account. Now the need keeps `holder`, whether the
+/// account is a plain dependent or a controller's. (Plan only: no PV controller runs here.)
+#[test]
+fn a_need_under_a_reclaimed_volume_of_a_planned_owners_claim_keeps_that_owner() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm28v");
+    let f = flux.0.clone();
+    let run = unique("gm28v");
+    let group = own_group(&run);
+    let dooms = format!("dooms.{group}");
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&dooms, &f);
+    leftovers.object("crd", &dooms);
+    let labels = flux_labels("app", &f);
+    apply(&format!(
+        "{}{}",
+        kustomization("app", &f, ""),
+        crd(&group, "Doom", "dooms", "{}")
+    ));
+    wait_established(&[&format!("crd/{dooms}")], &dooms);
+    for (case, controller) in [("cv", true), ("pl", false)] {
+        let holder = format!("{case}-holder");
+        let claim = format!("{case}-data");
+        let volume = format!("{run}-{case}");
+        let role = format!("{run}-{case}-op");
+        leftovers.object("persistentvolume", &volume);
+        leftovers.object("clusterrole", &role);
+        leftovers.object("clusterrolebinding", &role);
+        apply(&format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {holder}, namespace: {f}, labels: {labels}}}\n"
+        ));
+        let holder_uid = uid_of("configmap", Some(&f), &holder);
+        apply(&format!(
+            "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {claim}, namespace: {f}, ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: {holder}, uid: {holder_uid}, controller: true}}]}}\nspec: {{storageClassName: \"\", volumeName: {volume}, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Gi}}}}}}\n"
+        ));
+        let claim_uid = uid_of("persistentvolumeclaim", Some(&f), &claim);
+        apply(&format!(
+            "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {volume}, annotations: {{pv.kubernetes.io/provisioned-by: csi.example.com}}}}\nspec: {{capacity: {{storage: 1Gi}}, accessModes: [ReadWriteOnce], persistentVolumeReclaimPolicy: Delete, storageClassName: \"\", hostPath: {{path: /tmp/{volume}}}, claimRef: {{namespace: {f}, name: {claim}, uid: {claim_uid}}}}}\n"
+        ));
+        let pv = uid_of("persistentvolume", None, &volume);
+        let middle = format!("{case}-mid");
+        apply(&format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {middle}, namespace: {f}, ownerReferences: [{{apiVersion: v1, kind: PersistentVolume, name: {volume}, uid: {pv}, controller: true}}]}}\n"
+        ));
+        let middle_uid = uid_of("configmap", Some(&f), &middle);
+        let rules = format!("[{{apiGroups: [{group}], resources: [dooms, dooms/finalizers], verbs: [get, list, watch, update, patch]}}]");
+        let operator = operator_with_rbac(&f, &format!("{case}-op"), &role, &rules, ONE_CONTAINER, "{}");
+        let account = format!("kind: ServiceAccount\nmetadata: {{name: {case}-op, namespace: {f}, labels: {{}}}}");
+        assert!(operator.contains(&account), "{operator}");
+        let operator = operator.replacen(
+            &account,
+            &format!("kind: ServiceAccount\nmetadata: {{name: {case}-op, namespace: {f}, ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: {middle}, uid: {middle_uid}, controller: {controller}}}]}}"),
+            1,
+        );
+        apply(&format!(
+            "{operator}---\napiVersion: {group}/v1\nkind: Doom\nmetadata: {{name: {case}-d, namespace: {f}, finalizers: [{group}/cleanup]}}\n"
+        ));
+    }
+    record_flux_inventories(&f);
+    let planned = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/app",
+        "--allow-cascade",
+        "--dry-run",
+        "-o",
+        "json",
+    ]);
+    let lines = json_lines(&planned.stdout);
+    for case in ["cv", "pl"] {
+        let why = kept_reason(&lines, "ConfigMap", &format!("{case}-holder"))
+            .unwrap_or_else(|| panic!("{case}: {}\n{}", planned.stdout, planned.stderr));
+        assert!(
+            why.contains(&format!("Deployment.apps/{f}/{case}-op")) && why.contains(&format!("{case}-op dies with it")),
+            "{case}: {why}"
+        );
+    }
+}
+
+/// Order review 28, F3 (wrong deletion): planned Gadget controls claim `c3` (it dies as the
+/// Gadget's child), whose volume the PV controller reclaims. While the first wave waits, a
+/// staying operator's ServiceAccount is adopted by that volume. The re-check before the
+/// Gadget's wave did not look at what a dying volume owns now: the Gadget went, and with the
+/// volume the account would go. The re-check now walks the volumes the wave's claims take, as
+/// the plan does: the Gadget is kept (exit 5).
+#[test]
+fn the_recheck_keeps_an_owner_whose_claims_volume_adopted_an_operators_account_mid_run() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm28r");
+    let f = flux.0.clone();
+    let run = unique("gm28r");
+    let group = own_group(&run);
+    let resource = format!("dooms.{group}");
+    let role = format!("{run}-op");
+    let gadget = format!("{run}-gm");
+    let volume = format!("{run}-pv");
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&resource, &f);
+    leftovers.object("crd", &resource);
+    leftovers.object("gadget.stack-test.example.com", &gadget);
+    leftovers.object("clusterrole", &role);
+    leftovers.object("clusterrolebinding", &role);
+    leftovers.object("persistentvolume", &volume);
+    let labels = flux_labels("r28", &f);
+    let rules = format!(
+        "[{{apiGroups: [{group}], resources: [dooms, dooms/finalizers], verbs: [get, list, watch, update, patch]}}]"
+    );
+    apply(&format!(
+        "{}{}{}---\napiVersion: stack-test.example.com/v1beta1\nkind: Gadget\nmetadata: {{name: {gadget}, labels: {labels}}}\n\
+---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: hold, namespace: {f}, labels: {labels}, finalizers: [stack-test.example.com/hold], annotations: {{config.kubernetes.io/depends-on: stack-test.example.com/Gadget/{gadget}}}}}\n",
+        kustomization("r28", &f, ""),
+        crd(&group, "Doom", "dooms", "{}"),
+        operator_with_rbac(&f, "op", &role, &rules, ONE_CONTAINER, "{}"),
+    ));
+    wait_established(&[&format!("crd/{resource}")], &resource);
+    let owner = uid_of("gadget.stack-test.example.com", None, &gadget);
+    apply(&format!(
+        "apiVersion: {group}/v1\nkind: Doom\nmetadata: {{name: d1, namespace: {f}, finalizers: [{group}/cleanup]}}\n\
+---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: c3, namespace: {f}, ownerReferences: [{{apiVersion: stack-test.example.com/v1beta1, kind: Gadget, name: {gadget}, uid: {owner}, controller: true}}]}}\nspec: {{storageClassName: \"\", volumeName: {volume}, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Gi}}}}}}\n"
+    ));
+    let claim_uid = uid_of("persistentvolumeclaim", Some(&f), "c3");
+    apply(&format!(
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {volume}, annotations: {{pv.kubernetes.io/provisioned-by: csi.example.com}}}}\nspec: {{capacity: {{storage: 1Gi}}, accessModes: [ReadWriteOnce], persistentVolumeReclaimPolicy: Delete, storageClassName: \"\", hostPath: {{path: /tmp/{volume}}}, claimRef: {{namespace: {f}, name: c3, uid: {claim_uid}}}}}\n"
+    ));
+    let pv = uid_of("persistentvolume", None, &volume);
+    record_flux_inventories(&f);
+    let mut child = spawn_stack(&["prune", "-n", &f, "kustomization/r28", "--yes", "--timeout", "60s"]);
+    wait_while_running(&mut child, Duration::from_secs(60), || {
+        is_terminating("configmap", &f, "hold")
+    });
+    let adopted = kubectl(&[
+        "patch",
+        "serviceaccount",
+        "op",
+        "-n",
+        &f,
+        "--type",
+        "merge",
+        "-p",
+        &format!(
+            r#"{{"metadata":{{"ownerReferences":[{{"apiVersion":"v1","kind":"PersistentVolume","name":"{volume}","uid":"{pv}","controller":true}}]}}}}"#
+        ),
+    ]);
+    assert_eq!(adopted.code, 0, "{}", adopted.stderr);
+    release_finalizers("configmap/hold", &f);
+    let done = finish(child);
+    assert_eq!(done.code, 5, "{}", done.stderr);
+    assert!(
+        exists("gadget.stack-test.example.com", None, &gadget),
+        "{}",
+        done.stderr
+    );
+    assert!(exists("serviceaccount", Some(&f), "op"), "{}", done.stderr);
+}
+
 /// The plan (`-o json`, a client dry run) of tearing down stack `s` of `namespace`, its cascade
 /// victims accepted.
 fn plan_s_allowing_cascade(namespace: &str) -> Run {

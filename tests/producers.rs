@@ -202,6 +202,75 @@ fn a_kubectl_applyset_is_read_pruned_like_kubectl_and_torn_down_in_order() {
     assert!(!exists("secret", Some(n), set));
 }
 
+/// Membership review 27, F2: an ApplySet whose parent is a custom resource, applied by the real
+/// kubectl while its CRD carried `applyset.kubernetes.io/is-parent-type: "true"`. Once the CRD
+/// lost that label, kubectl refuses the set ("is not permitted as an ApplySet parent") and
+/// prunes nothing: the oracle. kubectl-stack said `old` was an orphan (and only the re-check
+/// stopped `prune --yes`); now naming that parent is refused on every path, and nothing goes.
+#[test]
+fn a_custom_resource_parent_whose_crd_lost_the_parent_label_prunes_nothing() {
+    let _logs = start();
+    let ns = Namespace::new("applyset-cr");
+    let n = &ns.0;
+    let group = format!("{}.producers.example.com", unique("cr"));
+    let crd = format!("sets.{group}");
+    let _crd = Leftover("crd", crd.clone());
+    apply(&format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: {crd}, labels: {{applyset.kubernetes.io/is-parent-type: \"true\"}}}}\nspec:\n  group: {group}\n  names: {{kind: Set, plural: sets, singular: set}}\n  scope: Namespaced\n  versions: [{{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}]\n"
+    ));
+    wait_established(&[&format!("crd/{crd}")], &crd);
+    // kubectl makes no custom resource parent: it must exist, with its id and kubectl's tooling.
+    let id = kubectl_stack::model::trackers::applyset_id("shop", n, "Set", &group);
+    apply(&format!(
+        "apiVersion: {group}/v1\nkind: Set\nmetadata: {{name: shop, namespace: {n}, labels: {{applyset.kubernetes.io/id: {id}}}, annotations: {{applyset.kubernetes.io/tooling: kubectl/v1.32.0, applyset.kubernetes.io/contains-group-kinds: \"\"}}}}\n"
+    ));
+    let dir = package(n);
+    let parent = format!("sets.{group}/shop");
+    applyset_apply(n, &parent, &dir, &[]).expect_code(0);
+    std::fs::remove_file(dir.join("old.yaml")).unwrap();
+    // The control: with the label, kubectl and kubectl-stack both prune `old`.
+    let inventory = format!("applyset={parent}");
+    let dir_text = dir.to_str().unwrap();
+    let orphans = |code: i32| {
+        stack(&[
+            "orphans",
+            "-n",
+            n,
+            "--inventory",
+            &inventory,
+            "-f",
+            dir_text,
+            "-o",
+            "name",
+        ])
+        .expect_code(code)
+    };
+    assert_eq!(orphans(1).stdout, "configmap/old\n");
+    let unlabelled = kubectl(&["label", "crd", &crd, "applyset.kubernetes.io/is-parent-type-"]);
+    assert_eq!(unlabelled.code, 0, "{}", unlabelled.stderr);
+    let dry = applyset_apply(n, &parent, &dir, &["--dry-run=server"]);
+    assert_ne!(dry.code, 0, "kubectl pruned with it:\n{}", dry.stdout);
+    assert!(
+        dry.stderr.contains("not permitted as an ApplySet parent"),
+        "{}",
+        dry.stderr
+    );
+    let refused = orphans(4);
+    assert!(
+        refused.stderr.contains("not permitted as an ApplySet parent"),
+        "{}",
+        refused.stderr
+    );
+    let pruned = stack(&["prune", "-n", n, "--inventory", &inventory, "-f", dir_text, "--yes"]);
+    assert_eq!(pruned.code, 4, "{}\n{}", pruned.stdout, pruned.stderr);
+    // Tearing the parent down deletes it, and keeps every member: it records none.
+    let torn = stack(&["prune", "-n", n, &parent, "--yes"]);
+    assert!(torn.stdout.contains("3 kept"), "{}\n{}", torn.stdout, torn.stderr);
+    for name in ["app", "db", "old"] {
+        assert!(exists("configmap", Some(n), name), "{name}");
+    }
+}
+
 /// kpt's own answer for the next version of a package: `kpt live apply --dry-run` of `next`
 /// with the package's inventory (its Kptfile and resourcegroup.yaml copied beside it).
 fn kpt_dry_run(package: &Path, next: &Path) -> String {

@@ -8,6 +8,18 @@ use std::collections::{HashMap, HashSet};
 
 use super::{EdgeKind, Graph, Owner};
 
+/// Adds to `entry` each of `takers` it lacks; whether any was new.
+fn add_takers(entry: &mut Vec<usize>, takers: &[usize]) -> bool {
+    let mut grown = false;
+    for &taker in takers {
+        if !entry.contains(&taker) {
+            entry.push(taker);
+            grown = true;
+        }
+    }
+    grown
+}
+
 /// An order a cascade victim imposes on two planned nodes: `before` is gone before `after` is
 /// deleted. Either the victim needs `after` and `holder` (= `before`) takes it, or `before`
 /// needs the victim and `holder` (= `after`) takes it.
@@ -66,13 +78,16 @@ impl Graph {
                 continue;
             }
             let Some(takers) = dying.get(&edge.to) else { continue };
-            let entry = held.entry(edge.from).or_default();
-            for &taker in takers {
-                if !entry.contains(&taker) {
-                    entry.push(taker);
-                    grown = true;
-                }
+            grown |= add_takers(held.entry(edge.from).or_default(), takers);
+        }
+        // A volume the PV controller reclaims once a claim that dies unplanned is gone (a planned
+        // owner's child) is held by that claim's takers (order review 28, F2).
+        for edge in self.needs() {
+            if edge.kind != EdgeKind::InferredVolume || planned(edge.to) || !self.victims.contains(&edge.to) {
+                continue;
             }
+            let Some(takers) = dying.get(&edge.from) else { continue };
+            grown |= add_takers(held.entry(edge.to).or_default(), takers);
         }
         grown
     }
@@ -953,6 +968,60 @@ mod tests {
             why.contains("needed by ConfigMap/app/user") && why.contains("Deployment.apps/tenant/opo dies with it"),
             "{why}"
         );
+    }
+
+    /// Order review 28, F2: claim `data` dies as planned `owner`'s child; the PV controller then
+    /// reclaims volume `pv`, which owns ConfigMap `cm`, which owns ServiceAccount `sa`; `user`,
+    /// which stays, needs `sa`. The volume dies with the claim's takers, and so does what it owns
+    /// two owners further, so `owner` is kept.
+    #[test]
+    fn a_need_a_reclaimed_volume_of_a_planned_owners_claim_owns_keeps_that_owner() {
+        let with_uid = |mut input: NodeInput, uid: &str, owner: Option<&str>| {
+            input.uid = Some(uid.to_string());
+            input.owners.extend(owner.map(str::to_string));
+            input
+        };
+        let owner = with_uid(
+            input("example.com", "Gadget", None, "owner", Some("s")),
+            "uid-owner",
+            None,
+        );
+        let mut claim = with_uid(
+            input("", "PersistentVolumeClaim", Some("app"), "data", None),
+            "uid-claim",
+            Some("uid-owner"),
+        );
+        claim.body = Some(serde_json::json!({"spec": {"volumeName": "pv"}}));
+        let volume = with_uid(input("", "PersistentVolume", None, "pv", None), "uid-pv", None);
+        let config = with_uid(
+            input("", "ConfigMap", Some("app"), "cm", None),
+            "uid-cm",
+            Some("uid-pv"),
+        );
+        let account = with_uid(
+            input("", "ServiceAccount", Some("app"), "sa", None),
+            "uid-sa",
+            Some("uid-cm"),
+        );
+        let mut user = with_uid(input("", "ConfigMap", Some("app"), "user", None), "uid-user", None);
+        user.annotations.insert(
+            crate::graph::KPT_DEPENDS_ON.into(),
+            "/namespaces/app/ServiceAccount/sa".into(),
+        );
+        let options = BuildOptions {
+            infer: true,
+            ..Default::default()
+        };
+        let mut graph = build(&[owner, claim, volume, config, account, user], &options);
+        graph.victims.extend([1, 2, 3, 4]);
+        let planned: HashSet<usize> = [0].into();
+        let dying = graph.dying_victims(|i| planned.contains(&i));
+        for victim in [1, 2, 3, 4] {
+            assert_eq!(dying.get(&victim), Some(&vec![0]), "{victim}: {dying:?}");
+        }
+        let needed = crate::prune::safeguards::needed_by_staying(&graph, &planned, |i| i == 5);
+        let why = needed.get(&0).map(ToString::to_string).unwrap_or_default();
+        assert!(why.contains("needed by ConfigMap/app/user"), "{why}");
     }
 
     #[test]

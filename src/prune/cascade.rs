@@ -571,46 +571,55 @@ impl Dying {
             self.claims
                 .extend(claims.map(|v| (v.uid.clone(), cascade.holder.clone())));
         }
-        let volumes = volumes::bound_volumes(client, catalog, &self.claims).await;
-        for cascade in volumes::volume_cascades(&volumes, planned, &self.claims, counted) {
-            let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
-            self.taken.extend(
-                volumes
-                    .iter()
-                    .filter(|v| victims.contains(v.listed.uid()))
-                    .map(|v| v.listed.clone()),
-            );
-            self.found.push(cascade);
-        }
-        self.add_volumes_dependents(client, catalog, planned, &volumes, (counted, options))
-            .await;
-    }
-
-    /// What the dying volumes own dies with them (the garbage collector), whether a volume counts
-    /// as a victim or goes with its claim unnamed: walked as a victim's dependents are
-    /// ([`victims_dependents`], order review 27, F1), the volumes themselves nodes of the plan's
-    /// graph (held by their claims: [`crate::graph::Graph::dying_by_owners`]).
-    async fn add_volumes_dependents(
-        &mut self,
-        client: &Client,
-        catalog: &Catalog,
-        planned: &Planned,
-        volumes: &[volumes::BoundVolume],
-        (counted, options): (&owners::Counted<'_>, ListOptions),
-    ) {
-        let (dying, walked): (Vec<&volumes::BoundVolume>, Vec<Cascade>) =
-            volumes::dying_volumes(volumes, planned, &self.claims).unzip();
-        if dying.is_empty() {
-            return;
-        }
-        self.taken.extend(dying.iter().map(|volume| volume.listed.clone()));
-        let dependents = victims_dependents(client, catalog, &walked, planned, counted, options).await;
-        for (cascade, held) in dependents.cascades {
+        let found = reclaimed(client, catalog, planned, &self.claims, (counted, options)).await;
+        for (cascade, held) in found.cascades {
             self.taken.extend(held);
             self.found.push(cascade);
         }
-        self.taken.extend(dependents.nodes);
+        self.taken.extend(found.nodes);
     }
+}
+
+/// What the PV controller reclaims once the dying claims are gone, and what the garbage
+/// collector then takes with those volumes ([`reclaimed`]).
+#[derive(Default)]
+pub struct Reclaimed {
+    /// The volumes that count as victims ([`volumes::volume_cascades`]) and what they own that
+    /// counts ([`victims_dependents`]), each with its victims as listed.
+    pub cascades: Vec<(Cascade, Vec<Listed>)>,
+    /// Every dying volume, counted or not, and what dies with them uncounted that a stayer may
+    /// need, as listed: nodes of the plan's graph (a volume is held by its claim there).
+    pub nodes: Vec<Listed>,
+}
+
+/// The volumes bound to the dying `claims` (by UID, each with the planned object whose deletion
+/// takes it) that the PV controller reclaims, and what they own, walked as a victim's dependents
+/// are (order review 27, F1): the plan and the re-check before each wave ask this one function.
+pub async fn reclaimed(
+    client: &Client,
+    catalog: &Catalog,
+    planned: &Planned,
+    claims: &HashMap<String, ObjectId>,
+    (counted, options): (&owners::Counted<'_>, ListOptions),
+) -> Reclaimed {
+    let mut found = Reclaimed::default();
+    let bound = volumes::bound_volumes(client, catalog, claims).await;
+    for cascade in volumes::volume_cascades(&bound, planned, claims, counted) {
+        let victims: HashSet<&str> = cascade.victims.iter().map(|v| v.uid.as_str()).collect();
+        let held = bound.iter().filter(|v| victims.contains(v.listed.uid()));
+        let held = held.map(|v| v.listed.clone()).collect();
+        found.cascades.push((cascade, held));
+    }
+    let (dying, walked): (Vec<&volumes::BoundVolume>, Vec<Cascade>) =
+        volumes::dying_volumes(&bound, planned, claims).unzip();
+    if dying.is_empty() {
+        return found;
+    }
+    found.nodes.extend(dying.iter().map(|volume| volume.listed.clone()));
+    let dependents = victims_dependents(client, catalog, &walked, planned, counted, options).await;
+    found.cascades.extend(dependents.cascades);
+    found.nodes.extend(dependents.nodes);
+    found
 }
 
 /// The cascades of the plan that would take something beyond it — of its Namespaces and CRDs
@@ -729,6 +738,16 @@ fn add_dying_nodes(taken: &mut Vec<Listed>, owned: &[Listed], planned: &Planned,
     let mut nodes: HashSet<String> = taken.iter().map(|o| o.uid().to_string()).collect();
     let controlled = owners::controlled_children(owned, planned);
     taken.extend(controlled.into_iter().filter(|o| nodes.insert(o.uid().to_string())));
+    // A claim that dies as a planned owner's child is a node too: the volume the PV controller
+    // then reclaims is held by it in the plan's graph, and what that volume owns with it (order
+    // review 28, F2).
+    let claims = owners::dying_claims(owned, planned, names);
+    taken.extend(
+        owned
+            .iter()
+            .filter(|o| claims.contains_key(o.uid()) && nodes.insert(o.uid().to_string()))
+            .cloned(),
+    );
 }
 
 #[cfg(test)]

@@ -27,8 +27,10 @@ use crate::graph::MemberRecord;
 use crate::model::identity::ObjectId;
 use crate::model::trackers::{Preset, Selection};
 use crate::prune::cascade::owners::{dying_claims, owned_around, owner_cascades, Counted};
-use crate::prune::cascade::volumes::{bound_volumes, is_claim, planned_claims, volume_cascades};
-use crate::prune::cascade::{contents, held_by_dying, unknown_content, victims, victims_dependents, Planned};
+use crate::prune::cascade::volumes::{is_claim, is_volume, planned_claims};
+use crate::prune::cascade::{
+    contents, held_by_dying, reclaimed, unknown_content, victims, victims_dependents, Planned,
+};
 use crate::prune::execute::{CheckedWave, Target, WaveGuard};
 use crate::prune::suspend::Suspensions;
 use crate::prune::teardown::PrunePlan;
@@ -277,10 +279,13 @@ impl Recheck {
                 }
             }
         }
-        let children = self.dying_children(&owned);
+        let mut children = self.dying_children(&owned);
+        let wave: Vec<Target> = passed.iter().map(|(target, _)| target.clone()).collect();
+        let (reclaimed, volumes) = self.reclaimed_nodes(&wave, &owned).await;
+        children.extend(reclaimed);
         timed(
             "dependents judged",
-            self.judge_dependents(passed, (declaring, children), &mut checked),
+            self.judge_dependents(passed, (declaring, children, volumes), &mut checked),
         )
         .await;
         self.judge_owned(&mut checked, &owned);
@@ -314,7 +319,7 @@ impl Recheck {
     async fn judge_dependents(
         &self,
         passed: Vec<(Target, Option<Listed>)>,
-        (declaring, children): (Declaring, Vec<Listed>),
+        (declaring, children, volumes): (Declaring, Vec<Listed>, Vec<ObjectId>),
         checked: &mut CheckedWave,
     ) {
         let present: Vec<Listed> = passed.iter().filter_map(|(_, object)| object.clone()).collect();
@@ -354,6 +359,10 @@ impl Recheck {
             ..crate::graph::BuildOptions::for_catalog(&self.catalog, false, self.infer)
         };
         let mut now = graph_now(&declaring.objects, &present, &build, &declaring.bodies);
+        // A reclaimed volume is held by its claim, and what it owns dies with it.
+        let volumes = volumes.iter().filter_map(|id| now.graph.find(id));
+        let volumes: Vec<usize> = volumes.collect();
+        now.graph.victims.extend(volumes);
         let known = match &self.watches {
             Some(watches) => {
                 let referenced: Vec<ObjectId> = now.graph.referenced().map(|n| n.id.clone()).collect();
@@ -459,7 +468,7 @@ impl Recheck {
     }
 
     /// Drops the wave's objects whose deletion would now make the PV controller reclaim a volume
-    /// the plan did not accept as a victim (the plan's own rule, [`volume_cascades`]): through a
+    /// the plan did not accept as a victim (the plan's own rule, [`reclaimed`]): through a
     /// claim of the wave, or one a wave's object owns up its chain (judged on `owned`); a
     /// Namespace's claims are judged with its content ([`Self::judge_content`]).
     async fn judge_volumes(&self, checked: &mut CheckedWave, owned: &Collection) {
@@ -477,28 +486,68 @@ impl Recheck {
     }
 
     /// What takes each dying claim (`claims`, by UID) whose volume the PV controller would
-    /// reclaim and the plan did not accept as a victim, with why.
+    /// reclaim and the plan did not accept as a victim, or whose volume owns such a victim (made
+    /// or adopted since the plan: order review 28, F3), with why ([`reclaimed`], the plan's rule).
     async fn unaccepted_volumes(&self, claims: &HashMap<String, ObjectId>) -> HashMap<ObjectId, String> {
         let mut taking: HashMap<ObjectId, String> = HashMap::new();
         if claims.is_empty() {
             return taking;
         }
         let (planned, _) = self.still_planned();
-        let volumes = bound_volumes(&self.client, &self.catalog, claims).await;
         let counted = Counted {
             torn_down: &self.torn_down,
             kept: &self.kept,
         };
-        for cascade in volume_cascades(&volumes, &planned, claims, &counted) {
-            if let Some(victim) = cascade.victims.iter().find(|v| !self.accepted_victims.contains(&v.uid)) {
-                let why = format!(
-                    "its deletion would make the PV controller delete {} ({}), which is not pruned (found by the re-check)",
-                    victim.id, victim.why
-                );
-                taking.insert(cascade.holder, why);
-            }
+        let found = reclaimed(&self.client, &self.catalog, &planned, claims, (&counted, self.options)).await;
+        for (cascade, _) in found.cascades {
+            let Some(victim) = cascade.victims.iter().find(|v| !self.accepted_victims.contains(&v.uid)) else {
+                continue;
+            };
+            let how = match is_volume(&victim.id) {
+                true => "make the PV controller delete",
+                false => "take, with the volume the PV controller deletes,",
+            };
+            let why = format!(
+                "its deletion would {how} {} ({}), which is not pruned (found by the re-check)",
+                victim.id, victim.why
+            );
+            taking.entry(cascade.holder).or_insert(why);
         }
         taking
+    }
+
+    /// What dies unnamed with the candidates' claims, as listed now, for the wave's dependents to
+    /// be judged on (order review 28, F3): the claims a candidate's deletion takes as its
+    /// children, the volumes the PV controller then reclaims and what those own that a stayer
+    /// may need ([`reclaimed`]); and the volumes, victims of that graph (held by their claims).
+    async fn reclaimed_nodes(&self, candidates: &[Target], owned: &Collection) -> (Vec<Listed>, Vec<ObjectId>) {
+        let wave: HashMap<String, ObjectId> = candidates.iter().map(|t| (t.uid.clone(), t.id.clone())).collect();
+        let (planned, names) = self.still_planned();
+        let wave_ids: HashSet<&ObjectId> = wave.values().collect();
+        let children = dying_claims(&owned.objects, &planned, &names);
+        let children: HashMap<String, ObjectId> = children
+            .into_iter()
+            .filter(|(_, holder)| wave_ids.contains(holder))
+            .collect();
+        let mut claims = planned_claims(&wave);
+        claims.extend(children.clone());
+        if claims.is_empty() {
+            return (Vec::new(), Vec::new());
+        }
+        let counted = Counted {
+            torn_down: &self.torn_down,
+            kept: &self.kept,
+        };
+        let found = reclaimed(&self.client, &self.catalog, &planned, &claims, (&counted, self.options)).await;
+        let volumes = found.nodes.iter().map(Listed::id).filter(|id| is_volume(id)).collect();
+        let mut nodes: Vec<Listed> = owned
+            .objects
+            .iter()
+            .filter(|o| children.contains_key(o.uid()))
+            .cloned()
+            .collect();
+        nodes.extend(found.nodes);
+        (nodes, volumes)
     }
 
     /// What the plan still deletes (not dropped by an earlier wave's re-check), and its objects by

@@ -57,6 +57,11 @@ pub fn is_claim(id: &ObjectId) -> bool {
     id.group.is_empty() && id.kind == "PersistentVolumeClaim"
 }
 
+/// Whether an object is a PersistentVolume.
+pub fn is_volume(id: &ObjectId) -> bool {
+    id.group.is_empty() && id.kind == "PersistentVolume"
+}
+
 /// The planned claims, each by UID with itself as what takes it (see [`volume_cascades`]).
 pub fn planned_claims(planned: &HashMap<String, ObjectId>) -> HashMap<String, ObjectId> {
     planned

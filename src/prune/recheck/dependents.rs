@@ -462,6 +462,7 @@ impl GraphNow {
         let mut wave: HashSet<usize> = candidates.iter().filter_map(|o| graph.find(&o.id())).collect();
         let stays = |index: usize| {
             graph.nodes[index].status == NodeStatus::Selected
+                && !graph.victims.contains(&index)
                 && self.objects.get(&graph.nodes[index].id).is_some_and(|o| {
                     !standing.leaving.contains(o.uid())
                         && !standing.victims.contains(o.uid())

@@ -47,7 +47,46 @@ pub(super) async fn load_applyset(session: &Session, parent: &str) -> Result<Inv
         }
     }
     kubectl_tooling(&object, &kind)?;
+    permitted_parent(session, &kind).await?;
     Ok(applyset_inventory(&object, &kind, &session.catalog))
+}
+
+/// kubectl prunes with a parent of a permitted kind only (kubernetes/kubectl
+/// `pkg/cmd/apply/applyset.go` `Validate`: "resource ... is not permitted as an ApplySet
+/// parent"): a Secret, a ConfigMap, or a custom resource of a CRD labelled
+/// `applyset.kubernetes.io/is-parent-type: "true"` now (membership review 27, F2: a CRD that
+/// lost the label makes its resources no parents, and kubectl prunes nothing with them).
+async fn permitted_parent(session: &Session, kind: &KindInfo) -> Result<(), UserError> {
+    if parent_kinds(session)
+        .await?
+        .iter()
+        .any(|k| k.group == kind.group && k.kind == kind.kind)
+    {
+        return Ok(());
+    }
+    Err(UserError::refused(format!(
+        "{} is not permitted as an ApplySet parent kind (only Secrets, ConfigMaps and custom resources of CRDs labelled {APPLYSET_PARENT_TYPE}=true are): kubectl prunes nothing with it, and neither does kubectl-stack",
+        kind.kind_with_group()
+    ))
+    .hint(format!("label its CRD {APPLYSET_PARENT_TYPE}=true again to make it a parent kind, then prune")))
+}
+
+/// The kinds kubectl accepts as ApplySet parents now: Secrets, ConfigMaps, and the kinds of the
+/// CRDs labelled `applyset.kubernetes.io/is-parent-type: "true"`.
+async fn parent_kinds(session: &Session) -> Result<Vec<std::sync::Arc<KindInfo>>, UserError> {
+    let mut kinds: Vec<std::sync::Arc<KindInfo>> = [("", "Secret"), ("", "ConfigMap")]
+        .into_iter()
+        .filter_map(|(group, kind)| session.catalog.get(group, kind).cloned())
+        .collect();
+    if let Some(crds) = session.catalog.get("apiextensions.k8s.io", "CustomResourceDefinition") {
+        let parent_types = list_labelled(session, crds, &format!("{APPLYSET_PARENT_TYPE}=true")).await?;
+        kinds.extend(parent_types.iter().filter_map(|crd| {
+            let group = crd.data.pointer("/spec/group").and_then(Value::as_str)?;
+            let kind = crd.data.pointer("/spec/names/kind").and_then(Value::as_str)?;
+            session.catalog.get(group, kind).cloned()
+        }));
+    }
+    Ok(kinds)
 }
 
 /// The tooling annotation kubectl requires on a parent it prunes with: present, and `kubectl`
@@ -81,18 +120,7 @@ const APPLYSET_PARENT_TYPE: &str = "applyset.kubernetes.io/is-parent-type";
 /// cannot be listed or several claim the id.
 pub(super) async fn find_applyset_parent(session: &Session, id: &str) -> Result<Option<Inventory>, UserError> {
     let selector = format!("{APPLYSET_ID}={id}");
-    let mut kinds: Vec<std::sync::Arc<KindInfo>> = [("", "Secret"), ("", "ConfigMap")]
-        .into_iter()
-        .filter_map(|(group, kind)| session.catalog.get(group, kind).cloned())
-        .collect();
-    if let Some(crds) = session.catalog.get("apiextensions.k8s.io", "CustomResourceDefinition") {
-        let parent_types = list_labelled(session, crds, &format!("{APPLYSET_PARENT_TYPE}=true")).await?;
-        kinds.extend(parent_types.iter().filter_map(|crd| {
-            let group = crd.data.pointer("/spec/group").and_then(Value::as_str)?;
-            let kind = crd.data.pointer("/spec/names/kind").and_then(Value::as_str)?;
-            session.catalog.get(group, kind).cloned()
-        }));
-    }
+    let kinds = parent_kinds(session).await?;
     let mut parents = Vec::new();
     for kind in &kinds {
         for object in list_labelled(session, kind, &selector).await? {
