@@ -539,7 +539,7 @@ impl Recheck {
             kept: &self.kept,
         };
         let found = reclaimed(&self.client, &self.catalog, &planned, &claims, (&counted, self.options)).await;
-        let volumes = found.nodes.iter().map(Listed::id).filter(|id| is_volume(id)).collect();
+        let volumes = found.nodes.iter().map(Listed::id).filter(is_volume).collect();
         let mut nodes: Vec<Listed> = owned
             .objects
             .iter()
