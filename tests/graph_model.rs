@@ -4293,6 +4293,161 @@ fn the_recheck_keeps_an_owner_whose_claims_volume_adopted_an_operators_account_m
     assert!(exists("serviceaccount", Some(&f), "op"), "{}", done.stderr);
 }
 
+/// The victims a plan (`-o json`) names, as `Kind/name`.
+fn named_victims(stdout: &str) -> Vec<String> {
+    let lines = json_lines(stdout);
+    plan_line(&lines)["cascades"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["victims"].as_array().unwrap().clone())
+        .map(|v| {
+            format!(
+                "{}/{}",
+                v["id"]["kind"].as_str().unwrap(),
+                v["id"]["name"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+/// Order review 29, F1 and F3 (wrong deletions, exit 0): the token controller deletes every token
+/// Secret of a ServiceAccount once it is gone, whatever the cascade policy, and the plan never
+/// looked: stack `a`'s ServiceAccount took stack `b`'s token Secret, and stack `k`'s took the
+/// token Secret `k` keeps (`prune: disabled`), which the run said it kept. A keep-marked token of
+/// a ServiceAccount in a planned Namespace went unnamed too. Each is now a named victim of the
+/// ServiceAccount (exit 4), also with `--cascade=orphan`; the token the controller made by itself
+/// for a lone ServiceAccount is no loss (the control: it is torn down, exit 0).
+#[test]
+fn a_planned_service_account_names_the_token_secrets_the_token_controller_deletes() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm29t");
+    let f = flux.0.clone();
+    let app = Namespace::new("gm29t-app");
+    let a = app.0.clone();
+    let run = unique("gm29t");
+    let tenant = format!("{run}-n");
+    let mut leftovers = Leftovers::new();
+    leftovers.object("namespace", &tenant);
+    let token = |name: &str, account: &str, namespace: &str, labels: &str, annotations: &str| {
+        format!("---\napiVersion: v1\nkind: Secret\ntype: kubernetes.io/service-account-token\nmetadata: {{name: {name}, namespace: {namespace}, labels: {labels}, annotations: {{kubernetes.io/service-account.name: {account}{annotations}}}}}\n")
+    };
+    let account = |name: &str, namespace: &str, labels: &str| {
+        format!("---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {name}, namespace: {namespace}, labels: {labels}}}\n")
+    };
+    apply(&format!(
+        "{}{}{}{}{}{}{}{}{}",
+        kustomization("a", &f, ""),
+        kustomization("b", &f, ""),
+        kustomization("k", &f, ""),
+        kustomization("c", &f, ""),
+        account("builder", &a, &flux_labels("a", &f)),
+        token("builder-token", "builder", &a, &flux_labels("b", &f), ""),
+        account("deployer", &a, &flux_labels("k", &f)),
+        token(
+            "deployer-token",
+            "deployer",
+            &a,
+            &flux_labels("k", &f),
+            ", kustomize.toolkit.fluxcd.io/prune: disabled"
+        ),
+        account("plain", &a, &flux_labels("c", &f)),
+    ));
+    // Stack `tn`: a Namespace and a ServiceAccount in it, whose token someone keep-marked.
+    apply(&format!(
+        "{}---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: {tenant}, labels: {}}}\n{}",
+        kustomization("tn", &f, ""),
+        flux_labels("tn", &f),
+        account("ci", &tenant, &flux_labels("tn", &f)),
+    ));
+    let ci = uid_of("serviceaccount", Some(&tenant), "ci");
+    apply(&token(
+        "ci-keep",
+        "ci",
+        &tenant,
+        "{}",
+        &format!(", kubernetes.io/service-account.uid: {ci}, helm.sh/resource-policy: keep"),
+    ));
+    record_flux_inventories(&f);
+    let plan = |stack_name: &str, extra: &[&str]| {
+        let target = format!("kustomization/{stack_name}");
+        let mut args = vec!["prune", "-n", &f, &target, "--dry-run", "-o", "json"];
+        args.extend_from_slice(extra);
+        stack(&args)
+    };
+    for (stack_name, victim, extra) in [
+        ("a", "Secret/builder-token", &[][..]),
+        ("a", "Secret/builder-token", &["--cascade=orphan"][..]),
+        ("k", "Secret/deployer-token", &[][..]),
+        ("tn", "Secret/ci-keep", &[][..]),
+    ] {
+        let refused = plan(stack_name, extra);
+        assert_eq!(
+            refused.code, 4,
+            "{stack_name} {extra:?}: {}\n{}",
+            refused.stdout, refused.stderr
+        );
+        let accepted = plan(stack_name, &[extra, &["--allow-cascade"][..]].concat());
+        assert_eq!(accepted.code, 0, "{}", accepted.stderr);
+        assert!(
+            named_victims(&accepted.stdout).contains(&victim.to_string()),
+            "{stack_name}: {}",
+            accepted.stdout
+        );
+    }
+    let refused = stack(&["prune", "-n", &f, "kustomization/a", "--yes"]);
+    assert_eq!(refused.code, 4, "{}\n{}", refused.stdout, refused.stderr);
+    assert!(exists("secret", Some(&a), "builder-token"));
+    assert!(exists("serviceaccount", Some(&a), "builder"));
+    let control = stack(&["prune", "-n", &f, "kustomization/c", "--yes"]);
+    assert_eq!(control.code, 0, "{}\n{}", control.stdout, control.stderr);
+    assert!(!exists("serviceaccount", Some(&a), "plain"));
+}
+
+/// Order review 29, F2 (wrong deletion): the endpoints controller deletes the Endpoints of a
+/// Service's name once the Service is gone, selector or none. Stack `ea`'s selector-less Service
+/// `db` took stack `eb`'s hand-written Endpoints `db`, unnamed. Now they are a named victim of
+/// the Service (exit 4). (Plan only: no endpoints controller runs here.)
+#[test]
+fn a_planned_service_names_the_endpoints_of_its_name_another_stack_holds() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm29e");
+    let f = flux.0.clone();
+    let app = Namespace::new("gm29e-app");
+    let a = app.0.clone();
+    apply(&format!(
+        "{}{}---\napiVersion: v1\nkind: Service\nmetadata: {{name: db, namespace: {a}, labels: {}}}\nspec: {{ports: [{{port: 5432}}]}}\n---\napiVersion: v1\nkind: Endpoints\nmetadata: {{name: db, namespace: {a}, labels: {}}}\nsubsets: [{{addresses: [{{ip: 10.0.0.5}}], ports: [{{port: 5432}}]}}]\n",
+        kustomization("ea", &f, ""),
+        kustomization("eb", &f, ""),
+        flux_labels("ea", &f),
+        flux_labels("eb", &f),
+    ));
+    record_flux_inventories(&f);
+    let refused = stack(&["prune", "-n", &f, "kustomization/ea", "--dry-run", "-o", "json"]);
+    assert_eq!(refused.code, 4, "{}\n{}", refused.stdout, refused.stderr);
+    let accepted = stack(&[
+        "prune",
+        "-n",
+        &f,
+        "kustomization/ea",
+        "--dry-run",
+        "-o",
+        "json",
+        "--allow-cascade",
+    ]);
+    assert_eq!(accepted.code, 0, "{}", accepted.stderr);
+    assert!(
+        named_victims(&accepted.stdout).contains(&"Endpoints/db".to_string()),
+        "{}",
+        accepted.stdout
+    );
+    let pruned = stack(&["prune", "-n", &f, "kustomization/ea", "--yes"]);
+    assert_eq!(pruned.code, 4, "{}\n{}", pruned.stdout, pruned.stderr);
+    assert!(exists("service", Some(&a), "db"));
+}
+
 /// The plan (`-o json`, a client dry run) of tearing down stack `s` of `namespace`, its cascade
 /// victims accepted.
 fn plan_s_allowing_cascade(namespace: &str) -> Run {

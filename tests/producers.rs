@@ -271,6 +271,58 @@ fn a_custom_resource_parent_whose_crd_lost_the_parent_label_prunes_nothing() {
     }
 }
 
+/// Membership review 29, F1: kubectl applied an Ingress as `extensions/v1beta1`, so its ApplySet
+/// parent lists `Ingress.extensions`; the server serves the same object as `networking.k8s.io`
+/// too, which is how kubectl-stack lists it. Dropped from the set, kubectl prunes it (the oracle:
+/// it lists each group-kind the parent names and prunes by UID); kubectl-stack called it "not in
+/// ApplySet parent", in `orphans` and in a teardown. Both now read the record's kinds by their
+/// canonical group, as the kpt and Flux records are read.
+#[test]
+fn an_applyset_member_applied_under_another_group_of_its_kind_is_the_sets() {
+    let _logs = start();
+    let ns = Namespace::new("applyset-alias");
+    let n = &ns.0;
+    let set = "web";
+    let full = files(&[
+        (
+            "ing.yaml",
+            &format!("apiVersion: extensions/v1beta1\nkind: Ingress\nmetadata: {{name: web, namespace: {n}}}\nspec:\n  backend: {{serviceName: web, servicePort: 80}}\n"),
+        ),
+        ("cm.yaml", &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cm1, namespace: {n}}}\n")),
+    ]);
+    applyset_apply(n, set, &full, &[]).expect_code(0);
+    let next = files(&[(
+        "cm.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cm1, namespace: {n}}}\n"),
+    )]);
+    let dry = applyset_apply(n, set, &next, &["--dry-run=server"]).expect_code(0);
+    assert!(dry.stdout.contains("ingress.extensions/web pruned"), "{}", dry.stdout);
+    let inventory = format!("applyset=secrets/{set}");
+    let orphans = stack(&[
+        "orphans",
+        "-n",
+        n,
+        "--inventory",
+        &inventory,
+        "-f",
+        next.to_str().unwrap(),
+        "-o",
+        "name",
+    ])
+    .expect_code(1);
+    assert_eq!(orphans.stdout, "ingress.networking.k8s.io/web\n");
+    let plan = stack(&["prune", "-n", n, &format!("secret/{set}"), "--dry-run", "-o", "json"]);
+    assert_eq!(plan.code, 0, "{}\n{}", plan.stdout, plan.stderr);
+    let planned: Vec<String> = json_lines(&plan.stdout)
+        .iter()
+        .filter(|line| line["type"] == "plan")
+        .flat_map(|line| line["waves"].as_array().cloned().unwrap_or_default())
+        .flat_map(|wave| wave.as_array().cloned().unwrap_or_default())
+        .map(|target| format!("{}/{}", target["id"]["kind"], target["id"]["name"]))
+        .collect();
+    assert!(planned.contains(&r#""Ingress"/"web""#.to_string()), "{}", plan.stdout);
+}
+
 /// kpt's own answer for the next version of a package: `kpt live apply --dry-run` of `next`
 /// with the package's inventory (its Kptfile and resourcegroup.yaml copied beside it).
 fn kpt_dry_run(package: &Path, next: &Path) -> String {

@@ -6,6 +6,7 @@
 //! of each planned Namespace and CRD once with [`contents`]; the re-check before every wave
 //! lists it again with the same function and judges it with the same [`victims`].
 
+pub mod by_name;
 pub mod owners;
 pub mod volumes;
 
@@ -180,8 +181,14 @@ pub fn victims(held: &[Listed], tokens: &HashSet<String>, planned: &Planned) -> 
         .filter(|o| made_by_control_plane(&o.id(), &o.meta, &services).is_none() || kept_marked(o))
         // Only a Secret proven of the token type is the token controller's: any Secret can carry
         // a ServiceAccount's name and UID annotations.
-        .filter(|o| !tokens.contains(o.uid()) || !token_of_default_account(&o.id(), &o.meta, &default_accounts))
-        .filter(|o| !tokens.contains(o.uid()) || !token_of_planned_account(&o.id(), &o.meta, planned))
+        // (A keep marker or another stack's mark counts on a token too: order review 29, F3.)
+        .filter(|o| {
+            !tokens.contains(o.uid())
+                || kept_marked(o)
+                || is_tracked(&o.meta)
+                || !(token_of_default_account(&o.id(), &o.meta, &default_accounts)
+                    || token_of_planned_account(&o.id(), &o.meta, planned))
+        })
         .collect();
     // What a controller the holder holds made (a Deployment's ReplicaSets and Pods), unmarked,
     // goes with that controller, which is named itself: named once, through it. Anything else
@@ -237,7 +244,7 @@ pub fn token_of_planned_account(id: &ObjectId, meta: &ObjectMeta, planned: &Plan
             .contains(&ObjectId::new("", "ServiceAccount", id.namespace.as_deref(), name))
 }
 
-fn why_it_counts(object: &Listed) -> String {
+pub(crate) fn why_it_counts(object: &Listed) -> String {
     if let Some(marker) = crate::model::trackers::keep_marker(&object.meta) {
         format!("keep marker {marker}")
     } else if is_tracked(&object.meta) {
@@ -657,6 +664,12 @@ pub async fn find_cascades(
         dying
             .add_owned(client, catalog, owned, &planned, &names, (counted, options))
             .await;
+    }
+    // What the token and endpoints controllers delete by name with a planned ServiceAccount or
+    // Service, whatever the cascade policy (order review 29, F1 and F2).
+    for (cascade, held) in by_name::named_cascades(client, catalog, &planned, &names, counted).await {
+        dying.taken.extend(held);
+        dying.found.push(cascade);
     }
     let dependents = victims_dependents(client, catalog, &dying.found, &planned, counted, options).await;
     for (cascade, held) in dependents.cascades {

@@ -26,6 +26,7 @@ use crate::graph::tracker_key;
 use crate::graph::MemberRecord;
 use crate::model::identity::ObjectId;
 use crate::model::trackers::{Preset, Selection};
+use crate::prune::cascade::by_name::named_cascades;
 use crate::prune::cascade::owners::{dying_claims, owned_around, owner_cascades, Counted};
 use crate::prune::cascade::volumes::{is_claim, is_volume, planned_claims};
 use crate::prune::cascade::{
@@ -289,6 +290,7 @@ impl Recheck {
         )
         .await;
         self.judge_owned(&mut checked, &owned);
+        self.judge_named(&mut checked).await;
         self.judge_volumes(&mut checked, &owned).await;
         self.judge_dying_holders(&mut checked, &owned).await;
         self.lift_suspensions(&mut checked).await;
@@ -463,6 +465,38 @@ impl Recheck {
                 );
                 taking.insert(cascade.holder, why);
             }
+        }
+        drop_taking(checked, taking);
+    }
+
+    /// Drops the wave's objects whose deletion would now make the token or endpoints controller
+    /// delete by name an object the plan did not accept as a victim, or whose such dependents
+    /// could not be read (the plan's own rule, [`named_cascades`]: order review 29).
+    async fn judge_named(&self, checked: &mut CheckedWave) {
+        if checked.targets.is_empty() {
+            return;
+        }
+        let wave: HashMap<String, ObjectId> = checked.targets.iter().map(|t| (t.uid.clone(), t.id.clone())).collect();
+        let (planned, _) = self.still_planned();
+        let counted = Counted {
+            torn_down: &self.torn_down,
+            kept: &self.kept,
+        };
+        let mut taking: HashMap<ObjectId, String> = HashMap::new();
+        for (cascade, _) in named_cascades(&self.client, &self.catalog, &planned, &wave, &counted).await {
+            let why = match cascade.victims.iter().find(|v| !self.accepted_victims.contains(&v.uid)) {
+                Some(victim) => format!(
+                    "its deletion would take {} ({}), which is not pruned (found by the re-check)",
+                    victim.id, victim.why
+                ),
+                None => match cascade.unlisted.first() {
+                    Some(kind) => {
+                        format!("what its deletion would take could not be re-checked ({kind} could not be read)")
+                    }
+                    None => continue,
+                },
+            };
+            taking.insert(cascade.holder, why);
         }
         drop_taking(checked, taking);
     }

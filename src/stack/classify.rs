@@ -62,7 +62,8 @@ impl Recorded {
         match self {
             Recorded::Ids { ids, .. } => ids.contains(&object.id()),
             Recorded::ApplySet { kinds, namespaces, .. } => {
-                kinds.contains(&(object.kind.group.clone(), object.kind.kind.clone()))
+                let group = crate::model::identity::canonical_group(&object.kind.group, &object.kind.kind);
+                kinds.contains(&(group.to_string(), object.kind.kind.clone()))
                     && object.namespace().is_none_or(|ns| namespaces.contains(ns))
             }
             Recorded::NoInventory { .. } => false,

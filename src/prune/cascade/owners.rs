@@ -101,8 +101,14 @@ pub fn kept_on_their_own(kept: &[crate::prune::teardown::Kept]) -> HashSet<Objec
 impl Counted<'_> {
     /// Whether an object that dies with the plan counts as a victim.
     pub fn counts(&self, object: &Listed) -> bool {
-        object.controller_owner().is_none()
-            || keep_marker(&object.meta).is_some()
+        object.controller_owner().is_none() || self.counts_as_made(object)
+    }
+
+    /// Whether an object a controller made (its controller's child, or what a controller deletes
+    /// by name: a token Secret, a Service's Endpoints) counts as a victim all the same: a keep
+    /// marker, the plan keeping it, or the mark of a stack the plan does not tear down.
+    pub fn counts_as_made(&self, object: &Listed) -> bool {
+        keep_marker(&object.meta).is_some()
             || self.kept.contains(&object.id())
             || tracked_elsewhere(&object.meta, self.torn_down).is_some()
     }

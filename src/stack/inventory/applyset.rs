@@ -9,6 +9,7 @@ use super::{get_object, list_labelled, Inventory, Unloaded};
 use crate::cluster::discovery::{Catalog, KindInfo};
 use crate::cluster::session::Session;
 use crate::error::UserError;
+use crate::model::identity::canonical_group;
 use crate::model::trackers::{applyset_id, MarkValue, Preset, Tracker, APPLYSET_ID};
 use crate::stack::classify::Recorded;
 
@@ -183,7 +184,14 @@ fn applyset_inventory(object: &DynamicObject, kind: &KindInfo, catalog: &Catalog
     let recorded = match refused {
         Some(why) => Recorded::NoInventory { why, stack: inventory },
         None => Recorded::ApplySet {
-            kinds,
+            // kubectl maps each listed group-kind and lists it, and so finds an object by
+            // whichever group served it (an Ingress applied as `extensions` is listed as
+            // `networking.k8s.io` here): the record holds the kinds by their canonical group
+            // (membership review 29, F1), as the kpt and Flux records' ids do.
+            kinds: kinds
+                .into_iter()
+                .map(|(group, kind)| (canonical_group(&group, &kind).to_string(), kind))
+                .collect(),
             namespaces,
             inventory,
             owner: Some(tracker.clone()),
