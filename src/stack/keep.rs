@@ -160,7 +160,7 @@ impl fmt::Display for KeepReason {
             }
             KeepReason::RecordedUnmarked { inventory } => write!(
                 f,
-                "in {inventory} but carries none of its stack's marks: a teardown deletes only what its stack marks (its tool would delete it)"
+                "in {inventory} but carries none of its stack's marks: a teardown deletes only what its stack marks"
             ),
             KeepReason::Leftover { stack } => {
                 write!(f, "left behind by {stack}, already gone (--leftovers deletes it)")

@@ -120,7 +120,7 @@ fn refuse_shared_or_missing(found: &[Holder], id: &str, selector: &str) -> Resul
     if found.len() > 1 {
         let holders: Vec<String> = found.iter().map(Holder::to_string).collect();
         return Err(UserError::refused(format!(
-            "{} inventory objects claim inventory id {id} ({}): cli-utils acts on none of them, and neither does kubectl-stack",
+            "{} inventory objects claim inventory id {id} ({}): cli-utils reads the one in the namespace of the package it applies, which kubectl-stack cannot tell from the id alone, so it acts on none of them",
             found.len(),
             holders.join(", ")
         ))
