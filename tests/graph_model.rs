@@ -4448,6 +4448,56 @@ fn a_planned_service_names_the_endpoints_of_its_name_another_stack_holds() {
     assert!(exists("service", Some(&a), "db"));
 }
 
+/// Order review 30, F1 and F2 (wrong deletions, exit 0): another stack's EndpointSlice that a
+/// planned Service owns was skipped as "the control plane's" before its mark was read, and the
+/// garbage collector took it; a planned Node takes, through the pod garbage collector, every Pod
+/// bound to it, and none was named. Both are now named victims (exit 4): the slice of its
+/// Service, the Pods (a bare one, another stack's) of their Node. (The Node case is a plan: no
+/// pod garbage collector runs here.)
+#[test]
+fn a_planned_service_or_node_names_the_slices_and_pods_it_takes() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm30");
+    let f = flux.0.clone();
+    let app = Namespace::new("gm30-app");
+    let a = app.0.clone();
+    let run = unique("gm30");
+    let node = format!("{run}-node");
+    let mut leftovers = Leftovers::new();
+    leftovers.object("node", &node);
+    apply(&format!(
+        "{}{}{}{}---\napiVersion: v1\nkind: Service\nmetadata: {{name: ext, namespace: {a}, labels: {}}}\nspec: {{ports: [{{port: 80}}]}}\n---\napiVersion: v1\nkind: Node\nmetadata: {{name: {node}, labels: {}}}\n",
+        kustomization("sa", &f, ""),
+        kustomization("sb", &f, ""),
+        kustomization("vnodes", &f, ""),
+        kustomization("pods", &f, ""),
+        flux_labels("sa", &f),
+        flux_labels("vnodes", &f),
+    ));
+    let service = uid_of("service", Some(&a), "ext");
+    apply(&format!(
+        "apiVersion: discovery.k8s.io/v1beta1\nkind: EndpointSlice\nmetadata: {{name: ext-1, namespace: {a}, labels: {{kubernetes.io/service-name: ext, kustomize.toolkit.fluxcd.io/name: sb, kustomize.toolkit.fluxcd.io/namespace: {f}}}, ownerReferences: [{{apiVersion: v1, kind: Service, name: ext, uid: {service}}}]}}\naddressType: IPv4\nendpoints: []\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: batch-1, namespace: {a}, labels: {}}}\nspec: {{nodeName: {node}, containers: [{{name: c, image: example.invalid/batch}}]}}\n",
+        flux_labels("pods", &f),
+    ));
+    record_flux_inventories(&f);
+    for (stack_name, victim) in [("sa", "EndpointSlice/ext-1"), ("vnodes", "Pod/batch-1")] {
+        let target = format!("kustomization/{stack_name}");
+        let refused = stack(&["prune", "-n", &f, &target, "--dry-run", "-o", "json"]);
+        assert_eq!(refused.code, 4, "{stack_name}: {}\n{}", refused.stdout, refused.stderr);
+        let accepted = stack(&["prune", "-n", &f, &target, "--dry-run", "-o", "json", "--allow-cascade"]);
+        assert_eq!(accepted.code, 0, "{}", accepted.stderr);
+        assert!(
+            named_victims(&accepted.stdout).contains(&victim.to_string()),
+            "{stack_name}: {}",
+            accepted.stdout
+        );
+    }
+    let refused = stack(&["prune", "-n", &f, "kustomization/sa", "--yes"]);
+    assert_eq!(refused.code, 4, "{}\n{}", refused.stdout, refused.stderr);
+    assert!(exists("endpointslice", Some(&a), "ext-1"));
+}
+
 /// The plan (`-o json`, a client dry run) of tearing down stack `s` of `namespace`, its cascade
 /// victims accepted.
 fn plan_s_allowing_cascade(namespace: &str) -> Run {

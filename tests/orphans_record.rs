@@ -1011,6 +1011,63 @@ fn a_desired_set_its_tool_refuses_prunes_nothing() {
     let _ = std::fs::remove_dir_all(&repo);
 }
 
+/// Membership review 30, F1 (wrong deletion): Argo CD never manages, so never prunes, the kinds
+/// its core exclusions leave out (Leases, Events) and those its `argocd-cm`'s
+/// `resource.exclusions` name (argo-cd `util/settings/resources_filter.go`). A tracked Secret of
+/// an excluded kind and a tracked Lease were called orphans and deleted. Now they are kept
+/// (`toolWouldKeep`), by name and under `-l`; the ConfigMap dropped from the set (the control) is
+/// still an orphan and is pruned.
+#[test]
+fn argo_cd_never_prunes_the_kinds_it_never_manages() {
+    let _logs = start();
+    ensure_argo_crd();
+    let live = Namespace::new("argo-excl");
+    let d = &live.0;
+    let plane = Namespace::new("argo-excl-cp");
+    let p = &plane.0;
+    let app = unique("excl");
+    let case = unique("argo-excl");
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: argocd-cm, namespace: {p}}}\ndata:\n  resource.exclusions: |\n    - apiGroups: ['']\n      kinds: [Secret]\n---\napiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {app}, namespace: {p}}}\nspec:\n  destination: {{server: https://kubernetes.default.svc, namespace: {d}}}\n  source: {{repoURL: https://git.example.com/app, path: .}}\nstatus: {{sourceType: Directory}}\n"
+    ));
+    let tracked = |group: &str, kind: &str, name: &str| {
+        format!("  name: {name}\n  namespace: {d}\n  labels: {{case: {case}}}\n  annotations: {{argocd.argoproj.io/tracking-id: \"{app}:{group}/{kind}:{d}/{name}\"}}\n")
+    };
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n{}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n{}---\napiVersion: v1\nkind: Secret\nmetadata:\n{}---\napiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n{}",
+        tracked("", "ConfigMap", "keep"),
+        tracked("", "ConfigMap", "old"),
+        tracked("", "Secret", "excluded"),
+        tracked("coordination.k8s.io", "Lease", "leader"),
+    ));
+    let repo = std::env::temp_dir().join(unique("argo-excl-repo"));
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::write(
+        repo.join("keep.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: keep}\n",
+    )
+    .unwrap();
+    let repo_text = repo.to_str().unwrap();
+    let tracker = format!("argocd={app}");
+    let selector = format!("case={case}");
+    let named: &[&str] = &["-n", d, "--tracker", &tracker, "-f", repo_text];
+    let labelled: &[&str] = &["-n", d, "-l", &selector, "-f", repo_text];
+    for how in [named, labelled] {
+        let found = stack(&[&["orphans", "-o", "json"][..], how].concat());
+        assert_eq!(found.code, 1, "{how:?}: {}\n{}", found.stdout, found.stderr);
+        assert_eq!(
+            names(&found, "orphans"),
+            set(&[format!("ConfigMap/{d}/old")]),
+            "{how:?}"
+        );
+    }
+    let pruned = stack(&[&["prune", "--yes"][..], named].concat());
+    assert_eq!(pruned.code, 0, "{}\n{}", pruned.stdout, pruned.stderr);
+    assert!(!exists("configmap", Some(d), "old"));
+    assert!(exists("secret", Some(d), "excluded"));
+    assert!(exists("lease", Some(d), "leader"));
+}
+
 /// Membership review 26, F1 (wrong deletions). Which objects an Argo CD Application tracks is
 /// decided by its control plane's `argocd-cm` (argo-cd `util/argo/resource_tracking.go`
 /// `GetAppName` and `getAppInstanceValue`; keys from `util/settings/settings.go`): with

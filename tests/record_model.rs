@@ -331,6 +331,99 @@ fn helmrelease_web_with(n: &str, names: &[&str]) {
     ));
 }
 
+/// Membership review 30, F3 (wrong deletion): helm-controller uninstalls a HelmRelease with its
+/// `spec.uninstall.deletionPropagation`; with `orphan`, what its members own (a Deployment's
+/// ReplicaSets) stays. The teardown deleted the members with the default policy, and the garbage
+/// collector took their dependents. Now it is refused (exit 4) unless the run deletes as the tool
+/// does (`--cascade=orphan`), which leaves the dependent.
+#[test]
+fn a_helmrelease_uninstalled_with_orphan_propagation_is_torn_down_so() {
+    let _logs = start();
+    ensure_flux_crds();
+    let ns = Namespace::new("hr-orphan");
+    let n = &ns.0;
+    helmrelease_web_with(n, &["a"]);
+    let patched = kubectl(&[
+        "patch",
+        "helmrelease",
+        "web",
+        "-n",
+        n,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"uninstall":{"deletionPropagation":"orphan"}}}"#,
+    ]);
+    assert_eq!(patched.code, 0, "{}", patched.stderr);
+    helm_release(
+        n,
+        "web",
+        &format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a, namespace: {n}}}\n"),
+    );
+    set_helm_release_status("web", n, "web", n);
+    let owner = uid_of("configmap", Some(n), "a");
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: child, namespace: {n}, ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: a, uid: {owner}, controller: true}}]}}\n"
+    ));
+    let refused = stack(&["prune", "-n", n, "helmrelease/web", "--yes"]);
+    assert_eq!(refused.code, 4, "{}\n{}", refused.stdout, refused.stderr);
+    assert!(refused.stderr.contains("--cascade=orphan"), "{}", refused.stderr);
+    assert!(exists("configmap", Some(n), "a"));
+    let run = stack(&["prune", "-n", n, "helmrelease/web", "--yes", "--cascade=orphan"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(!exists("configmap", Some(n), "a"), "{}", run.stderr);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(exists("configmap", Some(n), "child"), "{}", run.stderr);
+}
+
+/// Membership review 30, F2 (wrong deletion): `helm upgrade` refuses a release whose latest
+/// revision is `pending-install`, `pending-upgrade` or `pending-rollback` ("another operation is
+/// in progress", helm/helm `pkg/action/upgrade.go` `prepareUpgrade`) and prunes nothing;
+/// kubectl-stack compared with the last deployed revision and deleted what it held. Now a plain
+/// Helm release in that state is refused (exit 4), nothing deleted.
+#[test]
+fn a_helm_release_with_an_operation_in_progress_prunes_nothing() {
+    let _logs = start();
+    let ns = Namespace::new("helm-pending");
+    let n = &ns.0;
+    let member = |name: &str| {
+        format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {n}\n  labels: {{app.kubernetes.io/managed-by: Helm}}\n  annotations: {{meta.helm.sh/release-name: r1, meta.helm.sh/release-namespace: {n}}}\n")
+    };
+    apply(&format!("{}{}", member("old-a"), member("b")));
+    for (version, status, manifest) in [
+        (2, "deployed", format!("{}{}", member("old-a"), member("b"))),
+        (3, "pending-upgrade", member("b")),
+    ] {
+        let body = serde_json::json!({
+            "name": "r1", "namespace": n, "version": version,
+            "info": {"status": status}, "manifest": manifest,
+        });
+        let secret = serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+            "metadata": {
+                "name": format!("sh.helm.release.v1.r1.v{version}"), "namespace": n,
+                "labels": {"owner": "helm", "name": "r1", "status": status, "version": version.to_string()},
+            },
+            "data": {"release": helm_release_data(&body)},
+        });
+        create(&secret.to_string());
+    }
+    let repo = std::env::temp_dir().join(unique("helm-pending"));
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::write(
+        repo.join("b.yaml"),
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: b, namespace: {n}}}\n"),
+    )
+    .unwrap();
+    let repo_text = repo.to_str().unwrap();
+    for command in [&["orphans"][..], &["prune", "--yes"][..]] {
+        let run = stack(&[command, &["-n", n, "--tracker", "helm=r1", "-f", repo_text]].concat());
+        assert_eq!(run.code, 4, "{command:?}: {}\n{}", run.stdout, run.stderr);
+        assert!(run.stderr.contains("pending-upgrade"), "{}", run.stderr);
+    }
+    assert!(exists("configmap", Some(n), "old-a"));
+}
+
 /// Item 5 (Helm): a HelmRelease teardown deletes what its Helm release records, never a copy
 /// that carries the release's labels and annotations.
 #[test]

@@ -178,7 +178,9 @@ pub fn victims(held: &[Listed], tokens: &HashSet<String>, planned: &Planned) -> 
         .filter(|o| !o.is_terminating() && !planned.uids.contains(o.uid()))
         .filter(|o| !dies_with_plan(&o.meta, &planned.uids, &owners_of, planned.orphans))
         // A keep marker counts whoever made the object (review 16, F2).
-        .filter(|o| made_by_control_plane(&o.id(), &o.meta, &services).is_none() || kept_marked(o))
+        .filter(|o| {
+            made_by_control_plane(&o.id(), &o.meta, &services).is_none() || kept_marked(o) || is_tracked(&o.meta)
+        })
         // Only a Secret proven of the token type is the token controller's: any Secret can carry
         // a ServiceAccount's name and UID annotations.
         // (A keep marker or another stack's mark counts on a token too: order review 29, F3.)

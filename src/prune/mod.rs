@@ -96,6 +96,14 @@ async fn finish_plan(
     planning: &mut Planning,
     request: &PlanRequest,
 ) -> Result<PrunePlan, UserError> {
+    // A tool that deletes with `propagationPolicy: Orphan` leaves its members' dependents: a
+    // plan that would take them deletes more than it (membership review 30, F3).
+    if let Some(why) = planning.orphaning.first().filter(|_| !request.orphan_dependents) {
+        return Err(UserError::refused(format!(
+            "{why}, so what its members own stays; deleting them with another policy would take that too"
+        ))
+        .hint("run with --cascade=orphan to delete as its tool does"));
+    }
     let mut plan = plan_with_cascades(session, planning, request).await?;
     plan.infer = request.infer;
     plan.orphan_dependents = request.orphan_dependents;
@@ -115,6 +123,9 @@ struct Planning {
     mode: Mode,
     /// An orphan prune's stacks' placements ([`PrunePlan::placements`]).
     placements: crate::stack::inventory::Placements,
+    /// Why a torn-down stack's tool deletes its members with `propagationPolicy: Orphan`
+    /// ([`crate::stack::inventory::StackRecord::orphans_dependents`]).
+    orphaning: Vec<String>,
 }
 
 impl Planning {
@@ -253,12 +264,17 @@ async fn orphan_planning(
         .into_iter()
         .filter_map(|(id, why)| live.graph.find(&id).map(|index| (index, why)))
         .collect();
+    let orphaning = placements
+        .values()
+        .filter_map(|placement| placement.orphans_dependents().map(str::to_string))
+        .collect();
     let planning = Planning {
         live,
         chosen,
         kept,
         mode: Mode::Orphans(tracker, needs),
         placements,
+        orphaning,
     };
     Ok((planning, others.scope))
 }
@@ -284,13 +300,14 @@ async fn teardown_planning(session: &Session, request: &PlanRequest) -> Result<P
     let indices: Vec<usize> = named.iter().map(|(index, _)| *index).collect();
     let mut chosen = teardown_closure(&live.graph, &indices);
     chosen.extend(named);
-    read_member_records(session, &mut live, chosen.keys().copied()).await;
+    let orphaning = read_member_records(session, &mut live, chosen.keys().copied()).await;
     Ok(Planning {
         live,
         chosen,
         kept,
         mode: Mode::Teardown(gone),
         placements: Default::default(),
+        orphaning,
     })
 }
 
@@ -301,7 +318,13 @@ async fn teardown_planning(session: &Session, request: &PlanRequest) -> Result<P
 /// deletes only what that tool would (see [`crate::stack::keep::outside_record`]). A Flux
 /// Kustomization's `status.inventory` is on its listed object already. A record that exists
 /// but cannot be read bounds its members to none: what its tool would delete is unknown.
-async fn read_member_records(session: &Session, live: &mut LiveGraph, chosen: impl Iterator<Item = usize>) {
+/// Returns why a stack's tool deletes with `propagationPolicy: Orphan`, for each that does.
+async fn read_member_records(
+    session: &Session,
+    live: &mut LiveGraph,
+    chosen: impl Iterator<Item = usize>,
+) -> Vec<String> {
+    let mut orphaning = Vec::new();
     let trackers: Vec<(usize, Preset, crate::model::trackers::MarkValue)> = chosen
         .filter(|index| !live.graph.inventories.contains_key(index))
         .filter_map(|index| {
@@ -313,18 +336,21 @@ async fn read_member_records(session: &Session, live: &mut LiveGraph, chosen: im
     for (index, preset, value) in trackers {
         let id = live.graph.nodes[index].id.clone();
         let record = match crate::stack::inventory::uninstall_record_of(preset, &value, session).await {
-            Ok(stack) => match stack.recorded {
-                Some(recorded) => crate::graph::MemberRecord {
-                    aliases: stack.helm_release.into_iter().map(|v| (Preset::Helm, v)).collect(),
-                    ..recorded.members(live.objects.values())
-                },
-                None => {
-                    if crate::prune::recheck::keeps_record_beside(preset) {
-                        tracing::warn!("no record read for {id}: the objects that carry its marks are its members");
+            Ok(stack) => {
+                orphaning.extend(stack.orphans_dependents.clone());
+                match stack.recorded {
+                    Some(recorded) => crate::graph::MemberRecord {
+                        aliases: stack.helm_release.into_iter().map(|v| (Preset::Helm, v)).collect(),
+                        ..recorded.members(live.objects.values())
+                    },
+                    None => {
+                        if crate::prune::recheck::keeps_record_beside(preset) {
+                            tracing::warn!("no record read for {id}: the objects that carry its marks are its members");
+                        }
+                        continue;
                     }
-                    continue;
                 }
-            },
+            }
             Err(err) => {
                 tracing::warn!("{}: none of the objects {id} marks is deleted", err.message);
                 crate::graph::MemberRecord {
@@ -336,4 +362,5 @@ async fn read_member_records(session: &Session, live: &mut LiveGraph, chosen: im
         };
         live.graph.inventories.insert(index, record);
     }
+    orphaning
 }

@@ -625,6 +625,9 @@ fn resolve_manifests(manifests: &[Manifest], session: &Session, stack: &StackRec
     if let Some((app, used)) = &stack.kapp_kinds {
         set.needs.scope_kapp(app, used, set.ids.iter());
     }
+    if let Some((app, filter)) = &stack.argo_filter {
+        set.needs.scope_argo(app, filter);
+    }
     set
 }
 

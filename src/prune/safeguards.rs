@@ -160,7 +160,15 @@ pub fn made_by_control_plane(id: &ObjectId, meta: &ObjectMeta, services: &HashSe
         ("", "ConfigMap", "kube-root-ca.crt") => Some("the cluster CA bundle"),
         ("", "Event", _) | ("events.k8s.io", "Event", _) => Some("an Event"),
         ("", "Endpoints", name) if service_named(Some(name)) => Some("a Service's Endpoints"),
-        ("discovery.k8s.io", "EndpointSlice", _) if service_named(label("kubernetes.io/service-name")) => {
+        // Only a slice the EndpointSlice controllers manage is theirs: a hand-made one for a
+        // Service without a selector is someone's (order review 30, F3).
+        ("discovery.k8s.io", "EndpointSlice", _)
+            if service_named(label("kubernetes.io/service-name"))
+                && matches!(
+                    label("endpointslice.kubernetes.io/managed-by"),
+                    Some("endpointslice-controller.k8s.io" | "endpointslicemirroring-controller.k8s.io")
+                ) =>
+        {
             Some("a Service's EndpointSlice")
         }
         _ => None,
@@ -370,10 +378,27 @@ mod tests {
         assert!(made_by_control_plane(&id("events.k8s.io", "Event", "e"), &plain, &services).is_some());
         assert!(made_by_control_plane(&id("", "Endpoints", "web"), &plain, &services).is_some());
         assert!(made_by_control_plane(&id("", "Endpoints", "db"), &plain, &services).is_none());
-        let slice = meta(&[("kubernetes.io/service-name", "web")], &[]);
+        let slice = meta(
+            &[
+                ("kubernetes.io/service-name", "web"),
+                (
+                    "endpointslice.kubernetes.io/managed-by",
+                    "endpointslice-controller.k8s.io",
+                ),
+            ],
+            &[],
+        );
         assert!(
             made_by_control_plane(&id("discovery.k8s.io", "EndpointSlice", "web-abc"), &slice, &services).is_some()
         );
+        // A hand-made slice (no managing controller) is someone's (order review 30, F3).
+        let hand_made = meta(&[("kubernetes.io/service-name", "web")], &[]);
+        assert!(made_by_control_plane(
+            &id("discovery.k8s.io", "EndpointSlice", "web-hand"),
+            &hand_made,
+            &services
+        )
+        .is_none());
         assert!(made_by_control_plane(&id("", "PersistentVolumeClaim", "data"), &plain, &services).is_none());
     }
 }

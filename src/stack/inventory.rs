@@ -4,7 +4,7 @@
 //! set, so a record bounds the orphans and never adds to them ([`crate::stack::classify::Recorded`]).
 
 mod applyset;
-mod argo;
+pub mod argo;
 mod flux;
 mod helm;
 mod kapp;
@@ -149,7 +149,18 @@ pub struct StackRecord {
     /// The only kinds its tool lists when it prunes, besides the desired set's: a kapp app's
     /// record `usedGKs`, by the app's label value (see [`kapp::kapp_record`]); `None`: every kind.
     pub kapp_kinds: Option<KappKinds>,
+    /// The kinds its tool never manages: an Argo CD Application's (by the name its tracking ids
+    /// carry), as its control planes' settings say (see [`argo::ResourceFilter`]).
+    pub argo_filter: Option<ArgoFilter>,
+    /// Why its tool deletes its members with `propagationPolicy: Orphan` (their dependents
+    /// stay): a Flux HelmRelease's `spec.uninstall.deletionPropagation: orphan` on a teardown,
+    /// an Argo CD Application's `PrunePropagationPolicy=orphan` on a prune (membership review 30,
+    /// F3). A plan deleting with another policy is refused ([`Placement::orphans_dependents`]).
+    pub orphans_dependents: Option<String>,
 }
+
+/// The name an Argo CD stack's tracking ids carry, and the kinds its Argo CD never manages.
+pub type ArgoFilter = (String, argo::ResourceFilter);
 
 /// A kapp app's label value and the kinds (group, kind) its app record's `usedGKs` holds.
 pub type KappKinds = (String, Vec<(String, String)>);
@@ -251,12 +262,20 @@ pub struct Placement {
     record_namespace: Option<String>,
     build_overrides: Option<String>,
     kapp_kinds: Option<KappKinds>,
+    argo_filter: Option<ArgoFilter>,
+    orphans_dependents: Option<String>,
 }
 
 /// The placement each stack's desired set was resolved with, by the marks its objects carry.
 pub type Placements = std::collections::HashMap<crate::model::trackers::Mark, Placement>;
 
 impl Placement {
+    /// Why the stack's tool deletes with `propagationPolicy: Orphan`, if it does (see
+    /// [`StackRecord::orphans_dependents`]).
+    pub fn orphans_dependents(&self) -> Option<&str> {
+        self.orphans_dependents.as_deref()
+    }
+
     /// What changed since `planned`, in words; `None` when nothing did.
     pub fn changed_since(&self, planned: &Placement) -> Option<String> {
         let shown = |value: &Option<String>| value.clone().unwrap_or_else(|| "none".to_string());
@@ -289,6 +308,13 @@ impl Placement {
         if self.kapp_kinds != planned.kapp_kinds {
             changes.push("the kinds its kapp app record lists (usedGKs) changed".to_string());
         }
+        if self.orphans_dependents != planned.orphans_dependents {
+            changes.push("the propagation policy its tool deletes with changed".to_string());
+        }
+        if self.argo_filter != planned.argo_filter {
+            changes
+                .push("the kinds its Argo CD manages (resource.exclusions, resource.inclusions) changed".to_string());
+        }
         if self.record_namespace != planned.record_namespace {
             changes.push(format!(
                 "its record is in namespace {} (was {})",
@@ -313,6 +339,8 @@ impl StackRecord {
             record_namespace: self.record_namespace.clone(),
             build_overrides: self.build_overrides.clone(),
             kapp_kinds: self.kapp_kinds.clone(),
+            argo_filter: self.argo_filter.clone(),
+            orphans_dependents: self.orphans_dependents.clone(),
         }
     }
 }
@@ -334,6 +362,8 @@ impl From<Inventory> for StackRecord {
             record_namespace: inventory.record_namespace,
             path_reading: None,
             kapp_kinds: None,
+            argo_filter: None,
+            orphans_dependents: None,
         }
     }
 }

@@ -557,6 +557,7 @@ pub fn tool_rules(object: &Listed, context: &Context) -> Option<KeepReason> {
     tool_keeps(object, tracker)
         .or_else(|| kpt_needed(object, context))
         .or_else(|| kapp_unlisted(object, context))
+        .or_else(|| argo_unmanaged(object, context))
         .or_else(|| argocd_teardown_keeps(object, context))
         .map(|why| KeepReason::ToolWouldKeep { why })
 }
@@ -610,6 +611,19 @@ pub fn kapp_unlisted(object: &Listed, context: &Context) -> Option<String> {
         .iter()
         .filter(|mark| mark.preset == Preset::Kapp)
         .find_map(|mark| needs.unlisted_by_kapp(&mark.value.name, &object.id()))
+}
+
+/// Rule: Argo CD never manages, so never prunes, an object of a kind its core exclusions or its
+/// control plane's `resource.exclusions` / `resource.inclusions` leave out (see
+/// [`crate::stack::desired::Needs::scope_argo`]; membership review 30, F1).
+pub fn argo_unmanaged(object: &Listed, context: &Context) -> Option<String> {
+    let Question::Orphan { needs: Some(needs), .. } = &context.question else {
+        return None;
+    };
+    crate::model::trackers::marks(&object.meta)
+        .iter()
+        .filter(|mark| mark.preset == Preset::ArgoCd)
+        .find_map(|mark| needs.unmanaged_by_argo(&mark.value.name, &object.id()))
 }
 
 /// Rule: a member of a stack torn down whose tool would leave it behind when the stack is

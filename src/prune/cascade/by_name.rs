@@ -7,12 +7,15 @@
 //!   `pkg/serviceaccount/util.go` `IsServiceAccountToken`), whatever the cascade policy;
 //! - the endpoints controller deletes the Endpoints of a Service's namespace and name once the
 //!   Service is gone, with a selector or without (`pkg/controller/endpoint/endpoints_controller.go`
-//!   `syncService`).
+//!   `syncService`);
+//! - the pod garbage collector force-deletes every Pod bound to a Node that is gone
+//!   (`pkg/controller/podgc/gc_controller.go` `gcOrphaned`; order review 30, F2).
 //!
-//! These controllers make what they delete so: such an object counts as a victim of the planned
-//! ServiceAccount or Service only when a keep marker, the plan keeping it, or the mark of a stack
-//! the plan does not tear down says it is someone's ([`Counted::counts_as_made`]). The plan and the
-//! re-check before each wave ask this one function.
+//! The first two controllers make what they delete so: such an object counts as a victim of the
+//! planned ServiceAccount or Service only when a keep marker, the plan keeping it, or the mark of
+//! a stack the plan does not tear down says it is someone's ([`Counted::counts_as_made`]); a Pod
+//! counts as any owner's dependent does ([`Counted::counts`]: a bare Pod always). The plan and
+//! the re-check before each wave ask this one function.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -50,7 +53,38 @@ pub async fn named_cascades(
             found.extend(endpoints_cascade(client, endpoints, service, planned, counted).await);
         }
     }
+    let nodes = names.values().filter(|id| id.group.is_empty() && id.kind == "Node");
+    if let Some(pod) = catalog.get("", "Pod") {
+        for node in nodes {
+            found.extend(pods_cascade(client, pod, node, planned, counted).await);
+        }
+    }
     found
+}
+
+/// The Pods bound to a planned Node, listed in every namespace.
+async fn pods_cascade(
+    client: &Client,
+    pod: &Arc<KindInfo>,
+    node: &ObjectId,
+    planned: &Planned,
+    counted: &Counted<'_>,
+) -> Option<(Cascade, Vec<Listed>)> {
+    let fields = format!("spec.nodeName={}", node.name);
+    let query = ListQuery {
+        fields: Some(&fields),
+        ..ListQuery::default()
+    };
+    let mut pods = Vec::new();
+    let take = |page: Vec<kube::core::PartialObjectMeta<kube::api::DynamicObject>>| {
+        pods.extend(page.into_iter().map(|p| Listed::new(Arc::clone(pod), p.metadata)));
+    };
+    if let Err(err) = list_metadata_pages(client, pod, &query, take).await {
+        tracing::warn!("cannot list the Pods bound to {node}: {err}");
+        return Some(unlisted(node, "Pod"));
+    }
+    let counting = |o: &Listed| counted.counts(o);
+    cascade_of(node, pods.iter(), planned, &counting)
 }
 
 fn is_core(id: &ObjectId, kind: &str) -> bool {
@@ -85,7 +119,9 @@ async fn token_cascades(
         };
         for (uid, account) in accounts {
             let taken = tokens.iter().filter(|token| is_token_of(token, &account.name, uid));
-            found.extend(cascade_of(account, taken, planned, counted));
+            found.extend(cascade_of(account, taken, planned, &|o: &Listed| {
+                counted.counts_as_made(o)
+            }));
         }
     }
     found
@@ -134,7 +170,9 @@ async fn endpoints_cascade(
     match with_retries("get endpoints", || api.get_metadata(&service.name)).await {
         Ok(object) => {
             let listed = Listed::new(Arc::clone(endpoints), object.metadata);
-            cascade_of(service, std::iter::once(&listed), planned, counted)
+            cascade_of(service, std::iter::once(&listed), planned, &|o: &Listed| {
+                counted.counts_as_made(o)
+            })
         }
         Err(err) if is_not_found(&err) => None,
         Err(err) => {
@@ -149,12 +187,12 @@ fn cascade_of<'a>(
     holder: &ObjectId,
     taken: impl Iterator<Item = &'a Listed>,
     planned: &Planned,
-    counted: &Counted<'_>,
+    counts: &dyn Fn(&Listed) -> bool,
 ) -> Option<(Cascade, Vec<Listed>)> {
     let mut seen = HashSet::new();
     let counting: Vec<&Listed> = taken
         .filter(|o| !planned.uids.contains(o.uid()) && !o.is_terminating())
-        .filter(|o| seen.insert(o.uid().to_string()) && counted.counts_as_made(o))
+        .filter(|o| seen.insert(o.uid().to_string()) && counts(o))
         .collect();
     if counting.is_empty() {
         return None;
@@ -179,6 +217,7 @@ fn cascade_of<'a>(
 fn maker(id: &ObjectId) -> &'static str {
     match id.kind.as_str() {
         "Secret" => "the token controller",
+        "Pod" => "the pod garbage collector",
         _ => "the endpoints controller",
     }
 }
@@ -258,9 +297,18 @@ mod tests {
             ],
         );
         let planned = Planned::default();
-        assert!(cascade_of(&holder, [&plain].into_iter(), &planned, &counted).is_none());
-        let (cascade, taken) =
-            cascade_of(&holder, [&plain, &marked, &tracked].into_iter(), &planned, &counted).expect("two count");
+        assert!(
+            cascade_of(&holder, [&plain].into_iter(), &planned, &|o: &Listed| counted
+                .counts_as_made(o))
+            .is_none()
+        );
+        let (cascade, taken) = cascade_of(
+            &holder,
+            [&plain, &marked, &tracked].into_iter(),
+            &planned,
+            &|o: &Listed| counted.counts_as_made(o),
+        )
+        .expect("two count");
         let names: Vec<&str> = cascade.victims.iter().map(|v| v.id.name.as_str()).collect();
         assert_eq!(names, ["marked", "tracked"]);
         assert_eq!(taken.len(), 2);
@@ -275,7 +323,9 @@ mod tests {
             kept: &kept,
         };
         assert!(
-            cascade_of(&holder, [&plain].into_iter(), &planned, &counted).is_some(),
+            cascade_of(&holder, [&plain].into_iter(), &planned, &|o: &Listed| counted
+                .counts_as_made(o))
+            .is_some(),
             "kept by the plan"
         );
         let planned = Planned {
@@ -287,7 +337,9 @@ mod tests {
             kept: &HashSet::new(),
         };
         assert!(
-            cascade_of(&holder, [&marked].into_iter(), &planned, &counted).is_none(),
+            cascade_of(&holder, [&marked].into_iter(), &planned, &|o: &Listed| counted
+                .counts_as_made(o))
+            .is_none(),
             "planned itself"
         );
     }

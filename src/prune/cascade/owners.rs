@@ -135,7 +135,9 @@ pub fn owner_cascades(
         if planned.uids.contains(object.uid())
             || object.is_terminating()
             || !counted.counts(object)
-            || made_by_control_plane(&object.id(), &object.meta, &services).is_some()
+            // What the control plane makes counts all the same when marked as someone's (order
+            // review 30, F1: another stack's EndpointSlice owned by a planned Service).
+            || (made_by_control_plane(&object.id(), &object.meta, &services).is_some() && !counted.counts_as_made(object))
             || !dies_with_plan(&object.meta, &planned.uids, &owners_of, planned.orphans)
         {
             continue;

@@ -73,6 +73,9 @@ pub struct Needs {
     /// The kinds each kapp app (by label value) lists when it deploys this set: its record's
     /// `usedGKs` and the set's own kinds ([`Needs::scope_kapp`]).
     kapp_kinds: HashMap<String, HashSet<(String, String)>>,
+    /// The kinds each Argo CD stack's Argo CD never manages, by the name its tracking ids carry
+    /// ([`Needs::scope_argo`]).
+    argo_filters: HashMap<String, crate::stack::inventory::argo::ResourceFilter>,
 }
 
 impl Needs {
@@ -136,10 +139,25 @@ impl Needs {
         })
     }
 
+    /// Bounds what the Argo CD stack `app` manages, so prunes, to the kinds `filter` does not
+    /// exclude.
+    pub fn scope_argo(&mut self, app: &str, filter: &crate::stack::inventory::argo::ResourceFilter) {
+        self.argo_filters.insert(app.to_string(), filter.clone());
+    }
+
+    /// Why the Argo CD stack `app` never prunes `id` (a kind its Argo CD never manages:
+    /// [`Needs::scope_argo`]), if it does not.
+    pub fn unmanaged_by_argo(&self, app: &str, id: &ObjectId) -> Option<String> {
+        self.argo_filters.get(app)?.excludes(&id.group, &id.kind)
+    }
+
     /// Adds every need of another desired set (a run that judges several stacks).
     pub fn extend(&mut self, other: &Needs) {
         for (id, need) in &other.needed {
             self.insert(id.clone(), need.clone());
+        }
+        for (app, filter) in &other.argo_filters {
+            self.argo_filters.entry(app.clone()).or_insert_with(|| filter.clone());
         }
         for (app, kinds) in &other.kapp_kinds {
             self.kapp_kinds
@@ -170,7 +188,7 @@ impl Needs {
 
     /// Whether nothing is needed.
     pub fn is_empty(&self) -> bool {
-        self.needed.is_empty() && self.kapp_kinds.is_empty()
+        self.needed.is_empty() && self.kapp_kinds.is_empty() && self.argo_filters.is_empty()
     }
 }
 

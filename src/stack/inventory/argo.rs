@@ -16,8 +16,12 @@
 //! plugin make it build other names than the files hold, as a Flux Kustomization's overrides
 //! do, and `-f`/`-k` do not reproduce them (reviews 19 F2 and 20 G1).
 
+mod resources;
+
 use kube::api::{DynamicObject, ListParams};
 use serde_json::Value;
+
+pub use resources::ResourceFilter;
 
 use super::StackRecord;
 use crate::cluster::retry::with_retries;
@@ -72,17 +76,12 @@ pub async fn argo_record(
             .hint("delete them with Argo CD (`argocd app delete --cascade`), which knows its settings"),
         });
     }
-    if let Some(keeping) = applications.iter().find(|a| comparing && prunes_none(a)) {
-        return Err(super::prunes_nothing(&format!(
-            "Application {} sets Prune=false in spec.syncPolicy.syncOptions: Argo CD prunes none of its resources",
-            name_of(keeping)
-        )));
-    }
-    if let Some(why) = applications.iter().filter(|_| comparing).find_map(deploys_elsewhere) {
-        return Err(super::prunes_nothing(&why));
-    }
+    let filter = resource_filter(&applications, &planes, comparing)?;
+    refuse_prunes_nothing(&applications, comparing)?;
     let built_as = built_as(&applications);
     let overrides = StackRecord {
+        argo_filter: Some((value.name.clone(), filter)),
+        orphans_dependents: orphans_dependents(&applications, comparing),
         renamed_by: renamed_by(&applications),
         build_overrides: sources_of(&applications, built_as.as_deref()),
         // No Application: nothing is built, and what its objects are is told elsewhere.
@@ -110,6 +109,59 @@ pub async fn argo_record(
         ))
         .hint("write metadata.namespace in each namespaced manifest, or name the Application as NAMESPACE_NAME")),
     }
+}
+
+/// The kinds the deciding control planes' Argo CD never manages (membership review 30, F1): its
+/// Applications prune no member of them. Settings Argo CD cannot read refuse the stack.
+fn resource_filter(
+    applications: &[DynamicObject],
+    planes: &[ControlPlane],
+    comparing: bool,
+) -> Result<ResourceFilter, UserError> {
+    let mut filter = ResourceFilter::default();
+    for plane in deciding(applications, planes) {
+        if let Err(err) = filter.add(plane.exclusions.as_deref(), plane.inclusions.as_deref()) {
+            let why = format!(
+                "{err} (in {}): Argo CD loads no settings then, and syncs nothing",
+                plane.namespace
+            );
+            return Err(match comparing {
+                true => super::prunes_nothing(&why),
+                false => UserError::refused(why),
+            });
+        }
+    }
+    Ok(filter)
+}
+
+/// Refuses a comparison with an Application that prunes nothing here: `Prune=false`, or a
+/// destination in another cluster.
+fn refuse_prunes_nothing(applications: &[DynamicObject], comparing: bool) -> Result<(), UserError> {
+    if !comparing {
+        return Ok(());
+    }
+    if let Some(keeping) = applications.iter().find(|a| prunes_none(a)) {
+        return Err(super::prunes_nothing(&format!(
+            "Application {} sets Prune=false in spec.syncPolicy.syncOptions: Argo CD prunes none of its resources",
+            name_of(keeping)
+        )));
+    }
+    match applications.iter().find_map(deploys_elsewhere) {
+        Some(why) => Err(super::prunes_nothing(&why)),
+        None => Ok(()),
+    }
+}
+
+/// Why Argo CD prunes the Applications' resources with `propagationPolicy: Orphan`
+/// (`PrunePropagationPolicy=orphan`), when comparing (membership review 30, F3).
+fn orphans_dependents(applications: &[DynamicObject], comparing: bool) -> Option<String> {
+    let orphaning = applications
+        .iter()
+        .find(|a| comparing && has_sync_option(a, "PrunePropagationPolicy=orphan"))?;
+    Some(format!(
+        "Application {} sets PrunePropagationPolicy=orphan: Argo CD prunes with propagationPolicy Orphan",
+        name_of(orphaning)
+    ))
 }
 
 /// `NAMESPACE/NAME` of an Application.
@@ -265,16 +317,16 @@ fn destination_of(application: &DynamicObject) -> Option<&str> {
 
 /// Whether an Application's own sync options keep every resource from pruning.
 fn prunes_none(application: &DynamicObject) -> bool {
+    has_sync_option(application, "Prune=false")
+}
+
+/// Whether an Application's `spec.syncPolicy.syncOptions` hold `option`.
+fn has_sync_option(application: &DynamicObject, option: &str) -> bool {
     application
         .data
         .pointer("/spec/syncPolicy/syncOptions")
         .and_then(Value::as_array)
-        .is_some_and(|options| {
-            options
-                .iter()
-                .filter_map(Value::as_str)
-                .any(|o| o.trim() == "Prune=false")
-        })
+        .is_some_and(|options| options.iter().filter_map(Value::as_str).any(|o| o.trim() == option))
 }
 
 /// The Applications `app` names: the one of `NAMESPACE_NAME`, else those of that name in a
@@ -332,6 +384,10 @@ struct ControlPlane {
     installation_id: Option<String>,
     /// `application.resourceTrackingMethod`: `label` tracks by the instance label alone.
     tracking_method: Option<String>,
+    /// `resource.exclusions` and `resource.inclusions`: the kinds it never manages
+    /// ([`ResourceFilter`]).
+    exclusions: Option<String>,
+    inclusions: Option<String>,
 }
 
 impl ControlPlane {
@@ -350,6 +406,8 @@ impl ControlPlane {
             namespace: config_map.metadata.namespace.clone()?,
             installation_id: setting("installationID"),
             tracking_method: setting("application.resourceTrackingMethod"),
+            exclusions: setting("resource.exclusions"),
+            inclusions: setting("resource.inclusions"),
         })
     }
 

@@ -94,6 +94,8 @@ impl FluxStack {
             build_overrides: self.overrides,
             path_reading: None,
             kapp_kinds: None,
+            argo_filter: None,
+            orphans_dependents: None,
         }
     }
 }

@@ -74,7 +74,7 @@ pub(super) async fn flux_helm_record(
             }
         },
     };
-    match load_helm(session, &release, &storage, revision).await {
+    match load_release(session, &release, &storage, revision, false).await {
         Ok(mut found) => {
             // helm-controller deletes through the account it impersonates: what that account may
             // not delete stays (see `impersonation_over`), on uninstall and upgrade alike.
@@ -94,6 +94,9 @@ pub(super) async fn flux_helm_record(
             let release_mark = found.tracker.value.clone();
             let mut record: StackRecord = found.into();
             record.helm_release = release_mark;
+            record.orphans_dependents = (revision == HelmRevision::Latest)
+                .then(|| uninstall_orphans(&object.data, &id))
+                .flatten();
             record.flux_helm_release = Some(MarkValue {
                 name: name.to_string(),
                 namespace: Some(namespace.to_string()),
@@ -103,6 +106,17 @@ pub(super) async fn flux_helm_record(
         Err(Unloaded::Absent(err)) => Err(no_helm_release(&release, &err)),
         Err(Unloaded::Failed(err)) => Err(err),
     }
+}
+
+/// Why helm-controller uninstalls a HelmRelease (`id`, whole `object`) with
+/// `propagationPolicy: Orphan`, if it does: its `spec.uninstall.deletionPropagation`
+/// (fluxcd/helm-controller `internal/action/uninstall.go`: `uninstall.DeletionPropagation`;
+/// membership review 30, F3).
+fn uninstall_orphans(object: &Value, id: &crate::model::identity::ObjectId) -> Option<String> {
+    let propagation = object.pointer("/spec/uninstall/deletionPropagation")?.as_str()?;
+    propagation.eq_ignore_ascii_case("orphan").then(|| {
+        format!("{id} sets spec.uninstall.deletionPropagation: orphan: helm-controller uninstalls with propagationPolicy Orphan")
+    })
 }
 
 /// The record of Helm release `release` (stored in `namespace`) when a Flux HelmRelease owns it:
@@ -309,13 +323,28 @@ pub enum HelmRevision {
     Latest,
 }
 
+/// A plain Helm release's record, as `helm upgrade` or `helm uninstall` reads it (see
+/// [`revision::choose`]: `helm upgrade` refuses a pending release).
 pub(super) async fn load_helm(
     session: &Session,
     release: &str,
     namespace: &str,
     revision: HelmRevision,
 ) -> Result<Inventory, Unloaded> {
-    let chosen = match revision::choose(release_history(session, release, namespace).await?, revision) {
+    load_release(session, release, namespace, revision, true).await
+}
+
+/// A Helm release's record; `helm_upgrade`: compared as `helm upgrade` itself compares (a Flux
+/// HelmRelease's release is compared as helm-controller does).
+async fn load_release(
+    session: &Session,
+    release: &str,
+    namespace: &str,
+    revision: HelmRevision,
+    helm_upgrade: bool,
+) -> Result<Inventory, Unloaded> {
+    let history = release_history(session, release, namespace).await?;
+    let chosen = match revision::choose(history, revision, helm_upgrade) {
         Ok(chosen) => chosen,
         Err(Unchosen::NoRevision) => {
             return Err(Unloaded::Absent(
@@ -339,15 +368,7 @@ pub(super) async fn load_helm(
     }
     let decoded = chosen.body;
     let manifest = decoded.get("manifest").and_then(Value::as_str).unwrap_or_default();
-    // Helm builds the manifests with the release namespace as the default namespace
-    // (helm/helm `pkg/kube/client.go` `Build`: `NamespaceParam(...).DefaultNamespace()`); it is
-    // the storage namespace unless the release was stored elsewhere (Flux `storageNamespace`).
-    let release_namespace = decoded
-        .get("namespace")
-        .and_then(Value::as_str)
-        .filter(|ns| !ns.is_empty())
-        .unwrap_or(namespace)
-        .to_string();
+    let release_namespace = release_namespace_of(&decoded, namespace);
     let documents = parse_text_by_document(manifest, &format!("helm release {namespace}/{release} v{version}"))?;
     let all: Vec<Manifest> = documents.iter().flat_map(|d| d.manifests.iter().cloned()).collect();
     let record = format!("Helm release {namespace}/{release} v{version}");
@@ -387,6 +408,18 @@ pub(super) async fn load_helm(
         renamed_by: None,
         record_namespace: None,
     })
+}
+
+/// The namespace Helm builds a release's manifests in: the release body's own (helm/helm
+/// `pkg/kube/client.go` `Build`: `NamespaceParam(...).DefaultNamespace()`), which is the storage
+/// namespace (`stored_in`) unless the release was stored elsewhere (Flux `storageNamespace`).
+fn release_namespace_of(decoded: &Value, stored_in: &str) -> String {
+    decoded
+        .get("namespace")
+        .and_then(Value::as_str)
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or(stored_in)
+        .to_string()
 }
 
 /// What a release records: its manifest's objects, or nothing when the manifest holds a kind

@@ -38,6 +38,16 @@ pub(crate) enum Unchosen {
     /// Neither the latest body nor any Secret labelled `status=deployed` is deployed.
     #[error("has no deployed revision: Helm itself would not upgrade or prune it")]
     NoDeployed,
+    /// The latest body is `pending-install`, `pending-upgrade` or `pending-rollback`: `helm
+    /// upgrade` refuses it ("another operation (install/upgrade/rollback) is in progress",
+    /// helm/helm `pkg/action/upgrade.go` `prepareUpgrade`: `errPending`) and prunes nothing.
+    #[error("is {status} (revision {version}): `helm upgrade` refuses a release with an operation in progress and prunes nothing")]
+    Pending {
+        /// The latest body's status.
+        status: String,
+        /// Its revision.
+        version: i64,
+    },
     /// Two Secrets record the same highest revision in their bodies: which one Helm reads
     /// depends on the order the API lists them in.
     #[error(
@@ -58,10 +68,25 @@ pub(crate) enum Unchosen {
 /// `status=deployed`; for an uninstall, the latest body. Never more than Helm: where Helm would
 /// upgrade against a failed or superseded latest revision because none is deployed, none is
 /// chosen (nothing is an orphan).
-pub(crate) fn choose<T>(stored: Vec<Stored<T>>, which: HelmRevision) -> Result<Stored<T>, Unchosen> {
+///
+/// `helm_upgrade`: the comparison is `helm upgrade`'s own, which refuses a release whose latest
+/// body is pending ([`Unchosen::Pending`], membership review 30, F2); helm-controller first marks
+/// such a revision failed and then upgrades against the last deployed one, so a Flux
+/// HelmRelease's comparison reads that one.
+pub(crate) fn choose<T>(
+    stored: Vec<Stored<T>>,
+    which: HelmRevision,
+    helm_upgrade: bool,
+) -> Result<Stored<T>, Unchosen> {
     let (latest, rest) = newest(stored)?;
     if which == HelmRevision::Latest || latest.status == "deployed" {
         return Ok(latest);
+    }
+    if helm_upgrade && latest.status.starts_with("pending-") {
+        return Err(Unchosen::Pending {
+            status: latest.status,
+            version: latest.version,
+        });
     }
     let labelled = std::iter::once(latest)
         .chain(rest)
@@ -109,7 +134,7 @@ mod tests {
     }
 
     fn chosen(history: Vec<Stored<&'static str>>, which: HelmRevision) -> Result<String, Unchosen> {
-        choose(history, which).map(|s| s.secret)
+        choose(history, which, false).map(|s| s.secret)
     }
 
     #[test]
@@ -121,8 +146,22 @@ mod tests {
                 stored("v3", "pending-upgrade", 3, "pending-upgrade"),
             ]
         };
+        // helm-controller's comparison (it marks the pending revision failed first).
         assert_eq!(chosen(history(), HelmRevision::LastDeployed), Ok("v2".into()));
         assert_eq!(chosen(history(), HelmRevision::Latest), Ok("v3".into()));
+        // `helm upgrade`'s refuses a pending latest revision: it prunes nothing (review 30, F2).
+        assert_eq!(
+            choose(history(), HelmRevision::LastDeployed, true).map(|s| s.secret),
+            Err(Unchosen::Pending {
+                status: "pending-upgrade".into(),
+                version: 3
+            })
+        );
+        assert_eq!(
+            choose(history(), HelmRevision::Latest, true).map(|s| s.secret),
+            Ok("v3".into()),
+            "an uninstall reads the latest"
+        );
         let failed = vec![stored("v1", "failed", 1, "failed")];
         assert_eq!(chosen(failed, HelmRevision::LastDeployed), Err(Unchosen::NoDeployed));
         assert_eq!(chosen(Vec::new(), HelmRevision::Latest), Err(Unchosen::NoRevision));
@@ -200,7 +239,7 @@ mod tests {
             stored("relabelled-v1", "deployed", 1, "superseded"),
             stored("v2", "uninstalled", 2, "uninstalled"),
         ];
-        let latest = choose(history, HelmRevision::Latest).unwrap();
+        let latest = choose(history, HelmRevision::Latest, true).unwrap();
         assert_eq!((latest.secret.as_str(), latest.status.as_str()), ("v2", "uninstalled"));
     }
 }
