@@ -55,7 +55,7 @@ pub(super) async fn load_applyset(session: &Session, parent: &str) -> Result<Inv
 /// kubectl prunes with a parent of a permitted kind only (kubernetes/kubectl
 /// `pkg/cmd/apply/applyset.go` `Validate`: "resource ... is not permitted as an ApplySet
 /// parent"): a Secret, a ConfigMap, or a custom resource of a CRD labelled
-/// `applyset.kubernetes.io/is-parent-type: "true"` now (membership review 27, F2: a CRD that
+/// `applyset.kubernetes.io/is-parent-type` now, whatever its value (membership review 27, F2: a CRD that
 /// lost the label makes its resources no parents, and kubectl prunes nothing with them).
 async fn permitted_parent(session: &Session, kind: &KindInfo) -> Result<(), UserError> {
     if parent_kinds(session)
@@ -66,21 +66,23 @@ async fn permitted_parent(session: &Session, kind: &KindInfo) -> Result<(), User
         return Ok(());
     }
     Err(UserError::refused(format!(
-        "{} is not permitted as an ApplySet parent kind (only Secrets, ConfigMaps and custom resources of CRDs labelled {APPLYSET_PARENT_TYPE}=true are): kubectl prunes nothing with it, and neither does kubectl-stack",
+        "{} is not permitted as an ApplySet parent kind (only Secrets, ConfigMaps and custom resources of CRDs labelled {APPLYSET_PARENT_TYPE} are): kubectl prunes nothing with it, and neither does kubectl-stack",
         kind.kind_with_group()
     ))
     .hint(format!("label its CRD {APPLYSET_PARENT_TYPE}=true again to make it a parent kind, then prune")))
 }
 
 /// The kinds kubectl accepts as ApplySet parents now: Secrets, ConfigMaps, and the kinds of the
-/// CRDs labelled `applyset.kubernetes.io/is-parent-type: "true"`.
+/// CRDs labelled `applyset.kubernetes.io/is-parent-type` (kubectl selects the label's existence).
 async fn parent_kinds(session: &Session) -> Result<Vec<std::sync::Arc<KindInfo>>, UserError> {
     let mut kinds: Vec<std::sync::Arc<KindInfo>> = [("", "Secret"), ("", "ConfigMap")]
         .into_iter()
         .filter_map(|(group, kind)| session.catalog.get(group, kind).cloned())
         .collect();
     if let Some(crds) = session.catalog.get("apiextensions.k8s.io", "CustomResourceDefinition") {
-        let parent_types = list_labelled(session, crds, &format!("{APPLYSET_PARENT_TYPE}=true")).await?;
+        // kubectl selects them by the label's existence, whatever its value
+        // (`getAllowedCustomResourceParents`: `LabelSelectorOpExists`).
+        let parent_types = list_labelled(session, crds, APPLYSET_PARENT_TYPE).await?;
         kinds.extend(parent_types.iter().filter_map(|crd| {
             let group = crd.data.pointer("/spec/group").and_then(Value::as_str)?;
             let kind = crd.data.pointer("/spec/names/kind").and_then(Value::as_str)?;
@@ -115,7 +117,7 @@ const APPLYSET_PARENT_TYPE: &str = "applyset.kubernetes.io/is-parent-type";
 
 /// The ApplySet parent with this id, found by its `applyset.kubernetes.io/id` label among the
 /// kinds kubectl accepts as parents (Secrets, ConfigMaps, custom resources of CRDs labelled
-/// `applyset.kubernetes.io/is-parent-type: "true"`), in every namespace. Only a parent whose id
+/// `applyset.kubernetes.io/is-parent-type`), in every namespace. Only a parent whose id
 /// is its own (the hash of its name, namespace, kind and group, as kubectl checks it) counts: a
 /// copied label does not make a parent. `None` when there is none; an error when the parents
 /// cannot be listed or several claim the id.
@@ -151,7 +153,10 @@ fn applyset_inventory(object: &DynamicObject, kind: &KindInfo, catalog: &Catalog
     let name = object.metadata.name.clone().unwrap_or_default();
     let namespace = object.metadata.namespace.as_deref().filter(|_| kind.namespaced);
     let annotations = object.metadata.annotations.clone().unwrap_or_default();
-    let kinds = group_kinds(annotations.get(GROUP_KINDS).map(String::as_str));
+    let (kinds, unmapped) = match annotations.get(GROUP_KINDS) {
+        Some(listed) => (group_kinds(Some(listed)), None),
+        None => group_resources(annotations.get(GROUP_RESOURCES).map(String::as_str), catalog),
+    };
     let id = object
         .metadata
         .labels
@@ -173,6 +178,10 @@ fn applyset_inventory(object: &DynamicObject, kind: &KindInfo, catalog: &Catalog
     };
     let inventory = format!("ApplySet parent {}/{name}", kind.kind_with_group());
     let refused = match unserved_kinds(&kinds, catalog) {
+        _ if unmapped.is_some() => Some(format!(
+            "lists {} in {GROUP_RESOURCES}, which the cluster does not serve: `kubectl apply --prune --applyset` refuses to prune with it (\"could not find kind for resource\"), so it prunes nothing of it",
+            unmapped.unwrap_or_default()
+        )),
         Some(unserved) => Some(format!(
             "lists {unserved} in {GROUP_KINDS}, which the cluster does not serve: `kubectl apply --prune --applyset` refuses to prune with it (\"could not find mapping for kind\"), so it prunes nothing of it; serve that kind again or remove it from the annotation, then prune"
         )),
@@ -212,6 +221,35 @@ fn applyset_inventory(object: &DynamicObject, kind: &KindInfo, catalog: &Catalog
 
 /// The annotation that lists the group-kinds of an ApplySet's members.
 const GROUP_KINDS: &str = "applyset.kubernetes.io/contains-group-kinds";
+/// The annotation that listed them as group-resources before [`GROUP_KINDS`], which kubectl still
+/// reads when that one is absent.
+const GROUP_RESOURCES: &str = "applyset.kubernetes.io/contains-group-resources";
+
+/// The group-kinds of a parent that lists its members' group-resources only (kubectl
+/// `pkg/cmd/apply/applyset.go` `parseDeprecatedResourceAnnotation`, read when
+/// `contains-group-kinds` is absent; membership review 30, F4): each `resource.group` mapped to
+/// its kind as a REST mapper maps it (plural, singular or short name), and the items that map to
+/// none, comma-joined, when any does not (kubectl then refuses the whole prune). Absent or empty:
+/// no kinds (kubectl refuses a parent without either annotation and prunes nothing).
+fn group_resources(annotation: Option<&str>, catalog: &Catalog) -> (HashSet<(String, String)>, Option<String>) {
+    let mut kinds = HashSet::new();
+    let mut unmapped = Vec::new();
+    let listed = annotation.unwrap_or_default();
+    for item in listed.split(',').filter(|_| !listed.is_empty()) {
+        let (resource, group) = item.split_once('.').unwrap_or((item, ""));
+        let found = catalog.kinds().iter().find(|k| {
+            k.group == group
+                && (k.plural == resource || k.singular == resource || k.short_names.iter().any(|s| s == resource))
+        });
+        match found {
+            Some(kind) => {
+                kinds.insert((kind.group.clone(), kind.kind.clone()));
+            }
+            None => unmapped.push(item.to_string()),
+        }
+    }
+    (kinds, (!unmapped.is_empty()).then(|| unmapped.join(", ")))
+}
 /// The annotation that lists the namespaces beyond the parent's that hold members.
 const ADDITIONAL_NAMESPACES: &str = "applyset.kubernetes.io/additional-namespaces";
 
@@ -257,4 +295,33 @@ fn unserved_kinds(kinds: &HashSet<(String, String)>, catalog: &Catalog) -> Optio
         .collect();
     unserved.sort();
     (!unserved.is_empty()).then(|| unserved.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::discovery::DiscoverySource;
+    use crate::cluster::fixtures::kind;
+
+    /// Membership review 30, F4: a parent written before `contains-group-kinds` lists its
+    /// members' group-resources, which kubectl still maps to kinds and prunes.
+    #[test]
+    fn a_parent_listing_group_resources_records_their_kinds() {
+        let catalog = Catalog::new(
+            vec![kind("", "ConfigMap", true), kind("apps", "Deployment", true)],
+            vec![],
+            DiscoverySource::PerGroup,
+        );
+        let (kinds, unmapped) = group_resources(Some("configmaps,deployment.apps"), &catalog);
+        let expected: HashSet<(String, String)> = [
+            (String::new(), "ConfigMap".to_string()),
+            ("apps".to_string(), "Deployment".to_string()),
+        ]
+        .into();
+        assert_eq!((kinds, unmapped), (expected, None));
+        let (_, unmapped) = group_resources(Some("configmaps,gizmos.example.com"), &catalog);
+        assert_eq!(unmapped.as_deref(), Some("gizmos.example.com"));
+        assert_eq!(group_resources(Some(""), &catalog), (HashSet::new(), None));
+        assert_eq!(group_resources(None, &catalog), (HashSet::new(), None));
+    }
 }
