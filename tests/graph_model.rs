@@ -3572,61 +3572,13 @@ fn the_recheck_keeps_an_owner_that_adopted_an_operators_account_mid_run() {
     ensure_flux_crds();
     let flux = Namespace::new("gm27r");
     let f = flux.0.clone();
-    let run = unique("gm27r");
-    let group = own_group(&run);
-    let resource = format!("dooms.{group}");
-    let role = format!("{run}-op");
-    let gadget = format!("{run}-gm");
-    let mut leftovers = Leftovers::new();
-    leftovers.custom(&resource, &f);
-    leftovers.object("crd", &resource);
-    leftovers.object("gadget.stack-test.example.com", &gadget);
-    leftovers.object("clusterrole", &role);
-    leftovers.object("clusterrolebinding", &role);
-    let labels = flux_labels("r27", &f);
-    let rules = format!(
-        "[{{apiGroups: [{group}], resources: [dooms, dooms/finalizers], verbs: [get, list, watch, update, patch]}}]"
+    let held = GadgetAndOperator::new(&f, "r27");
+    let owner = uid_of("gadget.stack-test.example.com", None, &held.gadget);
+    let adopter = format!(
+        r#"{{"apiVersion":"stack-test.example.com/v1beta1","kind":"Gadget","name":"{}","uid":"{owner}","controller":true}}"#,
+        held.gadget
     );
-    apply(&format!(
-        "{}{}{}---\napiVersion: stack-test.example.com/v1beta1\nkind: Gadget\nmetadata: {{name: {gadget}, labels: {labels}}}\n\
----\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: hold, namespace: {f}, labels: {labels}, finalizers: [stack-test.example.com/hold], annotations: {{config.kubernetes.io/depends-on: stack-test.example.com/Gadget/{gadget}}}}}\n",
-        kustomization("r27", &f, ""),
-        crd(&group, "Doom", "dooms", "{}"),
-        operator_with_rbac(&f, "op", &role, &rules, ONE_CONTAINER, "{}"),
-    ));
-    wait_established(&[&format!("crd/{resource}")], &resource);
-    apply(&format!(
-        "apiVersion: {group}/v1\nkind: Doom\nmetadata: {{name: d1, namespace: {f}, finalizers: [{group}/cleanup]}}\n"
-    ));
-    record_flux_inventories(&f);
-    let mut child = spawn_stack(&["prune", "-n", &f, "kustomization/r27", "--yes", "--timeout", "60s"]);
-    wait_while_running(&mut child, Duration::from_secs(60), || {
-        is_terminating("configmap", &f, "hold")
-    });
-    let owner = uid_of("gadget.stack-test.example.com", None, &gadget);
-    let adopted = kubectl(&[
-        "patch",
-        "serviceaccount",
-        "op",
-        "-n",
-        &f,
-        "--type",
-        "merge",
-        "-p",
-        &format!(
-            r#"{{"metadata":{{"ownerReferences":[{{"apiVersion":"stack-test.example.com/v1beta1","kind":"Gadget","name":"{gadget}","uid":"{owner}","controller":true}}]}}}}"#
-        ),
-    ]);
-    assert_eq!(adopted.code, 0, "{}", adopted.stderr);
-    release_finalizers("configmap/hold", &f);
-    let done = finish(child);
-    assert_eq!(done.code, 5, "{}", done.stderr);
-    assert!(
-        exists("gadget.stack-test.example.com", None, &gadget),
-        "{}",
-        done.stderr
-    );
-    assert!(exists("serviceaccount", Some(&f), "op"), "{}", done.stderr);
+    held.adopt_account_mid_run(&adopter);
 }
 
 /// Order review 20, V: the operator's Deployment controller-owns a custom resource carrying the
@@ -4029,19 +3981,8 @@ fn what_a_reclaimed_volume_owns_dies_with_its_claim() {
     let f = flux.0.clone();
     let app = Namespace::new("gmpvo-app");
     let a = app.0.clone();
-    let run = unique("gmpvo");
-    let group = own_group(&run);
-    let dooms = format!("dooms.{group}");
-    let mut leftovers = Leftovers::new();
-    leftovers.custom(&dooms, &a);
-    leftovers.object("crd", &dooms);
+    let (run, group, mut leftovers) = stack_app_with_dooms(&f, &a, "gmpvo");
     let labels = flux_labels("app", &f);
-    apply(&format!(
-        "{}{}",
-        kustomization("app", &f, ""),
-        crd(&group, "Doom", "dooms", "{}")
-    ));
-    wait_established(&[&format!("crd/{dooms}")], &dooms);
     // (case, whether its volume was provisioned, whether its volume controls an operator's
     // binding rather than owning a keep-marked ConfigMap).
     let cases = [
@@ -4057,17 +3998,13 @@ fn what_a_reclaimed_volume_owns_dies_with_its_claim() {
         leftovers.object("persistentvolume", &volume);
         leftovers.object("clusterrole", &role);
         leftovers.object("clusterrolebinding", &role);
-        apply(&format!(
-            "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {claim}, namespace: {a}, labels: {labels}}}\nspec: {{storageClassName: \"\", volumeName: {volume}, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Gi}}}}}}\n"
-        ));
+        apply(&bound_claim(&claim, &a, &volume, &format!(", labels: {labels}")));
         let claim_uid = uid_of("persistentvolumeclaim", Some(&a), &claim);
         let annotations = match provisioned {
-            true => "annotations: {pv.kubernetes.io/provisioned-by: csi.example.com}",
-            false => "annotations: {}",
+            true => "{pv.kubernetes.io/provisioned-by: csi.example.com}",
+            false => "{}",
         };
-        apply(&format!(
-            "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {volume}, {annotations}}}\nspec: {{capacity: {{storage: 1Gi}}, accessModes: [ReadWriteOnce], persistentVolumeReclaimPolicy: Delete, storageClassName: \"\", hostPath: {{path: /tmp/{volume}}}, claimRef: {{namespace: {a}, name: {claim}, uid: {claim_uid}}}}}\n"
-        ));
+        apply(&reclaimed_volume(&volume, annotations, (&a, &claim, &claim_uid)));
         let pv = uid_of("persistentvolume", None, &volume);
         let owned_by = |controller: bool| {
             format!("ownerReferences: [{{apiVersion: v1, kind: PersistentVolume, name: {volume}, uid: {pv}, controller: {controller}}}]")
@@ -4120,14 +4057,13 @@ fn what_a_reclaimed_volume_owns_dies_with_its_claim() {
             planned.stdout
         );
     }
-    for case in ["od", "oh"] {
-        let why = kept_reason(&lines, "PersistentVolumeClaim", &format!("{case}-claim"))
-            .unwrap_or_else(|| panic!("{case}: {}\n{}", planned.stdout, planned.stderr));
-        assert!(
-            why.contains(&format!("Deployment.apps/{a}/{case}-op")) && why.contains(&format!("{case}-op dies with it")),
-            "{case}: {why}"
-        );
-    }
+    assert_kept_for_operators(
+        &lines,
+        "PersistentVolumeClaim",
+        |case| format!("{case}-claim"),
+        &a,
+        &["od", "oh"],
+    );
 }
 
 /// Order review 28, F2 (wrong deletion): planned ConfigMap `holder` owns claim `data` (not
@@ -4143,19 +4079,8 @@ fn a_need_under_a_reclaimed_volume_of_a_planned_owners_claim_keeps_that_owner() 
     ensure_flux_crds();
     let flux = Namespace::new("gm28v");
     let f = flux.0.clone();
-    let run = unique("gm28v");
-    let group = own_group(&run);
-    let dooms = format!("dooms.{group}");
-    let mut leftovers = Leftovers::new();
-    leftovers.custom(&dooms, &f);
-    leftovers.object("crd", &dooms);
+    let (run, group, mut leftovers) = stack_app_with_dooms(&f, &f, "gm28v");
     let labels = flux_labels("app", &f);
-    apply(&format!(
-        "{}{}",
-        kustomization("app", &f, ""),
-        crd(&group, "Doom", "dooms", "{}")
-    ));
-    wait_established(&[&format!("crd/{dooms}")], &dooms);
     for (case, controller) in [("cv", true), ("pl", false)] {
         let holder = format!("{case}-holder");
         let claim = format!("{case}-data");
@@ -4168,13 +4093,10 @@ fn a_need_under_a_reclaimed_volume_of_a_planned_owners_claim_keeps_that_owner() 
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {holder}, namespace: {f}, labels: {labels}}}\n"
         ));
         let holder_uid = uid_of("configmap", Some(&f), &holder);
-        apply(&format!(
-            "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {claim}, namespace: {f}, ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: {holder}, uid: {holder_uid}, controller: true}}]}}\nspec: {{storageClassName: \"\", volumeName: {volume}, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Gi}}}}}}\n"
-        ));
+        let holder_ref = owned_by("v1", "ConfigMap", &holder, &holder_uid, true);
+        apply(&bound_claim(&claim, &f, &volume, &holder_ref));
         let claim_uid = uid_of("persistentvolumeclaim", Some(&f), &claim);
-        apply(&format!(
-            "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {volume}, annotations: {{pv.kubernetes.io/provisioned-by: csi.example.com}}}}\nspec: {{capacity: {{storage: 1Gi}}, accessModes: [ReadWriteOnce], persistentVolumeReclaimPolicy: Delete, storageClassName: \"\", hostPath: {{path: /tmp/{volume}}}, claimRef: {{namespace: {f}, name: {claim}, uid: {claim_uid}}}}}\n"
-        ));
+        apply(&reclaimed_volume(&volume, PROVISIONED, (&f, &claim, &claim_uid)));
         let pv = uid_of("persistentvolume", None, &volume);
         let middle = format!("{case}-mid");
         apply(&format!(
@@ -4206,14 +4128,7 @@ fn a_need_under_a_reclaimed_volume_of_a_planned_owners_claim_keeps_that_owner() 
         "json",
     ]);
     let lines = json_lines(&planned.stdout);
-    for case in ["cv", "pl"] {
-        let why = kept_reason(&lines, "ConfigMap", &format!("{case}-holder"))
-            .unwrap_or_else(|| panic!("{case}: {}\n{}", planned.stdout, planned.stderr));
-        assert!(
-            why.contains(&format!("Deployment.apps/{f}/{case}-op")) && why.contains(&format!("{case}-op dies with it")),
-            "{case}: {why}"
-        );
-    }
+    assert_kept_for_operators(&lines, "ConfigMap", |case| format!("{case}-holder"), &f, &["cv", "pl"]);
 }
 
 /// Order review 28, F3 (wrong deletion): planned Gadget controls claim `c3` (it dies as the
@@ -4228,69 +4143,18 @@ fn the_recheck_keeps_an_owner_whose_claims_volume_adopted_an_operators_account_m
     ensure_flux_crds();
     let flux = Namespace::new("gm28r");
     let f = flux.0.clone();
-    let run = unique("gm28r");
-    let group = own_group(&run);
-    let resource = format!("dooms.{group}");
-    let role = format!("{run}-op");
-    let gadget = format!("{run}-gm");
-    let volume = format!("{run}-pv");
-    let mut leftovers = Leftovers::new();
-    leftovers.custom(&resource, &f);
-    leftovers.object("crd", &resource);
-    leftovers.object("gadget.stack-test.example.com", &gadget);
-    leftovers.object("clusterrole", &role);
-    leftovers.object("clusterrolebinding", &role);
-    leftovers.object("persistentvolume", &volume);
-    let labels = flux_labels("r28", &f);
-    let rules = format!(
-        "[{{apiGroups: [{group}], resources: [dooms, dooms/finalizers], verbs: [get, list, watch, update, patch]}}]"
-    );
-    apply(&format!(
-        "{}{}{}---\napiVersion: stack-test.example.com/v1beta1\nkind: Gadget\nmetadata: {{name: {gadget}, labels: {labels}}}\n\
----\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: hold, namespace: {f}, labels: {labels}, finalizers: [stack-test.example.com/hold], annotations: {{config.kubernetes.io/depends-on: stack-test.example.com/Gadget/{gadget}}}}}\n",
-        kustomization("r28", &f, ""),
-        crd(&group, "Doom", "dooms", "{}"),
-        operator_with_rbac(&f, "op", &role, &rules, ONE_CONTAINER, "{}"),
-    ));
-    wait_established(&[&format!("crd/{resource}")], &resource);
-    let owner = uid_of("gadget.stack-test.example.com", None, &gadget);
-    apply(&format!(
-        "apiVersion: {group}/v1\nkind: Doom\nmetadata: {{name: d1, namespace: {f}, finalizers: [{group}/cleanup]}}\n\
----\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: c3, namespace: {f}, ownerReferences: [{{apiVersion: stack-test.example.com/v1beta1, kind: Gadget, name: {gadget}, uid: {owner}, controller: true}}]}}\nspec: {{storageClassName: \"\", volumeName: {volume}, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Gi}}}}}}\n"
-    ));
+    let volume = unique("gm28r-pv");
+    let mut held = GadgetAndOperator::new(&f, "r28");
+    held.leftovers.object("persistentvolume", &volume);
+    let owner = uid_of("gadget.stack-test.example.com", None, &held.gadget);
+    let gadget_ref = owned_by("stack-test.example.com/v1beta1", "Gadget", &held.gadget, &owner, true);
+    apply(&bound_claim("c3", &f, &volume, &gadget_ref));
     let claim_uid = uid_of("persistentvolumeclaim", Some(&f), "c3");
-    apply(&format!(
-        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {volume}, annotations: {{pv.kubernetes.io/provisioned-by: csi.example.com}}}}\nspec: {{capacity: {{storage: 1Gi}}, accessModes: [ReadWriteOnce], persistentVolumeReclaimPolicy: Delete, storageClassName: \"\", hostPath: {{path: /tmp/{volume}}}, claimRef: {{namespace: {f}, name: c3, uid: {claim_uid}}}}}\n"
-    ));
+    apply(&reclaimed_volume(&volume, PROVISIONED, (&f, "c3", &claim_uid)));
     let pv = uid_of("persistentvolume", None, &volume);
-    record_flux_inventories(&f);
-    let mut child = spawn_stack(&["prune", "-n", &f, "kustomization/r28", "--yes", "--timeout", "60s"]);
-    wait_while_running(&mut child, Duration::from_secs(60), || {
-        is_terminating("configmap", &f, "hold")
-    });
-    let adopted = kubectl(&[
-        "patch",
-        "serviceaccount",
-        "op",
-        "-n",
-        &f,
-        "--type",
-        "merge",
-        "-p",
-        &format!(
-            r#"{{"metadata":{{"ownerReferences":[{{"apiVersion":"v1","kind":"PersistentVolume","name":"{volume}","uid":"{pv}","controller":true}}]}}}}"#
-        ),
-    ]);
-    assert_eq!(adopted.code, 0, "{}", adopted.stderr);
-    release_finalizers("configmap/hold", &f);
-    let done = finish(child);
-    assert_eq!(done.code, 5, "{}", done.stderr);
-    assert!(
-        exists("gadget.stack-test.example.com", None, &gadget),
-        "{}",
-        done.stderr
-    );
-    assert!(exists("serviceaccount", Some(&f), "op"), "{}", done.stderr);
+    let adopter =
+        format!(r#"{{"apiVersion":"v1","kind":"PersistentVolume","name":"{volume}","uid":"{pv}","controller":true}}"#);
+    held.adopt_account_mid_run(&adopter);
 }
 
 /// The victims a plan (`-o json`) names, as `Kind/name`.
@@ -4496,6 +4360,151 @@ fn a_planned_service_or_node_names_the_slices_and_pods_it_takes() {
     let refused = stack(&["prune", "-n", &f, "kustomization/sa", "--yes"]);
     assert_eq!(refused.code, 4, "{}\n{}", refused.stdout, refused.stderr);
     assert!(exists("endpointslice", Some(&a), "ext-1"));
+}
+
+/// Stack `stack` of Flux namespace `f`: a Gadget `gadget` and ConfigMap `hold`, which depends on it
+/// (so goes in the wave before it) and carries a finalizer that holds the run there; beside it,
+/// an untracked operator `op` (ServiceAccount, ClusterRole, binding, Deployment) and a Doom of a
+/// CRD of its own whose finalizer it serves.
+struct GadgetAndOperator {
+    f: String,
+    stack: String,
+    gadget: String,
+    leftovers: Leftovers,
+}
+
+impl GadgetAndOperator {
+    fn new(f: &str, stack: &str) -> Self {
+        let run = unique(&format!("gm{stack}"));
+        let group = own_group(&run);
+        let resource = format!("dooms.{group}");
+        let role = format!("{run}-op");
+        let gadget = format!("{run}-gm");
+        let mut leftovers = Leftovers::new();
+        leftovers.custom(&resource, f);
+        leftovers.object("crd", &resource);
+        leftovers.object("gadget.stack-test.example.com", &gadget);
+        leftovers.object("clusterrole", &role);
+        leftovers.object("clusterrolebinding", &role);
+        let labels = flux_labels(stack, f);
+        let rules = format!(
+            "[{{apiGroups: [{group}], resources: [dooms, dooms/finalizers], verbs: [get, list, watch, update, patch]}}]"
+        );
+        apply(&format!(
+            "{}{}{}---\napiVersion: stack-test.example.com/v1beta1\nkind: Gadget\nmetadata: {{name: {gadget}, labels: {labels}}}\n\
+---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: hold, namespace: {f}, labels: {labels}, finalizers: [stack-test.example.com/hold], annotations: {{config.kubernetes.io/depends-on: stack-test.example.com/Gadget/{gadget}}}}}\n",
+            kustomization(stack, f, ""),
+            crd(&group, "Doom", "dooms", "{}"),
+            operator_with_rbac(f, "op", &role, &rules, ONE_CONTAINER, "{}"),
+        ));
+        wait_established(&[&format!("crd/{resource}")], &resource);
+        apply(&format!(
+            "apiVersion: {group}/v1\nkind: Doom\nmetadata: {{name: d1, namespace: {f}, finalizers: [{group}/cleanup]}}\n"
+        ));
+        Self {
+            f: f.to_string(),
+            stack: stack.to_string(),
+            gadget,
+            leftovers,
+        }
+    }
+
+    /// Tears the stack down; while `hold`'s wave waits, the operator's ServiceAccount is given
+    /// `owner` (an owner reference, JSON) as its controller. The re-check before the Gadget's
+    /// wave must keep the Gadget (exit 5), and the account stays.
+    fn adopt_account_mid_run(&self, owner: &str) {
+        let f = &self.f;
+        record_flux_inventories(f);
+        let target = format!("kustomization/{}", self.stack);
+        let mut child = spawn_stack(&["prune", "-n", f, &target, "--yes", "--timeout", "60s"]);
+        wait_while_running(&mut child, Duration::from_secs(60), || {
+            is_terminating("configmap", f, "hold")
+        });
+        let patch = format!(r#"{{"metadata":{{"ownerReferences":[{owner}]}}}}"#);
+        let adopted = kubectl(&[
+            "patch",
+            "serviceaccount",
+            "op",
+            "-n",
+            f,
+            "--type",
+            "merge",
+            "-p",
+            &patch,
+        ]);
+        assert_eq!(adopted.code, 0, "{}", adopted.stderr);
+        release_finalizers("configmap/hold", f);
+        let done = finish(child);
+        assert_eq!(done.code, 5, "{}", done.stderr);
+        assert!(
+            exists("gadget.stack-test.example.com", None, &self.gadget),
+            "{}",
+            done.stderr
+        );
+        assert!(exists("serviceaccount", Some(f), "op"), "{}", done.stderr);
+    }
+}
+
+/// Stack `app` of Flux namespace `f` holding a CRD of Doom, a group of a run of its own
+/// (`prefix`): the run, the group, and the leftovers (Dooms in `dooms_in`, the CRD).
+fn stack_app_with_dooms(f: &str, dooms_in: &str, prefix: &str) -> (String, String, Leftovers) {
+    let run = unique(prefix);
+    let group = own_group(&run);
+    let dooms = format!("dooms.{group}");
+    let mut leftovers = Leftovers::new();
+    leftovers.custom(&dooms, dooms_in);
+    leftovers.object("crd", &dooms);
+    apply(&format!(
+        "{}{}",
+        kustomization("app", f, ""),
+        crd(&group, "Doom", "dooms", "{}")
+    ));
+    wait_established(&[&format!("crd/{dooms}")], &dooms);
+    (run, group, leftovers)
+}
+
+/// A provisioned volume's annotations: it goes with its claim unnamed.
+const PROVISIONED: &str = "{pv.kubernetes.io/provisioned-by: csi.example.com}";
+
+/// A claim `name` in `namespace` bound to volume `volume`, with `meta` in its metadata (labels,
+/// owner references: YAML flow entries, may be empty).
+fn bound_claim(name: &str, namespace: &str, volume: &str, meta: &str) -> String {
+    format!(
+        "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {name}, namespace: {namespace}{meta}}}\nspec: {{storageClassName: \"\", volumeName: {volume}, accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Gi}}}}}}\n"
+    )
+}
+
+/// A volume `name` the PV controller deletes once its claim (`namespace/claim`, UID `claim_uid`)
+/// is gone (reclaim policy `Delete`), with `annotations` (a YAML flow mapping).
+fn reclaimed_volume(name: &str, annotations: &str, (namespace, claim, claim_uid): (&str, &str, &str)) -> String {
+    format!(
+        "---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {name}, annotations: {annotations}}}\nspec: {{capacity: {{storage: 1Gi}}, accessModes: [ReadWriteOnce], persistentVolumeReclaimPolicy: Delete, storageClassName: \"\", hostPath: {{path: /tmp/{name}}}, claimRef: {{namespace: {namespace}, name: {claim}, uid: {claim_uid}}}}}\n"
+    )
+}
+
+/// An owner reference (YAML flow) to `kind` `name` (`api_version`, UID `uid`).
+fn owned_by(api_version: &str, kind: &str, name: &str, uid: &str, controller: bool) -> String {
+    format!(", ownerReferences: [{{apiVersion: {api_version}, kind: {kind}, name: {name}, uid: {uid}, controller: {controller}}}]")
+}
+
+/// Asserts that the plan (`lines`) keeps `kind` `name` because each case's staying operator
+/// (`Deployment` `<case>-op` of `namespace`) needs what dies with it.
+fn assert_kept_for_operators(
+    lines: &[Value],
+    kind: &str,
+    name_of: impl Fn(&str) -> String,
+    namespace: &str,
+    cases: &[&str],
+) {
+    for case in cases {
+        let why = kept_reason(lines, kind, &name_of(case))
+            .unwrap_or_else(|| panic!("{case}: {}", serde_json::to_string(lines).unwrap_or_default()));
+        assert!(
+            why.contains(&format!("Deployment.apps/{namespace}/{case}-op"))
+                && why.contains(&format!("{case}-op dies with it")),
+            "{case}: {why}"
+        );
+    }
 }
 
 /// The plan (`-o json`, a client dry run) of tearing down stack `s` of `namespace`, its cascade

@@ -71,18 +71,13 @@ async fn pods_cascade(
     counted: &Counted<'_>,
 ) -> Option<(Cascade, Vec<Listed>)> {
     let fields = format!("spec.nodeName={}", node.name);
-    let query = ListQuery {
-        fields: Some(&fields),
-        ..ListQuery::default()
+    let pods = match list_by_field(client, pod, None, &fields).await {
+        Ok(pods) => pods,
+        Err(err) => {
+            tracing::warn!("cannot list the Pods bound to {node}: {err}");
+            return Some(unlisted(node, "Pod"));
+        }
     };
-    let mut pods = Vec::new();
-    let take = |page: Vec<kube::core::PartialObjectMeta<kube::api::DynamicObject>>| {
-        pods.extend(page.into_iter().map(|p| Listed::new(Arc::clone(pod), p.metadata)));
-    };
-    if let Err(err) = list_metadata_pages(client, pod, &query, take).await {
-        tracing::warn!("cannot list the Pods bound to {node}: {err}");
-        return Some(unlisted(node, "Pod"));
-    }
     let counting = |o: &Listed| counted.counts(o);
     cascade_of(node, pods.iter(), planned, &counting)
 }
@@ -109,7 +104,8 @@ async fn token_cascades(
     }
     let mut found = Vec::new();
     for (namespace, accounts) in by_namespace {
-        let tokens = match list_tokens(client, secret, namespace).await {
+        let fields = format!("type={SERVICE_ACCOUNT_TOKEN}");
+        let tokens = match list_by_field(client, secret, Some(namespace), &fields).await {
             Ok(tokens) => tokens,
             Err(why) => {
                 tracing::warn!("cannot list the token Secrets of {namespace}: {why}");
@@ -127,20 +123,25 @@ async fn token_cascades(
     found
 }
 
-/// The token Secrets of a namespace, as listed (metadata: their annotations name their account).
-async fn list_tokens(client: &Client, secret: &Arc<KindInfo>, namespace: &str) -> Result<Vec<Listed>, kube::Error> {
-    let fields = format!("type={SERVICE_ACCOUNT_TOKEN}");
+/// The objects of `kind` in `namespace` (every namespace with `None`) that the field selector
+/// `fields` selects, as listed (metadata).
+async fn list_by_field(
+    client: &Client,
+    kind: &Arc<KindInfo>,
+    namespace: Option<&str>,
+    fields: &str,
+) -> Result<Vec<Listed>, kube::Error> {
     let query = ListQuery {
-        namespace: Some(namespace),
-        fields: Some(&fields),
+        namespace,
+        fields: Some(fields),
         ..ListQuery::default()
     };
-    let mut tokens = Vec::new();
+    let mut found = Vec::new();
     let take = |page: Vec<kube::core::PartialObjectMeta<kube::api::DynamicObject>>| {
-        tokens.extend(page.into_iter().map(|t| Listed::new(Arc::clone(secret), t.metadata)));
+        found.extend(page.into_iter().map(|o| Listed::new(Arc::clone(kind), o.metadata)));
     };
-    list_metadata_pages(client, secret, &query, take).await?;
-    Ok(tokens)
+    list_metadata_pages(client, kind, &query, take).await?;
+    Ok(found)
 }
 
 /// Whether a token Secret is the token controller's for the ServiceAccount of this name and UID:
