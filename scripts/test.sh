@@ -103,7 +103,7 @@ logs=$(mktemp -d)
 # stand-ins, kpt's ResourceGroup), so that no two binaries race to create or replace them.
 first=(fixtures_setup)
 alone=(faults stuck_namespace infer aggregated discovery_cache)
-slow_first=(hostile krew connection stuck_chains prune promises kubectl_stack orphans_findings list)
+slow_first=(graph_model record_model blast_radius world_props orphans_findings teardown_recheck promises prune hostile krew connection stuck_chains kubectl_stack list)
 cargo test --locked --no-run --lib --bins --tests --benches --message-format=json 2>"$logs/build.err" \
   | python3 -c '
 import json, sys
