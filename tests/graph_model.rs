@@ -4507,6 +4507,88 @@ fn assert_kept_for_operators(
     }
 }
 
+/// Order review 31, F1 to F3 (wrong deletions, exit 0): what a controller deletes by name was
+/// looked at only for planned objects, and only where it counted. The token controller's own
+/// token Secret of a planned ServiceAccount owned another stack's ConfigMap (the garbage
+/// collector took it after the token); a ServiceAccount dying as a planned ConfigMap's child took
+/// another stack's token Secret; a controller's Pod on a planned Node owned another stack's
+/// ConfigMap. Each is now a named victim (exit 4). (The Node case is a plan only: no pod garbage
+/// collector runs here.)
+#[test]
+fn what_dies_by_name_is_walked_from_every_dying_object_and_for_what_it_owns() {
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("gm31");
+    let f = flux.0.clone();
+    let app = Namespace::new("gm31-app");
+    let a = app.0.clone();
+    let node = unique("gm31-node");
+    let mut leftovers = Leftovers::new();
+    leftovers.object("node", &node);
+    let stacks = ["sa1", "sb1", "pa3", "pb3", "vn1", "pb1"];
+    let all: String = stacks.iter().map(|name| kustomization(name, &f, "")).collect();
+    apply(&format!(
+        "{all}---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: builder, namespace: {a}, labels: {}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: parent, namespace: {a}, labels: {}}}\n---\napiVersion: v1\nkind: Node\nmetadata: {{name: {node}, labels: {}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: rs, namespace: {a}}}\n",
+        flux_labels("sa1", &f),
+        flux_labels("pa3", &f),
+        flux_labels("vn1", &f),
+    ));
+    // F1: the token the token controller made for `builder` owns stack sb1's ConfigMap.
+    let token_name = || {
+        let found = kubectl(&[
+            "get",
+            "serviceaccount",
+            "builder",
+            "-n",
+            &a,
+            "-o",
+            "jsonpath={.secrets[0].name}",
+        ]);
+        found.stdout.trim().to_string()
+    };
+    wait_until(Duration::from_secs(30), || !token_name().is_empty());
+    let token = token_name();
+    let token_uid = uid_of("secret", Some(&a), &token);
+    // F2: `parent` controls ServiceAccount `child`, whose token stack pb3 tracks.
+    let parent = uid_of("configmap", Some(&a), "parent");
+    // F3: a controller's Pod on the Node owns stack pb1's ConfigMap.
+    let rs = uid_of("configmap", Some(&a), "rs");
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cm-b, namespace: {a}, labels: {}{}}}\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: child, namespace: {a}{}}}\n---\napiVersion: v1\nkind: Secret\ntype: kubernetes.io/service-account-token\nmetadata: {{name: child-tok, namespace: {a}, labels: {}, annotations: {{kubernetes.io/service-account.name: child}}}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: driver, namespace: {a}{}}}\nspec: {{nodeName: {node}, containers: [{{name: c, image: example.invalid/driver}}]}}\n",
+        flux_labels("sb1", &f),
+        owned_by("v1", "Secret", &token, &token_uid, false),
+        owned_by("v1", "ConfigMap", "parent", &parent, true),
+        flux_labels("pb3", &f),
+        owned_by("v1", "ConfigMap", "rs", &rs, true),
+    ));
+    let driver = uid_of("pod", Some(&a), "driver");
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: exec-conf, namespace: {a}, labels: {}{}}}\n",
+        flux_labels("pb1", &f),
+        owned_by("v1", "Pod", "driver", &driver, false),
+    ));
+    record_flux_inventories(&f);
+    for (stack_name, victim) in [
+        ("sa1", "ConfigMap/cm-b"),
+        ("pa3", "Secret/child-tok"),
+        ("vn1", "ConfigMap/exec-conf"),
+    ] {
+        let target = format!("kustomization/{stack_name}");
+        let refused = stack(&["prune", "-n", &f, &target, "--dry-run", "-o", "json"]);
+        assert_eq!(refused.code, 4, "{stack_name}: {}\n{}", refused.stdout, refused.stderr);
+        let accepted = stack(&["prune", "-n", &f, &target, "--dry-run", "-o", "json", "--allow-cascade"]);
+        assert_eq!(accepted.code, 0, "{}", accepted.stderr);
+        assert!(
+            named_victims(&accepted.stdout).contains(&victim.to_string()),
+            "{stack_name}: {}",
+            accepted.stdout
+        );
+    }
+    let refused = stack(&["prune", "-n", &f, "kustomization/sa1", "--yes"]);
+    assert_eq!(refused.code, 4, "{}\n{}", refused.stdout, refused.stderr);
+    assert!(exists("configmap", Some(&a), "cm-b"));
+}
+
 /// The plan (`-o json`, a client dry run) of tearing down stack `s` of `namespace`, its cascade
 /// victims accepted.
 fn plan_s_allowing_cascade(namespace: &str) -> Run {

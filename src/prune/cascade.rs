@@ -564,6 +564,16 @@ async fn planned_holders_cascades(
 }
 
 impl Dying {
+    /// Adds what the garbage collector takes with victims ([`victims_dependents`]).
+    fn add_dependents(&mut self, dependents: Dependents) {
+        for (cascade, held) in dependents.cascades {
+            self.taken.extend(held);
+            self.found.push(cascade);
+        }
+        self.claims.extend(dependents.claims);
+        self.taken.extend(dependents.nodes);
+    }
+
     /// Adds the volumes the dying claims take that count ([`volumes::volume_cascades`]): the
     /// claims planned, those the cascades found name as victims, and those already known.
     async fn add_reclaimed_volumes(
@@ -667,19 +677,20 @@ pub async fn find_cascades(
             .add_owned(client, catalog, owned, &planned, &names, (counted, options))
             .await;
     }
-    // What the token and endpoints controllers delete by name with a planned ServiceAccount or
-    // Service, whatever the cascade policy (order review 29, F1 and F2).
-    for (cascade, held) in by_name::named_cascades(client, catalog, &planned, &names, counted).await {
+    // What the token, endpoints and pod garbage controllers delete by name with a ServiceAccount,
+    // Service or Node that dies with the plan, whatever the cascade policy (order reviews 29 to
+    // 31), and what that owns.
+    let owned_objects = owned.as_ref().map(|owned| owned.objects.as_slice()).unwrap_or_default();
+    let takers = by_name::takers(owned_objects, &planned, &names);
+    let named = by_name::named_cascades(client, catalog, &planned, &takers, counted).await;
+    for (cascade, held) in named.cascades {
         dying.taken.extend(held);
         dying.found.push(cascade);
     }
+    let named_dependents = victims_dependents(client, catalog, &named.walked, &planned, counted, options).await;
+    dying.add_dependents(named_dependents);
     let dependents = victims_dependents(client, catalog, &dying.found, &planned, counted, options).await;
-    for (cascade, held) in dependents.cascades {
-        dying.taken.extend(held);
-        dying.found.push(cascade);
-    }
-    dying.claims.extend(dependents.claims);
-    dying.taken.extend(dependents.nodes);
+    dying.add_dependents(dependents);
     // A dying claim takes the volume the PV controller reclaims once it is gone, whatever the
     // cascade (order review 19, P; review 22, F1).
     if let Some(owned) = &owned {

@@ -26,7 +26,7 @@ use crate::graph::tracker_key;
 use crate::graph::MemberRecord;
 use crate::model::identity::ObjectId;
 use crate::model::trackers::{Preset, Selection};
-use crate::prune::cascade::by_name::named_cascades;
+use crate::prune::cascade::by_name::{named_cascades, takers};
 use crate::prune::cascade::owners::{dying_claims, owned_around, owner_cascades, Counted};
 use crate::prune::cascade::volumes::{is_claim, is_volume, planned_claims};
 use crate::prune::cascade::{
@@ -290,7 +290,7 @@ impl Recheck {
         )
         .await;
         self.judge_owned(&mut checked, &owned);
-        self.judge_named(&mut checked).await;
+        self.judge_named(&mut checked, &owned).await;
         self.judge_volumes(&mut checked, &owned).await;
         self.judge_dying_holders(&mut checked, &owned).await;
         self.lift_suspensions(&mut checked).await;
@@ -469,10 +469,12 @@ impl Recheck {
         drop_taking(checked, taking);
     }
 
-    /// Drops the wave's objects whose deletion would now make the token or endpoints controller
-    /// delete by name an object the plan did not accept as a victim, or whose such dependents
-    /// could not be read (the plan's own rule, [`named_cascades`]: order review 29).
-    async fn judge_named(&self, checked: &mut CheckedWave) {
+    /// Drops the wave's objects whose deletion would now make the token, endpoints or pod garbage
+    /// controller delete by name an object the plan did not accept as a victim, or take one
+    /// through what those own, or whose such dependents could not be read (the plan's own rule,
+    /// [`named_cascades`], for the wave's objects and what dies as their children: order reviews
+    /// 29 to 31), judged on `owned`.
+    async fn judge_named(&self, checked: &mut CheckedWave, owned: &Collection) {
         if checked.targets.is_empty() {
             return;
         }
@@ -482,8 +484,27 @@ impl Recheck {
             torn_down: &self.torn_down,
             kept: &self.kept,
         };
+        let takers = takers(&owned.objects, &planned, &wave);
+        if takers.is_empty() {
+            return;
+        }
+        let named = named_cascades(&self.client, &self.catalog, &planned, &takers, &counted).await;
+        let walked = victims_dependents(
+            &self.client,
+            &self.catalog,
+            &named.walked,
+            &planned,
+            &counted,
+            self.options,
+        )
+        .await;
         let mut taking: HashMap<ObjectId, String> = HashMap::new();
-        for (cascade, _) in named_cascades(&self.client, &self.catalog, &planned, &wave, &counted).await {
+        let cascades = named
+            .cascades
+            .into_iter()
+            .chain(walked.cascades)
+            .map(|(cascade, _)| cascade);
+        for cascade in cascades {
             let why = match cascade.victims.iter().find(|v| !self.accepted_victims.contains(&v.uid)) {
                 Some(victim) => format!(
                     "its deletion would take {} ({}), which is not pruned (found by the re-check)",
@@ -496,7 +517,7 @@ impl Recheck {
                     None => continue,
                 },
             };
-            taking.insert(cascade.holder, why);
+            taking.entry(cascade.holder).or_insert(why);
         }
         drop_taking(checked, taking);
     }

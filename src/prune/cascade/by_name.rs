@@ -31,93 +31,164 @@ use crate::error::is_not_found;
 use crate::model::identity::ObjectId;
 use crate::prune::safeguards::SERVICE_ACCOUNT_NAME;
 
-/// The cascades by name of the planned objects (`names`: each planned object by UID): for each
-/// planned ServiceAccount its token Secrets, for each planned Service its Endpoints, that count
-/// (see the module), each with its victims as listed. What could not be read is an unlisted kind
-/// of the planned object's cascade: it is never clean.
+/// A dying object whose deletion makes a controller delete others by name (a ServiceAccount, a
+/// Service, a Node: planned itself, or dying as a planned owner's child), with the planned object
+/// charged with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taker {
+    /// The dying object.
+    pub id: ObjectId,
+    /// Its UID.
+    pub uid: String,
+    /// The planned object whose deletion takes it (itself when planned).
+    pub holder: ObjectId,
+}
+
+/// The kind whose objects a controller would delete by name could not be read.
+#[derive(Debug, Clone, Copy)]
+struct Unread(&'static str);
+
+/// What the controllers delete by name with the takers ([`named_cascades`]).
+#[derive(Debug, Default)]
+pub struct ByName {
+    /// What counts, as cascades of the planned objects charged, with the victims as listed;
+    /// what could not be read, as their unlisted kinds.
+    pub cascades: Vec<(Cascade, Vec<Listed>)>,
+    /// Everything taken, counted or not, as cascades of the planned objects charged: walked for
+    /// what it owns ([`super::victims_dependents`]), as a dying volume is.
+    pub walked: Vec<Cascade>,
+}
+
+/// The takers of the plan: its objects (`names`, by UID) of a kind a controller deletes others
+/// with by name, and those of `owned` that die with it as a planned owner's children (order
+/// review 31, F2).
+pub fn takers(owned: &[Listed], planned: &Planned, names: &HashMap<String, ObjectId>) -> Vec<Taker> {
+    let mut found: Vec<Taker> = names
+        .iter()
+        .filter(|(_, id)| takes_by_name(id))
+        .map(|(uid, id)| Taker {
+            id: id.clone(),
+            uid: uid.clone(),
+            holder: id.clone(),
+        })
+        .collect();
+    let children = super::owners::dying_owned(owned, planned, names, takes_by_name);
+    found.extend(children.into_iter().map(|(id, uid, holder)| Taker { id, uid, holder }));
+    found
+}
+
+/// Whether a controller deletes others by name once an object of this kind is gone.
+fn takes_by_name(id: &ObjectId) -> bool {
+    is_core(id, "ServiceAccount") || is_core(id, "Service") || (id.group.is_empty() && id.kind == "Node")
+}
+
+/// What the token, endpoints and pod garbage controllers delete by name with the `takers` (see
+/// the module): what counts, and everything taken. What could not be read is an unlisted kind of
+/// the charged object's cascade: it is never clean.
 pub async fn named_cascades(
     client: &Client,
     catalog: &Catalog,
     planned: &Planned,
-    names: &HashMap<String, ObjectId>,
+    takers: &[Taker],
     counted: &Counted<'_>,
-) -> Vec<(Cascade, Vec<Listed>)> {
-    let mut found = Vec::new();
-    let accounts: Vec<(&String, &ObjectId)> = names.iter().filter(|(_, id)| is_core(id, "ServiceAccount")).collect();
+) -> ByName {
+    let mut found = ByName::default();
+    let made = |o: &Listed| counted.counts_as_made(o);
+    let accounts: Vec<&Taker> = takers.iter().filter(|t| is_core(&t.id, "ServiceAccount")).collect();
     if let (false, Some(secret)) = (accounts.is_empty(), catalog.get("", "Secret")) {
-        found.extend(token_cascades(client, secret, &accounts, planned, counted).await);
-    }
-    let services = names.values().filter(|id| is_core(id, "Service"));
-    if let Some(endpoints) = catalog.get("", "Endpoints") {
-        for service in services {
-            found.extend(endpoints_cascade(client, endpoints, service, planned, counted).await);
+        for (taker, taken) in tokens_taken(client, secret, &accounts).await {
+            found.add(taker, taken, planned, &made);
         }
     }
-    let nodes = names.values().filter(|id| id.group.is_empty() && id.kind == "Node");
+    if let Some(endpoints) = catalog.get("", "Endpoints") {
+        for taker in takers.iter().filter(|t| is_core(&t.id, "Service")) {
+            let taken = endpoints_taken(client, endpoints, &taker.id).await;
+            found.add(taker, taken, planned, &made);
+        }
+    }
     if let Some(pod) = catalog.get("", "Pod") {
-        for node in nodes {
-            found.extend(pods_cascade(client, pod, node, planned, counted).await);
+        for taker in takers.iter().filter(|t| t.id.group.is_empty() && t.id.kind == "Node") {
+            let taken = pods_taken(client, pod, &taker.id).await;
+            found.add(taker, taken, planned, &|o: &Listed| counted.counts(o));
         }
     }
     found
 }
 
-/// The Pods bound to a planned Node, listed in every namespace.
-async fn pods_cascade(
-    client: &Client,
-    pod: &Arc<KindInfo>,
-    node: &ObjectId,
-    planned: &Planned,
-    counted: &Counted<'_>,
-) -> Option<(Cascade, Vec<Listed>)> {
-    let fields = format!("spec.nodeName={}", node.name);
-    let pods = match list_by_field(client, pod, None, &fields).await {
-        Ok(pods) => pods,
-        Err(err) => {
-            tracing::warn!("cannot list the Pods bound to {node}: {err}");
-            return Some(unlisted(node, "Pod"));
+impl ByName {
+    /// Adds what `taker` takes (`Err`: the kind that could not be read), of which what `counts`.
+    fn add(
+        &mut self,
+        taker: &Taker,
+        taken: Result<Vec<Listed>, Unread>,
+        planned: &Planned,
+        counts: &dyn Fn(&Listed) -> bool,
+    ) {
+        let taken = match taken {
+            Ok(taken) => taken,
+            Err(Unread(kind)) => {
+                self.cascades.push(unlisted(&taker.holder, kind));
+                return;
+            }
+        };
+        let taken: Vec<Listed> = taken
+            .into_iter()
+            .filter(|o| !planned.uids.contains(o.uid()) && !o.is_terminating())
+            .collect();
+        if taken.is_empty() {
+            return;
         }
-    };
-    let counting = |o: &Listed| counted.counts(o);
-    cascade_of(node, pods.iter(), planned, &counting)
+        self.walked.push(Cascade {
+            holder: taker.holder.clone(),
+            victims: taken.iter().map(|o| victim_of(o, "uncounted")).collect(),
+            unlisted: Vec::new(),
+        });
+        self.cascades
+            .extend(cascade_of(&taker.holder, taken.iter(), planned, counts));
+    }
+}
+
+/// The Pods bound to a Node, listed in every namespace (`Err`: the kind that could not be read).
+async fn pods_taken(client: &Client, pod: &Arc<KindInfo>, node: &ObjectId) -> Result<Vec<Listed>, Unread> {
+    let fields = format!("spec.nodeName={}", node.name);
+    list_by_field(client, pod, None, &fields).await.map_err(|err| {
+        tracing::warn!("cannot list the Pods bound to {node}: {err}");
+        Unread("Pod")
+    })
 }
 
 fn is_core(id: &ObjectId, kind: &str) -> bool {
     id.group.is_empty() && id.kind == kind && id.namespace.is_some()
 }
 
-/// The token Secrets of the planned ServiceAccounts (`accounts`, by UID), one listing of the
-/// token type per namespace.
-async fn token_cascades(
+/// The token Secrets of the ServiceAccounts `accounts`, one listing of the token type per
+/// namespace: for each account, its tokens or the kind that could not be listed.
+async fn tokens_taken<'a>(
     client: &Client,
     secret: &Arc<KindInfo>,
-    accounts: &[(&String, &ObjectId)],
-    planned: &Planned,
-    counted: &Counted<'_>,
-) -> Vec<(Cascade, Vec<Listed>)> {
-    let mut by_namespace: BTreeMap<&str, Vec<(&String, &ObjectId)>> = BTreeMap::new();
-    for &(uid, id) in accounts {
+    accounts: &[&'a Taker],
+) -> Vec<(&'a Taker, Result<Vec<Listed>, Unread>)> {
+    let mut by_namespace: BTreeMap<&str, Vec<&'a Taker>> = BTreeMap::new();
+    for &account in accounts {
         by_namespace
-            .entry(id.namespace.as_deref().unwrap_or_default())
+            .entry(account.id.namespace.as_deref().unwrap_or_default())
             .or_default()
-            .push((uid, id));
+            .push(account);
     }
     let mut found = Vec::new();
     for (namespace, accounts) in by_namespace {
         let fields = format!("type={SERVICE_ACCOUNT_TOKEN}");
-        let tokens = match list_by_field(client, secret, Some(namespace), &fields).await {
-            Ok(tokens) => tokens,
-            Err(why) => {
-                tracing::warn!("cannot list the token Secrets of {namespace}: {why}");
-                found.extend(accounts.iter().map(|(_, id)| unlisted(id, "Secret")));
-                continue;
+        match list_by_field(client, secret, Some(namespace), &fields).await {
+            Ok(tokens) => found.extend(accounts.into_iter().map(|account| {
+                let of_it = tokens
+                    .iter()
+                    .filter(|token| is_token_of(token, &account.id.name, &account.uid));
+                (account, Ok(of_it.cloned().collect()))
+            })),
+            Err(err) => {
+                tracing::warn!("cannot list the token Secrets of {namespace}: {err}");
+                found.extend(accounts.into_iter().map(|account| (account, Err(Unread("Secret")))));
             }
-        };
-        for (uid, account) in accounts {
-            let taken = tokens.iter().filter(|token| is_token_of(token, &account.name, uid));
-            found.extend(cascade_of(account, taken, planned, &|o: &Listed| {
-                counted.counts_as_made(o)
-            }));
         }
     }
     found
@@ -159,26 +230,19 @@ fn is_token_of(token: &Listed, account: &str, uid: &str) -> bool {
         && annotation(SERVICE_ACCOUNT_UID).is_none_or(|u| u.is_empty() || u == uid)
 }
 
-/// The Endpoints of a planned Service's name, if any.
-async fn endpoints_cascade(
+/// The Endpoints of a Service's name, if any (`Err`: the kind that could not be read).
+async fn endpoints_taken(
     client: &Client,
     endpoints: &Arc<KindInfo>,
     service: &ObjectId,
-    planned: &Planned,
-    counted: &Counted<'_>,
-) -> Option<(Cascade, Vec<Listed>)> {
+) -> Result<Vec<Listed>, Unread> {
     let api = api_for(client, endpoints, service.namespace.as_deref());
     match with_retries("get endpoints", || api.get_metadata(&service.name)).await {
-        Ok(object) => {
-            let listed = Listed::new(Arc::clone(endpoints), object.metadata);
-            cascade_of(service, std::iter::once(&listed), planned, &|o: &Listed| {
-                counted.counts_as_made(o)
-            })
-        }
-        Err(err) if is_not_found(&err) => None,
+        Ok(object) => Ok(vec![Listed::new(Arc::clone(endpoints), object.metadata)]),
+        Err(err) if is_not_found(&err) => Ok(Vec::new()),
         Err(err) => {
             tracing::warn!("cannot read the Endpoints of {service}: {err}");
-            Some(unlisted(service, "Endpoints"))
+            Err(Unread("Endpoints"))
         }
     }
 }
@@ -198,20 +262,25 @@ fn cascade_of<'a>(
     if counting.is_empty() {
         return None;
     }
-    let victims = counting
-        .iter()
-        .map(|o| Victim {
-            id: o.id(),
-            uid: o.uid().to_string(),
-            why: format!("deleted with it by name ({}): {}", maker(&o.id()), why_it_counts(o)),
-        })
-        .collect();
+    let victims = counting.iter().map(|o| victim_of(o, &why_it_counts(o))).collect();
     let cascade = Cascade {
         holder: holder.clone(),
         victims,
         unlisted: Vec::new(),
     };
     Some((cascade, counting.into_iter().cloned().collect()))
+}
+
+/// `object` as a victim a controller deletes by name, counting for `why`.
+fn victim_of(object: &Listed, why: &str) -> Victim {
+    Victim {
+        id: object.id(),
+        uid: object.uid().to_string(),
+        why: format!(
+            "deleted by name with what the plan takes ({}): {why}",
+            maker(&object.id())
+        ),
+    }
 }
 
 /// Which controller deletes an object of this kind by name.

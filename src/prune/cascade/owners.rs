@@ -245,16 +245,31 @@ pub fn dying_claims(
     planned: &Planned,
     planned_ids: &HashMap<String, ObjectId>,
 ) -> HashMap<String, ObjectId> {
+    dying_owned(owned, planned, planned_ids, super::volumes::is_claim)
+        .into_iter()
+        .map(|(_, uid, holder)| (uid, holder))
+        .collect()
+}
+
+/// The objects among `owned` of the kinds `of_kind` picks that die with the plan without being
+/// planned (every owner dies, up to a planned owner), each as (its id, its UID, the planned
+/// object whose deletion takes it).
+pub fn dying_owned(
+    owned: &[Listed],
+    planned: &Planned,
+    planned_ids: &HashMap<String, ObjectId>,
+    of_kind: impl Fn(&ObjectId) -> bool,
+) -> Vec<(ObjectId, String, ObjectId)> {
     let owners_of = owners_by_uid(owned);
     owned
         .iter()
-        .filter(|object| super::volumes::is_claim(&object.id()) && !planned.uids.contains(object.uid()))
+        .filter(|object| of_kind(&object.id()) && !planned.uids.contains(object.uid()))
         .filter(|object| {
             !object.is_terminating() && dies_with_plan(&object.meta, &planned.uids, &owners_of, planned.orphans)
         })
         .filter_map(|object| {
             let root = planned_root(object.uid(), &planned.uids, &owners_of)?;
-            Some((object.uid().to_string(), planned_ids.get(&root)?.clone()))
+            Some((object.id(), object.uid().to_string(), planned_ids.get(&root)?.clone()))
         })
         .collect()
 }
