@@ -323,6 +323,63 @@ fn an_applyset_member_applied_under_another_group_of_its_kind_is_the_sets() {
     assert!(planned.contains(&r#""Ingress"/"web""#.to_string()), "{}", plan.stdout);
 }
 
+/// Membership review 31, F1 (wrong deletion): a record that names a kind under a group the
+/// cluster no longer serves it under (`Deployment.extensions`, served as `apps` alone since
+/// v1.16) was read as the kind's canonical group. kubectl cannot map it and refuses the whole
+/// prune (the oracle); kubectl-stack pruned a Deployment and a ConfigMap. Now such a parent
+/// records nothing (no orphan, nothing deleted, a warning), as for a kind the cluster does not serve.
+#[test]
+fn an_applyset_kind_recorded_under_a_group_that_no_longer_serves_it_prunes_nothing() {
+    let _logs = start();
+    let ns = Namespace::new("applyset-gone-group");
+    let n = &ns.0;
+    let set = "gone";
+    let cm = |name: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {n}}}\n");
+    let full = files(&[
+        ("a.yaml", &cm("a")),
+        ("b.yaml", &cm("b")),
+        (
+            "d1.yaml",
+            &format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: d1, namespace: {n}}}\nspec:\n  selector: {{matchLabels: {{app: d1}}}}\n  template:\n    metadata: {{labels: {{app: d1}}}}\n    spec: {{containers: [{{name: c, image: example.invalid/d1}}]}}\n"),
+        ),
+    ]);
+    applyset_apply(n, set, &full, &[]).expect_code(0);
+    let annotated = kubectl(&[
+        "annotate",
+        "secret",
+        set,
+        "-n",
+        n,
+        "--overwrite",
+        "applyset.kubernetes.io/contains-group-kinds=ConfigMap,Deployment.extensions",
+    ]);
+    assert_eq!(annotated.code, 0, "{}", annotated.stderr);
+    let next = files(&[("b.yaml", &cm("b"))]);
+    let dry = applyset_apply(n, set, &next, &["--dry-run=server"]);
+    assert_ne!(dry.code, 0, "kubectl pruned with it:\n{}", dry.stdout);
+    assert!(dry.stderr.contains("could not find mapping"), "{}", dry.stderr);
+    let inventory = format!("applyset=secrets/{set}");
+    let next_text = next.to_str().unwrap();
+    let orphans = stack(&[
+        "orphans",
+        "-n",
+        n,
+        "--inventory",
+        &inventory,
+        "-f",
+        next_text,
+        "-o",
+        "name",
+    ]);
+    assert_eq!(orphans.code, 0, "{}\n{}", orphans.stdout, orphans.stderr);
+    assert_eq!(orphans.stdout, "");
+    assert!(orphans.stderr.contains("Deployment.extensions"), "{}", orphans.stderr);
+    let pruned = stack(&["prune", "-n", n, "--inventory", &inventory, "-f", next_text, "--yes"]);
+    assert_eq!(pruned.code, 0, "{}\n{}", pruned.stdout, pruned.stderr);
+    assert!(exists("configmap", Some(n), "a"));
+    assert!(exists("deployment", Some(n), "d1"));
+}
+
 /// kpt's own answer for the next version of a package: `kpt live apply --dry-run` of `next`
 /// with the package's inventory (its Kptfile and resourcegroup.yaml copied beside it).
 fn kpt_dry_run(package: &Path, next: &Path) -> String {

@@ -146,6 +146,15 @@ pub fn canonical_group<'a>(group: &'a str, kind: &str) -> &'a str {
         .unwrap_or(group)
 }
 
+/// The group an inventory id `<namespace>_<name>_<group>_<Kind>` records, as written (an
+/// [`ObjectId`] made of it holds the canonical one).
+pub fn recorded_group(entry: &str) -> Option<&str> {
+    let mut fields = entry.rsplitn(3, '_');
+    fields.next()?;
+    let group = fields.next()?;
+    fields.next().map(|_| group)
+}
+
 /// The other groups that serve the same objects as (group, kind), canonical group first.
 pub fn groups_sharing(group: &str, kind: &str) -> Vec<&'static str> {
     let canonical = canonical_group(group, kind);
@@ -283,6 +292,9 @@ mod tests {
             ObjectId::new("example.com", "Ingress", Some("web"), "shop").group,
             "networking.k8s.io"
         );
+        assert_eq!(recorded_group("web_d1_extensions_Deployment"), Some("extensions"));
+        assert_eq!(recorded_group("web_a__ConfigMap"), Some(""));
+        assert_eq!(recorded_group("_ClusterRole"), None);
         assert_eq!(groups_sharing("networking.k8s.io", "Ingress"), vec!["extensions"]);
         assert_eq!(groups_sharing("extensions", "Ingress"), vec!["networking.k8s.io"]);
         assert!(groups_sharing("", "ConfigMap").is_empty());

@@ -434,6 +434,7 @@ fn counted_victim(object: &Listed, root: &ObjectId, counted: &owners::Counted<'_
 }
 
 /// What the garbage collector takes with the victims ([`victims_dependents`]).
+#[derive(Default)]
 pub struct Dependents {
     /// The cascades that count, each with its victims as listed.
     pub cascades: Vec<(Cascade, Vec<Listed>)>,
@@ -683,12 +684,15 @@ pub async fn find_cascades(
     let owned_objects = owned.as_ref().map(|owned| owned.objects.as_slice()).unwrap_or_default();
     let takers = by_name::takers(owned_objects, &planned, &names);
     let named = by_name::named_cascades(client, catalog, &planned, &takers, counted).await;
+    let owning = named.owning(owned.as_ref().map(|owned| owned.objects.as_slice()));
     for (cascade, held) in named.cascades {
         dying.taken.extend(held);
         dying.found.push(cascade);
     }
-    let named_dependents = victims_dependents(client, catalog, &named.walked, &planned, counted, options).await;
-    dying.add_dependents(named_dependents);
+    if !owning.is_empty() {
+        let named_dependents = victims_dependents(client, catalog, &owning, &planned, counted, options).await;
+        dying.add_dependents(named_dependents);
+    }
     let dependents = victims_dependents(client, catalog, &dying.found, &planned, counted, options).await;
     dying.add_dependents(dependents);
     // A dying claim takes the volume the PV controller reclaims once it is gone, whatever the

@@ -489,15 +489,11 @@ impl Recheck {
             return;
         }
         let named = named_cascades(&self.client, &self.catalog, &planned, &takers, &counted).await;
-        let walked = victims_dependents(
-            &self.client,
-            &self.catalog,
-            &named.walked,
-            &planned,
-            &counted,
-            self.options,
-        )
-        .await;
+        let owning = named.owning(Some(&owned.objects));
+        let walked = match owning.is_empty() {
+            true => crate::prune::cascade::Dependents::default(),
+            false => victims_dependents(&self.client, &self.catalog, &owning, &planned, &counted, self.options).await,
+        };
         let mut taking: HashMap<ObjectId, String> = HashMap::new();
         let cascades = named
             .cascades

@@ -170,11 +170,12 @@ impl Catalog {
 
     /// Whether the server serves `kind` of `group` at `version`: what a tool that maps an object
     /// by its recorded `apiVersion` (a RESTMapper's `RESTMapping(groupKind, version)`: Helm's
-    /// `Build`, Flux's controller-runtime client) can read and delete it with. A kind served
-    /// under two groups (Ingress) is looked up as [`Catalog::get`] does. An empty `version` maps
-    /// to the preferred one, so it is served whenever the kind is.
+    /// `Build`, Flux's controller-runtime client) can read and delete it with. The group is the
+    /// one recorded, exactly ([`Catalog::serves`]): a mapper maps no `extensions` Deployment
+    /// where `extensions` no longer serves it, whatever `apps` serves (membership review 31,
+    /// F1). An empty `version` maps to the preferred one, so it is served whenever the kind is.
     pub fn serves_version(&self, group: &str, kind: &str, version: &str) -> bool {
-        let Some(found) = self.get(group, kind) else {
+        let Some(found) = self.exact(group, kind) else {
             return false;
         };
         version.is_empty()
@@ -206,6 +207,14 @@ impl Catalog {
         self.by_group_kind
             .get(&(group.to_string(), kind.to_string()))
             .map(|&index| &self.kinds[index])
+    }
+
+    /// Whether the server serves `kind` under exactly this `group`, as a REST mapper maps a
+    /// recorded group-kind (kubectl's ApplySet, cli-utils' inventory, Flux's inventory): a kind
+    /// that only another group serves (`Deployment.extensions` on a cluster that serves
+    /// `Deployment.apps` alone) is not mapped (membership review 31, F1).
+    pub fn serves(&self, group: &str, kind: &str) -> bool {
+        self.exact(group, kind).is_some()
     }
 
     /// The kind with this group and kind name; for a kind served under two groups, the other

@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use futures::StreamExt;
 use kube::Client;
 
 use super::owners::Counted;
@@ -43,6 +44,9 @@ pub struct Taker {
     /// The planned object whose deletion takes it (itself when planned).
     pub holder: ObjectId,
 }
+
+/// How many reads of what a controller deletes by name run at once.
+const CONCURRENT_READS: usize = 16;
 
 /// The kind whose objects a controller would delete by name could not be read.
 #[derive(Debug, Clone, Copy)]
@@ -101,14 +105,29 @@ pub async fn named_cascades(
         }
     }
     if let Some(endpoints) = catalog.get("", "Endpoints") {
-        for taker in takers.iter().filter(|t| is_core(&t.id, "Service")) {
-            let taken = endpoints_taken(client, endpoints, &taker.id).await;
+        let services: Vec<&Taker> = takers.iter().filter(|t| is_core(&t.id, "Service")).collect();
+        let ids: Vec<ObjectId> = services.iter().map(|t| t.id.clone()).collect();
+        let read: Vec<_> = futures::stream::iter(ids)
+            .map(|id| async move { endpoints_taken(client, endpoints, &id).await })
+            .buffered(CONCURRENT_READS)
+            .collect()
+            .await;
+        for (taker, taken) in services.iter().zip(read) {
             found.add(taker, taken, planned, &made);
         }
     }
     if let Some(pod) = catalog.get("", "Pod") {
-        for taker in takers.iter().filter(|t| t.id.group.is_empty() && t.id.kind == "Node") {
-            let taken = pods_taken(client, pod, &taker.id).await;
+        let nodes: Vec<&Taker> = takers
+            .iter()
+            .filter(|t| t.id.group.is_empty() && t.id.kind == "Node")
+            .collect();
+        let ids: Vec<ObjectId> = nodes.iter().map(|t| t.id.clone()).collect();
+        let listed: Vec<_> = futures::stream::iter(ids)
+            .map(|id| async move { pods_taken(client, pod, &id).await })
+            .buffered(CONCURRENT_READS)
+            .collect()
+            .await;
+        for (taker, taken) in nodes.iter().zip(listed) {
             found.add(taker, taken, planned, &|o: &Listed| counted.counts(o));
         }
     }
@@ -116,6 +135,35 @@ pub async fn named_cascades(
 }
 
 impl ByName {
+    /// The cascades of [`ByName::walked`] narrowed to what owns something: the victims some
+    /// object of `owned` (everything with an owner reference where their dependents can be, as
+    /// listed) names as an owner. Only those need walking for what they own; `None` (nothing
+    /// was listed): all of them.
+    pub fn owning(&self, owned: Option<&[Listed]>) -> Vec<Cascade> {
+        let Some(owned) = owned else {
+            return self.walked.clone();
+        };
+        let owners: HashSet<&str> = owned
+            .iter()
+            .flat_map(|o| o.meta.owner_references.iter().flatten().map(|r| r.uid.as_str()))
+            .collect();
+        self.walked
+            .iter()
+            .filter_map(|cascade| {
+                let victims: Vec<Victim> = cascade
+                    .victims
+                    .iter()
+                    .filter(|v| owners.contains(v.uid.as_str()))
+                    .cloned()
+                    .collect();
+                (!victims.is_empty()).then(|| Cascade {
+                    victims,
+                    ..cascade.clone()
+                })
+            })
+            .collect()
+    }
+
     /// Adds what `taker` takes (`Err`: the kind that could not be read), of which what `counts`.
     fn add(
         &mut self,

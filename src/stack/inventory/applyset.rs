@@ -287,7 +287,7 @@ fn additional_namespaces(annotation: Option<&str>) -> HashSet<String> {
 fn unserved_kinds(kinds: &HashSet<(String, String)>, catalog: &Catalog) -> Option<String> {
     let mut unserved: Vec<String> = kinds
         .iter()
-        .filter(|(group, kind)| catalog.get(group, kind).is_none())
+        .filter(|(group, kind)| !catalog.serves(group, kind))
         .map(|(group, kind)| match group.as_str() {
             "" => kind.clone(),
             group => format!("{kind}.{group}"),

@@ -359,12 +359,16 @@ pub fn unmapped_entries(
     entries
         .iter()
         .filter_map(|entry| {
-            let id = ObjectId::from_flux_inventory_id(entry.get("id").and_then(Value::as_str)?)?;
+            let entry_id = entry.get("id").and_then(Value::as_str)?;
+            let id = ObjectId::from_flux_inventory_id(entry_id)?;
+            // The group as recorded (the id makes it canonical).
+            let group = crate::model::identity::recorded_group(entry_id)
+                .map_or_else(|| id.group.clone(), str::to_string);
             let version = entry.get("v").and_then(Value::as_str).unwrap_or_default();
-            let unmapped = catalog.get(&id.group, &id.kind).is_some()
-                && !catalog.serves_version(&id.group, &id.kind, version);
+            let unmapped =
+                catalog.get(&id.group, &id.kind).is_some() && !catalog.serves_version(&group, &id.kind, version);
             unmapped.then(|| {
-                let api_version = match id.group.as_str() {
+                let api_version = match group.as_str() {
                     "" => version.to_string(),
                     group => format!("{group}/{version}"),
                 };

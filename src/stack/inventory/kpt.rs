@@ -2,6 +2,8 @@
 
 use serde_json::Value;
 
+use crate::cluster::discovery::Catalog;
+
 use super::{list_labelled, served, Inventory, Unloaded};
 use crate::cluster::session::Session;
 use crate::error::UserError;
@@ -19,13 +21,13 @@ pub(super) async fn load_kpt(session: &Session, id: &str) -> Result<Inventory, U
     let config_maps = served(session, "", "ConfigMap")?;
     for object in list_labelled(session, config_maps, &selector).await? {
         let holder = Holder::of("ConfigMap", &object);
-        ids.extend(config_map_ids(&object, &holder)?);
+        ids.extend(config_map_ids(&object, &holder, &session.catalog)?);
         found.push(holder);
     }
     if let Some(groups) = session.catalog.get("kpt.dev", "ResourceGroup") {
         for object in list_labelled(session, groups, &selector).await? {
             found.push(Holder::of("ResourceGroup", &object));
-            ids.extend(resource_group_ids(&object));
+            ids.extend(resource_group_ids(&object, &session.catalog));
         }
     }
     refuse_shared_or_missing(&found, id, &selector)?;
@@ -82,31 +84,46 @@ impl std::fmt::Display for Holder {
 /// key or none: one that does not parse fails the whole inventory (kubernetes-sigs/cli-utils
 /// `pkg/inventory/inventory.go` `ConfigMap.Load`: `ParseObjMetadata`), and neither apply nor
 /// destroy acts on any of it.
-fn config_map_ids(object: &kube::api::DynamicObject, holder: &Holder) -> Result<Vec<ObjectId>, UserError> {
+fn config_map_ids(
+    object: &kube::api::DynamicObject,
+    holder: &Holder,
+    catalog: &Catalog,
+) -> Result<Vec<ObjectId>, UserError> {
     let data = object.data.get("data").and_then(Value::as_object);
-    data.into_iter()
-        .flat_map(|data| data.keys())
-        .map(|key| {
-            ObjectId::from_flux_inventory_id(key).ok_or_else(|| {
-                let place = format!("{}/{}", holder.namespace, holder.name);
-                UserError::refused(format!(
-                    "inventory ConfigMap {place} holds key {key:?}, which is not <namespace>_<name>_<group>_<Kind>: cli-utils cannot read this inventory and acts on none of it"
-                ))
-                .hint("fix the inventory with its tool (`kpt live apply`) before pruning its stack")
-            })
-        })
-        .collect()
+    let mut ids = Vec::new();
+    for key in data.into_iter().flat_map(|data| data.keys()) {
+        let id = ObjectId::from_flux_inventory_id(key).ok_or_else(|| {
+            let place = format!("{}/{}", holder.namespace, holder.name);
+            UserError::refused(format!(
+                "inventory ConfigMap {place} holds key {key:?}, which is not <namespace>_<name>_<group>_<Kind>: cli-utils cannot read this inventory and acts on none of it"
+            ))
+            .hint("fix the inventory with its tool (`kpt live apply`) before pruning its stack")
+        })?;
+        let group = crate::model::identity::recorded_group(key).unwrap_or(&id.group);
+        if mapped(catalog, group, &id.kind) {
+            ids.push(id);
+        }
+    }
+    Ok(ids)
+}
+
+/// Whether cli-utils maps an inventory entry of this group and kind as recorded: one whose kind
+/// another group serves, but not this one (`Deployment` of `extensions`), it cannot map, and
+/// never prunes (kubernetes-sigs/cli-utils `pkg/apply/prune/prune.go` `GetPruneObjs` skips it:
+/// membership review 31, F1). A kind served by no group is no object anyway.
+fn mapped(catalog: &Catalog, group: &str, kind: &str) -> bool {
+    catalog.serves(group, kind) || catalog.get(group, kind).is_none()
 }
 
 /// The objects a ResourceGroup lists in `spec.resources` (those with a kind).
-fn resource_group_ids(object: &kube::api::DynamicObject) -> Vec<ObjectId> {
+fn resource_group_ids(object: &kube::api::DynamicObject, catalog: &Catalog) -> Vec<ObjectId> {
     let resources = object.data.pointer("/spec/resources").and_then(Value::as_array);
     resources
         .into_iter()
         .flatten()
         .filter_map(|r| {
             let field = |name: &str| r.get(name).and_then(Value::as_str).unwrap_or("");
-            (!field("kind").is_empty())
+            (!field("kind").is_empty() && mapped(catalog, field("group"), field("kind")))
                 .then(|| ObjectId::new(field("group"), field("kind"), Some(field("namespace")), field("name")))
         })
         .collect()
@@ -134,4 +151,31 @@ fn refuse_shared_or_missing(found: &[Holder], id: &str, selector: &str) -> Resul
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::discovery::DiscoverySource;
+    use crate::cluster::fixtures::kind;
+
+    /// Membership review 31, F1: cli-utils maps each inventory entry by its recorded group; a
+    /// `Deployment` of `extensions`, where only `apps` serves Deployments, it cannot map and
+    /// never prunes, so it is no member.
+    #[test]
+    fn an_entry_recorded_under_a_group_that_no_longer_serves_its_kind_is_no_member() {
+        let catalog = Catalog::new(
+            vec![
+                kind("apps", "Deployment", true),
+                kind("networking.k8s.io", "Ingress", true),
+                kind("extensions", "Ingress", true),
+            ],
+            vec![],
+            DiscoverySource::PerGroup,
+        );
+        assert!(mapped(&catalog, "apps", "Deployment"));
+        assert!(!mapped(&catalog, "extensions", "Deployment"));
+        assert!(mapped(&catalog, "extensions", "Ingress"), "served under both");
+        assert!(mapped(&catalog, "example.com", "Gone"), "no object anyway");
+    }
 }
