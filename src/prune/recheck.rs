@@ -30,7 +30,7 @@ use crate::prune::cascade::by_name::{named_cascades, takers};
 use crate::prune::cascade::owners::{dying_claims, owned_around, owner_cascades, Counted};
 use crate::prune::cascade::volumes::{is_claim, is_volume, planned_claims};
 use crate::prune::cascade::{
-    contents, held_by_dying, reclaimed, unknown_content, victims, victims_dependents, Planned,
+    contents, held_by_dying, reclaimed, unknown_content, victims, victims_dependents, Cascade, Planned,
 };
 use crate::prune::execute::{CheckedWave, Target, WaveGuard};
 use crate::prune::suspend::Suspensions;
@@ -282,8 +282,8 @@ impl Recheck {
         }
         let mut children = self.dying_children(&owned);
         let wave: Vec<Target> = passed.iter().map(|(target, _)| target.clone()).collect();
-        let (reclaimed, volumes) = self.reclaimed_nodes(&wave, &owned).await;
-        children.extend(reclaimed);
+        let WaveReclaimed { nodes, volumes, taking } = self.wave_reclaimed(&wave, &owned).await;
+        children.extend(nodes);
         timed(
             "dependents judged",
             self.judge_dependents(passed, (declaring, children, volumes), &mut checked),
@@ -291,7 +291,7 @@ impl Recheck {
         .await;
         self.judge_owned(&mut checked, &owned);
         self.judge_named(&mut checked, &owned).await;
-        self.judge_volumes(&mut checked, &owned).await;
+        drop_taking(&mut checked, taking);
         self.judge_dying_holders(&mut checked, &owned).await;
         self.lift_suspensions(&mut checked).await;
         for (target, _) in &checked.dropped {
@@ -518,39 +518,32 @@ impl Recheck {
         drop_taking(checked, taking);
     }
 
-    /// Drops the wave's objects whose deletion would now make the PV controller reclaim a volume
-    /// the plan did not accept as a victim (the plan's own rule, [`reclaimed`]): through a
-    /// claim of the wave, or one a wave's object owns up its chain (judged on `owned`); a
-    /// Namespace's claims are judged with its content ([`Self::judge_content`]).
-    async fn judge_volumes(&self, checked: &mut CheckedWave, owned: &Collection) {
-        let wave: HashMap<String, ObjectId> = checked.targets.iter().map(|t| (t.uid.clone(), t.id.clone())).collect();
-        let mut claims = planned_claims(&wave);
-        let (planned, names) = self.still_planned();
-        let wave_ids: HashSet<&ObjectId> = wave.values().collect();
-        claims.extend(
-            dying_claims(&owned.objects, &planned, &names)
-                .into_iter()
-                .filter(|(_, holder)| wave_ids.contains(holder)),
-        );
-        let taking = self.unaccepted_volumes(&claims).await;
-        drop_taking(checked, taking);
-    }
-
     /// What takes each dying claim (`claims`, by UID) whose volume the PV controller would
     /// reclaim and the plan did not accept as a victim, or whose volume owns such a victim (made
     /// or adopted since the plan: order review 28, F3), with why ([`reclaimed`], the plan's rule).
     async fn unaccepted_volumes(&self, claims: &HashMap<String, ObjectId>) -> HashMap<ObjectId, String> {
-        let mut taking: HashMap<ObjectId, String> = HashMap::new();
         if claims.is_empty() {
-            return taking;
+            return HashMap::new();
         }
+        let found = self.reclaimed(claims).await;
+        self.unaccepted_reclaimed(&found.cascades)
+    }
+
+    /// [`reclaimed`] of `claims`, as the plan counts victims.
+    async fn reclaimed(&self, claims: &HashMap<String, ObjectId>) -> crate::prune::cascade::Reclaimed {
         let (planned, _) = self.still_planned();
         let counted = Counted {
             torn_down: &self.torn_down,
             kept: &self.kept,
         };
-        let found = reclaimed(&self.client, &self.catalog, &planned, claims, (&counted, self.options)).await;
-        for (cascade, _) in found.cascades {
+        reclaimed(&self.client, &self.catalog, &planned, claims, (&counted, self.options)).await
+    }
+
+    /// The holders of `cascades` (of [`reclaimed`]) that take a victim the plan did not accept,
+    /// with why.
+    fn unaccepted_reclaimed(&self, cascades: &[(Cascade, Vec<Listed>)]) -> HashMap<ObjectId, String> {
+        let mut taking: HashMap<ObjectId, String> = HashMap::new();
+        for (cascade, _) in cascades {
             let Some(victim) = cascade.victims.iter().find(|v| !self.accepted_victims.contains(&v.uid)) else {
                 continue;
             };
@@ -562,16 +555,18 @@ impl Recheck {
                 "its deletion would {how} {} ({}), which is not pruned (found by the re-check)",
                 victim.id, victim.why
             );
-            taking.entry(cascade.holder).or_insert(why);
+            taking.entry(cascade.holder.clone()).or_insert(why);
         }
         taking
     }
 
-    /// What dies unnamed with the candidates' claims, as listed now, for the wave's dependents to
-    /// be judged on (order review 28, F3): the claims a candidate's deletion takes as its
-    /// children, the volumes the PV controller then reclaims and what those own that a stayer
-    /// may need ([`reclaimed`]); and the volumes, victims of that graph (held by their claims).
-    async fn reclaimed_nodes(&self, candidates: &[Target], owned: &Collection) -> (Vec<Listed>, Vec<ObjectId>) {
+    /// What the wave's claims take, read once for the wave (order review 28, F3): its claims and
+    /// those a candidate's deletion takes as its children (judged on `owned`), the volumes the PV
+    /// controller then reclaims and what those own ([`reclaimed`]). Its nodes and volumes join
+    /// the graph the wave's dependents are judged on (a volume is held by its claim); its
+    /// `taking` drops the wave's objects whose claims take a victim the plan did not accept (the
+    /// plan's own rule; a Namespace's claims are judged with its content, [`Self::judge_content`]).
+    async fn wave_reclaimed(&self, candidates: &[Target], owned: &Collection) -> WaveReclaimed {
         let wave: HashMap<String, ObjectId> = candidates.iter().map(|t| (t.uid.clone(), t.id.clone())).collect();
         let (planned, names) = self.still_planned();
         let wave_ids: HashSet<&ObjectId> = wave.values().collect();
@@ -583,13 +578,10 @@ impl Recheck {
         let mut claims = planned_claims(&wave);
         claims.extend(children.clone());
         if claims.is_empty() {
-            return (Vec::new(), Vec::new());
+            return WaveReclaimed::default();
         }
-        let counted = Counted {
-            torn_down: &self.torn_down,
-            kept: &self.kept,
-        };
-        let found = reclaimed(&self.client, &self.catalog, &planned, &claims, (&counted, self.options)).await;
+        let found = self.reclaimed(&claims).await;
+        let taking = self.unaccepted_reclaimed(&found.cascades);
         let volumes = found.nodes.iter().map(Listed::id).filter(is_volume).collect();
         let mut nodes: Vec<Listed> = owned
             .objects
@@ -598,7 +590,7 @@ impl Recheck {
             .cloned()
             .collect();
         nodes.extend(found.nodes);
-        (nodes, volumes)
+        WaveReclaimed { nodes, volumes, taking }
     }
 
     /// What the plan still deletes (not dropped by an earlier wave's re-check), and its objects by
@@ -1126,6 +1118,18 @@ fn wave_groups(targets: &[Target]) -> BTreeMap<WaveKey, Arc<KindInfo>> {
         groups.entry(key).or_insert_with(|| target.kind.clone());
     }
     groups
+}
+
+/// What a wave's claims take ([`Recheck::wave_reclaimed`]).
+#[derive(Default)]
+struct WaveReclaimed {
+    /// The claims its objects take as children, the volumes reclaimed and what they own, as
+    /// listed: nodes of the wave's graph.
+    nodes: Vec<Listed>,
+    /// The reclaimed volumes: victims of that graph.
+    volumes: Vec<ObjectId>,
+    /// The wave's objects whose claims take a victim the plan did not accept, with why.
+    taking: HashMap<ObjectId, String>,
 }
 
 /// Moves the wave's targets named in `taking` to its dropped ones, each with its reason.
