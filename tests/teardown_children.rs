@@ -228,3 +228,40 @@ fn an_object_with_a_live_second_owner_is_not_waited_for() {
     assert!(exists("configmap", Some(n), "held"), "{}", run.stderr);
     release_finalizers("configmap/held", n);
 }
+
+/// Order review 32, F1 (a teardown that could never finish): the garbage collector never deletes
+/// a cluster-scoped object by an owner reference to a namespaced kind (kubernetes
+/// `garbagecollector.go`, `namespacedOwnerOfClusterScopedObjectErr`: an `OwnerRefInvalidNamespace`
+/// event, since v1.20). An untracked ClusterRole naming the planned ConfigMap as its owner was
+/// counted by the re-check (and, with a cluster-scoped object planned, by the plan) as a new
+/// victim, and the ConfigMap was dropped on every attempt (exit 5). It is no victim: the
+/// teardown completes, and the ClusterRole stays, as the garbage collector leaves it.
+#[test]
+fn a_cluster_scoped_object_naming_a_namespaced_owner_is_no_victim() {
+    let _logs = start();
+    let ns = Namespace::new("invalidowner");
+    let n = &ns.0;
+    let first = format!("{n}-first");
+    let ignored = format!("{n}-ignored");
+    stack_with_first(
+        n,
+        &format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {first}, labels: LABELS, annotations: {{config.kubernetes.io/depends-on: /namespaces/{n}/ConfigMap/settings}}}}\nrules: []\n"
+        ),
+    );
+    let owner = uid_of("configmap", Some(n), "settings");
+    apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {ignored}, ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: settings, uid: {owner}}}]}}\nrules: []\n"
+    ));
+    record_flux_inventories(n);
+    let planned = stack(&["prune", "-n", n, "kustomization/a", "--dry-run", "-o", "json"]).expect_code(0);
+    assert!(!planned.stdout.contains(&ignored), "no victim named\n{}", planned.stdout);
+    let run = stack(&["prune", "-n", n, "kustomization/a", "--yes", "--timeout", "30s"]).expect_code(0);
+    assert!(!exists("configmap", Some(n), "settings"), "{}", run.stderr);
+    assert!(!exists("clusterrole", None, &first), "{}", run.stderr);
+    // The garbage collector has had its chance (it deletes a dependent of a deleted owner in
+    // well under a second here): the ClusterRole stays.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(exists("clusterrole", None, &ignored), "{}", run.stderr);
+    kubectl(&["delete", "clusterrole", &ignored, "--ignore-not-found"]);
+}

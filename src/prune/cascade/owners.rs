@@ -64,7 +64,28 @@ pub async fn owned_around<'a>(
         all.failures.extend(listed.failures);
         all.not_served.extend(listed.not_served);
     }
+    drop_never_collected(&mut all.objects, catalog);
     all
+}
+
+/// Whether the garbage collector never deletes `object` by its owners: a cluster-scoped object
+/// with an owner reference to a namespaced kind (kubernetes `garbagecollector.go`,
+/// `namespacedOwnerOfClusterScopedObjectErr`, since v1.20: the reference is invalid, the
+/// collector records an `OwnerRefInvalidNamespace` event and forgets the object, whatever its
+/// other owners). An owner kind the catalog does not know proves nothing: the object may die.
+pub fn never_collected(object: &Listed, catalog: &Catalog) -> bool {
+    !object.kind.namespaced
+        && object.meta.owner_references.iter().flatten().any(|reference| {
+            let group = reference.api_version.rsplit_once('/').map_or("", |(group, _)| group);
+            catalog.get(group, &reference.kind).is_some_and(|kind| kind.namespaced)
+        })
+}
+
+/// Leaves out of an owned listing what the garbage collector never deletes by its owners
+/// ([`never_collected`]): every path that judges what dies with a plan (the plan's cascades and
+/// the re-check before each wave) reads its owned objects through this one rule.
+pub fn drop_never_collected(owned: &mut Vec<Listed>, catalog: &Catalog) {
+    owned.retain(|object| !never_collected(object, catalog));
 }
 
 /// The owners of each listed object, by UID.
@@ -357,6 +378,49 @@ mod tests {
             ..Default::default()
         };
         Listed::new(Arc::new(kind("", "ConfigMap", true)), meta)
+    }
+
+    #[test]
+    fn a_cluster_scoped_object_naming_a_namespaced_owner_is_never_collected() {
+        use crate::cluster::discovery::DiscoverySource;
+        let catalog = Catalog::new(
+            vec![
+                kind("", "ConfigMap", true),
+                kind("", "Namespace", false),
+                kind("rbac.authorization.k8s.io", "ClusterRole", false),
+            ],
+            vec![],
+            DiscoverySource::PerGroup,
+        );
+        let with_owner = |namespaced: bool, api_version: &str, owner_kind: &str| {
+            let meta = ObjectMeta {
+                name: Some("o".into()),
+                uid: Some("o".into()),
+                namespace: namespaced.then(|| "app".to_string()),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: api_version.into(),
+                    kind: owner_kind.into(),
+                    uid: "owner".into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            };
+            let kind = match namespaced {
+                true => kind("", "ConfigMap", true),
+                false => kind("rbac.authorization.k8s.io", "ClusterRole", false),
+            };
+            Listed::new(Arc::new(kind), meta)
+        };
+        assert!(never_collected(&with_owner(false, "v1", "ConfigMap"), &catalog));
+        // A cluster-scoped owner, a namespaced dependent, or an owner kind nobody serves: the
+        // garbage collector may delete it.
+        assert!(!never_collected(&with_owner(false, "v1", "Namespace"), &catalog));
+        assert!(!never_collected(&with_owner(true, "v1", "ConfigMap"), &catalog));
+        assert!(!never_collected(&with_owner(false, "example.com/v1", "Gone"), &catalog));
+        let mut owned = vec![with_owner(false, "v1", "ConfigMap"), with_owner(true, "v1", "ConfigMap")];
+        drop_never_collected(&mut owned, &catalog);
+        assert_eq!(owned.len(), 1);
+        assert!(owned[0].kind.namespaced);
     }
 
     #[test]

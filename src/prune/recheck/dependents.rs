@@ -224,6 +224,7 @@ pub async fn relist(
         async move { collect_where(client, &again, scope, keep, options).await }
     };
     session.settle_not_served(&mut listed, relist).await;
+    crate::prune::cascade::owners::drop_never_collected(&mut owned.objects, &session.catalog);
     relisted.owned = owned_complete.then_some(owned);
     relisted.declaring = Declaring::of(listed, flux, stayers);
     relisted
