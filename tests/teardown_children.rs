@@ -255,7 +255,11 @@ fn a_cluster_scoped_object_naming_a_namespaced_owner_is_no_victim() {
     ));
     record_flux_inventories(n);
     let planned = stack(&["prune", "-n", n, "kustomization/a", "--dry-run", "-o", "json"]).expect_code(0);
-    assert!(!planned.stdout.contains(&ignored), "no victim named\n{}", planned.stdout);
+    assert!(
+        !planned.stdout.contains(&ignored),
+        "no victim named\n{}",
+        planned.stdout
+    );
     let run = stack(&["prune", "-n", n, "kustomization/a", "--yes", "--timeout", "30s"]).expect_code(0);
     assert!(!exists("configmap", Some(n), "settings"), "{}", run.stderr);
     assert!(!exists("clusterrole", None, &first), "{}", run.stderr);

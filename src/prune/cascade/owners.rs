@@ -417,7 +417,10 @@ mod tests {
         assert!(!never_collected(&with_owner(false, "v1", "Namespace"), &catalog));
         assert!(!never_collected(&with_owner(true, "v1", "ConfigMap"), &catalog));
         assert!(!never_collected(&with_owner(false, "example.com/v1", "Gone"), &catalog));
-        let mut owned = vec![with_owner(false, "v1", "ConfigMap"), with_owner(true, "v1", "ConfigMap")];
+        let mut owned = vec![
+            with_owner(false, "v1", "ConfigMap"),
+            with_owner(true, "v1", "ConfigMap"),
+        ];
         drop_never_collected(&mut owned, &catalog);
         assert_eq!(owned.len(), 1);
         assert!(owned[0].kind.namespaced);
