@@ -94,24 +94,78 @@ fn comfy_table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
 /// trimmed), without its copy of every cell and line — a table of many rows held once.
 /// `None` when a cell holds anything else (wide characters, line breaks): comfy-table lays it out.
 fn plain_table(headers: &[&str], rows: &[Vec<String>]) -> Option<String> {
-    let plain = |cell: &str| cell.bytes().all(|b| (b' '..=b'~').contains(&b));
-    if rows.iter().any(|row| row.len() != headers.len()) || !headers.iter().all(|h| plain(h)) {
+    let widths = plain_widths(headers, rows.iter().map(|row| row.as_slice()))?;
+    Some(write_plain(
+        headers,
+        &widths,
+        rows.len(),
+        rows.iter().map(|row| row.iter().map(String::as_str)),
+    ))
+}
+
+/// A [`table`] of one row per item, each row made only while it is measured and again while it
+/// is written (`row`): no row is held beside the items, so a table of many objects costs its
+/// text only. Laid out exactly as [`table`] lays out the same rows.
+pub fn table_of<T>(headers: &[&str], items: &[T], row: impl Fn(&T) -> Vec<String>) -> String {
+    let widths =
+        header_widths(headers).and_then(|start| items.iter().try_fold(start, |widths, item| widen(widths, &row(item))));
+    match widths {
+        Some(widths) => write_plain(
+            headers,
+            &widths,
+            items.len(),
+            items.iter().map(|item| row(item).into_iter()),
+        ),
+        None => table(headers, items.iter().map(row).collect()),
+    }
+}
+
+/// Whether a cell is printable ASCII (laid out by [`write_plain`]).
+fn plain(cell: &str) -> bool {
+    cell.bytes().all(|b| (b' '..=b'~').contains(&b))
+}
+
+/// The headers' widths, if they are plain.
+fn header_widths(headers: &[&str]) -> Option<Vec<usize>> {
+    headers
+        .iter()
+        .all(|h| plain(h))
+        .then(|| headers.iter().map(|h| h.len()).collect())
+}
+
+/// `widths` widened to a row's cells; `None` when the row does not fit a plain table (another
+/// number of cells, or a cell that is not plain).
+fn widen<S: AsRef<str>>(mut widths: Vec<usize>, cells: &[S]) -> Option<Vec<usize>> {
+    if cells.len() != widths.len() {
         return None;
     }
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-    for row in rows {
-        for (cell, width) in row.iter().zip(widths.iter_mut()) {
-            if !plain(cell) {
-                return None;
-            }
-            *width = (*width).max(cell.len());
+    for (cell, width) in cells.iter().zip(widths.iter_mut()) {
+        let cell = cell.as_ref();
+        if !plain(cell) {
+            return None;
         }
+        *width = (*width).max(cell.len());
     }
+    Some(widths)
+}
+
+/// The widths of a plain table of `rows`, or `None` (see [`widen`]).
+fn plain_widths<'a>(headers: &[&str], mut rows: impl Iterator<Item = &'a [String]>) -> Option<Vec<usize>> {
+    rows.try_fold(header_widths(headers)?, widen)
+}
+
+/// Writes a plain table: the headers, then each row, each cell padded to its column's width.
+fn write_plain<R, C>(headers: &[&str], widths: &[usize], rows: usize, cells: R) -> String
+where
+    R: Iterator<Item = C>,
+    C: Iterator,
+    C::Item: AsRef<str>,
+{
     let line_width: usize = widths.iter().map(|w| w + GAP).sum::<usize>() + 1;
-    let mut text = String::with_capacity(line_width * (rows.len() + 1));
+    let mut text = String::with_capacity(line_width * (rows + 1));
     let mut line = |cells: &mut dyn Iterator<Item = &str>| {
         let start = text.len();
-        for (cell, width) in cells.zip(&widths) {
+        for (cell, width) in cells.zip(widths) {
             text.push_str(cell);
             text.extend(std::iter::repeat_n(' ', width - cell.len() + GAP));
         }
@@ -119,10 +173,11 @@ fn plain_table(headers: &[&str], rows: &[Vec<String>]) -> Option<String> {
         text.push('\n');
     };
     line(&mut headers.iter().copied());
-    for row in rows {
-        line(&mut row.iter().map(String::as_str));
+    for row in cells {
+        let row: Vec<C::Item> = row.collect();
+        line(&mut row.iter().map(AsRef::as_ref));
     }
-    Some(text)
+    text
 }
 
 /// The columns between two columns of a [`table`].
@@ -299,9 +354,12 @@ mod tests {
                 "{headers:?} {rows:?}"
             );
             assert!(plain_table(&headers, &rows).is_some());
+            // Made row by row, the same table.
+            assert_eq!(table_of(&headers, &rows, Clone::clone), comfy(&headers, rows.clone()));
         }
         // Anything else is comfy-table's: wide characters, line breaks, short rows.
         let wide = vec![vec!["名前".to_string()]];
+        assert_eq!(table_of(&["NAME"], &wide, Clone::clone), comfy(&["NAME"], wide.clone()));
         assert!(plain_table(&["NAME"], &wide).is_none());
         assert_eq!(table(&["NAME"], wide.clone()), comfy(&["NAME"], wide));
         let broken = vec![vec!["two\nlines".to_string()]];

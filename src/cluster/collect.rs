@@ -153,6 +153,10 @@ pub struct Listed {
     /// its vector (a vector of the large struct itself, grown by doubling, held several times
     /// its size), and each metadata exactly once.
     pub meta: Box<ObjectMeta>,
+    /// The tools' marks as `list` shows them (TRACKED-BY,
+    /// [`crate::model::trackers::describe_marks`]), kept when the labels and annotations they
+    /// were read from are dropped ([`Trim::Marks`]); `None` otherwise.
+    pub marks: Option<Box<str>>,
 }
 
 impl Listed {
@@ -168,13 +172,21 @@ impl Listed {
         Self {
             kind,
             meta: Box::new(meta),
+            marks: None,
         }
     }
 
     /// [`Listed::new`], holding only what `trim` keeps.
     pub fn trimmed(kind: Arc<KindInfo>, mut meta: ObjectMeta, trim: Trim) -> Self {
         trim.apply(&mut meta);
-        Self::new(kind, meta)
+        let mut listed = Self::new(kind, meta);
+        if trim == Trim::Marks {
+            // Described from the metadata as `new` left it (a Secret's annotations redacted).
+            listed.marks = Some(crate::model::trackers::describe_marks(&listed.meta).into());
+            listed.meta.labels = None;
+            listed.meta.annotations = None;
+        }
+        listed
     }
 
     /// (group, kind, namespace, name).
@@ -303,7 +315,8 @@ pub enum Trim {
     Keep,
     /// Identity and UID only (`list -o name`).
     Identity,
-    /// Identity, UID, times, finalizers, labels and the trackers' annotations (`list`'s table).
+    /// Identity, UID, times, finalizers, and the tools' marks described once ([`Listed::marks`]:
+    /// `list`'s table); no label or annotation.
     Marks,
 }
 
@@ -559,6 +572,43 @@ mod tests {
     fn base64(text: &str) -> String {
         use base64::Engine;
         base64::engine::general_purpose::STANDARD.encode(text)
+    }
+
+    #[test]
+    fn the_tables_trim_keeps_the_marks_described_and_no_label_or_annotation() {
+        let labels = [
+            ("kustomize.toolkit.fluxcd.io/name", "apps"),
+            ("kustomize.toolkit.fluxcd.io/namespace", "flux-system"),
+            ("app", "web"),
+        ];
+        let meta = |labels: &[(&str, &str)]| ObjectMeta {
+            name: Some("a".into()),
+            namespace: Some("n".into()),
+            uid: Some("u".into()),
+            finalizers: Some(vec!["example.com/hold".into()]),
+            labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+            annotations: Some(BTreeMap::from([(
+                "config.k8s.io/owning-inventory".into(),
+                "inv".into(),
+            )])),
+            ..Default::default()
+        };
+        let kind = Arc::new(crate::cluster::fixtures::kind("", "ConfigMap", true));
+        let whole = Listed::trimmed(kind.clone(), meta(&labels), Trim::Keep);
+        let trimmed = Listed::trimmed(kind.clone(), meta(&labels), Trim::Marks);
+        let described = crate::model::trackers::describe_marks(&whole.meta);
+        assert!(
+            described.contains("flux:flux-system/apps") && described.contains("kpt:inv"),
+            "{described}"
+        );
+        assert_eq!(trimmed.marks.as_deref(), Some(described.as_str()));
+        assert!(trimmed.meta.labels.is_none() && trimmed.meta.annotations.is_none());
+        assert_eq!(trimmed.finalizers(), whole.finalizers());
+        assert_eq!((trimmed.id(), trimmed.uid()), (whole.id(), whole.uid()));
+        assert!(whole.marks.is_none());
+        // Without the Flux labels, the kpt mark alone.
+        let kpt_only = Listed::trimmed(kind, meta(&[("app", "web")]), Trim::Marks);
+        assert_eq!(kpt_only.marks.as_deref(), Some("kpt:inv"));
     }
 
     #[test]

@@ -101,5 +101,8 @@ pub fn status(object: &Listed) -> String {
 
 /// Every tool mark on the object, comma-separated, or `<none>`.
 pub fn tracked_by(object: &Listed) -> String {
-    crate::model::trackers::describe_marks(&object.meta)
+    match &object.marks {
+        Some(described) => described.to_string(),
+        None => crate::model::trackers::describe_marks(&object.meta),
+    }
 }

@@ -50,8 +50,8 @@ fn trim_for(output: ListOutput) -> Trim {
 /// Renders listed objects in the chosen format.
 pub fn render_list(objects: &[Listed], output: ListOutput) -> Result<String, UserError> {
     match output {
-        ListOutput::Table => Ok(render::table(&HEADERS, objects.iter().map(row).collect())),
-        ListOutput::Wide => Ok(render::table(&WIDE_HEADERS, objects.iter().map(wide_row).collect())),
+        ListOutput::Table => Ok(render::table_of(&HEADERS, objects, row)),
+        ListOutput::Wide => Ok(render::table_of(&WIDE_HEADERS, objects, wide_row)),
         ListOutput::Json => render::json(&ListDocument(objects)),
         ListOutput::Yaml => render::yaml(&ListDocument(objects)),
         ListOutput::Name => Ok(objects.iter().map(|o| o.id().kubectl_name() + "\n").collect()),
