@@ -208,12 +208,19 @@ async fn orphan_planning(
     request: &PlanRequest,
 ) -> Result<(Planning, ListScope), UserError> {
     let (infer, accept_unlisted) = (request.infer, request.skip_unlisted);
-    let tracker = report.tracker.clone();
-    let needs = report.needs.clone();
-    let placements = report.placements.clone();
+    // Moved out of the report, not copied: the desired set's needs and placements hold an
+    // identity per desired object (issue 30).
+    let OrphanReport {
+        classified,
+        tracker,
+        needs,
+        placements,
+        bystanders,
+        ..
+    } = report;
     let mut kept = Vec::new();
     let mut targets = HashMap::new();
-    for classified in &report.classified {
+    for classified in &classified {
         let id = classified.object.id();
         match &classified.verdict {
             Verdict::Orphan(reason) => {
@@ -231,9 +238,9 @@ async fn orphan_planning(
     }
     // Every tracked object in scope is a node too, not only this stack's: another stack's object
     // that depends on an orphan, or lives in an orphan Namespace, keeps it.
-    let mut listed: Vec<Listed> = report.classified.into_iter().map(|c| c.object).collect();
+    let mut listed: Vec<Listed> = classified.into_iter().map(|c| c.object).collect();
     let known: HashSet<String> = listed.iter().map(|o| o.uid().to_string()).collect();
-    let (others, stayers_listed) = match report.bystanders {
+    let (others, stayers_listed) = match bystanders {
         // Listed with the orphans' selection, in every namespace (`orphans::find_with_bystanders`).
         Some(listing) => (
             crate::prune::bystanders::of_listing(listing.bystanders, ListScope::AllNamespaces, &known),
