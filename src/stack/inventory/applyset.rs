@@ -124,9 +124,12 @@ const APPLYSET_PARENT_TYPE: &str = "applyset.kubernetes.io/is-parent-type";
 pub(super) async fn find_applyset_parent(session: &Session, id: &str) -> Result<Option<Inventory>, UserError> {
     let selector = format!("{APPLYSET_ID}={id}");
     let kinds = parent_kinds(session).await?;
+    // Every parent kind at once (each list reads every object of its kind, Secrets and
+    // ConfigMaps of the whole cluster among them), taken in their order.
+    let listed = futures::future::join_all(kinds.iter().map(|kind| list_labelled(session, kind, &selector))).await;
     let mut parents = Vec::new();
-    for kind in &kinds {
-        for object in list_labelled(session, kind, &selector).await? {
+    for (kind, objects) in kinds.iter().zip(listed) {
+        for object in objects? {
             let name = object.metadata.name.clone().unwrap_or_default();
             let namespace = object.metadata.namespace.clone().unwrap_or_default();
             if applyset_id(&name, &namespace, &kind.kind, &kind.group) == id {
