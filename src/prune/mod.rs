@@ -218,24 +218,7 @@ async fn orphan_planning(
         bystanders,
         ..
     } = report;
-    let mut kept = Vec::new();
-    let mut targets = HashMap::new();
-    for classified in &classified {
-        let id = classified.object.id();
-        match &classified.verdict {
-            Verdict::Orphan(reason) => {
-                targets.insert(id, reason.to_string());
-            }
-            Verdict::Skipped(KeepReason::Terminating) => {
-                targets.insert(id, "already being deleted".to_string());
-            }
-            Verdict::Skipped(reason @ KeepReason::Keep { .. }) => kept.push(Kept {
-                id,
-                reason: reason.clone(),
-            }),
-            Verdict::Skipped(_) | Verdict::Desired => {}
-        }
-    }
+    let (targets, kept) = verdicts(&classified);
     // Every tracked object in scope is a node too, not only this stack's: another stack's object
     // that depends on an orphan, or lives in an orphan Namespace, keeps it.
     let mut listed: Vec<Listed> = classified.into_iter().map(|c| c.object).collect();
@@ -284,6 +267,30 @@ async fn orphan_planning(
         orphaning,
     };
     Ok((planning, others.scope))
+}
+
+/// The orphans to delete (and those being deleted already), each with why, and what a keep
+/// marker keeps, from the verdicts.
+fn verdicts(classified: &[crate::stack::classify::Classified]) -> (HashMap<ObjectId, String>, Vec<Kept>) {
+    let mut kept = Vec::new();
+    let mut targets = HashMap::new();
+    for classified in classified {
+        let id = classified.object.id();
+        match &classified.verdict {
+            Verdict::Orphan(reason) => {
+                targets.insert(id, reason.to_string());
+            }
+            Verdict::Skipped(KeepReason::Terminating) => {
+                targets.insert(id, "already being deleted".to_string());
+            }
+            Verdict::Skipped(reason @ KeepReason::Keep { .. }) => kept.push(Kept {
+                id,
+                reason: reason.clone(),
+            }),
+            Verdict::Skipped(_) | Verdict::Desired => {}
+        }
+    }
+    (targets, kept)
 }
 
 fn snapshot(live: &LiveGraph) -> Snapshot<'_> {
