@@ -250,13 +250,17 @@ fn a_cluster_scoped_object_naming_a_namespaced_owner_is_no_victim() {
         ),
     );
     let owner = uid_of("configmap", Some(n), "settings");
+    // Untracked, and another stack's: a node of the plan's graph, whose owner chain has the
+    // same rule.
+    let tracked = format!("{n}-tracked");
+    let other = flux_labels("b", n);
     apply(&format!(
-        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {ignored}, ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: settings, uid: {owner}}}]}}\nrules: []\n"
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {ignored}, ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: settings, uid: {owner}}}]}}\nrules: []\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {tracked}, labels: {other}, ownerReferences: [{{apiVersion: v1, kind: ConfigMap, name: settings, uid: {owner}}}]}}\nrules: []\n"
     ));
     record_flux_inventories(n);
     let planned = stack(&["prune", "-n", n, "kustomization/a", "--dry-run", "-o", "json"]).expect_code(0);
     assert!(
-        !planned.stdout.contains(&ignored),
+        !planned.stdout.contains(&ignored) && !planned.stdout.contains(&tracked),
         "no victim named\n{}",
         planned.stdout
     );
@@ -267,5 +271,6 @@ fn a_cluster_scoped_object_naming_a_namespaced_owner_is_no_victim() {
     // well under a second here): the ClusterRole stays.
     std::thread::sleep(Duration::from_secs(3));
     assert!(exists("clusterrole", None, &ignored), "{}", run.stderr);
-    kubectl(&["delete", "clusterrole", &ignored, "--ignore-not-found"]);
+    assert!(exists("clusterrole", None, &tracked), "{}", run.stderr);
+    kubectl(&["delete", "clusterrole", &ignored, &tracked, "--ignore-not-found"]);
 }

@@ -457,11 +457,27 @@ impl OwnerChain<'_> {
         }
     }
 
+    /// Whether the garbage collector never deletes `owned` by its owners: a cluster-scoped node
+    /// with a namespaced node among its owners (the rule of
+    /// `never_collected` of the prune layer's owner cascades, which the owned listings apply, read
+    /// here from the nodes' identities). An owner that is no node proves nothing here: one of
+    /// the wrong scope is never read, and counts as live.
+    fn never_collected(&self, owned: &Owner, owners: &[Owner]) -> bool {
+        let cluster_scoped = |node: usize| self.graph.nodes[node].id.namespace.is_none();
+        matches!(owned, Owner::Node(node) if cluster_scoped(*node))
+            && owners
+                .iter()
+                .any(|owner| matches!(owner, Owner::Node(node) if !cluster_scoped(*node)))
+    }
+
     /// The planned objects whose deletion takes `owned` through its owners (see
     /// [`Graph::dying_by_owners`]); `None` when it has no known owner or one of its owners lives.
     /// An ownership cycle proves nothing.
     fn planned_owners(&self, owned: &Owner, on_path: &mut HashSet<Owner>) -> Option<Vec<usize>> {
         let mut owners = self.owners_of(owned)?;
+        if self.never_collected(owned, &owners) {
+            return None;
+        }
         if self.graph.orphan_dependents {
             // Deleted with propagation policy `Orphan`, a planned owner leaves its dependents:
             // the garbage collector removes its reference from them.
@@ -819,6 +835,32 @@ mod tests {
             .outside_owners
             .insert("uid-middle".into(), vec!["uid-child".into()]);
         assert!(graph.dying_by_owners(|i| i == 0).is_empty(), "a cycle proves nothing");
+    }
+
+    /// Order review 32: a cluster-scoped node whose owners include a namespaced node is never
+    /// the garbage collector's (`OwnerRefInvalidNamespace`), whatever its other owners; a
+    /// cluster-scoped owner takes its cluster-scoped dependent as before.
+    #[test]
+    fn a_cluster_scoped_node_naming_a_namespaced_owner_never_dies_by_it() {
+        let with_uid = |mut input: NodeInput, uid: &str| {
+            input.uid = Some(uid.to_string());
+            input
+        };
+        let config_map = with_uid(input("", "ConfigMap", Some("app"), "settings", Some("a")), "uid-cm");
+        let namespace = with_uid(input("", "Namespace", None, "owner", Some("a")), "uid-ns");
+        let rbac = "rbac.authorization.k8s.io";
+        let mut invalid = with_uid(input(rbac, "ClusterRole", None, "invalid", Some("b")), "uid-invalid");
+        invalid.owners.push("uid-cm".into());
+        let mut valid = with_uid(input(rbac, "ClusterRole", None, "valid", Some("b")), "uid-valid");
+        valid.owners.push("uid-ns".into());
+        let mut both = with_uid(input(rbac, "ClusterRole", None, "both", Some("b")), "uid-both");
+        both.owners.extend(["uid-ns".to_string(), "uid-cm".to_string()]);
+        let graph = build(&[config_map, namespace, invalid, valid, both], &BuildOptions::default());
+        let dying = graph.dying_by_owners(|i| i < 2);
+        let named = |index: usize| graph.nodes[index].id.name.clone();
+        let mut names: Vec<String> = dying.keys().map(|&i| named(i)).collect();
+        names.sort();
+        assert_eq!(names, ["valid"], "{dying:?}");
     }
 
     #[test]
