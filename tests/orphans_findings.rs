@@ -1017,6 +1017,59 @@ fn kapp_prunes_only_the_kinds_its_app_record_lists() {
     assert!(exists("configmap", Some(n), "a"));
 }
 
+/// Membership review 32, F1 (reported less), and the scope it read: kapp lists an app's object
+/// once through each group and version that serves its kind in the app's scope, calls the copies
+/// its `kapp.k14s.io/identity` does not name transient, and keeps the copy whose `apiVersion` is
+/// the identity's (carvel-dev/kapp `pkg/kapp/resources/identified_resources_list.go` `List`,
+/// `pickPreferredVersions`; `identity_annotation.go`), its scope the record's `usedGKs` and the
+/// new manifests' group-kinds as written (`pkg/kapp/cmd/app/deploy.go` `newAndUsedGKs`). So an
+/// Ingress applied as `extensions/v1beta1` and gone from the set is pruned: it was called
+/// transient. One whose identity names `networking.k8s.io`, which this app never lists, is not:
+/// the set's `extensions` Ingress had put `networking.k8s.io` in its scope, and it was deleted.
+#[test]
+fn kapp_lists_an_object_through_the_group_its_identity_names() {
+    let _logs = start();
+    let ns = Namespace::new("kapp-alias");
+    let n = &ns.0;
+    let app = format!("5{}", std::process::id());
+    let ingress = |api_version: &str, name: &str| {
+        let group = api_version.split('/').next().unwrap();
+        let backend = match group {
+            "extensions" => "{serviceName: web, servicePort: 80}",
+            _ => "{service: {name: web, port: {number: 80}}}",
+        };
+        format!(
+            "---\napiVersion: {api_version}\nkind: Ingress\nmetadata: {{name: {name}, namespace: {n}, labels: {{kapp.k14s.io/app: \"{app}\"}}, annotations: {{kapp.k14s.io/identity: \"v1;{n}/{group}/Ingress/{name};{api_version}\"}}}}\nspec:\n  {}: {backend}\n",
+            if group == "extensions" { "backend" } else { "defaultBackend" }
+        )
+    };
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: myapp, namespace: {n}, labels: {{kapp.k14s.io/is-app: \"\"}}}}\ndata:\n  spec: '{{\"labelKey\":\"kapp.k14s.io/app\",\"labelValue\":\"{app}\",\"usedGKs\":[{{\"Group\":\"extensions\",\"Kind\":\"Ingress\"}}]}}'\n{}{}{}",
+        ingress("extensions/v1beta1", "kept"),
+        ingress("extensions/v1beta1", "old"),
+        ingress("networking.k8s.io/v1", "net"),
+    ));
+    let repo = temp_file(
+        "kapp-alias.yaml",
+        "apiVersion: extensions/v1beta1\nkind: Ingress\nmetadata: {name: kept}\nspec:\n  backend: {serviceName: web, servicePort: 80}\n",
+    );
+    let repo = repo.to_str().unwrap();
+    let expected = set(&[format!("Ingress/{n}/old")]);
+    let tracker = format!("kapp={app}");
+    let selector = format!("kapp.k14s.io/app={app}");
+    for how in [["--tracker", &tracker], ["-l", &selector]] {
+        let found = stack(&[&["orphans", "-n", n, "-o", "json", "-f", repo][..], &how].concat()).expect_code(1);
+        assert_eq!(orphan_names(&found), expected, "{how:?}");
+    }
+    stack(&["prune", "-n", n, "--tracker", &tracker, "-f", repo, "--yes"]).expect_code(0);
+    assert!(!exists("ingress.networking.k8s.io", Some(n), "old"));
+    assert!(
+        exists("ingress.networking.k8s.io", Some(n), "net"),
+        "kapp never lists it as its own"
+    );
+    assert!(exists("ingress.networking.k8s.io", Some(n), "kept"));
+}
+
 /// A ConfigMap `namespace/name` Argo CD application `app` tracks in sync wave `wave` (labelled
 /// `stack-test/run: APP`), with `extra` metadata lines.
 fn argo_waved_config_map(app: &str, namespace: &str, name: &str, wave: &str, extra: &str) -> String {

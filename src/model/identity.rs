@@ -93,6 +93,15 @@ impl ObjectId {
     }
 }
 
+/// `group/version`, or `version` for the core group: an `apiVersion`.
+pub fn api_version(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    }
+}
+
 /// `Kind.group`, or `Kind` for the core group.
 pub fn kind_with_group(kind: &str, group: &str) -> String {
     if group.is_empty() {

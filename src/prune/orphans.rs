@@ -623,8 +623,15 @@ fn resolve_manifests(manifests: &[Manifest], session: &Session, stack: &StackRec
         set.needs.add_namespace(namespace);
     }
     if let Some((app, used)) = &stack.kapp_kinds {
-        set.needs.scope_kapp(app, used, set.ids.iter());
+        let written = manifests.iter().map(|m| {
+            (
+                crate::stack::manifest::group_of(&m.api_version).to_string(),
+                m.kind.clone(),
+            )
+        });
+        set.needs.scope_kapp(app, used, written);
     }
+    set.needs.note_shared_versions(session.catalog.served_versions());
     if let Some((app, filter)) = &stack.argo_filter {
         set.needs.scope_argo(app, filter);
     }

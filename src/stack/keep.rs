@@ -550,11 +550,11 @@ pub fn marked_elsewhere(object: &Listed, context: &Context) -> Option<KeepReason
 /// marks: [`crate::stack::policy`]; kpt's prune filters: [`kpt_needed`]), asked for every tool that
 /// marks the object and the one named.
 pub fn tool_rules(object: &Listed, context: &Context) -> Option<KeepReason> {
-    let tracker = match &context.question {
-        Question::Orphan { tracker, .. } => *tracker,
-        Question::Teardown { .. } => None,
+    let (tracker, needs) = match &context.question {
+        Question::Orphan { tracker, needs, .. } => (*tracker, *needs),
+        Question::Teardown { .. } => (None, None),
     };
-    tool_keeps(object, tracker)
+    tool_keeps(object, tracker, needs)
         .or_else(|| kpt_needed(object, context))
         .or_else(|| kapp_unlisted(object, context))
         .or_else(|| argo_unmanaged(object, context))
@@ -607,10 +607,11 @@ pub fn kapp_unlisted(object: &Listed, context: &Context) -> Option<String> {
     let Question::Orphan { needs: Some(needs), .. } = &context.question else {
         return None;
     };
+    let group = crate::stack::policy::kapp_group(object, Some(needs)).unwrap_or(&object.kind.group);
     crate::model::trackers::marks(&object.meta)
         .iter()
         .filter(|mark| mark.preset == Preset::Kapp)
-        .find_map(|mark| needs.unlisted_by_kapp(&mark.value.name, &object.id()))
+        .find_map(|mark| needs.unlisted_by_kapp(&mark.value.name, group, &object.kind.kind))
 }
 
 /// Rule: Argo CD never manages, so never prunes, an object of a kind its core exclusions or its

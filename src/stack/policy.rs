@@ -12,6 +12,7 @@ use crate::model::trackers::{
     flux_v1_gc_mark, flux_v1_gc_mark_of, flux_v1_resource_id, marks, Preset, Tracker, ARGOCD_INSTANCE,
     ARGOCD_TRACKING_ID, KAPP_APP,
 };
+use crate::stack::desired::Needs;
 
 /// Argo CD's installation id annotation (argo-cd `common/common.go` `AnnotationInstallationID`).
 pub const ARGOCD_INSTALLATION_ID: &str = "argocd.argoproj.io/installation-id";
@@ -25,8 +26,9 @@ pub const HELM_HOOK: &str = "helm.sh/hook";
 
 /// Why the tracking tool itself would not delete the object, or `None` when every tool that
 /// tracks it (and the one the user named) would. The tools asked are those that marked the
-/// object, plus the `--tracker` preset.
-pub fn tool_keeps(object: &Listed, tracker: Option<&Tracker>) -> Option<String> {
+/// object, plus the `--tracker` preset; `needs`: how the new desired set's tools list, when one
+/// was given.
+pub fn tool_keeps(object: &Listed, tracker: Option<&Tracker>, needs: Option<&Needs>) -> Option<String> {
     let mut presets: Vec<Preset> = marks(&object.meta).into_iter().map(|m| m.preset).collect();
     if let Some(tracker) = tracker {
         presets.push(tracker.preset);
@@ -39,7 +41,7 @@ pub fn tool_keeps(object: &Listed, tracker: Option<&Tracker>) -> Option<String> 
         .map(|v| v.name.as_str());
     presets.into_iter().find_map(|preset| match preset {
         Preset::FluxV1 => flux_v1_keeps(object, sync_set),
-        Preset::Kapp => kapp_keeps(object),
+        Preset::Kapp => kapp_keeps(object, needs),
         Preset::ArgoCd => argocd_keeps(object),
         Preset::Helm | Preset::FluxHelm => helm_keeps(object),
         Preset::Flux | Preset::ApplySet | Preset::Kpt => None,
@@ -68,21 +70,45 @@ pub fn flux_v1_keeps(object: &Listed, sync_set: Option<&str>) -> Option<String> 
 /// kapp (carvel-dev/kapp `pkg/kapp/resources/identity_annotation.go`): an object with the app
 /// label but without a `kapp.k14s.io/identity` annotation naming itself
 /// (`v1;<namespace>/<group>/<Kind>/<name>;<apiVersion>`) was made by a controller that copied
-/// the label: kapp calls it transient and does not delete it.
-pub fn kapp_keeps(object: &Listed) -> Option<String> {
+/// the label: kapp calls it transient and does not delete it. The group named may be another
+/// group serving its kind (an Ingress applied as `extensions`): see [`kapp_group`].
+pub fn kapp_keeps(object: &Listed, needs: Option<&Needs>) -> Option<String> {
     let labels = object.meta.labels.as_ref();
     labels.and_then(|l| l.get(KAPP_APP))?;
-    let identity = annotation(object, KAPP_IDENTITY).unwrap_or_default();
-    let own_key = format!(
-        "{}/{}/{}/{}",
+    kapp_group(object, needs).is_none().then(|| {
+        let own_key = kapp_key(object, &object.kind.group);
+        format!("no {KAPP_IDENTITY} naming {own_key}: kapp treats it as transient")
+    })
+}
+
+/// The group through which kapp takes the object for its own: the one its
+/// `kapp.k14s.io/identity` names, when that names the object (namespace, kind, name) and kapp
+/// takes the copy it lists through that group for the object ([`Needs::kapp_sees_own`]; where
+/// the server's versions are not known, only the group it is listed under here is taken).
+/// `None`: kapp calls the object transient.
+pub fn kapp_group<'a>(object: &'a Listed, needs: Option<&Needs>) -> Option<&'a str> {
+    let identity = annotation(object, KAPP_IDENTITY)?;
+    let ["v1", key, api_version] = identity.split(';').collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    let group = &object.kind.group;
+    let sharing = crate::model::identity::groups_sharing(group, &object.kind.kind);
+    let named = std::iter::once(group.as_str())
+        .chain(sharing)
+        .find(|named| key == kapp_key(object, named))?;
+    let app = object.meta.labels.as_ref().and_then(|l| l.get(KAPP_APP))?;
+    let seen = needs.and_then(|needs| needs.kapp_sees_own(app, group, &object.kind.kind, named, api_version));
+    seen.unwrap_or(named == group).then_some(named)
+}
+
+/// kapp's key of the object listed through `group`: `<namespace>/<group>/<Kind>/<name>`.
+fn kapp_key(object: &Listed, group: &str) -> String {
+    format!(
+        "{}/{group}/{}/{}",
         object.namespace().unwrap_or(""),
-        object.kind.group,
         object.kind.kind,
         object.name()
-    );
-    let pieces: Vec<&str> = identity.split(';').collect();
-    let valid = matches!(pieces.as_slice(), ["v1", key, _] if *key == own_key);
-    (!valid).then(|| format!("no {KAPP_IDENTITY} naming {own_key}: kapp treats it as transient"))
+    )
 }
 
 /// Argo CD (argo-cd `util/argo/resource_tracking.go` `getAppInstanceValue`,
@@ -225,9 +251,9 @@ mod tests {
             &[(KAPP_APP, "1")],
             &[(KAPP_IDENTITY, "v1;web/apps/Deployment/api;apps/v1")],
         );
-        assert_eq!(kapp_keeps(&own), None);
+        assert_eq!(kapp_keeps(&own, None), None);
         let transient = object("", "Pod", "api-x", &[(KAPP_APP, "1")], &[]);
-        assert!(kapp_keeps(&transient).unwrap().contains("transient"));
+        assert!(kapp_keeps(&transient, None).unwrap().contains("transient"));
         let copied = object(
             "apps",
             "Deployment",
@@ -235,7 +261,65 @@ mod tests {
             &[(KAPP_APP, "1")],
             &[(KAPP_IDENTITY, "v1;web/apps/Deployment/api;apps/v1")],
         );
-        assert!(kapp_keeps(&copied).is_some());
+        assert!(kapp_keeps(&copied, None).is_some());
+    }
+
+    /// Membership review 32, F1: kapp lists an Ingress once through each group and version that
+    /// serves it in its app's scope (carvel-dev/kapp `identified_resources_list.go`), so an
+    /// identity naming `extensions` is its own wherever kapp lists that copy.
+    #[test]
+    fn kapp_takes_an_identity_under_another_group_of_its_kind_as_kapp_lists_it() {
+        let ingress = |identity: &str| {
+            object(
+                "networking.k8s.io",
+                "Ingress",
+                "web",
+                &[(KAPP_APP, "1")],
+                &[(KAPP_IDENTITY, identity)],
+            )
+        };
+        let served = [
+            ("networking.k8s.io", "v1"),
+            ("networking.k8s.io", "v1beta1"),
+            ("extensions", "v1beta1"),
+            ("", "v1"),
+        ];
+        let mut every_kind = Needs::default();
+        every_kind.note_shared_versions(
+            served
+                .iter()
+                .map(|(g, v)| (g.to_string(), "Ingress".to_string(), v.to_string())),
+        );
+        let scoped = |kinds: &[&str]| {
+            let mut needs = every_kind.clone();
+            let used: Vec<(String, String)> = kinds.iter().map(|g| (g.to_string(), "Ingress".to_string())).collect();
+            needs.scope_kapp("1", &used, std::iter::empty());
+            needs
+        };
+        let extensions = ingress("v1;web/extensions/Ingress/web;extensions/v1beta1");
+        let own = ingress("v1;web/networking.k8s.io/Ingress/web;networking.k8s.io/v1");
+        let unserved_version = ingress("v1;web/extensions/Ingress/web;extensions/v1");
+        // Every kind listed: the extensions copy matches the identity's version.
+        assert_eq!(kapp_keeps(&extensions, Some(&every_kind)), None);
+        assert_eq!(kapp_group(&extensions, Some(&every_kind)), Some("extensions"));
+        assert_eq!(kapp_keeps(&own, Some(&every_kind)), None);
+        // No copy at the identity's version, copies of both groups: discovery's order decides.
+        assert!(kapp_keeps(&unserved_version, Some(&every_kind)).is_some());
+        // Only extensions listed: its one copy is valid, whatever the version.
+        let only_extensions = scoped(&["extensions"]);
+        assert_eq!(kapp_keeps(&unserved_version, Some(&only_extensions)), None);
+        assert_eq!(kapp_keeps(&extensions, Some(&only_extensions)), None);
+        assert!(kapp_keeps(&own, Some(&only_extensions)).is_some());
+        // Only networking.k8s.io listed: the extensions identity names no copy kapp lists.
+        assert!(kapp_keeps(&extensions, Some(&scoped(&["networking.k8s.io"]))).is_some());
+        // Versions unknown (a teardown): only the group it is listed under here.
+        assert!(kapp_keeps(&extensions, None).is_some());
+        assert_eq!(kapp_keeps(&own, None), None);
+        // Another name, or a group that does not serve the kind, is never its own.
+        let other = ingress("v1;web/extensions/Ingress/other;extensions/v1beta1");
+        assert!(kapp_keeps(&other, Some(&every_kind)).is_some());
+        let foreign = ingress("v1;web/apps/Ingress/web;apps/v1");
+        assert!(kapp_keeps(&foreign, Some(&every_kind)).is_some());
     }
 
     #[test]
@@ -293,9 +377,9 @@ mod tests {
             &[(ARGOCD_INSTANCE, "web")],
             &[(HELM_RELEASE_NAME, "web"), (HELM_RELEASE_NAMESPACE, "web")],
         );
-        assert_eq!(tool_keeps(&chart, None), None);
+        assert_eq!(tool_keeps(&chart, None, None), None);
         let argo = Tracker::parse("argocd=web").unwrap();
-        assert!(tool_keeps(&chart, Some(&argo)).unwrap().contains("label"));
+        assert!(tool_keeps(&chart, Some(&argo), None).unwrap().contains("label"));
     }
 
     #[test]

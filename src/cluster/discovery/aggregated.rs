@@ -6,9 +6,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use kube::core::discovery::v2::{APIGroupDiscovery, APIResourceDiscovery};
 use kube::Client;
 
-use super::lists::group_version;
 use super::{Catalog, DiscoveryFailure, DiscoverySource, ServerLists};
 use crate::cluster::retry::with_retries;
+use crate::model::identity::api_version as group_version;
 
 /// Aggregated discovery; `None` when the answer is unusable (no core group, or no groups at all).
 pub async fn discover_aggregated(client: &Client) -> Result<Option<Catalog>, kube::Error> {

@@ -320,8 +320,8 @@ async fn crd_names(client: &Client, catalog: &Catalog) -> Result<Vec<String>, ku
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::discovery::lists::group_version;
     use crate::cluster::discovery::DiscoveryFailure;
+    use crate::model::identity::api_version as group_version;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIGroup, APIResource, GroupVersionForDiscovery};
 
     #[test]

@@ -90,11 +90,3 @@ fn served_from_list(resource: &APIResource) -> ServedResource {
         short_names: resource.short_names.clone().unwrap_or_default(),
     }
 }
-
-pub(super) fn group_version(group: &str, version: &str) -> String {
-    if group.is_empty() {
-        version.to_string()
-    } else {
-        format!("{group}/{version}")
-    }
-}

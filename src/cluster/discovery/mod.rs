@@ -62,11 +62,7 @@ impl KindInfo {
 
     /// `v1` for the core group, `group/version` otherwise.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
+        crate::model::identity::api_version(&self.group, &self.version)
     }
 
     /// Whether the server allows a verb on this kind.

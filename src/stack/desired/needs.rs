@@ -76,6 +76,10 @@ pub struct Needs {
     /// The kinds each Argo CD stack's Argo CD never manages, by the name its tracking ids carry
     /// ([`Needs::scope_argo`]).
     argo_filters: HashMap<String, crate::stack::inventory::argo::ResourceFilter>,
+    /// The (group, kind, version) the server serves for each kind served under several groups
+    /// ([`crate::model::identity::SHARED_KINDS`]): kapp lists an app's object once through each
+    /// ([`Needs::kapp_sees_own`]).
+    shared_versions: HashSet<(String, String, String)>,
 }
 
 impl Needs {
@@ -112,29 +116,78 @@ impl Needs {
     }
 
     /// Bounds what kapp app `app` lists when it deploys this set to `used` (its record's
-    /// `usedGKs`) and the kinds of `desired` (kapp's `newAndUsedGKs`); an empty scope lists
-    /// every kind, as kapp's does.
-    pub fn scope_kapp<'a>(
+    /// `usedGKs`) and `desired`, the (group, kind) of each new manifest as written (kapp's
+    /// `newAndUsedGKs` reads each `apiVersion` as it is: an Ingress written as
+    /// `extensions/v1beta1` lists `extensions` Ingresses); an empty scope lists every kind, as
+    /// kapp's does.
+    pub fn scope_kapp(
         &mut self,
         app: &str,
         used: &[(String, String)],
-        desired: impl Iterator<Item = &'a ObjectId>,
+        desired: impl Iterator<Item = (String, String)>,
     ) {
         let mut kinds: HashSet<(String, String)> = used.iter().cloned().collect();
-        kinds.extend(desired.map(|id| (id.group.clone(), id.kind.clone())));
+        kinds.extend(desired);
         if !kinds.is_empty() {
             self.kapp_kinds.insert(app.to_string(), kinds);
         }
     }
 
-    /// Why kapp app `app` never lists `id` when it deploys this set (a kind outside its scope:
+    /// Notes the (group, kind, version) the server serves, of those `served` holds, for the
+    /// kinds served under several groups (what [`Needs::kapp_sees_own`] reads).
+    pub fn note_shared_versions(&mut self, served: impl Iterator<Item = (String, String, String)>) {
+        let shared = served.filter(|(group, kind, _)| !crate::model::identity::groups_sharing(group, kind).is_empty());
+        self.shared_versions.extend(shared);
+    }
+
+    /// Whether kapp app `app`, deploying this set, takes an object of `kind` (listed under its
+    /// canonical `group`, a kind served under several groups) whose `kapp.k14s.io/identity`
+    /// names `named_group` and `api_version` for its own, or `None` when the server's versions
+    /// of the kind were not noted ([`Needs::note_shared_versions`]). kapp lists the object once
+    /// through each group and version that serves it in its scope, calls each copy whose group
+    /// is not the one its identity names transient, and keeps, of the copies of one UID, the one
+    /// whose `apiVersion` is the identity's, else the first listed (carvel-dev/kapp
+    /// `pkg/kapp/resources/identified_resources_list.go` `List`, `pickPreferredVersions`;
+    /// `identity_annotation.go` `Valid`, `MatchesVersion`): the copy is its own when one listed
+    /// copy has the identity's group and version, or when every listed copy has its group. A
+    /// mix, where discovery's order decides, is not taken for its own.
+    pub fn kapp_sees_own(
+        &self,
+        app: &str,
+        group: &str,
+        kind: &str,
+        named_group: &str,
+        api_version: &str,
+    ) -> Option<bool> {
+        let sharing = crate::model::identity::groups_sharing(group, kind);
+        let served: Vec<(&str, &str)> = self
+            .shared_versions
+            .iter()
+            .filter(|(g, k, _)| k == kind && (g == group || sharing.contains(&g.as_str())))
+            .map(|(g, _, v)| (g.as_str(), v.as_str()))
+            .collect();
+        if served.is_empty() {
+            return None;
+        }
+        let scope = self.kapp_kinds.get(app);
+        let in_scope = |g: &str| scope.is_none_or(|kinds| kinds.contains(&(g.to_string(), kind.to_string())));
+        let listed: Vec<&(&str, &str)> = served.iter().filter(|(g, _)| in_scope(g)).collect();
+        let as_recorded = listed
+            .iter()
+            .any(|(g, v)| *g == named_group && api_version == crate::model::identity::api_version(g, v));
+        let only_its_group = !listed.is_empty() && listed.iter().all(|(g, _)| *g == named_group);
+        Some(as_recorded || only_its_group)
+    }
+
+    /// Why kapp app `app` never lists an object of `kind` through `group` (the group its identity
+    /// names, see [`Needs::kapp_sees_own`]) when it deploys this set (a kind outside its scope:
     /// [`Needs::scope_kapp`]), if it does not.
-    pub fn unlisted_by_kapp(&self, app: &str, id: &ObjectId) -> Option<String> {
+    pub fn unlisted_by_kapp(&self, app: &str, group: &str, kind: &str) -> Option<String> {
         let kinds = self.kapp_kinds.get(app)?;
-        (!kinds.contains(&(id.group.clone(), id.kind.clone()))).then(|| {
+        (!kinds.contains(&(group.to_string(), kind.to_string()))).then(|| {
             format!(
                 "kapp: app {app} lists only the kinds its app record's usedGKs and the desired set hold, never {} (carvel-dev/kapp cmd/app/deploy.go newAndUsedGKs)",
-                if id.group.is_empty() { id.kind.clone() } else { format!("{}.{}", id.kind, id.group) }
+                crate::model::identity::kind_with_group(kind, group)
             )
         })
     }

@@ -368,10 +368,7 @@ pub fn unmapped_entries(
             let unmapped =
                 catalog.get(&id.group, &id.kind).is_some() && !catalog.serves_version(&group, &id.kind, version);
             unmapped.then(|| {
-                let api_version = match group.as_str() {
-                    "" => version.to_string(),
-                    group => format!("{group}/{version}"),
-                };
+                let api_version = crate::model::identity::api_version(&group, version);
                 let why = format!(
                     "status.inventory records {id} at {api_version}, a version the cluster no longer serves: kustomize-controller cannot map it, fails to delete it, and it stays"
                 );
