@@ -34,7 +34,7 @@ fn inputs(nodes: usize) -> Vec<NodeInput> {
                 .map(|d| format!("/namespaces/bench/ConfigMap/n{}", i - d))
                 .collect();
             input
-                .annotations
+                .annotations_mut()
                 .insert("config.kubernetes.io/depends-on".into(), deps.join(","));
             input
         })

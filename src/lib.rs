@@ -57,6 +57,28 @@ use clap::Parser;
 
 use crate::error::{exit, UserError};
 
+/// Makes glibc's malloc give every buffer of 1 MiB or more its own mapping, returned to the
+/// system when freed. glibc's default raises that threshold each time such a buffer is freed, so
+/// the large vectors and hash tables of a plan over 50,000 objects, once grown and freed, stay in
+/// the heap as free space: a plan's peak memory was 174 MB against a heap of 121 MB at its peak,
+/// 156 MB with the threshold fixed (issue 30). A no-op where the C library is not glibc.
+pub fn return_large_buffers() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use std::os::raw::c_int;
+        extern "C" {
+            fn mallopt(param: c_int, value: c_int) -> c_int;
+        }
+        /// glibc's `M_MMAP_THRESHOLD` (`malloc.h`).
+        const M_MMAP_THRESHOLD: c_int = -3;
+        // SAFETY: `mallopt` only sets one of glibc's malloc parameters; it takes two integers and
+        // is called before any other thread runs.
+        unsafe {
+            mallopt(M_MMAP_THRESHOLD, 1 << 20);
+        }
+    }
+}
+
 /// Parses the command line, runs the command, prints errors with hints, and returns the exit code.
 pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> ExitCode {
     let mut cli = match cli::Cli::try_parse_from(args) {

@@ -116,7 +116,7 @@ fn input() -> impl Strategy<Value = NodeInput> {
         .prop_map(|(id, annotations, depends_on, finalizers, body, stack, folder)| {
             let mut input = NodeInput {
                 id,
-                annotations: annotations.into_iter().collect(),
+                annotations: std::sync::Arc::new(annotations.into_iter().collect()),
                 depends_on,
                 finalizers: finalizers.into_iter().map(str::to_string).collect(),
                 body,
@@ -125,10 +125,10 @@ fn input() -> impl Strategy<Value = NodeInput> {
             };
             if let Some(stack) = stack {
                 input
-                    .labels
+                    .labels_mut()
                     .insert("kustomize.toolkit.fluxcd.io/name".into(), stack.into());
                 input
-                    .labels
+                    .labels_mut()
                     .insert("kustomize.toolkit.fluxcd.io/namespace".into(), "a".into());
             }
             input

@@ -95,10 +95,10 @@ fn flux_member(group: &str, kind: &str, namespace: Option<&str>, name: &str, sta
         ..Default::default()
     };
     input
-        .labels
+        .labels_mut()
         .insert("kustomize.toolkit.fluxcd.io/name".into(), stack.into());
     input
-        .labels
+        .labels_mut()
         .insert("kustomize.toolkit.fluxcd.io/namespace".into(), "flux-system".into());
     input
 }

@@ -178,8 +178,8 @@ fn input_of(listed: &Listed, body: Option<serde_json::Value>) -> NodeInput {
     NodeInput {
         id: listed.id(),
         uid: listed.meta.uid.clone(),
-        labels: listed.meta.labels.clone().unwrap_or_default(),
-        annotations: listed.meta.annotations.clone().unwrap_or_default(),
+        labels: listed.meta.labels.clone().unwrap_or_default().into(),
+        annotations: listed.meta.annotations.clone().unwrap_or_default().into(),
         finalizers: listed.meta.finalizers.clone().unwrap_or_default(),
         depends_on: Vec::new(),
         body,
@@ -653,7 +653,7 @@ fn orphans_start(world: &World, cluster: &Cluster) -> Option<Start> {
             desired
                 .manifests
                 .as_ref()
-                .map(|set| set.needs.clone())
+                .map(|set| Box::new(set.needs.clone()))
                 .unwrap_or_default(),
         ),
         members: false,

@@ -151,11 +151,13 @@ pub fn merge_duplicates(inputs: &[NodeInput]) -> Cow<'_, [NodeInput]> {
 }
 
 fn merge_into(first: &mut NodeInput, other: &NodeInput) {
-    for (key, value) in &other.labels {
-        first.labels.entry(key.clone()).or_insert_with(|| value.clone());
+    let labels = std::sync::Arc::make_mut(&mut first.labels);
+    for (key, value) in other.labels.iter() {
+        labels.entry(key.clone()).or_insert_with(|| value.clone());
     }
-    for (key, value) in &other.annotations {
-        match first.annotations.get_mut(key) {
+    let annotations = std::sync::Arc::make_mut(&mut first.annotations);
+    for (key, value) in other.annotations.iter() {
+        match annotations.get_mut(key) {
             Some(existing) if key == KPT_DEPENDS_ON && existing != value => {
                 let mut references: Vec<String> = existing.split(',').map(|r| r.trim().to_string()).collect();
                 for reference in value.split(',').map(str::trim) {
@@ -167,7 +169,7 @@ fn merge_into(first: &mut NodeInput, other: &NodeInput) {
             }
             Some(_) => {}
             None => {
-                first.annotations.insert(key.clone(), value.clone());
+                annotations.insert(key.clone(), value.clone());
             }
         }
     }
@@ -270,7 +272,7 @@ mod tests {
     #[test]
     fn kpt_argo_kapp_and_implicit_edges() {
         let mut pod = node("", "Pod", Some("test"), "pod-a");
-        pod.annotations.insert(
+        pod.annotations_mut().insert(
             KPT_DEPENDS_ON.into(),
             "/namespaces/test/ConfigMap/cm, apps/namespaces/test/Deployment/d".into(),
         );
@@ -284,22 +286,23 @@ mod tests {
         );
         let widget = node("example.com", "Widget", Some("test"), "w");
         let mut wave1 = node("", "ConfigMap", Some("test"), "wave1");
-        wave1.annotations.insert(
+        wave1.annotations_mut().insert(
             "argocd.argoproj.io/tracking-id".into(),
             "app:/ConfigMap:test/wave1".into(),
         );
         // Not a number to Go's Atoi (a space): Argo CD takes the Helm hook weight (review 15).
-        wave1.annotations.insert(ARGO_SYNC_WAVE.into(), " 0".into());
-        wave1.annotations.insert("helm.sh/hook-weight".into(), "1".into());
+        wave1.annotations_mut().insert(ARGO_SYNC_WAVE.into(), " 0".into());
+        wave1.annotations_mut().insert("helm.sh/hook-weight".into(), "1".into());
         let mut wave0 = node("", "ConfigMap", Some("test"), "wave0");
-        wave0.annotations.insert(
+        wave0.annotations_mut().insert(
             "argocd.argoproj.io/tracking-id".into(),
             "app:/ConfigMap:test/wave0".into(),
         );
         let mut job = node("batch", "Job", Some("test"), "migrate");
-        job.annotations.insert(KAPP_CHANGE_GROUP.into(), "db-migrations".into());
+        job.annotations_mut()
+            .insert(KAPP_CHANGE_GROUP.into(), "db-migrations".into());
         let mut app = node("apps", "Deployment", Some("test"), "app");
-        app.annotations.insert(
+        app.annotations_mut().insert(
             format!("{KAPP_CHANGE_RULE}.0"),
             "upsert after upserting db-migrations".into(),
         );
@@ -329,15 +332,15 @@ mod tests {
     fn kapp_placeholders_are_replaced_by_the_objects_values() {
         let mut config = node("", "ConfigMap", Some("shop"), "cfg");
         config
-            .annotations
+            .annotations_mut()
             .insert(KAPP_CHANGE_GROUP.into(), "apps.co/config-{name}".into());
         let mut web = node("apps", "Deployment", Some("shop"), "web");
-        web.annotations.insert(
+        web.annotations_mut().insert(
             KAPP_CHANGE_RULE.into(),
             "delete before deleting apps.co/config-cfg".into(),
         );
         let mut by_namespace = node("apps", "Deployment", Some("shop"), "api");
-        by_namespace.annotations.insert(
+        by_namespace.annotations_mut().insert(
             KAPP_CHANGE_RULE.into(),
             "delete before deleting apps.co/{namespace}-crds".into(),
         );
@@ -347,15 +350,15 @@ mod tests {
             None,
             "widgets.example.com",
         );
-        crd.annotations
+        crd.annotations_mut()
             .insert(KAPP_CHANGE_GROUP.into(), "apps.co/shop-crds".into());
         let mut unresolved = node("", "ConfigMap", Some("shop"), "odd");
         unresolved
-            .annotations
+            .annotations_mut()
             .insert(KAPP_CHANGE_GROUP.into(), "apps.co/config-{crd-kind}".into());
         let mut rule_on_odd = node("", "Secret", Some("shop"), "s");
         rule_on_odd
-            .annotations
+            .annotations_mut()
             .insert(KAPP_CHANGE_RULE.into(), "delete before deleting apps.co/config-".into());
         let graph = build(
             &[config, web, by_namespace, crd, unresolved, rule_on_odd],
@@ -417,15 +420,15 @@ mod tests {
         // Two files (staging/, prod/) define the same ConfigMap; the second also depends on `b`.
         let mut first = node("", "ConfigMap", Some("t"), "app");
         first
-            .annotations
+            .annotations_mut()
             .insert(KPT_DEPENDS_ON.into(), "/namespaces/t/ConfigMap/a".into());
-        first.labels.insert("tier".into(), "first".into());
+        first.labels_mut().insert("tier".into(), "first".into());
         let mut second = first.clone();
         second
-            .annotations
+            .annotations_mut()
             .insert(KPT_DEPENDS_ON.into(), "/namespaces/t/ConfigMap/b".into());
-        second.labels.insert("tier".into(), "second".into());
-        second.labels.insert("extra".into(), "yes".into());
+        second.labels_mut().insert("tier".into(), "second".into());
+        second.labels_mut().insert("extra".into(), "yes".into());
         let inputs = vec![
             first,
             node("", "ConfigMap", Some("t"), "a"),

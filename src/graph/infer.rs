@@ -296,7 +296,7 @@ pub fn service_selects(namespace: &str, service: &Value, input: &NodeInput) -> b
 /// The labels of the pods an object runs: a Pod's own, else its pod template's.
 fn pod_labels(input: &NodeInput) -> Option<BTreeMap<String, String>> {
     if (input.id.group.as_str(), input.id.kind.as_str()) == ("", "Pod") {
-        return Some(input.labels.clone());
+        return Some(BTreeMap::clone(&input.labels));
     }
     let labels = input
         .body

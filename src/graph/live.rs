@@ -15,6 +15,7 @@ use crate::graph::{build, tracked_by_any, BuildOptions, Graph, NodeInput};
 use crate::model::identity::ObjectId;
 use crate::model::trackers::{Selection, FLUX_KINDS};
 use crate::stack::listing::{gaps as list_gaps, warn_unlisted};
+use crate::stack::members::Interner;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use std::sync::Arc;
 
@@ -499,9 +500,10 @@ fn add_listed(
 /// The nodes of the objects that are none yet, each now in `objects`.
 fn new_nodes(listed: Vec<Listed>, objects: &mut HashMap<ObjectId, Listed>) -> Vec<NodeInput> {
     let mut inputs = Vec::new();
+    let mut interner = Interner::default();
     for object in listed {
         if let std::collections::hash_map::Entry::Vacant(slot) = objects.entry(object.id()) {
-            inputs.push(input_from_listed(&object));
+            inputs.push(input_sharing(&object, &mut interner));
             slot.insert(object);
         }
     }
@@ -574,11 +576,17 @@ fn push_input(inputs: &mut Vec<NodeInput>, input: NodeInput) {
 
 /// A graph input from listed metadata.
 pub fn input_from_listed(object: &Listed) -> NodeInput {
+    input_sharing(object, &mut Interner::default())
+}
+
+/// [`input_from_listed`], its labels and annotations shared with the inputs `interner` made
+/// before that carry the same.
+pub fn input_sharing(object: &Listed, interner: &mut Interner) -> NodeInput {
     NodeInput {
         id: object.id(),
         uid: Some(object.uid().to_string()),
-        labels: object.meta.labels.clone().unwrap_or_default(),
-        annotations: object.meta.annotations.clone().unwrap_or_default(),
+        labels: interner.share(object.meta.labels.as_ref()),
+        annotations: interner.share(object.meta.annotations.as_ref()),
         depends_on: Vec::new(),
         finalizers: object.finalizers().to_vec(),
         body: None,

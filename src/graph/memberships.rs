@@ -90,7 +90,7 @@ mod tests {
         // A suspension this tool set is lifted before the stack goes.
         let mut lifted = stack("Kustomization", paused);
         lifted
-            .annotations
+            .annotations_mut()
             .insert(crate::prune::suspend::SUSPENDED_BY.into(), "kubectl-stack".into());
         assert_eq!(orphans_members(&lifted), None);
         assert!(why(&stack("HelmRelease", serde_json::json!({"spec": {}}))).contains("status.storageNamespace"));
@@ -192,7 +192,7 @@ mod tests {
         let app = |ns: &str| node("argoproj.io", "Application", Some(ns), "shop");
         let member = |name: &str, instance: &str| {
             let mut input = node("", "ConfigMap", Some("web"), name);
-            input.annotations.insert(
+            input.annotations_mut().insert(
                 "argocd.argoproj.io/tracking-id".into(),
                 format!("{instance}:/ConfigMap:web/{name}"),
             );
@@ -231,9 +231,9 @@ mod tests {
     fn members_hang_under_their_tracking_objects() {
         let usage = ks("usage", &[]);
         let mut cm = node("", "ConfigMap", Some("shop"), "settings");
-        cm.labels
+        cm.labels_mut()
             .insert("kustomize.toolkit.fluxcd.io/name".into(), "usage".into());
-        cm.labels
+        cm.labels_mut()
             .insert("kustomize.toolkit.fluxcd.io/namespace".into(), "flux-system".into());
         let stranger = node("", "ConfigMap", Some("shop"), "stranger");
         let graph = build(

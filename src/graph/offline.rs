@@ -36,8 +36,9 @@ pub fn offline_graph(manifests: &[Manifest], namespace: &str, members: bool, inf
             manifest
                 .body
                 .pointer(pointer)
-                .and_then(|v| serde_json::from_value(v.clone()).ok())
+                .and_then(|v| serde_json::from_value::<std::collections::BTreeMap<String, String>>(v.clone()).ok())
                 .unwrap_or_default()
+                .into()
         };
         let body = crate::graph::infer::needs_spec(&id.group, &id.kind).then(|| manifest.body.clone());
         inputs.push(NodeInput {

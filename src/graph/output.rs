@@ -231,7 +231,7 @@ mod tests {
             id: ObjectId::new("", "ConfigMap", Some("t"), "app"),
             ..Default::default()
         };
-        app.annotations.insert(
+        app.annotations_mut().insert(
             "config.kubernetes.io/depends-on".into(),
             "/namespaces/t/ConfigMap/db,/namespaces/t/ConfigMap/gone".into(),
         );

@@ -257,7 +257,7 @@ mod tests {
                 .map(|d| format!("/namespaces/t/ConfigMap/{d}"))
                 .collect();
             input
-                .annotations
+                .annotations_mut()
                 .insert(crate::graph::KPT_DEPENDS_ON.into(), refs.join(","));
         }
         input
@@ -389,10 +389,10 @@ mod tests {
                 ..Default::default()
             };
             input
-                .labels
+                .labels_mut()
                 .insert("kustomize.toolkit.fluxcd.io/name".into(), stack.into());
             input
-                .labels
+                .labels_mut()
                 .insert("kustomize.toolkit.fluxcd.io/namespace".into(), "flux-system".into());
             input
         };
@@ -426,10 +426,12 @@ mod tests {
                 ..Default::default()
             };
             let id = format!("{app}:{group}/{kind}:{ns}/{name}");
-            input.annotations.insert("argocd.argoproj.io/tracking-id".into(), id);
+            input
+                .annotations_mut()
+                .insert("argocd.argoproj.io/tracking-id".into(), id);
             if let Some(wave) = wave {
                 input
-                    .annotations
+                    .annotations_mut()
                     .insert(crate::graph::ARGO_SYNC_WAVE.into(), wave.into());
             }
             input
@@ -531,7 +533,7 @@ mod tests {
     fn a_kpt_inventory_goes_after_the_namespace_it_lives_in_and_tracks() {
         let owned = |input: &mut NodeInput| {
             input
-                .annotations
+                .annotations_mut()
                 .insert("config.k8s.io/owning-inventory".into(), "inv-home".into());
         };
         let mut inventory = NodeInput {
@@ -539,7 +541,7 @@ mod tests {
             ..Default::default()
         };
         inventory
-            .labels
+            .labels_mut()
             .insert("cli-utils.sigs.k8s.io/inventory-id".into(), "inv-home".into());
         let mut namespace = NodeInput {
             id: ObjectId::new("", "Namespace", None, "home"),

@@ -533,10 +533,10 @@ mod tests {
         };
         if let Some(stack) = stack {
             input
-                .labels
+                .labels_mut()
                 .insert(crate::model::trackers::FLUX_KS_NAME.into(), stack.into());
             input
-                .labels
+                .labels_mut()
                 .insert(crate::model::trackers::FLUX_KS_NAMESPACE.into(), "flux-system".into());
         }
         input
@@ -594,13 +594,13 @@ mod tests {
         let parent = with_uid(input("", "ConfigMap", Some("app"), "parent", Some("a")), "uid-parent");
         let mut child = with_uid(input("", "ConfigMap", Some("app"), "child", None), "uid-child");
         child.owners.push("uid-parent".into());
-        child.annotations.insert(
+        child.annotations_mut().insert(
             crate::graph::KPT_DEPENDS_ON.into(),
             "/namespaces/app/ConfigMap/base".into(),
         );
         let base = with_uid(input("", "ConfigMap", Some("app"), "base", Some("a")), "uid-base");
         let mut stayer = with_uid(input("", "ConfigMap", Some("app"), "stayer", Some("b")), "uid-stayer");
-        stayer.annotations.insert(
+        stayer.annotations_mut().insert(
             crate::graph::KPT_DEPENDS_ON.into(),
             "/namespaces/app/ConfigMap/child".into(),
         );
@@ -655,7 +655,7 @@ mod tests {
         leaf.owners.push("uid-mid".into());
         let team = with_uid(input("", "Namespace", None, "team", Some("a")), "uid-team");
         let mut user = with_uid(input("", "ConfigMap", Some("app"), "user", Some("a")), "uid-user");
-        user.annotations.insert(
+        user.annotations_mut().insert(
             crate::graph::KPT_DEPENDS_ON.into(),
             "/namespaces/team/ConfigMap/leaf".into(),
         );
@@ -709,7 +709,7 @@ mod tests {
                 "uid-webhook",
             );
             webhook.owners.push("uid-role".into());
-            webhook.annotations.insert(
+            webhook.annotations_mut().insert(
                 crate::graph::KPT_DEPENDS_ON.into(),
                 "/namespaces/t13/Service/kyverno-svc".into(),
             );
@@ -756,7 +756,7 @@ mod tests {
     #[test]
     fn a_referenced_object_has_its_namespace_edge() {
         let mut user = input("", "ConfigMap", Some("app"), "user", Some("a"));
-        user.annotations.insert(
+        user.annotations_mut().insert(
             crate::graph::KPT_DEPENDS_ON.into(),
             "/namespaces/team/ConfigMap/target".into(),
         );
@@ -789,7 +789,7 @@ mod tests {
         );
         operator.owners.push("uid-csv".into());
         let mut widget = with_uid(input("", "ConfigMap", Some("op"), "widget", Some("a")), "uid-widget");
-        widget.annotations.insert(
+        widget.annotations_mut().insert(
             crate::graph::KPT_DEPENDS_ON.into(),
             "/namespaces/op/ConfigMap/operator".into(),
         );
@@ -997,7 +997,7 @@ mod tests {
         tenant.owners.push("uid-owner".into());
         let opo = with_uid(input("apps", "Deployment", Some("tenant"), "opo", None), "uid-opo");
         let mut user = with_uid(input("", "ConfigMap", Some("app"), "user", None), "uid-user");
-        user.annotations.insert(
+        user.annotations_mut().insert(
             crate::graph::KPT_DEPENDS_ON.into(),
             "apps/namespaces/tenant/Deployment/opo".into(),
         );
@@ -1046,7 +1046,7 @@ mod tests {
             Some("uid-cm"),
         );
         let mut user = with_uid(input("", "ConfigMap", Some("app"), "user", None), "uid-user", None);
-        user.annotations.insert(
+        user.annotations_mut().insert(
             crate::graph::KPT_DEPENDS_ON.into(),
             "/namespaces/app/ServiceAccount/sa".into(),
         );
@@ -1070,7 +1070,7 @@ mod tests {
     fn what_needs_a_victim_goes_before_the_namespace_that_takes_it() {
         // A planned ConfigMap elsewhere depends on an untracked one in a planned Namespace.
         let mut user = input("", "ConfigMap", Some("web"), "user", Some("s"));
-        user.annotations.insert(
+        user.annotations_mut().insert(
             crate::graph::KPT_DEPENDS_ON.into(),
             "/namespaces/data/ConfigMap/base".into(),
         );

@@ -262,7 +262,7 @@ async fn orphan_planning(
         live,
         chosen,
         kept,
-        mode: Mode::Orphans(tracker, needs),
+        mode: Mode::Orphans(tracker, Box::new(needs)),
         placements,
         orphaning,
     };

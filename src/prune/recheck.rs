@@ -1448,8 +1448,8 @@ async fn read_stack(
     let mut input = crate::graph::NodeInput {
         id: id.clone(),
         body: serde_json::to_value(&object).ok(),
-        labels: object.metadata.labels.clone().unwrap_or_default(),
-        annotations,
+        labels: object.metadata.labels.clone().unwrap_or_default().into(),
+        annotations: annotations.into(),
         ..Default::default()
     };
     if let Some(body) = &input.body {

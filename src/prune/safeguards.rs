@@ -261,7 +261,7 @@ mod tests {
             if !deps.is_empty() {
                 let refs: Vec<String> = deps.iter().map(|d| format!("/namespaces/t/ConfigMap/{d}")).collect();
                 input
-                    .annotations
+                    .annotations_mut()
                     .insert(crate::graph::KPT_DEPENDS_ON.into(), refs.join(","));
             }
             input

@@ -109,7 +109,7 @@ pub enum Mode {
     /// Orphans of a desired set, with the tracker the user named and what the desired set's
     /// objects need (its tool's rules apply: the keep chain asks them of every planned orphan,
     /// as when it was classified).
-    Orphans(Option<Tracker>, Needs),
+    Orphans(Option<Tracker>, Box<Needs>),
 }
 
 /// Applies every safeguard to the chosen nodes until nothing changes, then plans the waves.
@@ -125,7 +125,7 @@ pub fn plan(
     let trackers = Trackers::new(all_keys.iter());
     let teardown = matches!(mode, Mode::Teardown(_));
     let (orphan_tracker, needs) = match &mode {
-        Mode::Orphans(tracker, needs) => (tracker.clone(), needs.clone()),
+        Mode::Orphans(tracker, needs) => (tracker.clone(), Needs::clone(needs)),
         Mode::Teardown(_) => (None, Needs::default()),
     };
     let asked = Asked {

@@ -3,6 +3,7 @@
 //! holds ([`MemberRecord`]); an object as the layers above take it ([`NodeInput`]).
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -12,8 +13,8 @@ use crate::model::trackers::{applyset_id, marks, Mark, MarkValue, Preset, APPLYS
 
 pub(crate) fn object_meta(input: &NodeInput) -> kube::core::ObjectMeta {
     kube::core::ObjectMeta {
-        labels: Some(input.labels.clone()),
-        annotations: Some(input.annotations.clone()),
+        labels: Some(BTreeMap::clone(&input.labels)),
+        annotations: Some(BTreeMap::clone(&input.annotations)),
         ..Default::default()
     }
 }
@@ -105,8 +106,8 @@ pub fn owner_mark(input: &NodeInput) -> Option<(Preset, MarkValue)> {
 pub fn tracker_key(object: &Listed) -> Option<(Preset, MarkValue)> {
     owner_mark(&NodeInput {
         id: object.id(),
-        labels: object.meta.labels.clone().unwrap_or_default(),
-        annotations: object.meta.annotations.clone().unwrap_or_default(),
+        labels: Arc::new(object.meta.labels.clone().unwrap_or_default()),
+        annotations: Arc::new(object.meta.annotations.clone().unwrap_or_default()),
         ..Default::default()
     })
 }
@@ -439,6 +440,31 @@ pub struct MemberRecord {
     pub denied: std::collections::BTreeMap<ObjectId, String>,
 }
 
+/// Labels or annotations as a graph input holds them: shared, as the objects of one stack often
+/// carry the same ones (50,000 ConfigMaps of one Kustomization, one map). Read through `Deref`;
+/// changed with [`Arc::make_mut`], which copies a shared map first.
+pub type StringMap = Arc<BTreeMap<String, String>>;
+
+/// Gives out one [`StringMap`] for equal maps: the inputs of a graph hold each distinct set of
+/// labels and annotations once (issue 30: two copies of every object's labels were a third of a
+/// plan's memory).
+#[derive(Debug, Default)]
+pub struct Interner(HashSet<StringMap>);
+
+impl Interner {
+    /// The shared map equal to `map` (an empty one when `None`), made the first time it is seen.
+    pub fn share(&mut self, map: Option<&BTreeMap<String, String>>) -> StringMap {
+        let empty = BTreeMap::new();
+        let map = map.unwrap_or(&empty);
+        if let Some(shared) = self.0.get(map) {
+            return Arc::clone(shared);
+        }
+        let shared = Arc::new(map.clone());
+        self.0.insert(Arc::clone(&shared));
+        shared
+    }
+}
+
 /// An object as the graph builder needs it.
 #[derive(Debug, Clone, Default)]
 pub struct NodeInput {
@@ -446,10 +472,10 @@ pub struct NodeInput {
     pub id: ObjectId,
     /// UID, when live.
     pub uid: Option<String>,
-    /// Labels.
-    pub labels: BTreeMap<String, String>,
-    /// Annotations.
-    pub annotations: BTreeMap<String, String>,
+    /// Labels, shared by the inputs that carry the same ones ([`Interner`]).
+    pub labels: StringMap,
+    /// Annotations, shared as the labels are.
+    pub annotations: StringMap,
     /// `spec.dependsOn` of Flux objects, already resolved.
     pub depends_on: Vec<ObjectId>,
     /// Finalizers (inference: a custom resource's finalizer names its controller).
@@ -472,6 +498,16 @@ pub struct NodeInput {
 }
 
 impl NodeInput {
+    /// The labels to change (copied first when shared).
+    pub fn labels_mut(&mut self) -> &mut BTreeMap<String, String> {
+        Arc::make_mut(&mut self.labels)
+    }
+
+    /// The annotations to change (copied first when shared).
+    pub fn annotations_mut(&mut self) -> &mut BTreeMap<String, String> {
+        Arc::make_mut(&mut self.annotations)
+    }
+
     /// Reads Flux `spec.dependsOn` from a full object body; namespace defaults to the object's own.
     pub fn flux_depends_on(id: &ObjectId, body: &Value) -> Vec<ObjectId> {
         let is_flux = matches!(
@@ -504,5 +540,32 @@ impl NodeInput {
                 Some(ObjectId::new(&id.group, &id.kind, namespace, name))
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_maps_are_shared_and_changed_apart() {
+        let mut interner = Interner::default();
+        let labels = |value: &str| BTreeMap::from([("app".to_string(), value.to_string())]);
+        let first = interner.share(Some(&labels("web")));
+        let second = interner.share(Some(&labels("web")));
+        let other = interner.share(Some(&labels("db")));
+        assert!(Arc::ptr_eq(&first, &second));
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert!(Arc::ptr_eq(
+            &interner.share(None),
+            &interner.share(Some(&BTreeMap::new()))
+        ));
+        let mut input = NodeInput {
+            labels: first,
+            ..Default::default()
+        };
+        input.labels_mut().insert("tier".into(), "front".into());
+        assert_eq!(second.len(), 1, "a change copies the shared map first");
+        assert_eq!(input.labels.len(), 2);
     }
 }

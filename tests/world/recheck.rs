@@ -54,8 +54,8 @@ fn claim_now(world: &World, stack: usize, object: &Listed, plan: &PrunePlan) -> 
     };
     let input = NodeInput {
         id: id.clone(),
-        labels: string_map("labels"),
-        annotations: string_map("annotations"),
+        labels: string_map("labels").into(),
+        annotations: string_map("annotations").into(),
         body: Some(body.clone()),
         ..Default::default()
     };

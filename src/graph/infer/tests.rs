@@ -15,10 +15,10 @@ fn object(group: &str, kind: &str, ns: Option<&str>, name: &str, stack: Option<&
     };
     if let Some(stack) = stack {
         input
-            .labels
+            .labels_mut()
             .insert("kustomize.toolkit.fluxcd.io/name".into(), stack.into());
         input
-            .labels
+            .labels_mut()
             .insert("kustomize.toolkit.fluxcd.io/namespace".into(), "flux-system".into());
     }
     input
@@ -113,7 +113,7 @@ fn flux_v1_gc_marked_objects_of_a_sync_set_are_one_stack() {
         let (namespace, kind, name) = (input.id.namespace.clone(), input.id.kind.clone(), input.id.name.clone());
         let id = crate::model::trackers::flux_v1_resource_id(namespace.as_deref(), &kind, &name);
         let mark = crate::model::trackers::flux_v1_gc_mark("apps", &id);
-        input.labels.insert("fluxcd.io/sync-gc-mark".into(), mark);
+        input.labels_mut().insert("fluxcd.io/sync-gc-mark".into(), mark);
         input
     };
     let mut cr = object("ops.example.com", "Gizmo", Some("app"), "g1", None);
@@ -136,7 +136,9 @@ fn flux_v1_gc_marked_objects_of_a_sync_set_are_one_stack() {
     // The same with the operator's Flux v1 mark taken from its legacy `flux.weave.works/stack`
     // label (a generated world: the operator was deleted while its custom resource stayed).
     let mut legacy = inputs.clone();
-    legacy[2].labels.insert("flux.weave.works/stack".into(), "other".into());
+    legacy[2]
+        .labels_mut()
+        .insert("flux.weave.works/stack".into(), "other".into());
     assert_eq!(
         inferred(&legacy, &options()),
         vec![edge("g1", "controller", EdgeKind::InferredFinalizer)]
@@ -297,7 +299,7 @@ fn volumes_go_before_their_csi_driver() {
     );
     let mut annotated = object("", "PersistentVolume", None, "pv-annotated", Some("usage"));
     annotated
-        .annotations
+        .annotations_mut()
         .insert("pv.kubernetes.io/provisioned-by".into(), "other.example.com".into());
     let inputs = vec![
         claim,
@@ -353,7 +355,7 @@ fn a_volume_that_stays_keeps_the_storage_class_it_names() {
     );
     let mut legacy = object("", "PersistentVolumeClaim", Some("app"), "legacy-claim", None);
     legacy
-        .annotations
+        .annotations_mut()
         .insert("volume.beta.kubernetes.io/storage-class".into(), "local".into());
     let class = object("storage.k8s.io", "StorageClass", None, "local", Some("storage"));
     let inputs = vec![claim, volume, legacy, class];
@@ -382,7 +384,7 @@ fn declared_edges_win_and_an_inferred_cycle_is_dropped() {
     cr.finalizers = vec!["ops.example.com/cleanup".into()];
     let mut controller = deployment("op", "controller", json!({"app": "op"}), Some("operator"));
     // Declared, against the inference: the controller depends on the custom resource.
-    controller.annotations.insert(
+    controller.annotations_mut().insert(
         crate::graph::KPT_DEPENDS_ON.into(),
         "ops.example.com/namespaces/app/Gizmo/g1".into(),
     );
@@ -667,9 +669,9 @@ fn a_webhook_backend_may_be_a_bare_pod_or_a_replica_set_and_keeps_what_its_pods_
         object("", "Pod", Some("op"), "hook-pod", None),
         json!({"spec": {"containers": [{"name": "c", "envFrom": [{"configMapRef": {"name": "pod-env"}}]}]}}),
     );
-    pod.labels.insert("app".into(), "hook".into());
+    pod.labels_mut().insert("app".into(), "hook".into());
     let mut other_pod = object("", "Pod", Some("op"), "other-pod", None);
-    other_pod.labels.insert("app".into(), "other".into());
+    other_pod.labels_mut().insert("app".into(), "other".into());
     let replica_set = with_body(
         object("apps", "ReplicaSet", Some("op"), "hook-rs", None),
         json!({"spec": {"template": {"metadata": {"labels": {"app": "hook", "tier": "x"}}, "spec": {
@@ -736,7 +738,7 @@ fn a_selectorless_service_is_served_by_its_endpoints_and_endpoint_slices() {
     );
     let mut slice = object("discovery.k8s.io", "EndpointSlice", Some("op"), "metrics-abc", None);
     slice
-        .labels
+        .labels_mut()
         .insert("kubernetes.io/service-name".into(), "metrics".into());
     let inputs = vec![
         api_service,
@@ -1238,7 +1240,7 @@ fn a_built_in_object_finalized_by_an_operator_without_a_crd_node_is_tied_by_rbac
         json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["delete", "update"]}]),
     );
     default_role
-        .labels
+        .labels_mut()
         .insert(BOOTSTRAPPING.0.into(), BOOTSTRAPPING.1.into());
     inputs.extend([default_role, binding]);
     let found = inferred(&inputs, &options());
@@ -1279,7 +1281,7 @@ fn csi_world(hostpath: &str) -> Vec<NodeInput> {
         ]})
     };
     let mut in_tree = object("", "PersistentVolume", None, "pv-in-tree", Some("data"));
-    in_tree.annotations.insert(
+    in_tree.annotations_mut().insert(
         "pv.kubernetes.io/provisioned-by".into(),
         "kubernetes.io/host-path".into(),
     );
@@ -1495,7 +1497,7 @@ fn aggregated_operator(selector: Value, labels: &[(&str, &str)], finalizer: &str
         json!({"rules": [{"apiGroups": ["sprocket.test"], "resources": ["sprockets"],
                           "verbs": ["get", "list", "watch", "update", "patch"]}]}),
     );
-    piece.labels.extend(labels_of(labels));
+    piece.labels_mut().extend(labels_of(labels));
     vec![
         object(
             CRD_GROUP,

@@ -73,8 +73,8 @@ impl World {
         self.inputs.push(NodeInput {
             id,
             uid: Some(format!("uid-{name}")),
-            labels,
-            annotations,
+            labels: labels.into(),
+            annotations: annotations.into(),
             ..Default::default()
         });
         self.inputs.last_mut().unwrap()
@@ -300,7 +300,7 @@ fn an_object_another_stack_also_tracks_is_kept() {
         .inputs
         .last_mut()
         .unwrap()
-        .annotations
+        .annotations_mut()
         .insert("config.k8s.io/owning-inventory".into(), "inv-1".into());
     if let Some(o) = world
         .objects
