@@ -1043,8 +1043,15 @@ fn kapp_lists_an_object_through_the_group_its_identity_names() {
             if group == "extensions" { "backend" } else { "defaultBackend" }
         )
     };
+    // Review 33: an identity at a version no group serves is taken through the first copy by
+    // apiVersion (`pickPreferredVersions` sorts them), here its own `extensions/v1beta1`; kapp
+    // never lists core Events (`List`: "eliminating events"), so one naming the core group stays.
+    let unserved = ingress("extensions/v1beta1", "unserved").replace(";extensions/v1beta1", ";extensions/v1");
+    let event = format!(
+        "---\napiVersion: v1\nkind: Event\nmetadata: {{name: ev, namespace: {n}, labels: {{kapp.k14s.io/app: \"{app}\"}}, annotations: {{kapp.k14s.io/identity: \"v1;{n}//Event/ev;v1\"}}}}\ninvolvedObject: {{kind: ConfigMap, name: myapp, namespace: {n}}}\n"
+    );
     apply(&format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: myapp, namespace: {n}, labels: {{kapp.k14s.io/is-app: \"\"}}}}\ndata:\n  spec: '{{\"labelKey\":\"kapp.k14s.io/app\",\"labelValue\":\"{app}\",\"usedGKs\":[{{\"Group\":\"extensions\",\"Kind\":\"Ingress\"}}]}}'\n{}{}{}",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: myapp, namespace: {n}, labels: {{kapp.k14s.io/is-app: \"\"}}}}\ndata:\n  spec: '{{\"labelKey\":\"kapp.k14s.io/app\",\"labelValue\":\"{app}\",\"usedGKs\":[{{\"Group\":\"extensions\",\"Kind\":\"Ingress\"}},{{\"Group\":\"\",\"Kind\":\"Event\"}}]}}'\n{}{}{}{unserved}{event}",
         ingress("extensions/v1beta1", "kept"),
         ingress("extensions/v1beta1", "old"),
         ingress("networking.k8s.io/v1", "net"),
@@ -1054,7 +1061,7 @@ fn kapp_lists_an_object_through_the_group_its_identity_names() {
         "apiVersion: extensions/v1beta1\nkind: Ingress\nmetadata: {name: kept}\nspec:\n  backend: {serviceName: web, servicePort: 80}\n",
     );
     let repo = repo.to_str().unwrap();
-    let expected = set(&[format!("Ingress/{n}/old")]);
+    let expected = set(&[format!("Ingress/{n}/old"), format!("Ingress/{n}/unserved")]);
     let tracker = format!("kapp={app}");
     let selector = format!("kapp.k14s.io/app={app}");
     for how in [["--tracker", &tracker], ["-l", &selector]] {
@@ -1063,11 +1070,66 @@ fn kapp_lists_an_object_through_the_group_its_identity_names() {
     }
     stack(&["prune", "-n", n, "--tracker", &tracker, "-f", repo, "--yes"]).expect_code(0);
     assert!(!exists("ingress.networking.k8s.io", Some(n), "old"));
+    assert!(!exists("ingress.networking.k8s.io", Some(n), "unserved"));
+    assert!(exists("event", Some(n), "ev"), "kapp never lists core Events");
     assert!(
         exists("ingress.networking.k8s.io", Some(n), "net"),
         "kapp never lists it as its own"
     );
     assert!(exists("ingress.networking.k8s.io", Some(n), "kept"));
+}
+
+/// Review 33, F5 (wrong deletion): a kapp app record is created with an empty `usedGKs`
+/// (carvel-dev/kapp `recorded_app.go`), and an empty new set then scopes a deploy to Pods (kapp
+/// adds them for their logs; an empty scope lists every kind, Pods among them:
+/// `deploy.go` `newAndUsedGKs`, `identified_resources_list.go` `List`). Every kind was taken:
+/// `prune --allow-empty` planned the app's Secret. Only its Pod is kapp's to prune now.
+#[test]
+fn kapp_with_an_empty_used_kinds_and_an_empty_set_prunes_pods_only() {
+    let _logs = start();
+    let ns = Namespace::new("kapp-empty");
+    let n = &ns.0;
+    let app = format!("6{}", std::process::id());
+    let object = |kind: &str, name: &str, rest: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: {kind}\nmetadata: {{name: {name}, namespace: {n}, labels: {{kapp.k14s.io/app: \"{app}\"}}, annotations: {{kapp.k14s.io/identity: \"v1;{n}//{kind}/{name};v1\"}}}}\n{rest}"
+        )
+    };
+    apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: myapp, namespace: {n}, labels: {{kapp.k14s.io/is-app: \"\"}}}}\ndata:\n  spec: '{{\"labelKey\":\"kapp.k14s.io/app\",\"labelValue\":\"{app}\",\"usedGKs\":[]}}'\n{}{}",
+        object("Secret", "s", ""),
+        object("Pod", "p", "spec: {containers: [{name: c, image: busybox}]}\n"),
+    ));
+    let empty = temp_file("kapp-empty.yaml", "");
+    let empty = empty.to_str().unwrap();
+    let tracker = format!("kapp={app}");
+    let found = stack(&[
+        "orphans",
+        "-n",
+        n,
+        "--tracker",
+        &tracker,
+        "-f",
+        empty,
+        "--allow-empty",
+        "-o",
+        "json",
+    ])
+    .expect_code(1);
+    assert_eq!(orphan_names(&found), set(&[format!("Pod/{n}/p")]), "{}", found.stderr);
+    stack(&[
+        "prune",
+        "-n",
+        n,
+        "--tracker",
+        &tracker,
+        "-f",
+        empty,
+        "--allow-empty",
+        "--yes",
+    ])
+    .expect_code(0);
+    assert!(exists("secret", Some(n), "s"), "kapp never lists the Secret");
 }
 
 /// A ConfigMap `namespace/name` Argo CD application `app` tracks in sync wave `wave` (labelled

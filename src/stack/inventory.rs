@@ -162,8 +162,9 @@ pub struct StackRecord {
 /// The name an Argo CD stack's tracking ids carry, and the kinds its Argo CD never manages.
 pub type ArgoFilter = (String, argo::ResourceFilter);
 
-/// A kapp app's label value and the kinds (group, kind) its app record's `usedGKs` holds.
-pub type KappKinds = (String, Vec<(String, String)>);
+/// A kapp app's label value and, for each of its app records, the kinds (group, kind) its
+/// `usedGKs` holds.
+pub type KappKinds = (String, Vec<Vec<(String, String)>>);
 
 /// How a tool reads the desired path otherwise than kustomize-controller (which builds every
 /// directory holding a kustomization, and a generated one elsewhere).

@@ -95,7 +95,8 @@ pub fn kapp_group<'a>(object: &'a Listed, needs: Option<&Needs>) -> Option<&'a s
     let sharing = crate::model::identity::groups_sharing(group, &object.kind.kind);
     let named = std::iter::once(group.as_str())
         .chain(sharing)
-        .find(|named| key == kapp_key(object, named))?;
+        .find(|named| key == kapp_key(object, named))
+        .filter(|named| !crate::stack::desired::needs::kapp_never_lists(named, &object.kind.kind))?;
     let app = object.meta.labels.as_ref().and_then(|l| l.get(KAPP_APP))?;
     let seen = needs.and_then(|needs| needs.kapp_sees_own(app, group, &object.kind.kind, named, api_version));
     seen.unwrap_or(named == group).then_some(named)
@@ -290,28 +291,42 @@ mod tests {
                 .iter()
                 .map(|(g, v)| (g.to_string(), "Ingress".to_string(), v.to_string())),
         );
-        let scoped = |kinds: &[&str]| {
+        let scoped = |records: &[&[&str]]| {
             let mut needs = every_kind.clone();
-            let used: Vec<(String, String)> = kinds.iter().map(|g| (g.to_string(), "Ingress".to_string())).collect();
+            let used: Vec<Vec<(String, String)>> = records
+                .iter()
+                .map(|groups| groups.iter().map(|g| (g.to_string(), "Ingress".to_string())).collect())
+                .collect();
             needs.scope_kapp("1", &used, std::iter::empty());
             needs
         };
         let extensions = ingress("v1;web/extensions/Ingress/web;extensions/v1beta1");
         let own = ingress("v1;web/networking.k8s.io/Ingress/web;networking.k8s.io/v1");
         let unserved_version = ingress("v1;web/extensions/Ingress/web;extensions/v1");
+        let own_unserved = ingress("v1;web/networking.k8s.io/Ingress/web;networking.k8s.io/v2");
         // Every kind listed: the extensions copy matches the identity's version.
         assert_eq!(kapp_keeps(&extensions, Some(&every_kind)), None);
         assert_eq!(kapp_group(&extensions, Some(&every_kind)), Some("extensions"));
         assert_eq!(kapp_keeps(&own, Some(&every_kind)), None);
-        // No copy at the identity's version, copies of both groups: discovery's order decides.
-        assert!(kapp_keeps(&unserved_version, Some(&every_kind)).is_some());
+        // No copy at the identity's version: kapp takes the first by apiVersion,
+        // `extensions/v1beta1` (review 33, F2).
+        assert_eq!(kapp_keeps(&unserved_version, Some(&every_kind)), None);
+        assert!(kapp_keeps(&own_unserved, Some(&every_kind)).is_some());
         // Only extensions listed: its one copy is valid, whatever the version.
-        let only_extensions = scoped(&["extensions"]);
+        let only_extensions = scoped(&[&["extensions"]]);
         assert_eq!(kapp_keeps(&unserved_version, Some(&only_extensions)), None);
         assert_eq!(kapp_keeps(&extensions, Some(&only_extensions)), None);
         assert!(kapp_keeps(&own, Some(&only_extensions)).is_some());
         // Only networking.k8s.io listed: the extensions identity names no copy kapp lists.
-        assert!(kapp_keeps(&extensions, Some(&scoped(&["networking.k8s.io"]))).is_some());
+        assert!(kapp_keeps(&extensions, Some(&scoped(&[&["networking.k8s.io"]]))).is_some());
+        assert_eq!(
+            kapp_keeps(&own_unserved, Some(&scoped(&[&["networking.k8s.io"]]))),
+            None
+        );
+        // Two app records: kapp's only where each would take it (review 33, F6).
+        let two = scoped(&[&["networking.k8s.io"], &["networking.k8s.io", "extensions"]]);
+        assert!(kapp_keeps(&own_unserved, Some(&two)).is_some());
+        assert_eq!(kapp_keeps(&own, Some(&two)), None);
         // Versions unknown (a teardown): only the group it is listed under here.
         assert!(kapp_keeps(&extensions, None).is_some());
         assert_eq!(kapp_keeps(&own, None), None);
@@ -320,6 +335,31 @@ mod tests {
         assert!(kapp_keeps(&other, Some(&every_kind)).is_some());
         let foreign = ingress("v1;web/apps/Ingress/web;apps/v1");
         assert!(kapp_keeps(&foreign, Some(&every_kind)).is_some());
+    }
+
+    /// Review 33, F1 and F3: kapp never lists core `v1` Events, so an Event is its own only
+    /// through `events.k8s.io`.
+    #[test]
+    fn kapp_lists_events_through_events_k8s_io_only() {
+        let event = |identity: &str| object("", "Event", "ev", &[(KAPP_APP, "1")], &[(KAPP_IDENTITY, identity)]);
+        let mut needs = Needs::default();
+        let served = [("", "v1"), ("events.k8s.io", "v1"), ("events.k8s.io", "v1beta1")];
+        needs.note_shared_versions(
+            served
+                .iter()
+                .map(|(g, v)| (g.to_string(), "Event".to_string(), v.to_string())),
+        );
+        let core = event("v1;web//Event/ev;v1");
+        assert!(kapp_keeps(&core, Some(&needs)).is_some());
+        assert!(kapp_keeps(&core, None).is_some());
+        assert_eq!(
+            kapp_keeps(&event("v1;web/events.k8s.io/Event/ev;events.k8s.io/v1"), Some(&needs)),
+            None
+        );
+        assert_eq!(
+            kapp_keeps(&event("v1;web/events.k8s.io/Event/ev;events.k8s.io/v2"), Some(&needs)),
+            None
+        );
     }
 
     #[test]

@@ -44,6 +44,13 @@ pub fn mutation_sources(value: &str) -> Vec<ObjectId> {
         .collect()
 }
 
+/// Whether kapp never lists objects of this group and kind: core `v1` Events and
+/// ComponentStatuses (carvel-dev/kapp `pkg/kapp/resources/identified_resources_list.go` `List`,
+/// "eliminating events"); an Event is listed through `events.k8s.io` only.
+pub fn kapp_never_lists(group: &str, kind: &str) -> bool {
+    group.is_empty() && matches!(kind, "Event" | "ComponentStatus")
+}
+
 /// Why a desired object needs another.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Need {
@@ -70,9 +77,9 @@ pub enum Need {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Needs {
     needed: HashMap<ObjectId, Need>,
-    /// The kinds each kapp app (by label value) lists when it deploys this set: its record's
-    /// `usedGKs` and the set's own kinds ([`Needs::scope_kapp`]).
-    kapp_kinds: HashMap<String, HashSet<(String, String)>>,
+    /// The kinds each kapp app (by label value) may list when it deploys this set, one scope
+    /// per app record: its `usedGKs` and the set's own kinds ([`Needs::scope_kapp`]).
+    kapp_kinds: HashMap<String, Vec<HashSet<(String, String)>>>,
     /// The kinds each Argo CD stack's Argo CD never manages, by the name its tracking ids carry
     /// ([`Needs::scope_argo`]).
     argo_filters: HashMap<String, crate::stack::inventory::argo::ResourceFilter>,
@@ -115,22 +122,33 @@ impl Needs {
         self.needed.entry(id).or_insert(need);
     }
 
-    /// Bounds what kapp app `app` lists when it deploys this set to `used` (its record's
-    /// `usedGKs`) and `desired`, the (group, kind) of each new manifest as written (kapp's
-    /// `newAndUsedGKs` reads each `apiVersion` as it is: an Ingress written as
-    /// `extensions/v1beta1` lists `extensions` Ingresses); an empty scope lists every kind, as
-    /// kapp's does.
+    /// Bounds what kapp app `app` lists when it deploys this set, for each of its app records'
+    /// `used` kinds (`usedGKs`), to those and `desired`, the (group, kind) of each new manifest as
+    /// written (kapp's `newAndUsedGKs` reads each `apiVersion` as it is: an Ingress written as
+    /// `extensions/v1beta1` lists `extensions` Ingresses). kapp adds Pods when it follows their
+    /// logs (`--logs`, the default) and lists every kind for an empty scope: an empty scope is
+    /// taken as Pods only, what it lists either way; a Pod outside a scope is taken as unlisted
+    /// (carvel-dev/kapp `pkg/kapp/cmd/app/deploy.go` `newAndUsedGKs`,
+    /// `identified_resources_list.go` `List`: `len(GKsScope) > 0`).
     pub fn scope_kapp(
         &mut self,
         app: &str,
-        used: &[(String, String)],
+        used: &[Vec<(String, String)>],
         desired: impl Iterator<Item = (String, String)>,
     ) {
-        let mut kinds: HashSet<(String, String)> = used.iter().cloned().collect();
-        kinds.extend(desired);
-        if !kinds.is_empty() {
-            self.kapp_kinds.insert(app.to_string(), kinds);
+        if used.is_empty() {
+            return;
         }
+        let desired: HashSet<(String, String)> = desired.collect();
+        let scopes = used.iter().map(|kinds| {
+            let mut scope: HashSet<(String, String)> = kinds.iter().cloned().collect();
+            scope.extend(desired.iter().cloned());
+            if scope.is_empty() {
+                scope.insert((String::new(), "Pod".to_string()));
+            }
+            scope
+        });
+        self.kapp_kinds.entry(app.to_string()).or_default().extend(scopes);
     }
 
     /// Notes the (group, kind, version) the server serves, of those `served` holds, for the
@@ -142,15 +160,14 @@ impl Needs {
 
     /// Whether kapp app `app`, deploying this set, takes an object of `kind` (listed under its
     /// canonical `group`, a kind served under several groups) whose `kapp.k14s.io/identity`
-    /// names `named_group` and `api_version` for its own, or `None` when the server's versions
-    /// of the kind were not noted ([`Needs::note_shared_versions`]). kapp lists the object once
-    /// through each group and version that serves it in its scope, calls each copy whose group
-    /// is not the one its identity names transient, and keeps, of the copies of one UID, the one
-    /// whose `apiVersion` is the identity's, else the first listed (carvel-dev/kapp
+    /// names `named_group` and `api_version` for its own, whichever app record it reads; `None`
+    /// when the server's versions of the kind were not noted ([`Needs::note_shared_versions`]).
+    /// kapp lists the object once through each group and version that serves it in its scope
+    /// (never core `v1` Events: [`kapp_never_lists`]), calls each copy whose group is not the one
+    /// its identity names transient, and keeps, of the copies of one UID, the one whose
+    /// `apiVersion` is the identity's, else the first by `apiVersion` (carvel-dev/kapp
     /// `pkg/kapp/resources/identified_resources_list.go` `List`, `pickPreferredVersions`;
-    /// `identity_annotation.go` `Valid`, `MatchesVersion`): the copy is its own when one listed
-    /// copy has the identity's group and version, or when every listed copy has its group. A
-    /// mix, where discovery's order decides, is not taken for its own.
+    /// `identity_annotation.go` `Valid`, `MatchesVersion`).
     pub fn kapp_sees_own(
         &self,
         app: &str,
@@ -160,7 +177,7 @@ impl Needs {
         api_version: &str,
     ) -> Option<bool> {
         let sharing = crate::model::identity::groups_sharing(group, kind);
-        let served: Vec<(&str, &str)> = self
+        let mut served: Vec<(&str, &str)> = self
             .shared_versions
             .iter()
             .filter(|(g, k, _)| k == kind && (g == group || sharing.contains(&g.as_str())))
@@ -169,22 +186,31 @@ impl Needs {
         if served.is_empty() {
             return None;
         }
-        let scope = self.kapp_kinds.get(app);
-        let in_scope = |g: &str| scope.is_none_or(|kinds| kinds.contains(&(g.to_string(), kind.to_string())));
-        let listed: Vec<&(&str, &str)> = served.iter().filter(|(g, _)| in_scope(g)).collect();
-        let as_recorded = listed
-            .iter()
-            .any(|(g, v)| *g == named_group && api_version == crate::model::identity::api_version(g, v));
-        let only_its_group = !listed.is_empty() && listed.iter().all(|(g, _)| *g == named_group);
-        Some(as_recorded || only_its_group)
+        served.retain(|(g, _)| !kapp_never_lists(g, kind));
+        served.sort_by_key(|(g, v)| crate::model::identity::api_version(g, v));
+        let every_kind = [None];
+        let scopes: Vec<Option<&HashSet<(String, String)>>> = match self.kapp_kinds.get(app) {
+            Some(scopes) if !scopes.is_empty() => scopes.iter().map(Some).collect(),
+            _ => every_kind.to_vec(),
+        };
+        let own_under = |scope: Option<&HashSet<(String, String)>>| {
+            let in_scope = |g: &str| scope.is_none_or(|kinds| kinds.contains(&(g.to_string(), kind.to_string())));
+            let listed: Vec<&(&str, &str)> = served.iter().filter(|(g, _)| in_scope(g)).collect();
+            let as_recorded = listed
+                .iter()
+                .any(|(g, v)| *g == named_group && api_version == crate::model::identity::api_version(g, v));
+            as_recorded || listed.first().is_some_and(|(g, _)| *g == named_group)
+        };
+        Some(scopes.into_iter().all(own_under))
     }
 
     /// Why kapp app `app` never lists an object of `kind` through `group` (the group its identity
-    /// names, see [`Needs::kapp_sees_own`]) when it deploys this set (a kind outside its scope:
-    /// [`Needs::scope_kapp`]), if it does not.
+    /// names, see [`Needs::kapp_sees_own`]) when it deploys this set (a kind outside the scope
+    /// of one of its app records: [`Needs::scope_kapp`]), if it does not.
     pub fn unlisted_by_kapp(&self, app: &str, group: &str, kind: &str) -> Option<String> {
-        let kinds = self.kapp_kinds.get(app)?;
-        (!kinds.contains(&(group.to_string(), kind.to_string()))).then(|| {
+        let scopes = self.kapp_kinds.get(app)?;
+        let key = (group.to_string(), kind.to_string());
+        scopes.iter().any(|kinds| !kinds.contains(&key)).then(|| {
             format!(
                 "kapp: app {app} lists only the kinds its app record's usedGKs and the desired set hold, never {} (carvel-dev/kapp cmd/app/deploy.go newAndUsedGKs)",
                 crate::model::identity::kind_with_group(kind, group)
@@ -212,11 +238,11 @@ impl Needs {
         for (app, filter) in &other.argo_filters {
             self.argo_filters.entry(app.clone()).or_insert_with(|| filter.clone());
         }
-        for (app, kinds) in &other.kapp_kinds {
+        for (app, scopes) in &other.kapp_kinds {
             self.kapp_kinds
                 .entry(app.clone())
                 .or_default()
-                .extend(kinds.iter().cloned());
+                .extend(scopes.iter().cloned());
         }
     }
 
@@ -248,6 +274,23 @@ impl Needs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Review 33, F5: a record with an empty `usedGKs` and an empty new set lists Pods only
+    /// (kapp adds them for their logs, and lists every kind for an empty scope: Pods either way).
+    #[test]
+    fn an_empty_kapp_scope_lists_pods_only() {
+        let mut needs = Needs::default();
+        needs.scope_kapp("1", &[Vec::new()], std::iter::empty());
+        assert!(needs.unlisted_by_kapp("1", "", "Secret").is_some());
+        assert_eq!(needs.unlisted_by_kapp("1", "", "Pod"), None);
+        let mut unbounded = Needs::default();
+        unbounded.scope_kapp("1", &[], std::iter::empty());
+        assert_eq!(
+            unbounded.unlisted_by_kapp("1", "", "Secret"),
+            None,
+            "no record holds usedGKs"
+        );
+    }
 
     /// The annotation as the membership review wrote it, applied with the real kpt (which then
     /// skipped the prune of `src`: "dependent scheduled for apply").

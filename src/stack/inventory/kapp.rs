@@ -52,28 +52,30 @@ pub async fn kapp_record(session: &Session, app: &str, comparing: bool) -> Resul
     })
 }
 
-/// The kinds the `usedGKs` of the app records hold (those of every record that holds one, as
-/// any of them may be the one a deploy reads: membership review 28); `None` when none holds one
-/// (an app recorded before kapp kept them: its deploy lists every kind). Keys are read as Go's
-/// `encoding/json` reads them, whatever their case.
-fn used_kinds(records: &[Value]) -> Option<Vec<(String, String)>> {
-    let mut scopes = records.iter().filter_map(|meta| {
-        let used = field(meta, "usedGKs")?.as_array()?;
-        let kind = |entry: &Value, key: &str| {
-            field(entry, key)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
-        Some(
-            used.iter()
+/// The kinds the `usedGKs` of each app record holds, one scope per record that holds one (any
+/// of them may be the one a deploy reads: membership review 28; an object counts as kapp's only
+/// as every one of them would list it: review 33); `None` when none holds one (an app recorded
+/// before kapp kept them: its deploy lists every kind). Keys are read as Go's `encoding/json`
+/// reads them, whatever their case.
+fn used_kinds(records: &[Value]) -> Option<Vec<Vec<(String, String)>>> {
+    let scopes: Vec<Vec<(String, String)>> = records
+        .iter()
+        .filter_map(|meta| {
+            let used = field(meta, "usedGKs")?.as_array()?;
+            let kind = |entry: &Value, key: &str| {
+                field(entry, key)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let kinds: std::collections::BTreeSet<_> = used
+                .iter()
                 .map(|entry| (kind(entry, "Group"), kind(entry, "Kind")))
-                .collect::<std::collections::BTreeSet<_>>(),
-        )
-    });
-    let first = scopes.next()?;
-    let common = scopes.fold(first, |common, scope| common.intersection(&scope).cloned().collect());
-    Some(common.into_iter().collect())
+                .collect();
+            Some(kinds.into_iter().collect())
+        })
+        .collect();
+    (!scopes.is_empty()).then_some(scopes)
 }
 
 /// A field of a JSON object by its name, compared as Go's `encoding/json` does (an exact match
@@ -134,22 +136,17 @@ mod tests {
         );
         let old = record(r#"{"labelValue":"1"}"#);
         let none = record(r#"{"labelValue":"1","usedGKs":[]}"#);
-        assert_eq!(
-            used_kinds(std::slice::from_ref(&scoped)),
-            Some(vec![
-                ("".into(), "ConfigMap".into()),
-                ("apps".into(), "Deployment".into())
-            ])
-        );
+        let both = vec![("".into(), "ConfigMap".into()), ("apps".into(), "Deployment".into())];
+        assert_eq!(used_kinds(std::slice::from_ref(&scoped)), Some(vec![both.clone()]));
         assert_eq!(used_kinds(std::slice::from_ref(&old)), None);
-        assert_eq!(used_kinds(&[none]), Some(Vec::new()));
-        assert_eq!(used_kinds(&[old, scoped.clone()]).map(|k| k.len()), Some(2));
+        assert_eq!(used_kinds(&[none]), Some(vec![Vec::new()]));
+        assert_eq!(used_kinds(&[old, scoped.clone()]), Some(vec![both.clone()]));
         // Membership review 28: two records of the value keep what either would not list, and
         // keys are read whatever their case (as Go's encoding/json reads them).
         let other = record(r#"{"labelValue":"1","UsedGks":[{"group":"","kind":"ConfigMap"}]}"#);
         assert_eq!(
             used_kinds(&[scoped, other]),
-            Some(vec![("".into(), "ConfigMap".into())])
+            Some(vec![both, vec![("".into(), "ConfigMap".into())]])
         );
     }
 
