@@ -979,6 +979,34 @@ fn kapp_places_a_manifest_without_a_namespace_where_only_n_can_say() {
     assert!(orphan_names(&labelled).is_empty(), "{}", labelled.stdout);
 }
 
+/// A kapp app record (a ConfigMap labelled `kapp.k14s.io/is-app`) in `namespace` for label
+/// value `app`, its `usedGKs` the JSON list given (see `common::kapp_app_record` for one without).
+fn kapp_scoped_record(namespace: &str, app: &str, used_gks: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: myapp, namespace: {namespace}, labels: {{kapp.k14s.io/is-app: \"\"}}}}\ndata:\n  spec: '{{\"labelKey\":\"kapp.k14s.io/app\",\"labelValue\":\"{app}\",\"usedGKs\":{used_gks}}}'\n"
+    )
+}
+
+/// A core-group object `kind` `namespace/name` that kapp app `app` applied (its label and its own
+/// `kapp.k14s.io/identity`), followed by `rest`.
+fn kapp_core_object(namespace: &str, app: &str, kind: &str, name: &str, rest: &str) -> String {
+    format!(
+        "---\napiVersion: v1\nkind: {kind}\nmetadata: {{name: {name}, namespace: {namespace}, labels: {{kapp.k14s.io/app: \"{app}\"}}, annotations: {{kapp.k14s.io/identity: \"v1;{namespace}//{kind}/{name};v1\"}}}}\n{rest}"
+    )
+}
+
+/// Asserts that kapp app `app`'s orphans in `namespace` against `repo` are `expected`, named by
+/// `--tracker` and by `-l`, then prunes them.
+fn kapp_orphans_pruned(namespace: &str, app: &str, repo: &str, expected: &BTreeSet<String>) {
+    let tracker = format!("kapp={app}");
+    let selector = format!("kapp.k14s.io/app={app}");
+    for how in [["--tracker", &tracker], ["-l", &selector]] {
+        let found = stack(&[&["orphans", "-n", namespace, "-o", "json", "-f", repo][..], &how].concat()).expect_code(1);
+        assert_eq!(orphan_names(&found), *expected, "{how:?}");
+    }
+    stack(&["prune", "-n", namespace, "--tracker", &tracker, "-f", repo, "--yes"]).expect_code(0);
+}
+
 /// Membership review 27, F1 (wrong deletion): `kapp deploy` lists an app's existing objects of
 /// the kinds its app record's `usedGKs` and the new set hold only (carvel-dev/kapp
 /// `pkg/kapp/cmd/app/deploy.go` `newAndUsedGKs`, `pkg/kapp/resources/identified_resources.go`
@@ -991,13 +1019,10 @@ fn kapp_prunes_only_the_kinds_its_app_record_lists() {
     let ns = Namespace::new("kapp-gk");
     let n = &ns.0;
     let app = format!("4{}", std::process::id());
-    let object = |kind: &str, name: &str| {
-        format!(
-            "---\napiVersion: v1\nkind: {kind}\nmetadata: {{name: {name}, namespace: {n}, labels: {{kapp.k14s.io/app: \"{app}\"}}, annotations: {{kapp.k14s.io/identity: \"v1;{n}//{kind}/{name};v1\"}}}}\n"
-        )
-    };
+    let object = |kind: &str, name: &str| kapp_core_object(n, &app, kind, name, "");
     apply(&format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: myapp, namespace: {n}, labels: {{kapp.k14s.io/is-app: \"\"}}}}\ndata:\n  spec: '{{\"labelKey\":\"kapp.k14s.io/app\",\"labelValue\":\"{app}\",\"usedGKs\":[{{\"Group\":\"\",\"Kind\":\"ConfigMap\"}}]}}'\n{}{}{}",
+        "{}{}{}{}",
+        kapp_scoped_record(n, &app, r#"[{"Group":"","Kind":"ConfigMap"}]"#),
         object("ConfigMap", "a"),
         object("ConfigMap", "b"),
         object("Secret", "s"),
@@ -1005,13 +1030,7 @@ fn kapp_prunes_only_the_kinds_its_app_record_lists() {
     let repo = temp_file("kapp-gk.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n");
     let repo = repo.to_str().unwrap();
     let expected = set(&[format!("ConfigMap/{n}/b")]);
-    let tracker = format!("kapp={app}");
-    let selector = format!("kapp.k14s.io/app={app}");
-    for how in [["--tracker", &tracker], ["-l", &selector]] {
-        let found = stack(&[&["orphans", "-n", n, "-o", "json", "-f", repo][..], &how].concat()).expect_code(1);
-        assert_eq!(orphan_names(&found), expected, "{how:?}");
-    }
-    stack(&["prune", "-n", n, "--tracker", &tracker, "-f", repo, "--yes"]).expect_code(0);
+    kapp_orphans_pruned(n, &app, repo, &expected);
     assert!(!exists("configmap", Some(n), "b"));
     assert!(exists("secret", Some(n), "s"), "kapp never lists the Secret");
     assert!(exists("configmap", Some(n), "a"));
@@ -1051,7 +1070,12 @@ fn kapp_lists_an_object_through_the_group_its_identity_names() {
         "---\napiVersion: v1\nkind: Event\nmetadata: {{name: ev, namespace: {n}, labels: {{kapp.k14s.io/app: \"{app}\"}}, annotations: {{kapp.k14s.io/identity: \"v1;{n}//Event/ev;v1\"}}}}\ninvolvedObject: {{kind: ConfigMap, name: myapp, namespace: {n}}}\n"
     );
     apply(&format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: myapp, namespace: {n}, labels: {{kapp.k14s.io/is-app: \"\"}}}}\ndata:\n  spec: '{{\"labelKey\":\"kapp.k14s.io/app\",\"labelValue\":\"{app}\",\"usedGKs\":[{{\"Group\":\"extensions\",\"Kind\":\"Ingress\"}},{{\"Group\":\"\",\"Kind\":\"Event\"}}]}}'\n{}{}{}{unserved}{event}",
+        "{}{}{}{}{unserved}{event}",
+        kapp_scoped_record(
+            n,
+            &app,
+            r#"[{"Group":"extensions","Kind":"Ingress"},{"Group":"","Kind":"Event"}]"#
+        ),
         ingress("extensions/v1beta1", "kept"),
         ingress("extensions/v1beta1", "old"),
         ingress("networking.k8s.io/v1", "net"),
@@ -1062,13 +1086,7 @@ fn kapp_lists_an_object_through_the_group_its_identity_names() {
     );
     let repo = repo.to_str().unwrap();
     let expected = set(&[format!("Ingress/{n}/old"), format!("Ingress/{n}/unserved")]);
-    let tracker = format!("kapp={app}");
-    let selector = format!("kapp.k14s.io/app={app}");
-    for how in [["--tracker", &tracker], ["-l", &selector]] {
-        let found = stack(&[&["orphans", "-n", n, "-o", "json", "-f", repo][..], &how].concat()).expect_code(1);
-        assert_eq!(orphan_names(&found), expected, "{how:?}");
-    }
-    stack(&["prune", "-n", n, "--tracker", &tracker, "-f", repo, "--yes"]).expect_code(0);
+    kapp_orphans_pruned(n, &app, repo, &expected);
     assert!(!exists("ingress.networking.k8s.io", Some(n), "old"));
     assert!(!exists("ingress.networking.k8s.io", Some(n), "unserved"));
     assert!(exists("event", Some(n), "ev"), "kapp never lists core Events");
@@ -1090,45 +1108,20 @@ fn kapp_with_an_empty_used_kinds_and_an_empty_set_prunes_pods_only() {
     let ns = Namespace::new("kapp-empty");
     let n = &ns.0;
     let app = format!("6{}", std::process::id());
-    let object = |kind: &str, name: &str, rest: &str| {
-        format!(
-            "---\napiVersion: v1\nkind: {kind}\nmetadata: {{name: {name}, namespace: {n}, labels: {{kapp.k14s.io/app: \"{app}\"}}, annotations: {{kapp.k14s.io/identity: \"v1;{n}//{kind}/{name};v1\"}}}}\n{rest}"
-        )
-    };
+    let object = |kind: &str, name: &str, rest: &str| kapp_core_object(n, &app, kind, name, rest);
     apply(&format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: myapp, namespace: {n}, labels: {{kapp.k14s.io/is-app: \"\"}}}}\ndata:\n  spec: '{{\"labelKey\":\"kapp.k14s.io/app\",\"labelValue\":\"{app}\",\"usedGKs\":[]}}'\n{}{}",
+        "{}{}{}",
+        kapp_scoped_record(n, &app, "[]"),
         object("Secret", "s", ""),
         object("Pod", "p", "spec: {containers: [{name: c, image: busybox}]}\n"),
     ));
     let empty = temp_file("kapp-empty.yaml", "");
     let empty = empty.to_str().unwrap();
     let tracker = format!("kapp={app}");
-    let found = stack(&[
-        "orphans",
-        "-n",
-        n,
-        "--tracker",
-        &tracker,
-        "-f",
-        empty,
-        "--allow-empty",
-        "-o",
-        "json",
-    ])
-    .expect_code(1);
+    let args = ["-n", n, "--tracker", &tracker, "-f", empty, "--allow-empty"];
+    let found = stack(&[&["orphans"][..], &args, &["-o", "json"]].concat()).expect_code(1);
     assert_eq!(orphan_names(&found), set(&[format!("Pod/{n}/p")]), "{}", found.stderr);
-    stack(&[
-        "prune",
-        "-n",
-        n,
-        "--tracker",
-        &tracker,
-        "-f",
-        empty,
-        "--allow-empty",
-        "--yes",
-    ])
-    .expect_code(0);
+    stack(&[&["prune"][..], &args, &["--yes"]].concat()).expect_code(0);
     assert!(exists("secret", Some(n), "s"), "kapp never lists the Secret");
 }
 
