@@ -14,9 +14,10 @@ pub mod records;
 pub mod watched;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::future::BoxFuture;
+use futures::StreamExt;
 use kube::Client;
 
 use crate::cluster::collect::{collect_kinds, Collection, ListFailure, ListOptions, ListScope, Listed};
@@ -25,7 +26,7 @@ use crate::cluster::session::Session;
 use crate::graph::tracker_key;
 use crate::graph::MemberRecord;
 use crate::model::identity::ObjectId;
-use crate::model::trackers::{Preset, Selection};
+use crate::model::trackers::{MarkValue, Preset, Selection};
 use crate::prune::cascade::by_name::{named_cascades, takers};
 use crate::prune::cascade::owners::{dying_claims, owned_around, owner_cascades, Counted};
 use crate::prune::cascade::volumes::{is_claim, is_volume, planned_claims};
@@ -68,6 +69,10 @@ pub struct Recheck {
     victim_holders: HashMap<String, String>,
     withheld: HashMap<ObjectId, String>,
     /// Every planned object with its UID.
+    /// The mark each torn-down stack carried when last read: its record (read apart, see
+    /// [`reads_beside`]) is read beside the stack itself the next time, and kept only when the
+    /// stack still carries that mark.
+    stack_marks: Mutex<HashMap<ObjectId, (Preset, MarkValue)>>,
     planned_uids: Vec<(ObjectId, String)>,
     /// UIDs of planned objects that a re-check dropped: they stay.
     dropped: HashSet<String>,
@@ -122,6 +127,7 @@ impl Recheck {
                 .flatten()
                 .map(|t| (t.id.clone(), t.uid.clone()))
                 .collect(),
+            stack_marks: Mutex::new(plan.stack_marks.clone()),
             dropped: HashSet::new(),
             done: HashSet::new(),
             options,
@@ -689,27 +695,37 @@ impl Recheck {
             .filter_map(|t| self.trackers_of.get(&t.id))
             .flatten()
             .collect();
-        let mut found = HashMap::new();
-        for id in trackers {
-            let now = match self.catalog.get(&id.group, &id.kind) {
-                Some(kind) => {
-                    let planned_uid = self
-                        .planned_uids
-                        .iter()
-                        .find(|(planned, _)| planned == id)
-                        .map(|(_, uid)| uid.as_str());
-                    match read_stack(&self.session, kind, id, planned_uid, &self.suspensions).await {
-                        StackNow::Gone if planned_uid.is_some_and(|uid| self.done.contains(uid)) => {
-                            StackNow::DeletedByThisRun
-                        }
-                        now => now,
-                    }
-                }
-                None => StackNow::Unreadable(format!("{} is no longer served", id.kind)),
-            };
-            found.insert(id.clone(), now);
+        // Every stack at once: each read is a round trip or two, and the wave waits for all.
+        let reads: Vec<_> = trackers.into_iter().map(|id| self.reread_stack(id)).collect();
+        futures::stream::iter(reads)
+            .buffer_unordered(STACK_READS)
+            .collect()
+            .await
+    }
+
+    /// One torn-down stack read again (see [`read_stack`]).
+    async fn reread_stack(&self, id: &ObjectId) -> (ObjectId, StackNow) {
+        let Some(kind) = self.catalog.get(&id.group, &id.kind) else {
+            return (
+                id.clone(),
+                StackNow::Unreadable(format!("{} is no longer served", id.kind)),
+            );
+        };
+        let planned_uid = self
+            .planned_uids
+            .iter()
+            .find(|(planned, _)| planned == id)
+            .map(|(_, uid)| uid.as_str());
+        let last_mark = lock_marks(&self.stack_marks).get(id).cloned();
+        let (now, mark) = read_stack(&self.session, kind, id, planned_uid, &self.suspensions, last_mark).await;
+        if let Some(mark) = mark {
+            lock_marks(&self.stack_marks).insert(id.clone(), mark);
         }
-        found
+        let now = match now {
+            StackNow::Gone if planned_uid.is_some_and(|uid| self.done.contains(uid)) => StackNow::DeletedByThisRun,
+            now => now,
+        };
+        (id.clone(), now)
     }
 
     /// The wave's objects as they are now, by (group, kind, namespace) and name, and the objects
@@ -1424,20 +1440,30 @@ async fn read_stack(
     id: &ObjectId,
     planned_uid: Option<&str>,
     suspensions: &crate::prune::suspend::Suspensions,
-) -> StackNow {
+    last_mark: Option<(Preset, MarkValue)>,
+) -> (StackNow, Option<(Preset, MarkValue)>) {
     let api = crate::cluster::collect::api_for(&session.connection.client, kind, id.namespace.as_deref());
-    let object = match timed(
+    let stack = timed(
         "a stack",
         crate::cluster::retry::with_retries("re-read a stack", || api.get_opt(&id.name)),
-    )
-    .await
-    {
-        Ok(None) => return StackNow::Gone,
+    );
+    // The record of the mark the stack carried when last read, read at once beside it (one
+    // round trip instead of two); taken only if the stack still carries that mark.
+    let beside = last_mark.clone().filter(|(preset, _)| reads_beside(*preset));
+    let early_record = async {
+        match &beside {
+            Some((preset, value)) => Some(read_record(*preset, value, session).await),
+            None => None,
+        }
+    };
+    let (object, early_record) = futures::future::join(stack, early_record).await;
+    let object = match object {
+        Ok(None) => return (StackNow::Gone, None),
         Ok(Some(object)) if planned_uid.is_some_and(|uid| object.metadata.uid.as_deref() != Some(uid)) => {
-            return StackNow::Replaced
+            return (StackNow::Replaced, None)
         }
         Ok(Some(object)) => object,
-        Err(err) => return StackNow::Unreadable(crate::error::root_cause(&err)),
+        Err(err) => return (StackNow::Unreadable(crate::error::root_cause(&err)), None),
     };
     let ours = suspensions.holds_now(id, &object.metadata, crate::prune::suspend::is_suspended(&object.data));
     let mut annotations = object.metadata.annotations.clone().unwrap_or_default();
@@ -1457,29 +1483,52 @@ async fn read_stack(
         input.unmapped = crate::stack::inventory::unmapped_entries(body, &session.catalog);
     }
     let leaves_members = crate::graph::orphans_members(&input);
+    let mark = crate::graph::owner_mark(&input);
     if let Some(record) = crate::graph::flux_inventory_of(&input) {
         let record = Some(RecordNow::Ids(record));
-        return StackNow::Read { leaves_members, record };
+        return (StackNow::Read { leaves_members, record }, mark);
     }
-    let Some((preset, value)) = crate::graph::owner_mark(&input).filter(|(preset, _)| reads_beside(*preset)) else {
-        return StackNow::Read {
+    let Some((preset, value)) = mark.clone().filter(|(preset, _)| reads_beside(*preset)) else {
+        let read = StackNow::Read {
             leaves_members,
             record: None,
         };
+        return (read, mark);
     };
-    match timed(
+    let record = match early_record {
+        Some(record) if beside.as_ref() == Some(&(preset, value.clone())) => record,
+        _ => read_record(preset, &value, session).await,
+    };
+    (
+        record.map_or_else(StackNow::Unreadable, |recorded| StackNow::Read {
+            leaves_members,
+            record: recorded.map(RecordNow::Beside),
+        }),
+        mark,
+    )
+}
+
+/// A stack's record beside its tracking object, read as the plan read it
+/// ([`crate::stack::inventory::uninstall_record_of`]): what it records, or why it could not be read.
+async fn read_record(preset: Preset, value: &MarkValue, session: &Session) -> Result<Option<Recorded>, String> {
+    timed(
         "a record",
-        crate::stack::inventory::uninstall_record_of(preset, &value, session),
+        crate::stack::inventory::uninstall_record_of(preset, value, session),
     )
     .await
-    {
-        Ok(stack) => StackNow::Read {
-            leaves_members,
-            record: stack.recorded.map(RecordNow::Beside),
-        },
-        Err(err) => StackNow::Unreadable(err.message),
-    }
+    .map(|stack| stack.recorded)
+    .map_err(|err| err.message)
 }
+
+/// Locks the marks of the stacks last read (a poisoned lock still holds them).
+fn lock_marks(
+    marks: &Mutex<HashMap<ObjectId, (Preset, MarkValue)>>,
+) -> MutexGuard<'_, HashMap<ObjectId, (Preset, MarkValue)>> {
+    marks.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// How many torn-down stacks the re-check reads at once.
+const STACK_READS: usize = 8;
 
 /// Whether a tool keeps its record beside its tracking object (read apart, by
 /// [`crate::stack::inventory::uninstall_record_of`]): kpt/cli-utils, a Flux HelmRelease's Helm release,

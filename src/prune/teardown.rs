@@ -72,6 +72,9 @@ pub struct PrunePlan {
     /// The tracking objects of each planned member (a member that stays keeps its trackers'
     /// controllers from cleaning up: see [`crate::prune::suspend`]).
     pub trackers_of: HashMap<ObjectId, Vec<ObjectId>>,
+    /// The mark each of those tracking objects carried when planned: the re-check reads its
+    /// record beside it from the first wave (and keeps that read only while the mark holds).
+    pub stack_marks: HashMap<ObjectId, (Preset, MarkValue)>,
     /// Planned tracking objects with a member the plan keeps: deleted while still suspended, so
     /// that their controller does not garbage-collect the kept member.
     pub keep_suspended: HashSet<ObjectId>,
@@ -156,6 +159,7 @@ pub fn plan(
     kept.sort_by(|a, b| a.id.cmp(&b.id));
     kept.dedup_by(|a, b| a.id == b.id);
     let keep_suspended = keep_suspended(graph, &indices, &kept);
+    let planned_trackers = trackers_of(graph, &indices);
     Ok(PrunePlan {
         waves,
         // Set by the caller, which knows whether the graph inferred (`pruning::finish_plan`).
@@ -175,7 +179,8 @@ pub fn plan(
             .collect(),
         depends_on: planned_dependencies(graph, &indices),
         warnings,
-        trackers_of: trackers_of(graph, &indices),
+        stack_marks: stack_marks(snapshot, &planned_trackers),
+        trackers_of: planned_trackers,
         keep_suspended,
         cascades: Vec::new(),
         parents,
@@ -392,6 +397,18 @@ fn trackers_of(graph: &Graph, planned: &HashSet<usize>) -> HashMap<ObjectId, Vec
             .push(graph.nodes[membership.owner].id.clone());
     }
     found
+}
+
+/// The marks the tracking objects in `trackers_of` carry (see [`PrunePlan::stack_marks`]).
+fn stack_marks(
+    snapshot: &Snapshot,
+    trackers_of: &HashMap<ObjectId, Vec<ObjectId>>,
+) -> HashMap<ObjectId, (Preset, MarkValue)> {
+    let stacks: HashSet<&ObjectId> = trackers_of.values().flatten().collect();
+    stacks
+        .into_iter()
+        .filter_map(|id| Some((id.clone(), tracker_key(snapshot.objects.get(id)?)?)))
+        .collect()
 }
 
 /// A deletion target from a listed object.
