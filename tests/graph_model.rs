@@ -2858,9 +2858,12 @@ fn namespace_stand_in(name: &str, finalizer: &str, alive: impl Fn() -> bool + Se
         std::thread::spawn(move || {
             while !stop.load(Ordering::SeqCst) {
                 let read = kubectl(&["get", "namespace", &name, "-o", "json"]);
-                if let (true, Ok(mut namespace)) = (alive(), serde_json::from_str::<Value>(&read.stdout)) {
+                if let Ok(mut namespace) = serde_json::from_str::<Value>(&read.stdout) {
                     let listed: Vec<Value> = namespace["spec"]["finalizers"].as_array().cloned().unwrap_or_default();
-                    if !namespace["metadata"]["deletionTimestamp"].is_null() && listed.iter().any(|v| v == &finalizer) {
+                    // `alive()` (a kubectl or two) is asked only once there is something to do.
+                    let due =
+                        !namespace["metadata"]["deletionTimestamp"].is_null() && listed.iter().any(|v| v == &finalizer);
+                    if due && alive() {
                         let rest: Vec<Value> = listed.into_iter().filter(|v| v != &finalizer).collect();
                         namespace["spec"]["finalizers"] = Value::Array(rest);
                         let path = format!("/api/v1/namespaces/{name}/finalize");

@@ -902,10 +902,8 @@ impl StandIn {
             let (stop, finalized) = (stop.clone(), finalized.clone());
             std::thread::spawn(move || {
                 while !stop.load(Ordering::SeqCst) {
-                    if alive() {
-                        let count = finalize_deleting(&resource, namespace.as_deref(), &prefix, &finalizer);
-                        finalized.fetch_add(count, Ordering::SeqCst);
-                    }
+                    let count = finalize_deleting(&resource, namespace.as_deref(), &prefix, &finalizer, &alive);
+                    finalized.fetch_add(count, Ordering::SeqCst);
                     std::thread::sleep(Duration::from_millis(200));
                 }
             })
@@ -934,8 +932,15 @@ impl Drop for StandIn {
 }
 
 /// Removes `finalizer` from every object of `resource` being deleted whose name starts with
-/// `prefix` (in `namespace`, or everywhere with `None`); returns how many.
-fn finalize_deleting(resource: &str, namespace: Option<&str>, prefix: &str, finalizer: &str) -> usize {
+/// `prefix` (in `namespace`, or everywhere with `None`), if `alive()` holds once one is found
+/// (asked only then: each question is a kubectl or two, every 200 ms); returns how many.
+fn finalize_deleting(
+    resource: &str,
+    namespace: Option<&str>,
+    prefix: &str,
+    finalizer: &str,
+    alive: &dyn Fn() -> bool,
+) -> usize {
     use serde_json::Value;
     let mut args = vec!["get", resource, "-o", "json"];
     match namespace {
@@ -946,20 +951,31 @@ fn finalize_deleting(resource: &str, namespace: Option<&str>, prefix: &str, fina
     let Ok(list) = serde_json::from_str::<Value>(&listed.stdout) else {
         return 0;
     };
-    let mut count = 0;
-    for item in list["items"].as_array().into_iter().flatten() {
-        let name = item["metadata"]["name"].as_str().unwrap_or_default();
-        let finalizers: Vec<&str> = item["metadata"]["finalizers"]
+    let finalizers_of = |item: &Value| -> Vec<String> {
+        item["metadata"]["finalizers"]
             .as_array()
-            .map(|f| f.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        if item["metadata"]["deletionTimestamp"].is_null()
-            || !name.starts_with(prefix)
-            || !finalizers.contains(&finalizer)
-        {
-            continue;
-        }
-        let rest: Vec<&str> = finalizers.into_iter().filter(|f| *f != finalizer).collect();
+            .map(|f| f.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .unwrap_or_default()
+    };
+    let deleting: Vec<&Value> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|item| {
+            let name = item["metadata"]["name"].as_str().unwrap_or_default();
+            !item["metadata"]["deletionTimestamp"].is_null()
+                && name.starts_with(prefix)
+                && finalizers_of(item).iter().any(|f| f == finalizer)
+        })
+        .collect();
+    if deleting.is_empty() || !alive() {
+        return 0;
+    }
+    let mut count = 0;
+    for item in deleting {
+        let name = item["metadata"]["name"].as_str().unwrap_or_default();
+        let finalizers = finalizers_of(item);
+        let rest: Vec<String> = finalizers.into_iter().filter(|f| f != finalizer).collect();
         let patch = serde_json::json!({"metadata": {"finalizers": rest}}).to_string();
         let mut args = vec!["patch", resource, name, "--type", "merge", "-p", &patch];
         if let Some(ns) = item["metadata"]["namespace"].as_str() {
