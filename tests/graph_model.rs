@@ -110,6 +110,18 @@ impl Drop for Leftovers {
         for (resource, namespace) in &self.custom {
             release_finalizers(resource, namespace);
         }
+        // One kubectl for all (each is a Go process and a discovery); one each if that fails (a
+        // kind no longer served fails the whole command).
+        let all: Vec<String> = self
+            .objects
+            .iter()
+            .map(|(kind, name)| format!("{kind}/{name}"))
+            .collect();
+        let mut args: Vec<&str> = vec!["delete", "--wait=false", "--ignore-not-found"];
+        args.extend(all.iter().map(String::as_str));
+        if all.is_empty() || kubectl(&args).code == 0 {
+            return;
+        }
         for (kind, name) in &self.objects {
             let _ = kubectl(&["delete", kind, name, "--wait=false", "--ignore-not-found"]);
         }
