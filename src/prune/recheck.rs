@@ -68,11 +68,11 @@ pub struct Recheck {
     /// that takes it.
     victim_holders: HashMap<String, String>,
     withheld: HashMap<ObjectId, String>,
-    /// Every planned object with its UID.
     /// The mark each torn-down stack carried when last read: its record (read apart, see
     /// [`reads_beside`]) is read beside the stack itself the next time, and kept only when the
     /// stack still carries that mark.
     stack_marks: Mutex<HashMap<ObjectId, (Preset, MarkValue)>>,
+    /// Every planned object with its UID.
     planned_uids: Vec<(ObjectId, String)>,
     /// UIDs of planned objects that a re-check dropped: they stay.
     dropped: HashSet<String>,
@@ -1449,7 +1449,7 @@ async fn read_stack(
     );
     // The record of the mark the stack carried when last read, read at once beside it (one
     // round trip instead of two); taken only if the stack still carries that mark.
-    let beside = last_mark.clone().filter(|(preset, _)| reads_beside(*preset));
+    let beside = last_mark.filter(|(preset, _)| reads_beside(*preset));
     let early_record = async {
         match &beside {
             Some((preset, value)) => Some(read_record(*preset, value, session).await),
