@@ -79,6 +79,26 @@ pub fn return_large_buffers() {
     }
 }
 
+/// Returns the free pages of every malloc arena to the system. glibc gives each thread an arena:
+/// what one thread frees is reused only by the threads of its arena, so the desired manifests,
+/// read on their own thread ([`prune::orphans::PendingManifests`]) and freed once compared,
+/// would leave their memory idle beside the plan's (a dry run over 50,000 objects: 168 MB at
+/// its peak, against 157 MB when they were read on the planning thread). A no-op where the C
+/// library is not glibc.
+pub fn return_free_pages() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        extern "C" {
+            fn malloc_trim(pad: usize) -> std::os::raw::c_int;
+        }
+        // SAFETY: `malloc_trim` takes one integer and only releases memory malloc holds free;
+        // it locks each arena as it walks it, so other threads may run beside it.
+        unsafe {
+            malloc_trim(0);
+        }
+    }
+}
+
 /// Parses the command line, runs the command, prints errors with hints, and returns the exit code.
 pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> ExitCode {
     let mut cli = match cli::Cli::try_parse_from(args) {

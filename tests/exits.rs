@@ -586,3 +586,58 @@ fn timeout_zero_lists_only_what_is_still_there() {
     assert_eq!(blockers, ["c3"], "{summary}");
     assert!(exists("configmap", Some(n), "base"), "the next wave must not start");
 }
+
+/// Issue 30: the desired manifests are read while the session opens and the cluster is listed,
+/// yet a manifest that does not parse still wins: exit 2 naming its file and line, at once,
+/// although the server accepts connections and never answers, and when it cannot be reached.
+#[test]
+fn a_bad_manifest_wins_over_a_server_that_never_answers() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        // Accepts and holds every connection, answering nothing.
+        let mut streams = Vec::new();
+        for stream in silent.incoming().take(8) {
+            streams.push(stream);
+        }
+    });
+    drop(held);
+    let dir = std::env::temp_dir().join(unique("bad-manifest"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.yaml");
+    std::fs::write(&bad, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a\n").unwrap();
+    let silent_server = format!("https://127.0.0.1:{port}");
+    for server in [silent_server.as_str(), "https://127.0.0.1:1"] {
+        for command in ["prune", "orphans"] {
+            let started = std::time::Instant::now();
+            let mut args = vec![
+                command,
+                "--server",
+                server,
+                "--token",
+                "x",
+                "--request-timeout",
+                "60s",
+                "-l",
+                "app=a",
+                "-f",
+                bad.to_str().unwrap(),
+            ];
+            if command == "prune" {
+                args.push("--dry-run=client");
+            }
+            let run = stack_as(std::path::Path::new("/nonexistent/kubeconfig"), &args);
+            let took = started.elapsed();
+            assert_eq!(run.code, 2, "{command} against {server}: {}", run.stderr);
+            assert!(
+                run.stderr.contains("bad.yaml:") && run.stderr.contains("invalid YAML"),
+                "{command} against {server}: {}",
+                run.stderr
+            );
+            assert!(
+                took < std::time::Duration::from_secs(20),
+                "{command} against {server} took {took:?}"
+            );
+        }
+    }
+}

@@ -22,6 +22,9 @@ use crate::stack::listing::warn_unlisted;
 use crate::stack::manifest::{load_kustomize, load_paths, Manifest, Reading};
 use crate::stack::policy::is_claim_of;
 
+mod pending;
+pub use pending::PendingManifests;
+
 /// What `orphans` found: every tracked object with its verdict, and what could not be checked.
 pub struct OrphanReport {
     /// Every tracked object and its verdict.
@@ -96,8 +99,9 @@ pub struct DesiredOptions {
     pub build_facts: crate::stack::manifest::BuildFacts,
 }
 
-/// Reads `-f`/`-k` manifests (before any request, so a bad manifest stops everything): a
-/// manifest that does not parse, or names an object the API server would reject, is refused;
+/// Reads `-f`/`-k` manifests (a bad manifest stops everything, whatever else fails: `graph`
+/// reads them before any request, `orphans` and `prune` beside their requests through
+/// [`PendingManifests`]): a manifest that does not parse, or names an object the API server would reject, is refused;
 /// for a desired set, so is any file that cannot be read as objects (see [`Reading`]).
 pub fn read_manifests(args: &ManifestSources, reading: Reading) -> Result<Option<Vec<Manifest>>, UserError> {
     if args.filenames.is_empty() && args.kustomize.is_empty() {
@@ -116,12 +120,13 @@ pub fn read_manifests(args: &ManifestSources, reading: Reading) -> Result<Option
 }
 
 /// Finds the orphans: the shared core of `orphans` and `prune`. `selection` is what `-l` and
-/// `--tracker` select, `manifests` what [`read_manifests`] read, `options` how to list.
+/// `--tracker` select, `manifests` the `-f`/`-k` manifests being read ([`PendingManifests`]),
+/// `options` how to list.
 pub async fn find(
     session: &Session,
     selection: Selection,
     desired_args: &DesiredOptions,
-    manifests: Option<Vec<Manifest>>,
+    manifests: PendingManifests,
     options: ListOptions,
 ) -> Result<OrphanReport, UserError> {
     find_inner(session, selection, desired_args, manifests, options, false).await
@@ -134,7 +139,7 @@ pub async fn find_with_bystanders(
     session: &Session,
     selection: Selection,
     desired_args: &DesiredOptions,
-    manifests: Option<Vec<Manifest>>,
+    manifests: PendingManifests,
     options: ListOptions,
 ) -> Result<OrphanReport, UserError> {
     find_inner(session, selection, desired_args, manifests, options, true).await
@@ -144,20 +149,32 @@ async fn find_inner(
     session: &Session,
     mut selection: Selection,
     desired_args: &DesiredOptions,
-    manifests: Option<Vec<Manifest>>,
+    mut pending: PendingManifests,
     options: ListOptions,
     with_bystanders: bool,
 ) -> Result<OrphanReport, UserError> {
     let mut placements = Placements::new();
-    let mut desired = desired_of(
-        session,
-        &mut selection,
-        desired_args,
-        manifests.as_deref(),
-        &mut placements,
-    )
-    .await?;
-    let (mut collection, bystanders) = list_compared(session, &selection, options, with_bystanders).await;
+    let given = pending.given();
+    let stack = pending
+        .beside(stack_of(session, &mut selection, desired_args, given))
+        .await?;
+    // The manifests are read and resolved while the cluster is listed; a refused desired set
+    // ends the listing at once.
+    let resolving = async {
+        let manifests = pending.manifests().await?;
+        let desired = desired_from(
+            session,
+            &selection,
+            desired_args,
+            stack,
+            manifests.as_deref(),
+            &mut placements,
+        )
+        .await?;
+        Ok::<_, UserError>((desired, manifests))
+    };
+    let listing = async { Ok(list_compared(session, &selection, options, with_bystanders).await) };
+    let ((mut desired, manifests), (mut collection, bystanders)) = futures::try_join!(resolving, listing)?;
     desired.live_versions = std::sync::Arc::new(LiveVersions::of(&collection.objects));
     warn_unlisted(&collection, session)?;
     if desired.recorded.is_none() && manifests.is_some() {
@@ -167,12 +184,7 @@ async fn find_inner(
         refuse_several_stacks(&collection.objects, &selection)?;
     }
     let unchecked = unchecked_kinds(&collection, session);
-    if !unchecked.is_empty() {
-        tracing::warn!(
-            "not checked (no object of these kinds is called an orphan): {}",
-            unchecked.join(", ")
-        );
-    }
+    warn_unchecked(&unchecked);
     let mut digest = DesiredDigest::of(&desired);
     let mut needs = desired
         .manifests
@@ -195,6 +207,9 @@ async fn find_inner(
     };
     spare_derived(&mut classified, session).await;
     digest.add_placements(&placements);
+    // Compared: the manifests' memory, freed on the thread that read them, goes back for good.
+    drop((manifests, desired));
+    crate::return_free_pages();
     Ok(OrphanReport {
         classified,
         collection,
@@ -209,30 +224,53 @@ async fn find_inner(
     })
 }
 
-/// The desired set a run compares with: the stack's record, read once, and the manifests
-/// resolved against it, after every refusal of a set that cannot be compared (a checksum, an
-/// unnamed or renamed stack, objects outside the scope, an empty or unresolved set).
-async fn desired_of(
+/// Says which kinds were not checked ([`unchecked_kinds`]), if any.
+fn warn_unchecked(unchecked: &[String]) {
+    if !unchecked.is_empty() {
+        tracing::warn!(
+            "not checked (no object of these kinds is called an orphan): {}",
+            unchecked.join(", ")
+        );
+    }
+}
+
+/// The stack's record a run compares with, read once, and the selection completed by it, after
+/// the refusals that need no manifest (a checksum, an unnamed or renamed stack): what the
+/// listing waits for. `has_manifests`: whether `-f`/`-k` were given.
+async fn stack_of(
     session: &Session,
     selection: &mut Selection,
     desired_args: &DesiredOptions,
-    manifests: Option<&[Manifest]>,
-    placements: &mut Placements,
-) -> Result<Desired, UserError> {
+    has_manifests: bool,
+) -> Result<StackRecord, UserError> {
     selection.tracked_only = !desired_args.untracked;
     if let Some(tracker) = selection.tracker.as_mut() {
         tracker.default_namespace(&session.connection.namespace);
     }
     refuse_checksum(desired_args)?;
     let mut stack = named_record(desired_args, selection, session).await?;
-    refuse_unnamed(manifests.is_some(), &stack, selection)?;
+    refuse_unnamed(has_manifests, &stack, selection)?;
     // Before an ApplySet parent's name becomes its id: the record is read from the parent.
-    if stack.recorded.is_none() && manifests.is_some() {
+    if stack.recorded.is_none() && has_manifests {
         stack = tracker_record(selection, session).await?;
     }
-    let facts = manifests.is_some().then_some(&desired_args.build_facts);
+    let facts = has_manifests.then_some(&desired_args.build_facts);
     inventory::refuse_renamed(&stack, facts, desired_args.as_built)?;
     resolve_selection(selection, session)?;
+    Ok(stack)
+}
+
+/// The desired set a run compares with: the manifests resolved against the stack's record
+/// ([`stack_of`]), after every refusal of a set that cannot be compared (objects outside the
+/// scope, an empty or unresolved set, one its tool would refuse).
+async fn desired_from(
+    session: &Session,
+    selection: &Selection,
+    desired_args: &DesiredOptions,
+    stack: StackRecord,
+    manifests: Option<&[Manifest]>,
+    placements: &mut Placements,
+) -> Result<Desired, UserError> {
     let resolved = manifests.map(|manifests| {
         let set = resolve_manifests(manifests, session, &stack);
         report_resolution(&set);

@@ -6,18 +6,16 @@ use serde_json::{json, Value};
 use crate::cli::{list_options, selection, GlobalArgs, ListOutput, OrphansArgs};
 use crate::cluster::session::Session;
 use crate::error::{exit, UserError};
-use crate::prune::orphans::{find, read_manifests, OrphanReport};
+use crate::prune::orphans::{find, OrphanReport, PendingManifests};
 use crate::render;
 use crate::stack::classify::{Classified, Verdict};
 use crate::stack::listing::{gaps, incomplete, status, tracked_by};
 
 /// Runs `orphans`.
 pub async fn run(global: &GlobalArgs, args: OrphansArgs) -> anyhow::Result<u8> {
-    let manifests = read_manifests(
-        &(&args.desired.manifests).into(),
-        crate::stack::manifest::Reading::Desired,
-    )?;
-    let session = Session::open(global).await?;
+    // Read while the session opens and the cluster is listed.
+    let mut manifests = PendingManifests::start((&args.desired.manifests).into());
+    let session = manifests.beside(Session::open(global)).await?;
     let selection = selection(&args.selection)?;
     let options = list_options(&args.tuning);
     let report = find(&session, selection, &(&args.desired).into(), manifests, options).await?;

@@ -9,7 +9,7 @@ use crate::cluster::collect::ListScope;
 use crate::cluster::session::Session;
 use crate::error::{exit, UserError};
 use crate::prune::execute::ExecOptions;
-use crate::prune::orphans::{find_with_bystanders, read_manifests};
+use crate::prune::orphans::{find_with_bystanders, PendingManifests};
 use crate::prune::plan_file::{self, Place, Request};
 use crate::prune::refusals::{refuse_cascades, refuse_changed, refuse_parents};
 use crate::prune::report::{print_plan, report_saved, Format, View};
@@ -32,18 +32,15 @@ pub async fn run(global: &GlobalArgs, mut args: PruneArgs) -> anyhow::Result<u8>
     check_mode(&args, teardown)?;
     // A wave rides out an API server restart for as long as it may take.
     crate::cluster::retry::set_budget(args.timeout.max(crate::cluster::retry::DEFAULT_BUDGET));
-    let manifests = if teardown {
-        None
-    } else {
-        read_manifests(
-            &(&args.desired.manifests).into(),
-            crate::stack::manifest::Reading::Desired,
-        )?
+    // Read while the session opens and the cluster is listed.
+    let mut manifests = match teardown {
+        true => PendingManifests::none(),
+        false => PendingManifests::start((&args.desired.manifests).into()),
     };
     let mut options = crate::cluster::session::SessionOptions::from(global);
     // The waves' re-checks reuse the plan's discovery while no CRD or APIService changes.
     options.watch_kinds = args.dry_run != DryRun::Client && args.plan_out.is_none();
-    let mut session = Session::open(options).await?;
+    let mut session = manifests.beside(Session::open(options)).await?;
     let format = match args.output {
         PruneOutput::Json => Format::Json,
         PruneOutput::Table | PruneOutput::Wide => Format::Table,
@@ -94,11 +91,7 @@ struct Planned {
 }
 
 /// Plans a teardown of the named stacks, or the prune of the orphans of a desired set.
-async fn plan_of(
-    session: &mut Session,
-    args: &PruneArgs,
-    manifests: Option<Vec<crate::stack::manifest::Manifest>>,
-) -> anyhow::Result<Planned> {
+async fn plan_of(session: &mut Session, args: &PruneArgs, manifests: PendingManifests) -> anyhow::Result<Planned> {
     let request = plan_request(args);
     if !args.targets.is_empty() {
         refuse_split_targets(session, args)?;
