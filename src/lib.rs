@@ -83,8 +83,7 @@ pub fn return_large_buffers() {
 /// what one thread frees is reused only by the threads of its arena, so the desired manifests,
 /// read on their own thread ([`prune::orphans::PendingManifests`]) and freed once compared,
 /// would leave their memory idle beside the plan's (a dry run over 50,000 objects: 164 MiB at
-/// its peak, against 157 MiB when they were read on the planning thread). A no-op where the C
-/// library is not glibc.
+/// its peak without this, 157 MiB with it). A no-op where the C library is not glibc.
 pub fn return_free_pages() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
