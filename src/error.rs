@@ -23,7 +23,7 @@ pub mod exit {
 }
 
 /// An error meant for the person at the terminal.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
 pub struct UserError {
     /// What went wrong, in one line.

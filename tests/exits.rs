@@ -641,3 +641,140 @@ fn a_bad_manifest_wins_over_a_server_that_never_answers() {
         }
     }
 }
+
+/// Issue 30, adversarial review: `-f -` is read whole before any request. Opening the session
+/// may run the kubeconfig's exec credential plugin, and kube hands it our standard input (an
+/// MFA prompt reads a line from it): when standard input was read beside the session, the
+/// plugin took the desired ConfigMap `b`'s line, and `b` was deleted as an orphan.
+#[test]
+fn an_exec_plugin_that_reads_stdin_takes_nothing_from_the_desired_set() {
+    use std::io::Write;
+    let _logs = start();
+    ensure_flux_crds();
+    let flux = Namespace::new("stdin-exec");
+    let f = &flux.0;
+    let labels = flux_labels("app", f);
+    let mut yaml = format!(
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: app, namespace: {f}}}\nspec: {{prune: true}}\n"
+    );
+    for name in ["a", "b", "c"] {
+        yaml.push_str(&format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {f}, labels: {labels}}}\n"
+        ));
+    }
+    apply(&yaml);
+    record_flux_inventories(f);
+
+    let dir = std::env::temp_dir().join(unique("stdin-exec"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let admin = std::fs::read_to_string(&cluster().admin).unwrap();
+    let token = admin
+        .split("token: ")
+        .nth(1)
+        .and_then(|rest| rest.split(['}', '\n']).next())
+        .expect("a token in the admin kubeconfig")
+        .trim()
+        .to_string();
+    let plugin = dir.join("mfa.py");
+    let taken = dir.join("taken");
+    std::fs::write(
+        &plugin,
+        format!(
+            "#!/usr/bin/env python3\nimport sys, json\nline = sys.stdin.readline()\nopen({taken:?}, 'a').write(repr(line) + '\\n')\nprint(json.dumps({{'apiVersion': 'client.authentication.k8s.io/v1beta1', 'kind': 'ExecCredential', 'status': {{'token': {token:?}}}}}))\n",
+            taken = taken.to_str().unwrap(),
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&plugin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let exec_user = format!(
+        "user: {{exec: {{apiVersion: client.authentication.k8s.io/v1beta1, command: {}}}}}",
+        plugin.to_str().unwrap()
+    );
+    let kubeconfig = dir.join("exec.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        admin.replace(&format!("user: {{token: {token}}}"), &exec_user),
+    )
+    .unwrap();
+    assert!(std::fs::read_to_string(&kubeconfig).unwrap().contains("exec:"));
+
+    let mut child = stack_command(&kubeconfig)
+        .args([
+            "prune",
+            "-n",
+            f,
+            "--tracker",
+            &format!("flux=app.{f}"),
+            "-f",
+            "-",
+            "--yes",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let a = format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a, namespace: {f}, labels: {labels}}}\n---\n");
+    stdin.write_all(a.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    // The session would open now, while the rest is still to come: a comment line, then `b`.
+    // (Two readers blocked on one pipe take its writes in turn.)
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    stdin.write_all(b"# more to come\n").unwrap();
+    stdin.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let b = format!(
+        "{{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {{\"name\": \"b\", \"namespace\": \"{f}\", \"labels\": {{\"kustomize.toolkit.fluxcd.io/name\": \"app\", \"kustomize.toolkit.fluxcd.io/namespace\": \"{f}\"}}}}}}\n"
+    );
+    stdin.write_all(b.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    drop(stdin);
+    let run = Run::from(child.wait_with_output().unwrap());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(exists("configmap", Some(f), "a"), "{}", run.stderr);
+    assert!(
+        exists("configmap", Some(f), "b"),
+        "the desired b was deleted: {}",
+        run.stderr
+    );
+    assert!(
+        !exists("configmap", Some(f), "c"),
+        "the orphan c was kept: {}",
+        run.stderr
+    );
+    let plugin_read = std::fs::read_to_string(&taken).unwrap_or_default();
+    assert!(
+        !plugin_read.contains("name"),
+        "the plugin read the desired set: {plugin_read}"
+    );
+}
+
+/// Issue 30, adversarial review: a manifest that does not parse wins over a bad `--tracker`,
+/// however long the manifests take to read (the selection is checked beside the read).
+#[test]
+fn a_bad_manifest_wins_over_a_bad_tracker_however_long_the_read() {
+    let _logs = start();
+    let mut text = String::new();
+    for i in 0..10_000 {
+        text.push_str(&format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{i}, namespace: n}}\n"
+        ));
+    }
+    text.push_str("---\nmetadata: {name: broken\n");
+    let file = temp_file("late-error.yaml", &text);
+    for command in ["prune", "orphans"] {
+        let mut args = vec![command, "--tracker", "bogus", "-f", file.to_str().unwrap()];
+        if command == "prune" {
+            args.push("--dry-run=client");
+        }
+        let run = stack(&args);
+        assert_eq!(run.code, 2, "{command}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("late-error.yaml:") && run.stderr.contains("invalid YAML"),
+            "{command}: {}",
+            run.stderr
+        );
+    }
+}

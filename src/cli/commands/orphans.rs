@@ -16,7 +16,8 @@ pub async fn run(global: &GlobalArgs, args: OrphansArgs) -> anyhow::Result<u8> {
     // Read while the session opens and the cluster is listed.
     let mut manifests = PendingManifests::start((&args.desired.manifests).into());
     let session = manifests.beside(Session::open(global)).await?;
-    let selection = selection(&args.selection)?;
+    // A manifest's error wins over the selection's, as over the session's.
+    let selection = manifests.beside(async { selection(&args.selection) }).await?;
     let options = list_options(&args.tuning);
     let report = find(&session, selection, &(&args.desired).into(), manifests, options).await?;
     let shown = report.orphans().count() + if args.show_skipped { report.skipped().count() } else { 0 };

@@ -91,7 +91,7 @@ struct Planned {
 }
 
 /// Plans a teardown of the named stacks, or the prune of the orphans of a desired set.
-async fn plan_of(session: &mut Session, args: &PruneArgs, manifests: PendingManifests) -> anyhow::Result<Planned> {
+async fn plan_of(session: &mut Session, args: &PruneArgs, mut manifests: PendingManifests) -> anyhow::Result<Planned> {
     let request = plan_request(args);
     if !args.targets.is_empty() {
         refuse_split_targets(session, args)?;
@@ -103,7 +103,10 @@ async fn plan_of(session: &mut Session, args: &PruneArgs, manifests: PendingMani
             nothing: String::from("Nothing to prune."),
         });
     }
-    let selection = crate::cli::selection(&args.selection)?;
+    // A manifest's error wins over the selection's, as over the session's.
+    let selection = manifests
+        .beside(async { crate::cli::selection(&args.selection) })
+        .await?;
     let report = find_with_bystanders(
         session,
         selection,

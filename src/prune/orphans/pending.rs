@@ -5,6 +5,12 @@
 //! A manifest that cannot be read still stops everything, and its error wins over any other,
 //! as when it was read before any request: [`PendingManifests::beside`] returns it as soon as
 //! the read ends in it, and in place of the error of the work it ran beside.
+//!
+//! Standard input (`-f -`) is the exception: it is read whole before any request, as before.
+//! Opening the session may run a kubeconfig's exec credential plugin, which kube hands our
+//! standard input unless the kubeconfig says `interactiveMode: Never` (an MFA prompt reads a
+//! line from it): what the plugin read would be missing from the desired set, and be deleted
+//! as an orphan (adversarial review of issue 30).
 
 use std::future::Future;
 
@@ -27,8 +33,8 @@ enum State {
     NotGiven,
     /// Being read on a blocking thread.
     Reading(JoinHandle<Read>),
-    /// Read (while the work beside it went on).
-    Read(Vec<Manifest>),
+    /// Read, or failed: before anything else (standard input), or beside other work.
+    Done(Read),
 }
 
 impl PendingManifests {
@@ -36,6 +42,13 @@ impl PendingManifests {
     pub fn start(sources: ManifestSources) -> Self {
         if sources.filenames.is_empty() && sources.kustomize.is_empty() {
             return Self::none();
+        }
+        if sources.filenames.iter().any(|path| path.as_os_str() == "-") {
+            // Whole, before any request (see the module's doc).
+            let read = read_manifests(&sources, Reading::Desired).map(Option::unwrap_or_default);
+            return Self {
+                state: State::Done(read),
+            };
         }
         let reading = tokio::task::spawn_blocking(move || {
             read_manifests(&sources, Reading::Desired).map(Option::unwrap_or_default)
@@ -59,8 +72,10 @@ impl PendingManifests {
     /// dropped) with the read's error, and a failed `work` returns the read's error, if any,
     /// in place of its own.
     pub async fn beside<T>(&mut self, work: impl Future<Output = Result<T, UserError>>) -> Result<T, UserError> {
-        let State::Reading(reading) = &mut self.state else {
-            return work.await;
+        let reading = match &mut self.state {
+            State::Reading(reading) => reading,
+            State::Done(Err(err)) => return Err(err.clone()),
+            State::NotGiven | State::Done(Ok(_)) => return work.await,
         };
         tokio::pin!(work);
         let first = tokio::select! {
@@ -69,13 +84,19 @@ impl PendingManifests {
         };
         match first {
             First::Read(read) => {
-                self.state = State::Read(read?);
-                work.await
+                let failed = read.as_ref().err().cloned();
+                self.state = State::Done(read);
+                match failed {
+                    Some(err) => Err(err),
+                    None => work.await,
+                }
             }
             First::Done(Ok(done)) => Ok(done),
             First::Done(Err(err)) => {
-                self.state = State::Read(joined(reading.await)?);
-                Err(err)
+                let read = joined(reading.await);
+                let failed = read.as_ref().err().cloned();
+                self.state = State::Done(read);
+                Err(failed.unwrap_or(err))
             }
         }
     }
@@ -85,7 +106,7 @@ impl PendingManifests {
         match self.state {
             State::NotGiven => Ok(None),
             State::Reading(reading) => joined(reading.await).map(Some),
-            State::Read(manifests) => Ok(Some(manifests)),
+            State::Done(read) => read.map(Some),
         }
     }
 }
@@ -157,6 +178,23 @@ mod tests {
         assert!(err.to_string().contains("no cluster"), "{err}");
         let manifests = pending.manifests().await.unwrap().unwrap();
         assert_eq!(manifests.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_failed_read_is_the_error_of_every_later_work_which_never_runs() {
+        let mut pending = PendingManifests::start(sources(&file("bad3.yaml", "a: [")));
+        let never = std::future::pending::<Result<(), UserError>>();
+        assert!(pending.beside(never).await.is_err());
+        let ran = std::sync::atomic::AtomicBool::new(false);
+        let work = async {
+            ran.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok::<_, UserError>(())
+        };
+        let err = pending.beside(work).await.unwrap_err();
+        assert!(err.to_string().contains("invalid YAML"), "{err}");
+        assert!(!ran.load(std::sync::atomic::Ordering::SeqCst));
+        assert!(pending.given());
+        assert!(pending.manifests().await.is_err());
     }
 
     #[tokio::test]
